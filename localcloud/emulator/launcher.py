@@ -1,0 +1,567 @@
+#!/usr/bin/env python3
+"""Ballast's local-cloud AWS control plane: moto 5.2.5 with the bugs that matter patched.
+
+Run with the venv made from requirements.lock:
+
+    $VENV/bin/python launcher.py --host 127.0.0.1 --port PORT [--exit-with-stdin]
+                                 [--iam-enforce --initial-no-auth N [--ec2-service-user NAME]]
+
+Prints exactly one line `ready http://HOST:PORT` on stdout once the server accepts connections;
+everything else goes to stderr.
+
+Every patch below replaces or wraps a moto internal, so it is only valid for the exact moto version
+pinned in requirements.txt: the launcher refuses to start on any other version rather than patch
+code it was not written against.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import logging
+import os
+import socket
+import sys
+import threading
+
+PINNED_MOTO_VERSION = "5.2.5"
+
+log = logging.getLogger("ballast-emulator")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="moto 5.2.5 with Ballast's patches")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (use loopback)")
+    p.add_argument("--port", type=int, required=True, help="port to bind (0 = pick a free one)")
+    p.add_argument(
+        "--exit-with-stdin",
+        action="store_true",
+        help="exit as soon as stdin reaches EOF (i.e. when the parent that holds the pipe dies)",
+    )
+    p.add_argument(
+        "--iam-enforce",
+        action="store_true",
+        help="enforce IAM policies after the first --initial-no-auth requests",
+    )
+    p.add_argument(
+        "--initial-no-auth",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --iam-enforce: number of requests let through unauthenticated",
+    )
+    p.add_argument(
+        "--ec2-service-user",
+        default=None,
+        metavar="NAME",
+        help="IAM user that plays the EC2 service: trust policies naming the service principal "
+        "ec2.amazonaws.com let it AssumeRole (how the local IMDS gets instance-profile credentials)",
+    )
+    args = p.parse_args(argv)
+    if args.ec2_service_user and not args.iam_enforce:
+        p.error("--ec2-service-user only makes sense with --iam-enforce")
+    if args.iam_enforce and (args.initial_no_auth is None or args.initial_no_auth < 0):
+        p.error("--iam-enforce needs --initial-no-auth N (N >= 0)")
+    if args.initial_no_auth is not None and not args.iam_enforce:
+        p.error("--initial-no-auth only makes sense with --iam-enforce")
+    return args
+
+
+def configure_environment(args: argparse.Namespace) -> None:
+    """Must run BEFORE the first `import moto`: moto/settings.py reads these at import time
+    (INITIAL_NO_AUTH_ACTION_COUNT = float(os.environ.get(..., inf))) and never again."""
+    if args.iam_enforce:
+        os.environ["INITIAL_NO_AUTH_ACTION_COUNT"] = str(args.initial_no_auth)
+    else:
+        # An inherited variable must not switch enforcement on behind the caller's back.
+        os.environ.pop("INITIAL_NO_AUTH_ACTION_COUNT", None)
+    # moto.server.main sets this too; a few services build URLs from it.
+    os.environ["MOTO_PORT"] = str(args.port)
+
+
+# ---------------------------------------------------------------------------------------------
+# Patches. Each one names the moto bug it fixes, why Ballast needs the fix, and the internals it
+# relies on. All are applied by apply_patches() before the server is created.
+# ---------------------------------------------------------------------------------------------
+
+
+def patch_launch_template_version_user_data_and_source_version() -> None:
+    """Bugs 1 and 2: CreateLaunchTemplateVersion.
+
+    Bug 1: moto stores LaunchTemplateData.UserData of a new version as the raw request string,
+    whereas CreateLaunchTemplate wraps it in Base64EncodedString. LaunchTemplateVersion.user_data
+    asserts the wrapper type, so the next ASG launch from that version dies with HTTP 500.
+    Bug 2: SourceVersion is ignored, so a new version holds only the fields sent, while on AWS it
+    is the source version's data with the sent fields overriding (top-level keys).
+
+    Ballast rolls out a changed node config by creating a new launch template version (new
+    user-data, often with SourceVersion) and launching instances from it; both bugs break that.
+
+    Internals: moto.ec2.responses.launch_templates.LaunchTemplates.create_launch_template_version
+    (replaced whole; its response shape is copied), EC2BaseResponse._get_param, parse_user_data,
+    LaunchTemplate.get_version/create_version/is_default, LaunchTemplateVersion.data.
+    """
+    from moto.core.responses import ActionResult
+    from moto.ec2.exceptions import InvalidLaunchTemplateVersionNotFound, MissingParameterError
+    from moto.ec2.responses.launch_templates import LaunchTemplates
+    from moto.ec2.utils import parse_user_data
+
+    def create_launch_template_version(self):  # type: ignore[no-untyped-def]
+        name = self._get_param("LaunchTemplateName")
+        tmpl_id = self._get_param("LaunchTemplateId")
+        if tmpl_id:
+            template = self.ec2_backend.get_launch_template(tmpl_id)
+        elif name:
+            template = self.ec2_backend.get_launch_template_by_name(name)
+        else:
+            raise MissingParameterError("launch template ID or launch template name")
+
+        version_description = self._get_param("VersionDescription")
+        sent = self._get_param("LaunchTemplateData", {})
+        # Same handling as CreateLaunchTemplate: keep the base64 text as sent, wrapped so that
+        # instances decode it and DescribeInstanceAttribute returns it unchanged.
+        if "UserData" in sent:
+            sent["UserData"] = parse_user_data(self._get_param("LaunchTemplateData.UserData"))
+
+        source = self._get_param("SourceVersion")
+        if source is not None:
+            # moto's get_version maps "0" to the last version (list index -1) and raises a bare
+            # ValueError (HTTP 500) on garbage; AWS answers VersionNotFound for both.
+            src = str(source)
+            if not (src.lower() in ("$latest", "$default") or (src.isdigit() and int(src) >= 1)):
+                raise InvalidLaunchTemplateVersionNotFound(version=src, template_id=template.id)
+            data = copy.deepcopy(template.get_version(src).data)
+            data.update(sent)  # AWS: "parameters you specify override the source version's"
+        else:
+            data = sent
+
+        self.error_on_dryrun()
+        version = template.create_version(data, version_description)
+        result = {
+            "LaunchTemplateVersion": {
+                "CreateTime": version.create_time,
+                "CreatedBy": f"arn:{self.partition}:iam::{self.current_account}:root",
+                "DefaultVersion": template.is_default(version),
+                "LaunchTemplateData": version.data,
+                "LaunchTemplateId": template.id,
+                "LaunchTemplateName": template.name,
+                "VersionDescription": version.description,
+                "VersionNumber": version.number,
+            },
+        }
+        return ActionResult(result)
+
+    LaunchTemplates.create_launch_template_version = create_launch_template_version
+
+
+def patch_asg_az_balanced_launch() -> None:
+    """Bug 3 (and bug 4): ASG launches.
+
+    Bug 3: FakeAutoScalingGroup.replace_autoscaling_group_instances puts every instance into the
+    first subnet of VPCZoneIdentifier. AWS spreads a group over its AZs: each new instance goes to
+    the AZ with the fewest instances of the group. Ballast spreads control-plane nodes (and etcd
+    members) over AZs through one ASG per AZ or one multi-AZ group, and its validation checks
+    node placement, so this must behave like AWS. This one method serves group creation,
+    scale-out (SetDesiredCapacity / UpdateAutoScalingGroup) and replacement of terminated
+    instances (AutoScalingBackend.notify_terminate_instances), so all three are fixed here.
+
+    Bug 4: moto passed {"LaunchTemplateId": id} without the group's Version to run_instances, so
+    the instance's aws:ec2launchtemplate:version tag, its BlockDeviceMappings, and its
+    TagSpecifications tags came from the template's *default* version instead of the version the
+    group uses. We pass the group's version (e.g. "$Latest" or "3").
+
+    Internals: FakeAutoScalingGroup.{vpc_zone_identifier, availability_zones, instance_states,
+    ec2_launch_template, launch_template_version, launch_config, instance_tags, image_id,
+    user_data, security_groups, instance_type, new_instances_protected_from_scale_in, name},
+    InstanceState, ASG_NAME_TAG, EC2Backend.get_subnet/run_instances (count/subnet_id/placement/
+    launch_template kwargs), Instance.placement.zone and Instance.subnet_id.
+    """
+    from moto.autoscaling.models import ASG_NAME_TAG, FakeAutoScalingGroup, InstanceState
+
+    def replace_autoscaling_group_instances(self, count_needed, propagated_tags):  # type: ignore[no-untyped-def]
+        propagated_tags[ASG_NAME_TAG] = self.name
+        propagated_tags.update(self.instance_tags)
+
+        ec2 = self.autoscaling_backend.ec2_backend
+        # Candidate slots in the group's order: (az, subnet_id or None).
+        if self.vpc_zone_identifier:
+            subnet_ids = [s.strip() for s in self.vpc_zone_identifier.split(",") if s.strip()]
+            slots = [(ec2.get_subnet(s).availability_zone, s) for s in subnet_ids]
+        else:
+            slots = [(az, None) for az in self.availability_zones]
+
+        associate_public_ip = (
+            self.launch_config.associate_public_ip_address if self.launch_config else None
+        )
+        launch_template = None
+        if self.ec2_launch_template:
+            launch_template = {"LaunchTemplateId": self.ec2_launch_template.id}
+            version = getattr(self, "launch_template_version", None)
+            if version:
+                launch_template["Version"] = str(version)
+
+        for _ in range(count_needed):
+            # Balance over InService instances (what AWS balances; Standby ones do not count).
+            per_az: dict[str, int] = {}
+            per_subnet: dict[str | None, int] = {}
+            for state in self.active_instances():
+                inst = state.instance
+                per_az[inst.placement.zone] = per_az.get(inst.placement.zone, 0) + 1
+                per_subnet[inst.subnet_id] = per_subnet.get(inst.subnet_id, 0) + 1
+            # Fewest in the AZ first, then fewest in the subnet; ties keep the group's order.
+            az, subnet_id = min(
+                slots, key=lambda s: (per_az.get(s[0], 0), per_subnet.get(s[1], 0))
+            )
+            reservation = ec2.run_instances(
+                self.image_id,
+                1,
+                self.user_data,
+                self.security_groups,
+                instance_type=self.instance_type,
+                tags={"instance": dict(propagated_tags)},
+                placement=az,
+                launch_config=self.launch_config,
+                launch_template=launch_template,
+                is_instance_type_default=False,
+                associate_public_ip=associate_public_ip,
+                subnet_id=subnet_id,
+            )
+            for instance in reservation.instances:
+                instance.autoscaling_group = self
+                self.instance_states.append(
+                    InstanceState(
+                        instance,
+                        protected_from_scale_in=self.new_instances_protected_from_scale_in,
+                    )
+                )
+
+    FakeAutoScalingGroup.replace_autoscaling_group_instances = replace_autoscaling_group_instances
+
+
+def patch_asg_az_balanced_scale_in() -> None:
+    """Bug 6: scale-in removes the first unprotected entries of instance_states (oldest first,
+    and after any earlier scale-in an arbitrary order, since moto rebuilds the list from a set),
+    with no AZ balancing. AWS's default termination policy picks the AZ with the most instances
+    (among AZs that have an unprotected one), then the oldest instance there. Without this, a
+    Ballast scale-in test could leave a group lopsided and its AZ checks would fail.
+
+    Rather than copy moto's long set_desired_capacity (mixed-instances arithmetic), we wrap it
+    and first reorder instance_states into termination priority: moto then takes a prefix of
+    the unprotected entries, and the prefix of a greedy order is the greedy choice for any count.
+
+    Internals: FakeAutoScalingGroup.set_desired_capacity taking
+    `[s for s in self.instance_states if not s.protected_from_scale_in][:count]`;
+    InstanceState.{instance, lifecycle_state, protected_from_scale_in}; Instance.launch_time.
+    """
+    from moto.autoscaling.models import FakeAutoScalingGroup
+
+    original = FakeAutoScalingGroup.set_desired_capacity
+
+    def termination_order(states):  # type: ignore[no-untyped-def]
+        in_service = [s for s in states if s.lifecycle_state == "InService"]
+        others = [s for s in states if s.lifecycle_state != "InService"]
+        counts: dict[str, int] = {}
+        for s in in_service:
+            counts[s.instance.placement.zone] = counts.get(s.instance.placement.zone, 0) + 1
+        candidates = sorted(
+            (s for s in in_service if not s.protected_from_scale_in),
+            key=lambda s: (s.instance.launch_time, s.instance.id),
+        )
+        ordered = []
+        while candidates:
+            # AZ with most instances; tie -> the AZ holding the oldest candidate (then by name).
+            def rank(s):  # type: ignore[no-untyped-def]
+                return (-counts[s.instance.placement.zone], s.instance.launch_time, s.instance.id)
+
+            victim = min(candidates, key=rank)
+            candidates.remove(victim)
+            counts[victim.instance.placement.zone] -= 1
+            ordered.append(victim)
+        protected = [s for s in in_service if s.protected_from_scale_in]
+        # Non-InService (e.g. Standby) last: moto would otherwise pick them too.
+        return ordered + protected + others
+
+    def set_desired_capacity(self, new_capacity):  # type: ignore[no-untyped-def]
+        self.instance_states = termination_order(self.instance_states)
+        return original(self, new_capacity)
+
+    FakeAutoScalingGroup.set_desired_capacity = set_desired_capacity
+
+
+def patch_asg_instance_reports_its_version() -> None:
+    """Bug 4 (report side): InstanceState.launch_template (DescribeAutoScalingInstances and
+    DescribeAutoScalingGroups' Instances[].LaunchTemplate) always reports the template's current
+    default version. With the launch fix above, each instance carries the version it was really
+    launched from in its aws:ec2launchtemplate:version tag (as on AWS); report that.
+
+    Internals: InstanceState.launch_template (a property), TaggedEC2Resource.get_tags (records
+    with lowercase keys).
+    """
+    from moto.autoscaling.models import InstanceState
+
+    def launch_template(self):  # type: ignore[no-untyped-def]
+        group = self.auto_scaling_group
+        if group is None or group.ec2_launch_template is None:
+            return None
+        # EC2's internal tag records use lowercase "key"/"value".
+        tags = {t["key"]: t["value"] for t in self.instance.get_tags()}
+        version = tags.get("aws:ec2launchtemplate:version") or str(
+            group.ec2_launch_template.default_version_number
+        )
+        return {
+            "LaunchTemplateId": group.ec2_launch_template.id,
+            "LaunchTemplateName": group.ec2_launch_template.name,
+            "Version": version,
+        }
+
+    InstanceState.launch_template = property(launch_template)
+
+
+def patch_launch_template_profile_and_metadata_options() -> None:
+    """Bug 5: IamInstanceProfile and MetadataOptions of a launch template are not applied to
+    instances launched from it (moto only applies them when given to RunInstances directly, and
+    the ASG never does). Ballast's nodes get their AWS credentials through the instance profile
+    (the local cloud's IMDS looks it up in DescribeInstances) and Ballast requires IMDSv2
+    (HttpTokens=required, hop limit 1 or 2), which validation checks per instance.
+
+    We wrap EC2Backend.run_instances (the backend, so ASG launches, RunInstances with a
+    LaunchTemplate and fleets all get it): the template version's MetadataOptions become the
+    defaults under any explicitly sent ones, and its IamInstanceProfile (Name or Arn) is
+    associated with EVERY instance of the reservation unless RunInstances named a profile itself
+    (then moto's response layer associates that one, and a second association would fail). The
+    profile is resolved before launching, so an unknown profile fails the call cleanly instead
+    of leaving profile-less instances.
+
+    Internals: InstanceBackend.run_instances(image_id, count, user_data, security_group_names,
+    **kwargs) with kwargs launch_template / metadata_options / iam_instance_profile_name|arn;
+    EC2Backend._get_template_from_args; moto.ec2.utils.filter_iam_instance_profiles;
+    IamInstanceProfileAssociationBackend.associate_iam_instance_profile (sets
+    Instance.iam_instance_profile = {"Arn", "Id"}); Instance.metadata_options via
+    MetadataOptions(dict).
+    """
+    from moto.ec2.exceptions import InvalidParameterValue
+    from moto.ec2.models.instances import InstanceBackend
+    from moto.ec2.utils import filter_iam_instance_profiles
+
+    original = InstanceBackend.run_instances
+
+    def run_instances(self, image_id, count, user_data, security_group_names, **kwargs):  # type: ignore[no-untyped-def]
+        profile = None
+        if kwargs.get("launch_template"):
+            data = self._get_template_from_args(kwargs["launch_template"]).data
+            lt_md = data.get("MetadataOptions") or {}
+            if lt_md:
+                merged = dict(lt_md)
+                merged.update(kwargs.get("metadata_options") or {})
+                kwargs["metadata_options"] = merged
+            explicit = kwargs.get("iam_instance_profile_name") or kwargs.get(
+                "iam_instance_profile_arn"
+            )
+            profile = None if explicit else (data.get("IamInstanceProfile") or None)
+            if profile:
+                found = filter_iam_instance_profiles(
+                    self.account_id,
+                    partition=self.partition,
+                    iam_instance_profile_arn=profile.get("Arn"),
+                    iam_instance_profile_name=profile.get("Name"),
+                )
+                if found is None:  # Name and Arn given but naming different profiles
+                    raise InvalidParameterValue(
+                        f"Value ({profile}) for parameter iamInstanceProfile is invalid."
+                    )
+        reservation = original(
+            self, image_id, count, user_data, security_group_names, **kwargs
+        )
+        if profile:
+            for instance in reservation.instances:
+                self.associate_iam_instance_profile(
+                    instance_id=instance.id,
+                    iam_instance_profile_name=profile.get("Name"),
+                    iam_instance_profile_arn=profile.get("Arn"),
+                )
+        return reservation
+
+    InstanceBackend.run_instances = run_instances
+
+
+def patch_trust_policy_principals(ec2_service_user: str | None) -> None:
+    """Trust-policy evaluation of sts:AssumeRole under IAM enforcement (moto.iam.access_control).
+
+    moto bugs, all seen in 5.2.5:
+    - A statement with a Service principal (no "AWS" key) crashes _check_principal with
+      `TypeError: argument of type 'NoneType' is not iterable` -> HTTP 500 for EVERY AssumeRole
+      of a role whose trust policy has such a statement, i.e. every kops-style node role
+      ({"Service": "ec2.amazonaws.com"}).
+    - A statement whose principal does not match the caller yields DENIED instead of "not
+      applicable", so in a multi-statement trust policy one statement for someone else denies
+      the caller even when another statement allows it. Same for an unmet Condition.
+    - Principal {"AWS": "arn:aws:iam::ACCOUNT:root"} (or a bare account id) does not match the
+      account's users and roles; on AWS it delegates to the account (the caller's own identity
+      policy must then allow sts:AssumeRole, which moto checks separately).
+
+    Ballast needs AssumeRole of its node/master roles to hand each emulated instance real role
+    credentials (through its IMDS), so that least privilege is really tested. On AWS the EC2
+    service does that as principal ec2.amazonaws.com; in the emulator the IAM user named by
+    --ec2-service-user plays that service: it matches {"Service": "ec2.amazonaws.com"}. No other
+    caller does, so operator credentials cannot assume node roles (as on AWS).
+
+    Internals: moto.iam.access_control.IAMPolicyStatement (replaced: is_action_permitted, using
+    its _statement, is_unknown_principal, _check_element_matches, _check_conditions) and
+    PermissionResult; IAMRequestBase passes the caller ARN as `principal` only for trust policies.
+    """
+    import re
+
+    from moto.iam.access_control import IAMPolicyStatement, PermissionResult
+
+    def as_list(v):  # type: ignore[no-untyped-def]
+        return v if isinstance(v, list) else [v]
+
+    def account_of(arn: str) -> str:
+        parts = arn.split(":")
+        return parts[4] if len(parts) > 4 else ""
+
+    def principal_matches(expected, principal: str) -> bool:  # type: ignore[no-untyped-def]
+        if not expected or expected == "*":
+            return True
+        if not isinstance(expected, dict):
+            return False
+        for aws in as_list(expected.get("AWS", [])):
+            if aws in ("*", principal):
+                return True
+            if re.fullmatch(r"\d{12}", aws) and account_of(principal) == aws:
+                return True
+            if aws.endswith(":root") and account_of(aws) == account_of(principal):
+                return True
+        if ec2_service_user and "ec2.amazonaws.com" in as_list(expected.get("Service", [])):
+            if re.fullmatch(r"arn:[^:]+:iam::\d{12}:user/(?:.*/)?" + re.escape(ec2_service_user), principal):
+                return True
+        return False
+
+    def is_action_permitted(self, action, resource="*", principal=None, incoming_condition_values=None):  # type: ignore[no-untyped-def]
+        st = self._statement
+        if "NotAction" in st:
+            concerned = not self._check_element_matches("NotAction", action)
+        else:
+            concerned = self._check_element_matches("Action", action)
+        if not concerned:
+            return PermissionResult.NEUTRAL
+        if self.is_unknown_principal(st.get("Principal")):
+            return PermissionResult.NEUTRAL
+        if principal and not principal_matches(st.get("Principal"), principal):
+            return PermissionResult.NEUTRAL  # moto: DENIED (the statement is about someone else)
+        if not self._check_conditions(incoming_condition_values):
+            return PermissionResult.NEUTRAL  # moto: DENIED (an unmet condition = not applicable)
+        if not st.get("Resource"):  # trust policies have no Resource
+            return PermissionResult.PERMITTED if st.get("Effect") == "Allow" else PermissionResult.DENIED
+        if not self._check_element_matches("Resource", resource):
+            return PermissionResult.NEUTRAL
+        return PermissionResult.PERMITTED if st.get("Effect") == "Allow" else PermissionResult.DENIED
+
+    IAMPolicyStatement.is_action_permitted = is_action_permitted
+
+
+# Patches without parameters; patch_trust_policy_principals takes --ec2-service-user.
+PATCHES = [
+    patch_launch_template_version_user_data_and_source_version,
+    patch_asg_az_balanced_launch,
+    patch_asg_az_balanced_scale_in,
+    patch_asg_instance_reports_its_version,
+    patch_launch_template_profile_and_metadata_options,
+]
+
+
+def apply_patches(args: argparse.Namespace) -> None:
+    import moto
+
+    if moto.__version__ != PINNED_MOTO_VERSION:
+        raise SystemExit(
+            f"launcher.py: moto {moto.__version__} installed, but the patches are written for "
+            f"moto {PINNED_MOTO_VERSION} internals; install requirements.lock"
+        )
+    for patch in PATCHES:
+        patch()
+        log.info("applied %s", patch.__name__)
+    patch_trust_policy_principals(args.ec2_service_user)
+    log.info("applied patch_trust_policy_principals (ec2 service user: %s)", args.ec2_service_user)
+
+
+def watch_stdin() -> None:
+    """Exit the whole process when stdin hits EOF: the parent (a test harness) holds the write
+    end of the pipe, so its death, however abrupt, closes it. os._exit skips cleanup on purpose:
+    werkzeug's serve_forever would otherwise keep the process alive."""
+    try:
+        while sys.stdin.buffer.read(65536):
+            pass
+    except Exception:  # a closed or broken stdin means the same thing
+        pass
+    log.info("stdin closed: exiting")
+    os._exit(0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
+    )
+    configure_environment(args)
+
+    if args.exit_with_stdin:
+        # Started before the slow moto import, so a parent dying during startup is honoured too.
+        threading.Thread(target=watch_stdin, name="stdin-watch", daemon=True).start()
+
+    apply_patches(args)
+
+    from moto import settings
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
+
+    if args.iam_enforce:
+        # Prove the import-time read took the value (it is a float in moto).
+        assert settings.INITIAL_NO_AUTH_ACTION_COUNT == float(args.initial_no_auth)
+        log.info(
+            "IAM enforcement on after the first %d requests", args.initial_no_auth
+        )
+    else:
+        assert settings.INITIAL_NO_AUTH_ACTION_COUNT == float("inf")
+
+    app = DomainDispatcherApplication(create_backend_app)
+    app.debug = True  # as moto.server.main does: error pages carry tracebacks
+    try:
+        # make_server binds and listens in its constructor, so a taken port fails here, before
+        # "ready", and once it returns connections are accepted (queued until serve_forever).
+        server = make_server(
+            args.host, args.port, app, threaded=True, request_handler=MotoRequestHandler
+        )
+    except OSError as e:
+        print(
+            f"launcher.py: cannot listen on {args.host}:{args.port}: {e.strerror or e}",
+            file=sys.stderr,
+            flush=True,
+        )
+        sys.exit(3)
+    except SystemExit:
+        # werkzeug prints its own "Address already in use" advice and exits 1; make it clear.
+        print(
+            f"launcher.py: cannot listen on {args.host}:{args.port} (port taken?)",
+            file=sys.stderr,
+            flush=True,
+        )
+        sys.exit(3)
+
+    host, port = server.server_address[:2]
+    # Connect once ourselves so "ready" really means "accepts connections".
+    with socket.create_connection((host, port), timeout=5):
+        pass
+    print(f"ready http://{host}:{port}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,568 @@
+#!/usr/bin/env python3
+"""Prove that launcher.py's patches work, against a real launcher process.
+
+    $VENV/bin/python verify_patches.py        # VENV made from requirements.lock
+
+Starts launcher.py (with --exit-with-stdin) on free loopback ports, drives it with boto3, prints
+one PASS/FAIL line per check and a closing "N passed, N failed" line; exits 1 on any failure.
+Only 127.0.0.1 is used. Every launcher started here dies with this script (stdin EOF).
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from typing import Any, Callable
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LAUNCHER = os.path.join(HERE, "launcher.py")
+PY = sys.executable
+REGION = "us-west-2"
+ACCOUNT = "123456789012"  # moto's default account
+VPC_CIDR = "127.16.0.0/16"
+SUBNETS = {"us-west-2a": "127.16.1.0/24", "us-west-2b": "127.16.2.0/24", "us-west-2c": "127.16.3.0/24"}
+
+results: list[tuple[bool, str, str]] = []
+
+
+def check(name: str, ok: bool, detail: Any = "") -> bool:
+    detail = str(detail)
+    results.append((bool(ok), name, detail))
+    print(f"{'PASS' if ok else 'FAIL'} {name}{(': ' + detail) if detail else ''}", flush=True)
+    return bool(ok)
+
+
+def guarded(name: str, fn: Callable[[], None]) -> None:
+    """Run a group of checks; an unexpected exception fails the group instead of the script."""
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - report everything
+        check(name, False, f"unexpected {type(e).__name__}: {e}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_launcher(*extra: str, port: int | None = None) -> tuple[subprocess.Popen, str, float]:
+    port = port or free_port()
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        [PY, LAUNCHER, "--host", "127.0.0.1", "--port", str(port), "--exit-with-stdin", *extra],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=open(os.path.join("/tmp", f"ballast-emulator-{port}.log"), "wb"),
+    )
+    line = proc.stdout.readline().decode().strip()  # blocks until "ready" or exit
+    elapsed = time.monotonic() - t0
+    if not line.startswith("ready "):
+        proc.kill()
+        raise RuntimeError(f"launcher did not get ready (got {line!r}, rc={proc.poll()})")
+    return proc, line.split(" ", 1)[1], elapsed
+
+
+def stop_launcher(proc: subprocess.Popen) -> None:
+    proc.stdin.close()  # --exit-with-stdin: EOF ends it
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def client(service: str, url: str, key: str = "testing", secret: str = "testing",
+           token: str | None = None, region: str = REGION) -> Any:
+    return boto3.client(
+        service,
+        endpoint_url=url,
+        region_name=region,
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
+        aws_session_token=token,
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+    )
+
+
+def b64(s: str) -> str:
+    return base64.b64encode(s.encode()).decode()
+
+
+def error_code(fn: Callable[[], Any]) -> str:
+    try:
+        fn()
+    except ClientError as e:
+        return e.response["Error"]["Code"]
+    return "OK"
+
+
+# --------------------------------------------------------------------------------------------
+# Process behaviour
+# --------------------------------------------------------------------------------------------
+
+
+def verify_process_behaviour(first_ready_s: float) -> None:
+    check("startup: 'ready' line within 15 s", first_ready_s < 15, f"{first_ready_s:.2f} s")
+
+    # Port taken: second launcher on a port a first one holds must fail clearly, non-zero.
+    proc, url, _ = start_launcher()
+    port = url.rsplit(":", 1)[1]
+    second = subprocess.run(
+        [PY, LAUNCHER, "--host", "127.0.0.1", "--port", port],
+        stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+    )
+    check(
+        "port taken: non-zero exit, message on stderr, nothing on stdout",
+        second.returncode != 0 and b"cannot listen" in second.stderr and not second.stdout,
+        f"rc={second.returncode}",
+    )
+
+    # --exit-with-stdin, parent closes the pipe.
+    t0 = time.monotonic()
+    proc.stdin.close()
+    try:
+        proc.wait(timeout=10)
+        check("exit-with-stdin: exits on stdin EOF", proc.returncode == 0,
+              f"rc={proc.returncode} after {time.monotonic() - t0:.2f} s")
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        check("exit-with-stdin: exits on stdin EOF", False, "still running after 10 s")
+
+    # --exit-with-stdin, parent SIGKILLed: an intermediate python parent starts the launcher with
+    # a pipe as stdin, reports its pid, and is killed -9; the launcher must go too.
+    parent_code = textwrap.dedent(f"""
+        import subprocess, sys, time
+        p = subprocess.Popen([{PY!r}, {LAUNCHER!r}, "--port", "{free_port()}", "--exit-with-stdin"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        line = p.stdout.readline()
+        print(p.pid, line.decode().strip(), flush=True)
+        time.sleep(600)
+    """)
+    parent = subprocess.Popen([PY, "-c", parent_code], stdout=subprocess.PIPE)
+    pid_line = parent.stdout.readline().decode().split()
+    child_pid = int(pid_line[0])
+    ready_ok = len(pid_line) > 1 and pid_line[1] == "ready"
+    parent.kill()
+    parent.wait()
+    gone = False
+    for _ in range(100):
+        try:
+            # The child was reparented; reap is not ours, so check /proc state instead of waitpid.
+            with open(f"/proc/{child_pid}/stat") as f:
+                if f.read().split(")")[1].split()[0] == "Z":
+                    gone = True
+                    break
+        except FileNotFoundError:
+            gone = True
+            break
+        time.sleep(0.1)
+    if not gone:
+        os.kill(child_pid, 9)
+    check("exit-with-stdin: dies when its parent is SIGKILLed", ready_ok and gone)
+
+
+# --------------------------------------------------------------------------------------------
+# Patches (no IAM enforcement)
+# --------------------------------------------------------------------------------------------
+
+
+class Cloud:
+    """The fixture the patch checks share: VPC, 3 subnets, SG, profile, launch template."""
+
+    def __init__(self, url: str):
+        self.ec2 = client("ec2", url)
+        self.asg = client("autoscaling", url)
+        self.iam = client("iam", url)
+        vpc = self.ec2.create_vpc(CidrBlock=VPC_CIDR)["Vpc"]["VpcId"]
+        self.subnets: dict[str, str] = {}  # subnet id -> az
+        self.subnet_cidr: dict[str, str] = {}
+        for az, cidr in SUBNETS.items():
+            sid = self.ec2.create_subnet(VpcId=vpc, CidrBlock=cidr, AvailabilityZone=az)["Subnet"]["SubnetId"]
+            self.subnets[sid] = az
+            self.subnet_cidr[sid] = cidr
+        self.sg = self.ec2.create_security_group(GroupName="nodes", Description="n", VpcId=vpc)["GroupId"]
+        self.ami = self.ec2.describe_images()["Images"][0]["ImageId"]
+        trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
+        self.iam.create_role(RoleName="nodes.c1", AssumeRolePolicyDocument=json.dumps(trust))
+        self.profile_arn = self.iam.create_instance_profile(InstanceProfileName="nodes.c1")["InstanceProfile"]["Arn"]
+        self.iam.add_role_to_instance_profile(InstanceProfileName="nodes.c1", RoleName="nodes.c1")
+        self.user_data_v1 = b64("#!/bin/sh\necho config v1\n")
+        self.user_data_v2 = b64("#!/bin/sh\necho config v2 \u2713\n")
+        self.lt_id = self.ec2.create_launch_template(
+            LaunchTemplateName="nodes.c1",
+            LaunchTemplateData={
+                "ImageId": self.ami,
+                "InstanceType": "t3.medium",
+                "UserData": self.user_data_v1,
+                "SecurityGroupIds": [self.sg],
+                "IamInstanceProfile": {"Name": "nodes.c1"},
+                "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 2},
+                "TagSpecifications": [{"ResourceType": "instance", "Tags": [
+                    {"Key": "ballast.io/config-hash", "Value": "h1"}, {"Key": "Name", "Value": "nodes.c1"}]}],
+            },
+        )["LaunchTemplate"]["LaunchTemplateId"]
+
+    def group_instances(self, group: str) -> list[dict]:
+        resp = self.ec2.describe_instances(Filters=[
+            {"Name": "tag:aws:autoscaling:groupName", "Values": [group]},
+            {"Name": "instance-state-name", "Values": ["running", "pending"]}])
+        return [i for r in resp["Reservations"] for i in r["Instances"]]
+
+    def az_counts(self, group: str) -> Counter:
+        return Counter(i["Placement"]["AvailabilityZone"] for i in self.group_instances(group))
+
+
+def tags_of(instance: dict) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
+
+
+def verify_launch_template_versions(c: Cloud) -> None:
+    v2 = c.ec2.create_launch_template_version(
+        LaunchTemplateId=c.lt_id, SourceVersion="1", VersionDescription="v2",
+        LaunchTemplateData={"UserData": c.user_data_v2, "TagSpecifications": [{"ResourceType": "instance", "Tags": [
+            {"Key": "ballast.io/config-hash", "Value": "h2"}, {"Key": "Name", "Value": "nodes.c1"}]}]},
+    )["LaunchTemplateVersion"]
+    check("a/b: CreateLaunchTemplateVersion with UserData+SourceVersion succeeds", v2["VersionNumber"] == 2)
+    d = c.ec2.describe_launch_template_versions(LaunchTemplateId=c.lt_id, Versions=["2"])[
+        "LaunchTemplateVersions"][0]["LaunchTemplateData"]
+    check("a: version's UserData reads back as the base64 sent", d.get("UserData") == c.user_data_v2)
+    check(
+        "b: SourceVersion fields inherited (ImageId, InstanceType, SGs, profile, metadata options)",
+        d.get("ImageId") == c.ami and d.get("InstanceType") == "t3.medium"
+        and d.get("SecurityGroupIds") == [c.sg] and d.get("IamInstanceProfile") == {"Name": "nodes.c1"}
+        and d.get("MetadataOptions", {}).get("HttpTokens") == "required",
+        json.dumps({k: d.get(k) for k in ("ImageId", "InstanceType", "IamInstanceProfile")}),
+    )
+    check("b: sent fields override the source's (tag hash h2)",
+          "h2" in json.dumps(d.get("TagSpecifications")) and "h1" not in json.dumps(d.get("TagSpecifications")))
+    v1 = c.ec2.describe_launch_template_versions(LaunchTemplateId=c.lt_id, Versions=["1"])[
+        "LaunchTemplateVersions"][0]["LaunchTemplateData"]
+    check("b: source version unchanged", v1.get("UserData") == c.user_data_v1 and "h1" in json.dumps(v1))
+    # Without SourceVersion a version holds only what was sent (as on AWS).
+    v3 = c.ec2.create_launch_template_version(
+        LaunchTemplateId=c.lt_id, LaunchTemplateData={"ImageId": c.ami, "UserData": c.user_data_v1})
+    d3 = v3["LaunchTemplateVersion"]["LaunchTemplateData"]
+    check("b: without SourceVersion only the sent fields", "InstanceType" not in d3 and d3.get("UserData") == c.user_data_v1)
+    # Unknown / invalid source versions are client errors, not 500s.
+    codes = {error_code(lambda v=v: c.ec2.create_launch_template_version(
+        LaunchTemplateId=c.lt_id, SourceVersion=v, LaunchTemplateData={})) for v in ("9", "0", "x")}
+    check("b: bad SourceVersion -> InvalidLaunchTemplateId.VersionNotFound", codes == {"InvalidLaunchTemplateId.VersionNotFound"}, str(codes))
+    bad = error_code(lambda: c.ec2.create_launch_template_version(
+        LaunchTemplateId=c.lt_id, LaunchTemplateData={"UserData": "not base64!"}))
+    check("a: invalid base64 user-data rejected like CreateLaunchTemplate", bad != "OK", bad)
+
+
+def verify_asg(c: Cloud) -> None:
+    subnet_ids = list(c.subnets)
+    c.asg.create_auto_scaling_group(
+        AutoScalingGroupName="nodes.c1",
+        LaunchTemplate={"LaunchTemplateId": c.lt_id, "Version": "2"},
+        MinSize=0, MaxSize=12, DesiredCapacity=3,
+        VPCZoneIdentifier=",".join(subnet_ids),
+        Tags=[
+            {"Key": "KubernetesCluster", "Value": "c1", "PropagateAtLaunch": True},
+            {"Key": "not-propagated", "Value": "x", "PropagateAtLaunch": False},
+        ],
+    )
+    insts = c.group_instances("nodes.c1")
+    check("a: ASG launch from a CreateLaunchTemplateVersion version (no HTTP 500)", len(insts) == 3, f"{len(insts)} instances")
+
+    counts = c.az_counts("nodes.c1")
+    check("c: create spreads 3 instances over 3 AZs", sorted(counts.values()) == [1, 1, 1], dict(counts))
+    in_subnet = all(
+        i["SubnetId"] in c.subnets and c.subnets[i["SubnetId"]] == i["Placement"]["AvailabilityZone"]
+        and ipaddress.ip_address(i["PrivateIpAddress"]) in ipaddress.ip_network(c.subnet_cidr[i["SubnetId"]])
+        for i in insts)
+    check("c: subnet matches AZ and private IP lies in the subnet CIDR", in_subnet,
+          ", ".join(f"{i['SubnetId']}:{i['PrivateIpAddress']}" for i in insts))
+
+    i0 = insts[0]
+    ud = c.ec2.describe_instance_attribute(InstanceId=i0["InstanceId"], Attribute="userData")["UserData"]["Value"]
+    check("a: DescribeInstanceAttribute userData == base64 sent in the version", ud == c.user_data_v2)
+    check("a: user-data decodes to the script", base64.b64decode(ud).decode() == "#!/bin/sh\necho config v2 \u2713\n")
+
+    t = tags_of(i0)
+    check("tags: aws:autoscaling:groupName", t.get("aws:autoscaling:groupName") == "nodes.c1")
+    check("tags: launch template TagSpecifications of the group's version", t.get("ballast.io/config-hash") == "h2", str(t.get("ballast.io/config-hash")))
+    check("tags: ASG tag with PropagateAtLaunch=true present, =false absent",
+          t.get("KubernetesCluster") == "c1" and "not-propagated" not in t)
+    check("bug 4: aws:ec2launchtemplate:version is the group's version",
+          t.get("aws:ec2launchtemplate:version") == "2" and t.get("aws:ec2launchtemplate:id") == c.lt_id,
+          str(t.get("aws:ec2launchtemplate:version")))
+
+    check("d: IamInstanceProfile (Name in template) on every ASG instance",
+          all(i.get("IamInstanceProfile", {}).get("Arn") == c.profile_arn for i in insts),
+          str([i.get("IamInstanceProfile") for i in insts][:1]))
+    check("d: MetadataOptions HttpTokens=required, HopLimit=2 on every ASG instance",
+          all(i["MetadataOptions"]["HttpTokens"] == "required" and i["MetadataOptions"]["HttpPutResponseHopLimit"] == 2 for i in insts),
+          str(insts[0]["MetadataOptions"]))
+    assoc = c.ec2.describe_iam_instance_profile_associations()["IamInstanceProfileAssociations"]
+    check("d: one IAM profile association per instance", len({a["InstanceId"] for a in assoc}) == 3, str(len(assoc)))
+
+    # Scale out: 3 -> 6 -> 7.
+    c.asg.set_desired_capacity(AutoScalingGroupName="nodes.c1", DesiredCapacity=6)
+    counts = c.az_counts("nodes.c1")
+    check("c: scale-out to 6 gives 2/2/2", sorted(counts.values()) == [2, 2, 2], dict(counts))
+    c.asg.update_auto_scaling_group(AutoScalingGroupName="nodes.c1", DesiredCapacity=7)
+    counts = c.az_counts("nodes.c1")
+    check("c: scale-out to 7 (UpdateAutoScalingGroup) gives 3/2/2", sorted(counts.values()) == [2, 2, 3], dict(counts))
+
+    # Replacement via EC2 TerminateInstances: terminate one in an AZ that has 2 -> back in that AZ.
+    small_az = min(counts, key=lambda az: (counts[az], az))
+    victim = next(i for i in c.group_instances("nodes.c1") if i["Placement"]["AvailabilityZone"] == small_az)
+    c.ec2.terminate_instances(InstanceIds=[victim["InstanceId"]])
+    after = c.group_instances("nodes.c1")
+    counts2 = c.az_counts("nodes.c1")
+    check("replacement: TerminateInstances of an ASG instance is replaced at once",
+          len(after) == 7 and victim["InstanceId"] not in {i["InstanceId"] for i in after}, f"{len(after)} running")
+    check("c: replacement goes to the AZ that lost the instance", counts2 == counts, f"{dict(counts2)} (lost one in {small_az})")
+    # Replacement via the ASG API, without decrement.
+    victim2 = c.group_instances("nodes.c1")[0]
+    c.asg.terminate_instance_in_auto_scaling_group(InstanceId=victim2["InstanceId"], ShouldDecrementDesiredCapacity=False)
+    counts3 = c.az_counts("nodes.c1")
+    check("replacement: TerminateInstanceInAutoScalingGroup(no decrement) replaced in the same AZ",
+          counts3 == counts and len(c.group_instances("nodes.c1")) == 7, dict(counts3))
+
+    # Bug 4 / drift: a newer version launched via $Latest is reported per instance.
+    c.ec2.create_launch_template_version(
+        LaunchTemplateId=c.lt_id, SourceVersion="2", LaunchTemplateData={"TagSpecifications": [
+            {"ResourceType": "instance", "Tags": [{"Key": "ballast.io/config-hash", "Value": "h4"}]}]})
+    before = {i["InstanceId"] for i in c.group_instances("nodes.c1")}
+    c.asg.update_auto_scaling_group(AutoScalingGroupName="nodes.c1",
+                                    LaunchTemplate={"LaunchTemplateId": c.lt_id, "Version": "$Latest"}, DesiredCapacity=8)
+    (newest,) = [i for i in c.group_instances("nodes.c1") if i["InstanceId"] not in before]
+    t = tags_of(newest)
+    check("bug 4: instance from $Latest (v4) carries version tag 4 and the v4 hash",
+          t.get("aws:ec2launchtemplate:version") == "4" and t.get("ballast.io/config-hash") == "h4",
+          f"{t.get('aws:ec2launchtemplate:version')} {t.get('ballast.io/config-hash')}")
+    asi = {a["InstanceId"]: a["LaunchTemplate"]["Version"] for a in
+           c.asg.describe_auto_scaling_instances()["AutoScalingInstances"] if a["AutoScalingGroupName"] == "nodes.c1"}
+    check("bug 4: DescribeAutoScalingInstances reports each instance's own version",
+          asi[newest["InstanceId"]] == "4" and sorted(set(asi.values())) == ["2", "4"], str(Counter(asi.values())))
+    check("d: v4 (SourceVersion 2) instance still has the profile and IMDSv2",
+          newest.get("IamInstanceProfile", {}).get("Arn") == c.profile_arn and newest["MetadataOptions"]["HttpTokens"] == "required")
+
+    # Scale-in balancing (bug 6): 8 (3/3/2) -> 4 -> 3.
+    c.asg.set_desired_capacity(AutoScalingGroupName="nodes.c1", DesiredCapacity=4)
+    counts = c.az_counts("nodes.c1")
+    check("bug 6: scale-in 8 -> 4 stays balanced (max-min <= 1)",
+          sum(counts.values()) == 4 and len(counts) == 3 and max(counts.values()) - min(counts.values()) <= 1, dict(counts))
+    c.asg.set_desired_capacity(AutoScalingGroupName="nodes.c1", DesiredCapacity=3)
+    counts = c.az_counts("nodes.c1")
+    check("bug 6: scale-in to 3 gives 1/1/1", sorted(counts.values()) == [1, 1, 1], dict(counts))
+
+    # Scale-in with protection: protected instances survive.
+    keep = c.group_instances("nodes.c1")[0]["InstanceId"]
+    c.asg.set_instance_protection(AutoScalingGroupName="nodes.c1", InstanceIds=[keep], ProtectedFromScaleIn=True)
+    c.asg.set_desired_capacity(AutoScalingGroupName="nodes.c1", DesiredCapacity=1)
+    left = [i["InstanceId"] for i in c.group_instances("nodes.c1")]
+    check("bug 6: scale-in keeps the protected instance", left == [keep], str(left))
+
+
+def verify_profile_by_arn_and_plain_run(c: Cloud) -> None:
+    lt2 = c.ec2.create_launch_template(
+        LaunchTemplateName="masters.c1",
+        LaunchTemplateData={"ImageId": c.ami, "InstanceType": "t3.medium",
+                            "IamInstanceProfile": {"Arn": c.profile_arn},
+                            "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 1}},
+    )["LaunchTemplate"]["LaunchTemplateId"]
+    one_subnet = next(s for s, az in c.subnets.items() if az == "us-west-2b")
+    c.asg.create_auto_scaling_group(AutoScalingGroupName="master-us-west-2b.c1", LaunchTemplate={"LaunchTemplateId": lt2},
+                                    MinSize=1, MaxSize=1, VPCZoneIdentifier=one_subnet)
+    (i,) = c.group_instances("master-us-west-2b.c1")
+    check("d: IamInstanceProfile given by Arn in template applied",
+          i.get("IamInstanceProfile", {}).get("Arn") == c.profile_arn and i["MetadataOptions"]["HttpPutResponseHopLimit"] == 1)
+    check("c: single-subnet group stays in its subnet", i["SubnetId"] == one_subnet and i["Placement"]["AvailabilityZone"] == "us-west-2b")
+    check("tags: no ballast tag when the template has no TagSpecifications", "ballast.io/config-hash" not in tags_of(i))
+
+    # Plain RunInstances from a launch template, 2 instances: both get profile + options.
+    r = c.ec2.run_instances(LaunchTemplate={"LaunchTemplateId": c.lt_id, "Version": "2"}, MinCount=2, MaxCount=2,
+                            SubnetId=one_subnet)
+    ids = [x["InstanceId"] for x in r["Instances"]]
+    d = [x for res in c.ec2.describe_instances(InstanceIds=ids)["Reservations"] for x in res["Instances"]]
+    check("d: RunInstances(LaunchTemplate, count 2): profile + IMDSv2 on both",
+          all(x.get("IamInstanceProfile", {}).get("Arn") == c.profile_arn and x["MetadataOptions"]["HttpTokens"] == "required" for x in d))
+    # Explicit MetadataOptions on RunInstances override the template's.
+    r = c.ec2.run_instances(LaunchTemplate={"LaunchTemplateId": c.lt_id, "Version": "2"}, MinCount=1, MaxCount=1,
+                            SubnetId=one_subnet, MetadataOptions={"HttpPutResponseHopLimit": 3})
+    md = r["Instances"][0]["MetadataOptions"]
+    check("d: RunInstances MetadataOptions override the template's field by field",
+          md["HttpPutResponseHopLimit"] == 3 and md["HttpTokens"] == "required", str(md))
+    # A template naming a missing profile: the launch fails cleanly (no half-made instance).
+    c.ec2.create_launch_template(LaunchTemplateName="broken", LaunchTemplateData={
+        "ImageId": c.ami, "IamInstanceProfile": {"Name": "does-not-exist"}})
+    before = len([x for res in c.ec2.describe_instances()["Reservations"] for x in res["Instances"]])
+    code = error_code(lambda: c.ec2.run_instances(LaunchTemplate={"LaunchTemplateName": "broken"}, MinCount=1, MaxCount=1))
+    after = len([x for res in c.ec2.describe_instances()["Reservations"] for x in res["Instances"]])
+    check("d: template with a missing profile -> client error, no instance", code not in ("OK", "500") and before == after, code)
+
+
+# --------------------------------------------------------------------------------------------
+# IAM enforcement
+# --------------------------------------------------------------------------------------------
+
+ADMIN_POLICY = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+
+
+def verify_iam_enforcement() -> None:
+    n = 3  # CreateUser, PutUserPolicy, CreateAccessKey: nothing else may come first
+    proc, url, _ = start_launcher("--iam-enforce", "--initial-no-auth", str(n),
+                                    "--ec2-service-user", "localcloud-ec2")
+    try:
+        iam0 = client("iam", url)
+        iam0.create_user(UserName="ballast-admin")                                    # request 1
+        iam0.put_user_policy(UserName="ballast-admin", PolicyName="admin",           # request 2
+                             PolicyDocument=json.dumps(ADMIN_POLICY))
+        key = iam0.create_access_key(UserName="ballast-admin")["AccessKey"]          # request 3
+        ak, sk = key["AccessKeyId"], key["SecretAccessKey"]
+        check("iam: admin user + policy + key created in the first 3 requests", ak.startswith("AKIA"), ak[:4] + "...")
+
+        code = error_code(lambda: client("ec2", url).describe_vpcs())
+        check("iam: request 4 with the dummy 'testing' key is refused", code in ("AuthFailure", "InvalidClientTokenId"), code)
+
+        admin_ec2 = client("ec2", url, ak, sk)
+        check("iam: admin key works (ec2 DescribeVpcs)", error_code(admin_ec2.describe_vpcs) == "OK")
+        admin_iam = client("iam", url, ak, sk)
+        admin_s3 = client("s3", url, ak, sk)
+        admin_sts = client("sts", url, ak, sk)
+        who = admin_sts.get_caller_identity()["Arn"]
+        check("iam: admin identity", who == f"arn:aws:iam::{ACCOUNT}:user/ballast-admin", who)
+
+        code = error_code(lambda: client("ec2", url, "AKIAUNKNOWNUNKNOWN00", "x" * 40).describe_vpcs())
+        check("iam: unknown access key refused (ec2)", code in ("AuthFailure", "InvalidClientTokenId"), code)
+        code = error_code(lambda: client("ec2", url, ak, "wrong" * 8).describe_vpcs())
+        check("iam: admin key with wrong secret refused (ec2)", code in ("AuthFailure", "SignatureDoesNotMatch"), code)
+        code = error_code(lambda: client("s3", url, "AKIAUNKNOWNUNKNOWN00", "x" * 40).list_buckets())
+        check("iam: unknown access key refused (s3)", code == "InvalidAccessKeyId", code)
+
+        admin_iam.create_user(UserName="nobody")
+        nk = admin_iam.create_access_key(UserName="nobody")["AccessKey"]
+        nobody_ec2 = client("ec2", url, nk["AccessKeyId"], nk["SecretAccessKey"])
+        code = error_code(nobody_ec2.describe_vpcs)
+        check("iam: user without policies denied (ec2)", code in ("AccessDenied", "UnauthorizedOperation"), code)
+        code = error_code(lambda: client("s3", url, nk["AccessKeyId"], nk["SecretAccessKey"]).list_buckets())
+        check("iam: user without policies denied (s3)", code == "AccessDenied", code)
+
+        # Assumed role with a narrow S3 policy.
+        admin_s3.create_bucket(Bucket="state", CreateBucketConfiguration={"LocationConstraint": REGION})
+        admin_s3.put_object(Bucket="state", Key="c1/nodes/spec.yaml", Body=b"spec")
+        admin_s3.put_object(Bucket="state", Key="c1/pki/ca/key.pem", Body=b"secret")
+        trust = {"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"},
+            {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:user/ballast-admin"}, "Action": "sts:AssumeRole"}]}
+        role = admin_iam.create_role(RoleName="nodes.c1", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+        admin_iam.put_role_policy(RoleName="nodes.c1", PolicyName="read-node-spec", PolicyDocument=json.dumps(
+            {"Version": "2012-10-17", "Statement": [
+                {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::state/c1/nodes/*"}]}))
+        creds = admin_sts.assume_role(RoleArn=role, RoleSessionName="i-1")["Credentials"]
+        role_s3 = client("s3", url, creds["AccessKeyId"], creds["SecretAccessKey"], creds["SessionToken"])
+        body = role_s3.get_object(Bucket="state", Key="c1/nodes/spec.yaml")["Body"].read()
+        check("iam: assumed role reads an allowed S3 key", body == b"spec")
+        code = error_code(lambda: role_s3.get_object(Bucket="state", Key="c1/pki/ca/key.pem"))
+        check("iam: assumed role denied GetObject outside its policy (S3 honours role creds)", code == "AccessDenied", code)
+        code = error_code(lambda: role_s3.put_object(Bucket="state", Key="c1/nodes/x", Body=b"x"))
+        check("iam: assumed role denied PutObject (action outside its policy)", code == "AccessDenied", code)
+        role_ec2 = client("ec2", url, creds["AccessKeyId"], creds["SecretAccessKey"], creds["SessionToken"])
+        code = error_code(role_ec2.describe_instances)
+        check("iam: assumed role denied ec2 DescribeInstances", code in ("AccessDenied", "UnauthorizedOperation"), code)
+        code = error_code(lambda: client("s3", url, creds["AccessKeyId"], creds["SecretAccessKey"], "bogus").get_object(
+            Bucket="state", Key="c1/nodes/spec.yaml"))
+        check("iam: assumed-role key with a wrong session token refused", code != "OK", code)
+
+        # Trust policies (patched evaluation): who may assume what.
+        def trust_role(name: str, principal: dict) -> str:
+            admin_iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [
+                {"Effect": "Allow", "Principal": principal, "Action": "sts:AssumeRole"}]}))
+            return f"arn:aws:iam::{ACCOUNT}:role/{name}"
+
+        svc_role = trust_role("svc-only", {"Service": "ec2.amazonaws.com"})
+        root_role = trust_role("acct-root", {"AWS": f"arn:aws:iam::{ACCOUNT}:root"})
+        code = error_code(lambda: admin_sts.assume_role(RoleArn=svc_role, RoleSessionName="s1"))
+        check("trust: operator cannot assume a role trusting only ec2.amazonaws.com (no 500)", code == "AccessDenied", code)
+        code = error_code(lambda: admin_sts.assume_role(RoleArn=root_role, RoleSessionName="s1"))
+        check("trust: account-root principal lets the account's admin assume", code == "OK", code)
+        admin_iam.create_user(UserName="localcloud-ec2")
+        admin_iam.put_user_policy(UserName="localcloud-ec2", PolicyName="assume", PolicyDocument=json.dumps(
+            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": "*"}]}))
+        ek = admin_iam.create_access_key(UserName="localcloud-ec2")["AccessKey"]
+        svc_sts = client("sts", url, ek["AccessKeyId"], ek["SecretAccessKey"])
+        code = error_code(lambda: svc_sts.assume_role(RoleArn=svc_role, RoleSessionName="i-0123"))
+        check("trust: --ec2-service-user assumes a role trusting ec2.amazonaws.com", code == "OK", code)
+        code = error_code(lambda: svc_sts.assume_role(RoleArn=root_role, RoleSessionName="i-0123"))
+        check("trust: account-root principal + identity policy lets the service user assume too", code == "OK", code)
+        nobody_sts = client("sts", url, nk["AccessKeyId"], nk["SecretAccessKey"])
+        code = error_code(lambda: nobody_sts.assume_role(RoleArn=root_role, RoleSessionName="s1"))
+        check("trust: account-root trust still needs the caller's own sts:AssumeRole permission", code == "AccessDenied", code)
+
+        # Under enforcement, ASG launches still work for the admin and apply the patches.
+        asg = client("autoscaling", url, ak, sk)
+        vpc = admin_ec2.create_vpc(CidrBlock=VPC_CIDR)["Vpc"]["VpcId"]
+        subs = [admin_ec2.create_subnet(VpcId=vpc, CidrBlock=cidr, AvailabilityZone=az)["Subnet"]["SubnetId"]
+                for az, cidr in SUBNETS.items()]
+        admin_iam.create_instance_profile(InstanceProfileName="nodes.c1")
+        admin_iam.add_role_to_instance_profile(InstanceProfileName="nodes.c1", RoleName="nodes.c1")
+        ami = admin_ec2.describe_images()["Images"][0]["ImageId"]
+        admin_ec2.create_launch_template(LaunchTemplateName="nodes-enforced", LaunchTemplateData={
+            "ImageId": ami, "IamInstanceProfile": {"Name": "nodes.c1"}, "UserData": b64("x")})
+        asg.create_auto_scaling_group(AutoScalingGroupName="n", LaunchTemplate={"LaunchTemplateName": "nodes-enforced"},
+                                      MinSize=3, MaxSize=3, VPCZoneIdentifier=",".join(subs))
+        insts = [i for r in admin_ec2.describe_instances()["Reservations"] for i in r["Instances"]]
+        check("iam: under enforcement the admin's ASG launches 3 instances over 3 AZs with the profile",
+              len({i["Placement"]["AvailabilityZone"] for i in insts}) == 3 and all("IamInstanceProfile" in i for i in insts))
+    finally:
+        stop_launcher(proc)
+
+
+def verify_iam_count_is_exact() -> None:
+    """With N=2 the third request (CreateAccessKey) is already enforced."""
+    proc, url, _ = start_launcher("--iam-enforce", "--initial-no-auth", "2")
+    try:
+        iam0 = client("iam", url)
+        iam0.create_user(UserName="a")
+        iam0.put_user_policy(UserName="a", PolicyName="admin", PolicyDocument=json.dumps(ADMIN_POLICY))
+        code = error_code(lambda: iam0.create_access_key(UserName="a"))
+        check("iam: exactly N requests pass (N=2: the 3rd is refused)", code == "InvalidClientTokenId", code)
+    finally:
+        stop_launcher(proc)
+
+
+def verify_no_enforcement_by_default(url: str) -> None:
+    code = error_code(lambda: client("ec2", url, "AKIAANYTHING", "anything").describe_vpcs())
+    check("iam: without --iam-enforce any key works", code == "OK", code)
+
+
+def main() -> int:
+    proc, url, ready_s = start_launcher()
+    print(f"INFO launcher ready in {ready_s:.2f} s at {url}", flush=True)
+    try:
+        c = Cloud(url)
+        guarded("launch template versions", lambda: verify_launch_template_versions(c))
+        guarded("auto scaling", lambda: verify_asg(c))
+        guarded("profile by arn / plain RunInstances", lambda: verify_profile_by_arn_and_plain_run(c))
+        guarded("no enforcement by default", lambda: verify_no_enforcement_by_default(url))
+    finally:
+        stop_launcher(proc)
+    guarded("iam enforcement", verify_iam_enforcement)
+    guarded("iam count", verify_iam_count_is_exact)
+    guarded("process behaviour", lambda: verify_process_behaviour(ready_s))
+
+    failed = sum(1 for ok, _, _ in results if not ok)
+    print(f"{len(results) - failed} passed, {failed} failed", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

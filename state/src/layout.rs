@@ -1,0 +1,101 @@
+//! Where everything lives in the state store, relative to its root (`s3://bucket/prefix` or `file:///path`).
+//! docs/architecture.md shows the same tree; keep them in step.
+
+/// The certificate authorities and keys of a cluster, named as in `pki/<name>/`.
+pub mod pki_names {
+    /// Signs the API server's, kubelets' and clients' certificates.
+    pub const KUBERNETES_CA: &str = "kubernetes-ca";
+    /// Signs etcd's peer, server and client certificates.
+    pub const ETCD_CA: &str = "etcd-ca";
+    /// Signs and verifies service-account tokens (a key pair, no certificate).
+    pub const SERVICE_ACCOUNT: &str = "service-account";
+}
+
+/// The objects of one cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterPaths {
+    name: String,
+}
+
+impl ClusterPaths {
+    pub fn new(cluster: &str) -> Self {
+        ClusterPaths {
+            name: cluster.to_string(),
+        }
+    }
+
+    /// Every object of the cluster starts with this.
+    pub fn prefix(&self) -> String {
+        format!("{}/", self.name)
+    }
+
+    /// The Cluster object as the operator wrote it. Its presence is what makes the cluster exist.
+    pub fn cluster_spec(&self) -> String {
+        format!("{}/cluster.yaml", self.name)
+    }
+
+    pub fn instance_groups_prefix(&self) -> String {
+        format!("{}/instancegroups/", self.name)
+    }
+
+    /// One InstanceGroup object as the operator wrote it.
+    pub fn instance_group(&self, group: &str) -> String {
+        format!("{}/instancegroups/{group}.yaml", self.name)
+    }
+
+    /// The completed spec (every default filled): what plans are made from.
+    pub fn completed(&self) -> String {
+        format!("{}/completed.yaml", self.name)
+    }
+
+    /// The writers' lock: held while a change to the cluster's spec is written.
+    pub fn lock(&self) -> String {
+        format!("{}/lock.json", self.name)
+    }
+
+    /// A CA certificate (`pki/<ca>/cert.pem`).
+    pub fn pki_cert(&self, ca: &str) -> String {
+        format!("{}/pki/{ca}/cert.pem", self.name)
+    }
+
+    /// A CA's (or the service account's) private key: readable by the control-plane role only.
+    pub fn pki_key(&self, ca: &str) -> String {
+        format!("{}/pki/{ca}/key.pem", self.name)
+    }
+
+    /// The service account's public key (`pki/service-account/public.pem`).
+    pub fn pki_public_key(&self, name: &str) -> String {
+        format!("{}/pki/{name}/public.pem", self.name)
+    }
+
+    /// A secret (`secrets/<name>`), e.g. the keys encrypting Kubernetes secrets at rest.
+    pub fn secret(&self, secret: &str) -> String {
+        format!("{}/secrets/{secret}", self.name)
+    }
+
+    /// The node spec of one instance group; its sha256 is in the group's user-data.
+    pub fn node_spec(&self, group: &str) -> String {
+        format!("{}/nodes/{group}/spec.yaml", self.name)
+    }
+
+    /// A node's boot report (and, on the control plane, its etcd health).
+    pub fn report(&self, instance_id: &str) -> String {
+        format!("{}/reports/{instance_id}.json", self.name)
+    }
+
+    /// The one bootstrap decision of the cluster's etcd and its membership epoch.
+    pub fn etcd_cluster(&self) -> String {
+        format!("{}/etcd/cluster.json", self.name)
+    }
+
+    /// One etcd backup: snapshot and metadata under this prefix.
+    pub fn etcd_backup(&self, backup_id: &str) -> String {
+        format!("{}/etcd/backups/{backup_id}/", self.name)
+    }
+}
+
+/// The name of the secret holding the keys that encrypt Kubernetes secrets at rest.
+pub const ENCRYPTION_KEYS_SECRET: &str = "encryption-keys.yaml";
+
+/// Suffix of a cluster's spec object, used to list clusters.
+pub const CLUSTER_SPEC_SUFFIX: &str = "/cluster.yaml";

@@ -1,0 +1,542 @@
+//! The clusters kept in a state store: reading them, and changing them safely.
+//!
+//! Every change follows the same path: validate the whole resulting config (a spec error writes nothing),
+//! take the cluster's lock, read the current objects again and validate again, write each changed object
+//! conditionally (on the version the writer read, so an edit made against stale data is refused), write the
+//! completed spec last, release the lock. `cluster.yaml` is the commit point of a create (written last) and of
+//! a delete (removed first), so a crash leaves either a whole cluster or leftovers that the next create or
+//! delete clears, never a cluster that half exists.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::defaults::complete;
+use crate::document::{parse_objects, to_yaml_documents, SpecObject};
+use crate::error::{FieldError, SpecErrors};
+use crate::layout::{ClusterPaths, CLUSTER_SPEC_SUFFIX};
+use crate::pki::{ClusterSecrets, PkiError};
+use crate::spec::{Cluster, ClusterConfig, InstanceGroup};
+use crate::store::{Precondition, StateStore, StoreError, Version};
+use crate::validate::validate;
+
+/// How long a writer's lock holds before another writer may take it over. Writes take seconds; this only
+/// matters when a writer died holding the lock.
+pub const LOCK_TTL_SECS: i64 = 120;
+
+/// Failures reading or changing the clusters in a state store.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// The cluster has no `cluster.yaml` in the store.
+    #[error("cluster {cluster:?} not found in {store}: `ballast get clusters` lists the clusters there")]
+    ClusterNotFound { cluster: String, store: String },
+    /// `create` of a cluster that exists.
+    #[error("cluster {cluster:?} already exists in {store}: use `ballast replace -f` or `ballast edit cluster` to change it")]
+    ClusterExists { cluster: String, store: String },
+    #[error("instance group {group:?} not found in cluster {cluster:?}: `ballast get instancegroups` lists them")]
+    InstanceGroupNotFound { cluster: String, group: String },
+    #[error("instance group {group:?} already exists in cluster {cluster:?}: use `ballast replace -f` to change it")]
+    InstanceGroupExists { cluster: String, group: String },
+    /// The resulting spec is invalid; nothing was written.
+    #[error("{0}\nnothing was changed")]
+    Invalid(SpecErrors),
+    /// Another writer holds the cluster's lock.
+    #[error(
+        "cluster {cluster:?} is being changed by {holder} (`{command}`, since {since}); nothing was written. \
+         Retry when it is done; if that command died, its lock expires at {expires}"
+    )]
+    Locked {
+        cluster: String,
+        holder: String,
+        command: String,
+        since: String,
+        expires: String,
+    },
+    /// A conditional write lost a race.
+    #[error("conflict: {0}")]
+    Conflict(#[source] StoreError),
+    /// An object in the store does not parse.
+    #[error("{0}\nthe stored object is damaged: fix it with `ballast replace -f` or restore it from the bucket's versions")]
+    Corrupt(SpecErrors),
+    #[error(transparent)]
+    Store(StoreError),
+    #[error(transparent)]
+    Pki(#[from] PkiError),
+    #[error("serializing {what}: {source}")]
+    Serialize {
+        what: String,
+        #[source]
+        source: yaml_serde::Error,
+    },
+}
+
+impl From<StoreError> for RegistryError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Conflict { .. } => RegistryError::Conflict(e),
+            other => RegistryError::Store(other),
+        }
+    }
+}
+
+/// Who is writing, for the lock record and error messages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Writer {
+    /// `user@host pid N`
+    pub holder: String,
+    /// The command line, e.g. `ballast edit cluster`.
+    pub command: String,
+}
+
+impl Writer {
+    /// This process, running `command`.
+    pub fn current(command: &str) -> Self {
+        let user = std::env::var("USER").unwrap_or_else(|_| "unknown".to_string());
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "unknown-host".to_string());
+        Writer {
+            holder: format!("{user}@{host} pid {}", std::process::id()),
+            command: command.to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LockRecord {
+    #[serde(flatten)]
+    writer: Writer,
+    token: String,
+    acquired_at: i64,
+    expires_at: i64,
+}
+
+/// A held lock; release it with [`Registry::unlock`].
+#[derive(Debug)]
+struct Lock {
+    key: String,
+    token: String,
+}
+
+/// A cluster as stored, with the versions of its objects (for conditional writes).
+#[derive(Debug, Clone)]
+pub struct StoredCluster {
+    pub config: ClusterConfig,
+    pub cluster_version: Version,
+    pub group_versions: BTreeMap<String, Version>,
+}
+
+impl StoredCluster {
+    /// The precondition for rewriting instance group `name`: its version, or "must not exist" for a new one.
+    pub fn group_precondition(&self, name: &str) -> Precondition {
+        self.group_versions
+            .get(name)
+            .map_or(Precondition::MustNotExist, |v| Precondition::MustMatch(v.clone()))
+    }
+}
+
+/// A change to one cluster's spec objects.
+#[derive(Debug, Clone, Default)]
+pub struct SpecChange {
+    /// The new Cluster object, written only if the stored one is still at this precondition.
+    pub cluster: Option<(Cluster, Precondition)>,
+    pub put_groups: Vec<(InstanceGroup, Precondition)>,
+    /// Groups to delete, with the version they must still have.
+    pub delete_groups: Vec<(String, Version)>,
+}
+
+impl SpecChange {
+    pub fn is_empty(&self) -> bool {
+        self.cluster.is_none() && self.put_groups.is_empty() && self.delete_groups.is_empty()
+    }
+}
+
+/// The clusters in one state store.
+#[derive(Debug, Clone)]
+pub struct Registry {
+    store: StateStore,
+}
+
+impl Registry {
+    pub fn new(store: StateStore) -> Self {
+        Registry { store }
+    }
+
+    pub fn store(&self) -> &StateStore {
+        &self.store
+    }
+
+    /// Names of the clusters in the store, sorted.
+    pub async fn list_clusters(&self) -> Result<Vec<String>, RegistryError> {
+        let keys = self.store.list("").await?;
+        Ok(keys
+            .iter()
+            .filter_map(|k| k.strip_suffix(CLUSTER_SPEC_SUFFIX))
+            .filter(|name| !name.contains('/'))
+            .map(str::to_string)
+            .collect())
+    }
+
+    /// The cluster as written, with object versions.
+    pub async fn load(&self, name: &str) -> Result<StoredCluster, RegistryError> {
+        let paths = ClusterPaths::new(name);
+        let Some(object) = self.store.get(&paths.cluster_spec()).await? else {
+            return Err(RegistryError::ClusterNotFound {
+                cluster: name.to_string(),
+                store: self.store.url(),
+            });
+        };
+        let cluster = match parse_stored(&paths.cluster_spec(), &object.data)? {
+            SpecObject::Cluster(c) => c,
+            other => {
+                return Err(corrupt(
+                    &paths.cluster_spec(),
+                    format!("holds {}, not a Cluster", other.reference()),
+                ))
+            }
+        };
+        let mut instance_groups = Vec::new();
+        let mut group_versions = BTreeMap::new();
+        for key in self.store.list(&paths.instance_groups_prefix()).await? {
+            let Some(stored) = self.store.get(&key).await? else {
+                continue; // deleted since listed
+            };
+            match parse_stored(&key, &stored.data)? {
+                SpecObject::InstanceGroup(ig) => {
+                    group_versions.insert(ig.metadata.name.clone(), stored.version);
+                    instance_groups.push(ig);
+                }
+                other => {
+                    return Err(corrupt(
+                        &key,
+                        format!("holds {}, not an InstanceGroup", other.reference()),
+                    ))
+                }
+            }
+        }
+        Ok(StoredCluster {
+            config: ClusterConfig {
+                cluster,
+                instance_groups,
+            },
+            cluster_version: object.version,
+            group_versions,
+        })
+    }
+
+    /// The completed spec as last written.
+    pub async fn load_completed(&self, name: &str) -> Result<ClusterConfig, RegistryError> {
+        let paths = ClusterPaths::new(name);
+        let Some(object) = self.store.get(&paths.completed()).await? else {
+            return Err(RegistryError::ClusterNotFound {
+                cluster: name.to_string(),
+                store: self.store.url(),
+            });
+        };
+        let text = String::from_utf8_lossy(&object.data);
+        let objects = parse_objects(&paths.completed(), &text).map_err(RegistryError::Corrupt)?;
+        let mut cluster = None;
+        let mut instance_groups = Vec::new();
+        for object in objects {
+            match object {
+                SpecObject::Cluster(c) => cluster = Some(c),
+                SpecObject::InstanceGroup(ig) => instance_groups.push(ig),
+            }
+        }
+        let cluster = cluster.ok_or_else(|| corrupt(&paths.completed(), "holds no Cluster".to_string()))?;
+        Ok(ClusterConfig {
+            cluster,
+            instance_groups,
+        })
+    }
+
+    /// Stores a new cluster with its secrets. Fails if it exists; writes nothing if the spec is invalid.
+    pub async fn create(
+        &self,
+        config: &ClusterConfig,
+        secrets: &ClusterSecrets,
+        writer: &Writer,
+    ) -> Result<ClusterConfig, RegistryError> {
+        let completed = check(config)?;
+        let name = config.name().to_string();
+        let paths = ClusterPaths::new(&name);
+        let lock = self.lock(&name, writer).await?;
+        let result = async {
+            if self.store.get(&paths.cluster_spec()).await?.is_some() {
+                return Err(RegistryError::ClusterExists {
+                    cluster: name.clone(),
+                    store: self.store.url(),
+                });
+            }
+            // Leftovers of a create or delete that died half way: this create replaces them.
+            self.delete_all_but(&paths, &[paths.lock()]).await?;
+            let secret_objects = secrets.objects(&paths).map_err(|source| RegistryError::Serialize {
+                what: "secrets".into(),
+                source,
+            })?;
+            for object in secret_objects {
+                self.store
+                    .put(&object.key, &object.data, &Precondition::MustNotExist)
+                    .await?;
+            }
+            for ig in &config.instance_groups {
+                let data = to_yaml(ig, &ig.metadata.name)?;
+                self.store
+                    .put(&paths.instance_group(&ig.metadata.name), &data, &Precondition::MustNotExist)
+                    .await?;
+            }
+            self.write_completed(&paths, &completed).await?;
+            let data = to_yaml(&config.cluster, &name)?;
+            self.store
+                .put(&paths.cluster_spec(), &data, &Precondition::MustNotExist)
+                .await?;
+            Ok(completed)
+        }
+        .await;
+        self.unlock(lock).await?;
+        result
+    }
+
+    /// Applies a change to an existing cluster; returns the new completed config.
+    pub async fn change(
+        &self,
+        name: &str,
+        change: &SpecChange,
+        writer: &Writer,
+    ) -> Result<ClusterConfig, RegistryError> {
+        // Validate first without the lock, so a spec error writes nothing at all.
+        let current = self.load(name).await?;
+        check(&merged(&current.config, change))?;
+        if change.is_empty() {
+            return Ok(complete(&current.config));
+        }
+        let lock = self.lock(name, writer).await?;
+        let result = self.change_locked(name, change).await;
+        self.unlock(lock).await?;
+        result
+    }
+
+    async fn change_locked(&self, name: &str, change: &SpecChange) -> Result<ClusterConfig, RegistryError> {
+        let paths = ClusterPaths::new(name);
+        // Someone may have changed other objects between our read and the lock: validate what will be.
+        let current = self.load(name).await?;
+        let config = merged(&current.config, change);
+        let completed = check(&config)?;
+        if let Some((cluster, precondition)) = &change.cluster {
+            let data = to_yaml(cluster, name)?;
+            self.store.put(&paths.cluster_spec(), &data, precondition).await?;
+        }
+        for (ig, precondition) in &change.put_groups {
+            let data = to_yaml(ig, &ig.metadata.name)?;
+            self.store
+                .put(&paths.instance_group(&ig.metadata.name), &data, precondition)
+                .await?;
+        }
+        for (group, version) in &change.delete_groups {
+            // Under the lock, a version check then a delete cannot interleave with another writer.
+            match current.group_versions.get(group) {
+                Some(v) if v == version => self.store.delete(&paths.instance_group(group)).await?,
+                Some(_) => {
+                    return Err(RegistryError::Conflict(StoreError::Conflict {
+                        key: paths.instance_group(group),
+                        reason: "was changed by someone else since it was read; not deleted".into(),
+                    }))
+                }
+                None => {}
+            }
+        }
+        self.write_completed(&paths, &completed).await?;
+        Ok(completed)
+    }
+
+    /// Removes every object of the cluster from the store. Returns how many objects were deleted.
+    pub async fn delete(&self, name: &str, writer: &Writer) -> Result<usize, RegistryError> {
+        let paths = ClusterPaths::new(name);
+        let existing = self.store.list(&paths.prefix()).await?;
+        if existing.is_empty() {
+            return Err(RegistryError::ClusterNotFound {
+                cluster: name.to_string(),
+                store: self.store.url(),
+            });
+        }
+        let lock = self.lock(name, writer).await?;
+        let result = async {
+            // The cluster stops existing first; what follows only clears its leftovers.
+            self.store.delete(&paths.cluster_spec()).await?;
+            let n = self.delete_all_but(&paths, &[paths.lock()]).await?;
+            Ok(n + 1)
+        }
+        .await;
+        self.unlock(lock).await?;
+        result
+    }
+
+    /// Every key of the cluster, for previews of a delete.
+    pub async fn objects(&self, name: &str) -> Result<Vec<String>, RegistryError> {
+        Ok(self.store.list(&ClusterPaths::new(name).prefix()).await?)
+    }
+
+    async fn delete_all_but(&self, paths: &ClusterPaths, keep: &[String]) -> Result<usize, RegistryError> {
+        let mut n = 0;
+        for key in self.store.list(&paths.prefix()).await? {
+            if !keep.contains(&key) {
+                self.store.delete(&key).await?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    async fn write_completed(&self, paths: &ClusterPaths, completed: &ClusterConfig) -> Result<(), RegistryError> {
+        let mut objects = vec![SpecObject::Cluster(completed.cluster.clone())];
+        objects.extend(completed.instance_groups.iter().cloned().map(SpecObject::InstanceGroup));
+        let docs: Vec<yaml_serde::Value> = objects
+            .iter()
+            .map(|o| match o {
+                SpecObject::Cluster(c) => yaml_serde::to_value(c),
+                SpecObject::InstanceGroup(ig) => yaml_serde::to_value(ig),
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|source| RegistryError::Serialize {
+                what: "the completed spec".into(),
+                source,
+            })?;
+        let text = to_yaml_documents(&docs).map_err(|source| RegistryError::Serialize {
+            what: "the completed spec".into(),
+            source,
+        })?;
+        // Only lock holders write it, and it is derived: last writer wins by design.
+        self.store
+            .put(&paths.completed(), text.as_bytes(), &Precondition::None)
+            .await?;
+        Ok(())
+    }
+
+    async fn lock(&self, cluster: &str, writer: &Writer) -> Result<Lock, RegistryError> {
+        let key = ClusterPaths::new(cluster).lock();
+        let now = OffsetDateTime::now_utc().unix_timestamp();
+        let record = LockRecord {
+            writer: writer.clone(),
+            token: hex::encode(rand::random::<[u8; 16]>()),
+            acquired_at: now,
+            expires_at: now + LOCK_TTL_SECS,
+        };
+        let data = serde_json::to_vec_pretty(&record).map_err(|e| RegistryError::Serialize {
+            what: "the lock".into(),
+            source: <yaml_serde::Error as serde::ser::Error>::custom(e),
+        })?;
+        match self.store.put(&key, &data, &Precondition::MustNotExist).await {
+            Ok(_) => {}
+            Err(StoreError::Conflict { .. }) => {
+                let held = self.store.get(&key).await?;
+                let Some(held) = held else {
+                    // Released between our write and read: one more try decides it.
+                    self.store.put(&key, &data, &Precondition::MustNotExist).await?;
+                    return Ok(Lock { key, token: record.token });
+                };
+                let holder: Option<LockRecord> = serde_json::from_slice(&held.data).ok();
+                match holder {
+                    Some(h) if h.expires_at > now => {
+                        return Err(RegistryError::Locked {
+                            cluster: cluster.to_string(),
+                            holder: h.writer.holder,
+                            command: h.writer.command,
+                            since: format_time(h.acquired_at),
+                            expires: format_time(h.expires_at),
+                        })
+                    }
+                    // Expired or unreadable: take it over, conditionally, so two takers cannot both win.
+                    _ => {
+                        self.store
+                            .put(&key, &data, &Precondition::MustMatch(held.version))
+                            .await?;
+                    }
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+        Ok(Lock { key, token: record.token })
+    }
+
+    async fn unlock(&self, lock: Lock) -> Result<(), RegistryError> {
+        if let Some(held) = self.store.get(&lock.key).await? {
+            let record: Option<LockRecord> = serde_json::from_slice(&held.data).ok();
+            // Only remove our own lock: after an expiry someone else may hold it now.
+            if record.is_some_and(|r| r.token == lock.token) {
+                self.store.delete(&lock.key).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Validates the completed form of `config`; returns it, or every error.
+pub fn check(config: &ClusterConfig) -> Result<ClusterConfig, RegistryError> {
+    let completed = complete(config);
+    let errors = validate(&completed);
+    if errors.is_empty() {
+        Ok(completed)
+    } else {
+        Err(RegistryError::Invalid(SpecErrors::new(
+            &format!("cluster {:?}", config.name()),
+            errors,
+        )))
+    }
+}
+
+/// `current` with `change` applied, in memory.
+pub fn merged(current: &ClusterConfig, change: &SpecChange) -> ClusterConfig {
+    let mut config = current.clone();
+    if let Some((cluster, _)) = &change.cluster {
+        config.cluster = cluster.clone();
+    }
+    for (ig, _) in &change.put_groups {
+        match config
+            .instance_groups
+            .iter_mut()
+            .find(|g| g.metadata.name == ig.metadata.name)
+        {
+            Some(existing) => *existing = ig.clone(),
+            None => config.instance_groups.push(ig.clone()),
+        }
+    }
+    config
+        .instance_groups
+        .retain(|g| !change.delete_groups.iter().any(|(name, _)| name == &g.metadata.name));
+    config
+        .instance_groups
+        .sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    config
+}
+
+fn parse_stored(key: &str, data: &[u8]) -> Result<SpecObject, RegistryError> {
+    let text = String::from_utf8_lossy(data);
+    let mut objects = parse_objects(key, &text).map_err(RegistryError::Corrupt)?;
+    if objects.len() != 1 {
+        return Err(corrupt(key, format!("holds {} objects, expected one", objects.len())));
+    }
+    Ok(objects.remove(0))
+}
+
+fn corrupt(key: &str, message: String) -> RegistryError {
+    RegistryError::Corrupt(SpecErrors::new(key, vec![FieldError::new(key, "", message)]))
+}
+
+fn to_yaml<T: Serialize>(object: &T, what: &str) -> Result<Vec<u8>, RegistryError> {
+    yaml_serde::to_string(object)
+        .map(String::into_bytes)
+        .map_err(|source| RegistryError::Serialize {
+            what: what.to_string(),
+            source,
+        })
+}
+
+fn format_time(unix: i64) -> String {
+    OffsetDateTime::from_unix_timestamp(unix)
+        .ok()
+        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .unwrap_or_else(|| unix.to_string())
+}

@@ -1,0 +1,369 @@
+//! The cluster spec: the `Cluster` and `InstanceGroup` kinds of `ballast.dev/v1alpha1`.
+//!
+//! Fields are optional where a default exists: the operator's file keeps only what they wrote, and
+//! [`crate::defaults::complete`] fills the rest (the completed spec, from which plans are made). Unknown
+//! fields are rejected everywhere (`deny_unknown_fields`). Values that need semantic checks (names, CIDRs,
+//! versions, durations) are kept as strings so that [`crate::validate`] can report every problem at once, each
+//! with its path.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The one API version this release reads and writes.
+pub const API_VERSION: &str = "ballast.dev/v1alpha1";
+/// `kind` of a cluster document.
+pub const KIND_CLUSTER: &str = "Cluster";
+/// `kind` of an instance group document.
+pub const KIND_INSTANCE_GROUP: &str = "InstanceGroup";
+
+/// Name and labels of an object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObjectMeta {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A Kubernetes cluster on AWS.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Cluster {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    pub spec: ClusterSpec,
+}
+
+/// What the operator declares about a cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterSpec {
+    /// Kubernetes version, `MAJOR.MINOR.PATCH` (a leading `v` is accepted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes_version: Option<String>,
+    /// AWS region, e.g. `us-west-2`; derived from the subnets' zones when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// The VPC's CIDR. For a new VPC it defaults to `172.20.0.0/16`; with `networkID` it is the shared VPC's.
+    #[serde(default, rename = "networkCIDR", skip_serializing_if = "Option::is_none")]
+    pub network_cidr: Option<String>,
+    /// An existing (shared) VPC to use instead of creating one. Ballast never modifies or deletes it.
+    #[serde(default, rename = "networkID", skip_serializing_if = "Option::is_none")]
+    pub network_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subnets: Vec<ClusterSubnet>,
+    /// Where instances live: `Public` subnets, or `Private` ones behind NAT gateways.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<Topology>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<ApiSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd: Option<EtcdSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub networking: Option<Networking>,
+    /// CIDRs allowed to SSH to instances. Empty means no SSH from outside the VPC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_access: Option<Vec<String>>,
+    /// CIDRs allowed to reach the Kubernetes API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes_api_access: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption_config: Option<EncryptionConfigSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iam: Option<ClusterIamSpec>,
+    /// Tags added to every AWS resource the cluster owns.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cloud_labels: BTreeMap<String, String>,
+}
+
+/// One subnet of the cluster: created from `cidr`, or shared when `id` names an existing one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterSubnet {
+    pub name: String,
+    pub zone: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cidr: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub subnet_type: Option<SubnetType>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SubnetType {
+    /// Routed to an internet gateway; instances may get public IPs. Load balancers and NAT gateways live here.
+    Public,
+    /// Routed through a NAT gateway in a public subnet of the same zone.
+    Private,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Topology {
+    Public,
+    Private,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApiSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_balancer: Option<LoadBalancerSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LoadBalancerSpec {
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub lb_type: Option<LoadBalancerType>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LoadBalancerType {
+    /// Internet-facing network load balancer.
+    Public,
+    /// Reachable from inside the VPC only.
+    Internal,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EtcdSpec {
+    /// One member per control-plane instance group; defaults to every control-plane group.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<EtcdMember>,
+    /// Encrypt etcd's data volumes (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encrypted_volume: Option<bool>,
+    /// KMS key for the volumes; the account's default EBS key when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kms_key_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<EtcdBackupSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EtcdMember {
+    pub name: String,
+    pub instance_group: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EtcdBackupSpec {
+    /// How often to snapshot etcd to the state store, e.g. `15m` (units s, m, h, d).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<String>,
+    /// How long to keep snapshots, e.g. `7d`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<String>,
+}
+
+/// The pod network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Networking {
+    AmazonVpc,
+    Cilium,
+    Calico,
+}
+
+/// Encryption of Kubernetes secrets at rest in etcd (the API server's EncryptionConfiguration).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EncryptionConfigSpec {
+    /// Default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<EncryptionProvider>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EncryptionProvider {
+    Secretbox,
+    Aescbc,
+    Aesgcm,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterIamSpec {
+    /// Let nodes pull from the account's container registries (ECR read-only). Default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_container_registry: Option<bool>,
+    /// A permissions boundary ARN set on every role Ballast creates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permissions_boundary: Option<String>,
+}
+
+/// A group of identical instances: one launch template and one Auto Scaling Group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InstanceGroup {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    pub spec: InstanceGroupSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InstanceGroupSpec {
+    pub role: Role,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_type: Option<String>,
+    /// An AMI id (`ami-...`), or an AMI name (the newest image of that name is used).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_size: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_size: Option<u32>,
+    /// Names of the cluster's subnets the group's instances go in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subnets: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_volume: Option<RootVolumeSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_metadata: Option<InstanceMetadataSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iam: Option<InstanceGroupIamSpec>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_labels: BTreeMap<String, String>,
+    /// Taints as `key[=value]:Effect`, Effect one of NoSchedule, PreferNoSchedule, NoExecute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taints: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cloud_labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    ControlPlane,
+    Node,
+}
+
+impl Role {
+    /// The value of the `ballast.dev/role` tag.
+    pub fn tag_value(self) -> &'static str {
+        match self {
+            Role::ControlPlane => "control-plane",
+            Role::Node => "node",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RootVolumeSpec {
+    /// Size in GiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u32>,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub volume_type: Option<String>,
+    /// Default true; Ballast refuses unencrypted root volumes only by default, not by force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encrypted: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kms_key_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InstanceMetadataSpec {
+    /// `required` (IMDSv2 only, the default) or `optional`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_tokens: Option<HttpTokens>,
+    /// Default 1: containers cannot reach the node's IMDS through the extra network hop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_put_response_hop_limit: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HttpTokens {
+    Required,
+    Optional,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InstanceGroupIamSpec {
+    /// An existing instance profile ARN to use (shared: never modified or deleted) instead of one Ballast makes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+}
+
+/// A cluster and its instance groups: the unit that is validated, completed and stored together.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterConfig {
+    pub cluster: Cluster,
+    pub instance_groups: Vec<InstanceGroup>,
+}
+
+impl ClusterConfig {
+    pub fn name(&self) -> &str {
+        &self.cluster.metadata.name
+    }
+
+    pub fn instance_group(&self, name: &str) -> Option<&InstanceGroup> {
+        self.instance_groups
+            .iter()
+            .find(|ig| ig.metadata.name == name)
+    }
+}
+
+impl Cluster {
+    /// A cluster document with this name and spec.
+    pub fn new(name: &str, spec: ClusterSpec) -> Self {
+        Cluster {
+            api_version: API_VERSION.to_string(),
+            kind: KIND_CLUSTER.to_string(),
+            metadata: ObjectMeta {
+                name: name.to_string(),
+                labels: BTreeMap::new(),
+            },
+            spec,
+        }
+    }
+}
+
+impl InstanceGroup {
+    /// An instance group document with this name and spec.
+    pub fn new(name: &str, spec: InstanceGroupSpec) -> Self {
+        InstanceGroup {
+            api_version: API_VERSION.to_string(),
+            kind: KIND_INSTANCE_GROUP.to_string(),
+            metadata: ObjectMeta {
+                name: name.to_string(),
+                labels: BTreeMap::new(),
+            },
+            spec,
+        }
+    }
+}
+
+impl InstanceGroupSpec {
+    /// An empty spec of this role: everything else defaulted.
+    pub fn with_role(role: Role) -> Self {
+        InstanceGroupSpec {
+            role,
+            machine_type: None,
+            image: None,
+            min_size: None,
+            max_size: None,
+            subnets: Vec::new(),
+            root_volume: None,
+            instance_metadata: None,
+            iam: None,
+            node_labels: BTreeMap::new(),
+            taints: None,
+            cloud_labels: BTreeMap::new(),
+        }
+    }
+}

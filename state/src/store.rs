@@ -1,0 +1,530 @@
+//! The state store: where `ballast` keeps cluster specs, PKI and secrets, and where nodes fetch their specs.
+//!
+//! Two backends with the same semantics:
+//! - `s3://bucket/prefix`: objects encrypted server-side (SSE-S3, or SSE-KMS with a key); writes conditional
+//!   through `If-None-Match: *` (create) and `If-Match: <etag>` (update).
+//! - `file:///path`: one file per object, mode 0600 in 0700 directories; a write takes an exclusive lock on
+//!   the store, compares the object's current version (its sha256) with the expected one, and renames a
+//!   fully written temporary file into place, so readers never see half an object.
+//!
+//! A conditional write that loses a race fails with [`StoreError::Conflict`] and changes nothing.
+
+use std::fmt;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::config::http::HttpResponse;
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::ServerSideEncryption;
+use sha2::{Digest, Sha256};
+
+/// Environment variable naming the state store, like kops's KOPS_STATE_STORE.
+pub const STATE_ENV: &str = "BALLAST_STATE";
+/// Environment variable naming a KMS key for SSE-KMS on an S3 state store.
+pub const STATE_KMS_KEY_ENV: &str = "BALLAST_STATE_KMS_KEY";
+
+/// The version of a stored object: its ETag on S3, its sha256 in the file backend.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Version(pub String);
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// An object read from the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredObject {
+    pub data: Vec<u8>,
+    pub version: Version,
+}
+
+/// What must hold for a write to happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Precondition {
+    /// Write whatever is there (only for objects no one else writes, e.g. a node's own report).
+    None,
+    /// The object must not exist yet.
+    MustNotExist,
+    /// The object must still be at this version.
+    MustMatch(Version),
+}
+
+/// Failures of the state store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The URL is not one the store understands.
+    #[error("invalid state store URL {url:?}: {reason}")]
+    InvalidUrl { url: String, reason: String },
+    /// No state store was given.
+    #[error("no state store given: pass --state s3://BUCKET/PREFIX (or file:///PATH), or set {STATE_ENV}")]
+    NotConfigured,
+    /// A conditional write lost: someone else changed the object first.
+    #[error("{key}: {reason}")]
+    Conflict { key: String, reason: String },
+    /// File-backend I/O.
+    #[error("state store file {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// An S3 request failed.
+    #[error("state store {operation} of s3://{bucket}/{key} failed: {message}")]
+    S3 {
+        operation: &'static str,
+        bucket: String,
+        key: String,
+        message: String,
+    },
+}
+
+/// Options that apply to every write.
+#[derive(Debug, Clone, Default)]
+pub struct StoreOptions {
+    /// SSE-KMS key id or ARN for S3 objects; SSE-S3 when `None`.
+    pub kms_key_id: Option<String>,
+}
+
+/// A state store, by URL.
+#[derive(Debug, Clone)]
+pub enum StateStore {
+    File(FileStore),
+    S3(S3Store),
+}
+
+impl StateStore {
+    /// Opens the store at `url` (`s3://bucket[/prefix]` or `file:///absolute/path`).
+    pub async fn open(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
+        let invalid = |reason: &str| StoreError::InvalidUrl {
+            url: url.to_string(),
+            reason: reason.to_string(),
+        };
+        if let Some(path) = url.strip_prefix("file://") {
+            if !path.starts_with('/') {
+                return Err(invalid("a file store needs an absolute path: file:///var/lib/ballast"));
+            }
+            return Ok(StateStore::File(FileStore::new(PathBuf::from(path))));
+        }
+        if let Some(rest) = url.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(invalid("the bucket name is missing: s3://BUCKET/PREFIX"));
+            }
+            return Ok(StateStore::S3(
+                S3Store::connect(bucket, prefix.trim_matches('/'), options).await,
+            ));
+        }
+        Err(invalid("use s3://BUCKET/PREFIX or file:///PATH"))
+    }
+
+    /// The URL this store was opened with (normalised).
+    pub fn url(&self) -> String {
+        match self {
+            StateStore::File(f) => format!("file://{}", f.root.display()),
+            StateStore::S3(s) if s.prefix.is_empty() => format!("s3://{}", s.bucket),
+            StateStore::S3(s) => format!("s3://{}/{}", s.bucket, s.prefix),
+        }
+    }
+
+    /// Reads an object; `None` when it does not exist.
+    pub async fn get(&self, key: &str) -> Result<Option<StoredObject>, StoreError> {
+        match self {
+            StateStore::File(f) => f.get(key),
+            StateStore::S3(s) => s.get(key).await,
+        }
+    }
+
+    /// Writes an object if `precondition` holds; returns its new version.
+    pub async fn put(
+        &self,
+        key: &str,
+        data: &[u8],
+        precondition: &Precondition,
+    ) -> Result<Version, StoreError> {
+        match self {
+            StateStore::File(f) => f.put(key, data, precondition),
+            StateStore::S3(s) => s.put(key, data, precondition).await,
+        }
+    }
+
+    /// Deletes an object; deleting a missing object is not an error.
+    pub async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        match self {
+            StateStore::File(f) => f.delete(key),
+            StateStore::S3(s) => s.delete(key).await,
+        }
+    }
+
+    /// Every key starting with `prefix`, sorted.
+    pub async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        let mut keys = match self {
+            StateStore::File(f) => f.list(prefix)?,
+            StateStore::S3(s) => s.list(prefix).await?,
+        };
+        keys.sort();
+        Ok(keys)
+    }
+}
+
+/// The sha256 of `data`, hex: the file backend's version, and the node spec's hash in user-data.
+pub fn sha256_hex(data: &[u8]) -> String {
+    hex::encode(Sha256::digest(data))
+}
+
+fn conflict_reason(precondition: &Precondition) -> String {
+    match precondition {
+        Precondition::MustNotExist => "already exists".to_string(),
+        Precondition::MustMatch(_) => {
+            "was changed by someone else since it was read; nothing was written: read it again and retry".to_string()
+        }
+        Precondition::None => "conflicting write".to_string(),
+    }
+}
+
+/// The `file://` backend.
+#[derive(Debug, Clone)]
+pub struct FileStore {
+    root: PathBuf,
+}
+
+impl FileStore {
+    pub fn new(root: PathBuf) -> Self {
+        FileStore { root }
+    }
+
+    fn path_of(&self, key: &str) -> Result<PathBuf, StoreError> {
+        // Keys are built by `layout`; refuse anything that could step outside the root.
+        if key.is_empty() || key.starts_with('/') || key.split('/').any(|part| part == ".." || part == ".") {
+            return Err(StoreError::InvalidUrl {
+                url: key.to_string(),
+                reason: "not a valid object key".to_string(),
+            });
+        }
+        Ok(self.root.join(key))
+    }
+
+    fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+        move |source| StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    fn get(&self, key: &str) -> Result<Option<StoredObject>, StoreError> {
+        let path = self.path_of(key)?;
+        match std::fs::read(&path) {
+            Ok(data) => Ok(Some(StoredObject {
+                version: Version(sha256_hex(&data)),
+                data,
+            })),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Self::io(&path)(e)),
+        }
+    }
+
+    /// Holds the store's write lock for the life of the returned file.
+    fn lock(&self) -> Result<std::fs::File, StoreError> {
+        self.create_dir(&self.root)?;
+        let path = self.root.join(".ballast-store.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(Self::io(&path))?;
+        file.lock().map_err(Self::io(&path))?;
+        Ok(file)
+    }
+
+    fn create_dir(&self, dir: &Path) -> Result<(), StoreError> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(Self::io(dir))
+    }
+
+    fn put(&self, key: &str, data: &[u8], precondition: &Precondition) -> Result<Version, StoreError> {
+        let path = self.path_of(key)?;
+        let _lock = self.lock()?;
+        let current = self.get(key)?;
+        let holds = match (precondition, &current) {
+            (Precondition::None, _) => true,
+            (Precondition::MustNotExist, current) => current.is_none(),
+            (Precondition::MustMatch(v), Some(current)) => &current.version == v,
+            (Precondition::MustMatch(_), None) => false,
+        };
+        if !holds {
+            return Err(StoreError::Conflict {
+                key: key.to_string(),
+                reason: conflict_reason(precondition),
+            });
+        }
+        let dir = path.parent().unwrap_or(&self.root).to_path_buf();
+        self.create_dir(&dir)?;
+        let tmp = dir.join(format!(
+            ".{}.tmp-{}",
+            path.file_name().and_then(|n| n.to_str()).unwrap_or("object"),
+            std::process::id()
+        ));
+        let write = || -> std::io::Result<()> {
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            file.write_all(data)?;
+            file.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            std::fs::File::open(&dir)?.sync_all()
+        };
+        if let Err(e) = write() {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(Self::io(&path)(e));
+        }
+        Ok(Version(sha256_hex(data)))
+    }
+
+    fn delete(&self, key: &str) -> Result<(), StoreError> {
+        let path = self.path_of(key)?;
+        let _lock = self.lock()?;
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Self::io(&path)(e)),
+        }
+        // Leave no empty directories behind, up to the root.
+        let mut dir = path.parent();
+        while let Some(d) = dir {
+            if d == self.root || std::fs::remove_dir(d).is_err() {
+                break;
+            }
+            dir = d.parent();
+        }
+        Ok(())
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        let mut keys = Vec::new();
+        let mut stack = vec![self.root.clone()];
+        while let Some(dir) = stack.pop() {
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(Self::io(&dir)(e)),
+            };
+            for entry in entries {
+                let entry = entry.map_err(Self::io(&dir))?;
+                let path = entry.path();
+                let name = entry.file_name();
+                if name.to_string_lossy().starts_with('.') {
+                    continue;
+                }
+                if entry.file_type().map_err(Self::io(&path))?.is_dir() {
+                    stack.push(path);
+                } else if let Ok(rel) = path.strip_prefix(&self.root) {
+                    let key = rel.to_string_lossy().to_string();
+                    if key.starts_with(prefix) {
+                        keys.push(key);
+                    }
+                }
+            }
+        }
+        Ok(keys)
+    }
+}
+
+/// The `s3://` backend.
+#[derive(Debug, Clone)]
+pub struct S3Store {
+    client: aws_sdk_s3::Client,
+    bucket: String,
+    prefix: String,
+    kms_key_id: Option<String>,
+}
+
+impl S3Store {
+    /// Builds a client from the standard AWS configuration (env, profile, IMDS). With a custom endpoint
+    /// (`AWS_ENDPOINT_URL`, e.g. the local cloud) path-style addressing is used, since bucket subdomains of a
+    /// loopback address do not resolve.
+    pub async fn connect(bucket: &str, prefix: &str, options: StoreOptions) -> Self {
+        let shared = aws_config::load_from_env().await;
+        let mut builder = aws_sdk_s3::config::Builder::from(&shared);
+        if shared.endpoint_url().is_some() {
+            builder = builder.force_path_style(true);
+        }
+        if shared.region().is_none() {
+            builder = builder.region(aws_sdk_s3::config::Region::new("us-east-1"));
+        }
+        S3Store {
+            client: aws_sdk_s3::Client::from_conf(builder.build()),
+            bucket: bucket.to_string(),
+            prefix: prefix.to_string(),
+            kms_key_id: options.kms_key_id,
+        }
+    }
+
+    fn full_key(&self, key: &str) -> String {
+        if self.prefix.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}/{key}", self.prefix)
+        }
+    }
+
+    fn error<E, R>(&self, operation: &'static str, key: &str, err: &SdkError<E, R>) -> StoreError
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+        R: fmt::Debug,
+    {
+        StoreError::S3 {
+            operation,
+            bucket: self.bucket.clone(),
+            key: self.full_key(key),
+            message: describe_sdk_error(err, &self.bucket),
+        }
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<StoredObject>, StoreError> {
+        let result = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(self.full_key(key))
+            .send()
+            .await;
+        let output = match result {
+            Ok(output) => output,
+            Err(SdkError::ServiceError(e)) if e.err().is_no_such_key() => return Ok(None),
+            Err(e) => return Err(self.error("read", key, &e)),
+        };
+        let version = Version(output.e_tag().unwrap_or_default().to_string());
+        let data = output.body.collect().await.map_err(|e| StoreError::S3 {
+            operation: "read",
+            bucket: self.bucket.clone(),
+            key: self.full_key(key),
+            message: format!("reading the body: {e}"),
+        })?;
+        Ok(Some(StoredObject {
+            data: data.into_bytes().to_vec(),
+            version,
+        }))
+    }
+
+    async fn put(&self, key: &str, data: &[u8], precondition: &Precondition) -> Result<Version, StoreError> {
+        let mut request = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(self.full_key(key))
+            .body(ByteStream::from(data.to_vec()));
+        request = match &self.kms_key_id {
+            Some(kms) => request
+                .server_side_encryption(ServerSideEncryption::AwsKms)
+                .ssekms_key_id(kms),
+            None => request.server_side_encryption(ServerSideEncryption::Aes256),
+        };
+        request = match precondition {
+            Precondition::None => request,
+            Precondition::MustNotExist => request.if_none_match("*"),
+            Precondition::MustMatch(v) => request.if_match(&v.0),
+        };
+        match request.send().await {
+            Ok(output) => Ok(Version(output.e_tag().unwrap_or_default().to_string())),
+            Err(e) if is_precondition_failure(&e) => Err(StoreError::Conflict {
+                key: key.to_string(),
+                reason: conflict_reason(precondition),
+            }),
+            Err(e) => Err(self.error("write", key, &e)),
+        }
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        self.client
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(self.full_key(key))
+            .send()
+            .await
+            .map_err(|e| self.error("delete", key, &e))?;
+        Ok(())
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        let full_prefix = self.full_key(prefix);
+        let strip = if self.prefix.is_empty() {
+            0
+        } else {
+            self.prefix.len() + 1
+        };
+        let mut keys = Vec::new();
+        let mut pages = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(&full_prefix)
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| self.error("list", prefix, &e))?;
+            for object in page.contents() {
+                if let Some(key) = object.key() {
+                    keys.push(key[strip.min(key.len())..].to_string());
+                }
+            }
+        }
+        Ok(keys)
+    }
+}
+
+/// 412 PreconditionFailed, or 409 ConditionalRequestConflict (two conditional writes racing on AWS).
+fn is_precondition_failure<E>(err: &SdkError<E, HttpResponse>) -> bool {
+    matches!(err, SdkError::ServiceError(_))
+        && err
+            .raw_response()
+            .is_some_and(|r| matches!(r.status().as_u16(), 409 | 412))
+}
+
+/// A message an operator can act on: the AWS error code and message, or what went wrong on the way.
+pub fn describe_sdk_error<E, R>(err: &SdkError<E, R>, bucket: &str) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: fmt::Debug,
+{
+    match err {
+        SdkError::ServiceError(service) => {
+            let e = service.err();
+            let code = e.code().unwrap_or("unknown error");
+            let message = e.message().unwrap_or("");
+            let hint = match code {
+                "NoSuchBucket" => format!(
+                    ": create the bucket first (e.g. aws s3 mb s3://{bucket}, with versioning and default encryption on)"
+                ),
+                "AccessDenied" | "InvalidAccessKeyId" | "SignatureDoesNotMatch" | "ExpiredToken" => {
+                    ": check the AWS credentials in use and that they may use this bucket".to_string()
+                }
+                _ => String::new(),
+            };
+            format!("{code}: {message}{hint}")
+        }
+        SdkError::DispatchFailure(failure) => {
+            let context = aws_sdk_s3::error::DisplayErrorContext(err).to_string();
+            if context.contains("credentials") || context.contains("Credentials") {
+                format!(
+                    "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE ({context})"
+                )
+            } else if failure.is_io() || failure.is_timeout() {
+                format!("cannot reach the S3 endpoint: check the network and AWS_ENDPOINT_URL ({context})")
+            } else {
+                context
+            }
+        }
+        other => aws_sdk_s3::error::DisplayErrorContext(other).to_string(),
+    }
+}

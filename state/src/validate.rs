@@ -1,0 +1,648 @@
+//! Every rule of the spec, in one place. [`validate`] checks a completed cluster config and returns all the
+//! problems it finds, each naming the object, the field's path and what to do.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::LazyLock;
+
+use ipnet::{IpNet, Ipv4Net};
+use regex::Regex;
+
+use crate::defaults::region_of_zone;
+use crate::error::FieldError;
+use crate::spec::*;
+
+/// Kubernetes minor versions this release can build nodes for.
+pub const SUPPORTED_MINORS: std::ops::RangeInclusive<u32> = 30..=34;
+/// Control-plane group counts that give etcd a useful quorum.
+pub const CONTROL_PLANE_COUNTS: [usize; 3] = [1, 3, 5];
+/// AWS limits: VPC CIDR blocks are /16 to /28.
+const VPC_PREFIX_RANGE: std::ops::RangeInclusive<u8> = 16..=28;
+const MAX_GROUP_SIZE: u32 = 1000;
+
+// The patterns are literals that are known to compile; `expect` documents that.
+static REGION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]+$").expect("static regex")
+});
+static VERSION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$").expect("static regex")
+});
+static VPC_ID: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^vpc-([0-9a-f]{8}|[0-9a-f]{17})$").expect("static regex"));
+static SUBNET_ID: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})$").expect("static regex"));
+static AMI_ID: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^ami-([0-9a-f]{8}|[0-9a-f]{17})$").expect("static regex"));
+static AMI_NAME: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[A-Za-z0-9()\[\]./\-'@_* ]{3,128}$").expect("static regex"));
+static MACHINE_TYPE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$").expect("static regex"));
+static KMS_KEY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:(key|alias)/.+|alias/.+|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})$")
+        .expect("static regex")
+});
+static IAM_ARN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^arn:aws[a-z-]*:iam::[0-9]{12}:(instance-profile|policy)/[\w+=,.@/-]+$")
+        .expect("static regex")
+});
+static DNS_LABEL: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$").expect("static regex"));
+static LABEL_NAME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+        .expect("static regex")
+});
+static LABEL_VALUE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$").expect("static regex")
+});
+static DURATION: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^([1-9][0-9]*)(s|m|h|d)$").expect("static regex"));
+
+/// Collects errors for one object.
+struct Report<'a> {
+    object: String,
+    errors: &'a mut Vec<FieldError>,
+}
+
+impl Report<'_> {
+    fn error(&mut self, path: impl AsRef<str>, message: impl Into<String>) {
+        self.errors
+            .push(FieldError::new(&self.object, path.as_ref(), message));
+    }
+}
+
+/// Checks a completed config (see [`crate::defaults::complete`]); returns every problem found.
+pub fn validate(config: &ClusterConfig) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let cluster = &config.cluster;
+    let mut report = Report {
+        object: format!("{KIND_CLUSTER}/{}", cluster.metadata.name),
+        errors: &mut errors,
+    };
+    check_dns_name(&mut report, "metadata.name", &cluster.metadata.name);
+    check_cluster_spec(&mut report, &cluster.spec);
+    check_instance_groups(&mut errors, config);
+    errors
+}
+
+/// A cluster name must be a DNS name: it names S3 prefixes, tags and the API's DNS record.
+pub fn check_cluster_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("must not be empty: a cluster is named by a DNS name, e.g. demo.example.com".into());
+    }
+    if name.len() > 253 {
+        return Err(format!("{name:?} is longer than 253 characters"));
+    }
+    for label in name.split('.') {
+        if !DNS_LABEL.is_match(label) {
+            return Err(format!(
+                "{name:?} is not a valid DNS name: each dot-separated part must be 1-63 lowercase letters, digits \
+                 or '-', not starting or ending with '-'"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An instance group name names its ASG, launch template and state-store objects.
+pub fn check_instance_group_name(name: &str) -> Result<(), String> {
+    if DNS_LABEL.is_match(name) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} is not a valid instance group name: use 1-63 lowercase letters, digits or '-', not starting or \
+             ending with '-'"
+        ))
+    }
+}
+
+fn check_dns_name(report: &mut Report<'_>, path: &str, name: &str) {
+    if let Err(message) = check_cluster_name(name) {
+        report.error(path, message);
+    }
+}
+
+/// Parses a duration such as `15m` or `7d` into seconds.
+pub fn parse_duration_secs(text: &str) -> Option<u64> {
+    let caps = DURATION.captures(text)?;
+    let n: u64 = caps.get(1)?.as_str().parse().ok()?;
+    let unit = match caps.get(2)?.as_str() {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => 86_400,
+    };
+    n.checked_mul(unit)
+}
+
+fn check_cluster_spec(report: &mut Report<'_>, spec: &ClusterSpec) {
+    if let Some(version) = &spec.kubernetes_version {
+        check_kubernetes_version(report, version);
+    }
+    let region = spec.region.as_deref();
+    match region {
+        Some(r) if !REGION.is_match(r) => report.error(
+            "spec.region",
+            format!("{r:?} is not an AWS region name (e.g. us-west-2)"),
+        ),
+        Some(_) => {}
+        None => report.error(
+            "spec.region",
+            "is not set and cannot be derived from the subnets' zones: set it (e.g. us-west-2)",
+        ),
+    }
+    let network = check_network(report, spec);
+    check_subnets(report, spec, network);
+    for (field, list) in [
+        ("spec.sshAccess", &spec.ssh_access),
+        ("spec.kubernetesApiAccess", &spec.kubernetes_api_access),
+    ] {
+        for (i, cidr) in list.iter().flatten().enumerate() {
+            if cidr.parse::<IpNet>().is_err() {
+                report.error(
+                    format!("{field}[{i}]"),
+                    format!("{cidr:?} is not a valid CIDR (e.g. 203.0.113.0/24)"),
+                );
+            }
+        }
+    }
+    if let Some(etcd) = &spec.etcd {
+        check_etcd(report, etcd);
+    }
+    if let Some(iam) = &spec.iam {
+        if let Some(arn) = &iam.permissions_boundary {
+            if !IAM_ARN.is_match(arn) || !arn.contains(":policy/") {
+                report.error(
+                    "spec.iam.permissionsBoundary",
+                    format!("{arn:?} is not an IAM policy ARN (arn:aws:iam::ACCOUNT:policy/NAME)"),
+                );
+            }
+        }
+    }
+    check_cloud_labels(report, "spec.cloudLabels", &spec.cloud_labels);
+}
+
+fn check_kubernetes_version(report: &mut Report<'_>, version: &str) {
+    let Some(caps) = VERSION.captures(version) else {
+        report.error(
+            "spec.kubernetesVersion",
+            format!("{version:?} is not a version: use MAJOR.MINOR.PATCH, e.g. 1.33.4"),
+        );
+        return;
+    };
+    let major = caps.get(1).map_or("", |m| m.as_str());
+    let minor: u32 = caps.get(2).and_then(|m| m.as_str().parse().ok()).unwrap_or(0);
+    if major != "1" || !SUPPORTED_MINORS.contains(&minor) {
+        report.error(
+            "spec.kubernetesVersion",
+            format!(
+                "{version:?} is not supported: use 1.{}.x to 1.{}.x",
+                SUPPORTED_MINORS.start(),
+                SUPPORTED_MINORS.end()
+            ),
+        );
+    }
+}
+
+fn check_network(report: &mut Report<'_>, spec: &ClusterSpec) -> Option<Ipv4Net> {
+    if let Some(id) = &spec.network_id {
+        if !VPC_ID.is_match(id) {
+            report.error(
+                "spec.networkID",
+                format!("{id:?} is not a VPC id (vpc- followed by 8 or 17 hex digits)"),
+            );
+        }
+    }
+    let cidr = spec.network_cidr.as_deref()?;
+    match cidr.parse::<Ipv4Net>() {
+        Err(_) => {
+            report.error(
+                "spec.networkCIDR",
+                format!("{cidr:?} is not a valid IPv4 CIDR"),
+            );
+            None
+        }
+        Ok(net) if net.network() != net.addr() => {
+            report.error(
+                "spec.networkCIDR",
+                format!("{cidr:?} has host bits set: did you mean {}?", net.trunc()),
+            );
+            None
+        }
+        Ok(net) if !VPC_PREFIX_RANGE.contains(&net.prefix_len()) => {
+            report.error(
+                "spec.networkCIDR",
+                format!("{cidr:?}: a VPC's CIDR must be between /16 and /28"),
+            );
+            None
+        }
+        Ok(net) => Some(net),
+    }
+}
+
+fn check_subnets(report: &mut Report<'_>, spec: &ClusterSpec, network: Option<Ipv4Net>) {
+    if spec.subnets.is_empty() {
+        report.error(
+            "spec.subnets",
+            "at least one subnet is needed: list one per availability zone",
+        );
+        return;
+    }
+    let region = spec.region.as_deref().unwrap_or("");
+    let mut names = BTreeSet::new();
+    let mut parsed: Vec<(usize, Ipv4Net)> = Vec::new();
+    for (i, subnet) in spec.subnets.iter().enumerate() {
+        let path = format!("spec.subnets[{i}]");
+        if !DNS_LABEL.is_match(&subnet.name) {
+            report.error(
+                format!("{path}.name"),
+                format!("{:?} is not a valid subnet name: use lowercase letters, digits and '-'", subnet.name),
+            );
+        } else if !names.insert(subnet.name.as_str()) {
+            report.error(
+                format!("{path}.name"),
+                format!("{:?} is used by another subnet: names must be unique", subnet.name),
+            );
+        }
+        match region_of_zone(&subnet.zone) {
+            None => report.error(
+                format!("{path}.zone"),
+                format!("{:?} is not an availability zone name (e.g. us-west-2a)", subnet.zone),
+            ),
+            Some(r) if !region.is_empty() && r != region => report.error(
+                format!("{path}.zone"),
+                format!("{:?} is not in the cluster's region {region:?}", subnet.zone),
+            ),
+            Some(_) => {}
+        }
+        if let Some(id) = &subnet.id {
+            if !SUBNET_ID.is_match(id) {
+                report.error(
+                    format!("{path}.id"),
+                    format!("{id:?} is not a subnet id (subnet- followed by 8 or 17 hex digits)"),
+                );
+            }
+            if spec.network_id.is_none() {
+                report.error(
+                    format!("{path}.id"),
+                    "a shared subnet needs the shared VPC it belongs to: set spec.networkID",
+                );
+            }
+        }
+        match (&subnet.cidr, &subnet.id) {
+            (None, None) => report.error(
+                format!("{path}.cidr"),
+                "is not set and no free block of the network is left for it: set cidr, or id for a shared subnet",
+            ),
+            (Some(cidr), _) => match cidr.parse::<Ipv4Net>() {
+                Err(_) => report.error(
+                    format!("{path}.cidr"),
+                    format!("{cidr:?} is not a valid CIDR"),
+                ),
+                Ok(net) if net.network() != net.addr() => report.error(
+                    format!("{path}.cidr"),
+                    format!("{cidr:?} has host bits set: did you mean {}?", net.trunc()),
+                ),
+                Ok(net) => {
+                    if let Some(network) = network {
+                        if !network.contains(&net) {
+                            report.error(
+                                format!("{path}.cidr"),
+                                format!("{cidr:?} is not inside the network {network}"),
+                            );
+                        }
+                    }
+                    if net.prefix_len() > 28 {
+                        report.error(
+                            format!("{path}.cidr"),
+                            format!("{cidr:?} is too small: AWS subnets are /28 or larger"),
+                        );
+                    }
+                    for (j, other) in &parsed {
+                        if other.contains(&net) || net.contains(other) {
+                            report.error(
+                                format!("{path}.cidr"),
+                                format!("{cidr:?} overlaps spec.subnets[{j}] ({other})"),
+                            );
+                        }
+                    }
+                    parsed.push((i, net));
+                }
+            },
+            (None, Some(_)) => {}
+        }
+    }
+    if spec.topology == Some(Topology::Private) {
+        let public_zones: BTreeSet<&str> = spec
+            .subnets
+            .iter()
+            .filter(|s| s.subnet_type == Some(SubnetType::Public))
+            .map(|s| s.zone.as_str())
+            .collect();
+        for (i, subnet) in spec.subnets.iter().enumerate() {
+            if subnet.subnet_type == Some(SubnetType::Private) && !public_zones.contains(subnet.zone.as_str()) {
+                report.error(
+                    format!("spec.subnets[{i}]"),
+                    format!(
+                        "private subnet {:?} has no public subnet in zone {:?} for its NAT gateway: add one (type: Public)",
+                        subnet.name, subnet.zone
+                    ),
+                );
+            }
+        }
+    }
+}
+
+fn check_etcd(report: &mut Report<'_>, etcd: &EtcdSpec) {
+    let mut names = BTreeSet::new();
+    for (i, member) in etcd.members.iter().enumerate() {
+        if !DNS_LABEL.is_match(&member.name) {
+            report.error(
+                format!("spec.etcd.members[{i}].name"),
+                format!("{:?} is not a valid member name: use lowercase letters, digits and '-'", member.name),
+            );
+        } else if !names.insert(member.name.as_str()) {
+            report.error(
+                format!("spec.etcd.members[{i}].name"),
+                format!("{:?} is used by another member", member.name),
+            );
+        }
+    }
+    if let Some(key) = &etcd.kms_key_id {
+        if !KMS_KEY.is_match(key) {
+            report.error(
+                "spec.etcd.kmsKeyId",
+                format!("{key:?} is not a KMS key id, key ARN or alias"),
+            );
+        }
+        if etcd.encrypted_volume == Some(false) {
+            report.error(
+                "spec.etcd.kmsKeyId",
+                "is set but encryptedVolume is false: remove the key or encrypt the volumes",
+            );
+        }
+    }
+    if let Some(backup) = &etcd.backup {
+        let interval = check_duration(report, "spec.etcd.backup.interval", backup.interval.as_deref());
+        let retention = check_duration(report, "spec.etcd.backup.retention", backup.retention.as_deref());
+        if let (Some(interval), Some(retention)) = (interval, retention) {
+            if retention < interval {
+                report.error(
+                    "spec.etcd.backup.retention",
+                    "is shorter than the backup interval: no backup would be kept",
+                );
+            }
+        }
+    }
+}
+
+fn check_duration(report: &mut Report<'_>, path: &str, value: Option<&str>) -> Option<u64> {
+    let value = value?;
+    let secs = parse_duration_secs(value);
+    if secs.is_none() {
+        report.error(
+            path,
+            format!("{value:?} is not a duration: use a number and a unit s, m, h or d (e.g. 15m)"),
+        );
+    }
+    secs
+}
+
+fn check_cloud_labels(report: &mut Report<'_>, path: &str, labels: &BTreeMap<String, String>) {
+    for (key, value) in labels {
+        if key.is_empty() || key.len() > 128 {
+            report.error(format!("{path}.{key}"), "tag keys must be 1 to 128 characters");
+        }
+        if key.starts_with("aws:") || key.starts_with("kubernetes.io/cluster/") || key.starts_with("ballast.dev/") {
+            report.error(
+                format!("{path}.{key}"),
+                "is reserved for AWS or Ballast's own ownership tags: choose another key",
+            );
+        }
+        if value.len() > 256 {
+            report.error(format!("{path}.{key}"), "tag values must be at most 256 characters");
+        }
+    }
+}
+
+fn check_instance_groups(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
+    let cluster = &config.cluster;
+    let subnet_names: BTreeSet<&str> = cluster.spec.subnets.iter().map(|s| s.name.as_str()).collect();
+    let mut seen = BTreeSet::new();
+    let mut control_plane_groups = BTreeSet::new();
+    for ig in &config.instance_groups {
+        let mut report = Report {
+            object: format!("{KIND_INSTANCE_GROUP}/{}", ig.metadata.name),
+            errors,
+        };
+        if let Err(message) = check_instance_group_name(&ig.metadata.name) {
+            report.error("metadata.name", message);
+        } else if !seen.insert(ig.metadata.name.as_str()) {
+            report.error("metadata.name", "another instance group has this name: names must be unique");
+        }
+        if ig.spec.role == Role::ControlPlane {
+            control_plane_groups.insert(ig.metadata.name.as_str());
+        }
+        check_instance_group_spec(&mut report, &ig.spec, &subnet_names);
+    }
+    let mut report = Report {
+        object: format!("{KIND_CLUSTER}/{}", cluster.metadata.name),
+        errors,
+    };
+    let count = control_plane_groups.len();
+    if !CONTROL_PLANE_COUNTS.contains(&count) {
+        report.error(
+            "",
+            format!(
+                "has {count} control-plane instance groups: etcd needs 1, 3 or 5 (one member each) to keep a quorum"
+            ),
+        );
+    }
+    if let Some(etcd) = &cluster.spec.etcd {
+        let mut used = BTreeSet::new();
+        for (i, member) in etcd.members.iter().enumerate() {
+            let group = member.instance_group.as_str();
+            if !control_plane_groups.contains(group) {
+                report.error(
+                    format!("spec.etcd.members[{i}].instanceGroup"),
+                    format!("{group:?} is not a control-plane instance group of this cluster"),
+                );
+            } else if !used.insert(group) {
+                report.error(
+                    format!("spec.etcd.members[{i}].instanceGroup"),
+                    format!("{group:?} already hosts another member: one member per control-plane group"),
+                );
+            }
+        }
+        for group in control_plane_groups.difference(&used) {
+            if !etcd.members.is_empty() {
+                report.error(
+                    "spec.etcd.members",
+                    format!("control-plane instance group {group:?} has no etcd member: add one"),
+                );
+            }
+        }
+    }
+}
+
+fn check_instance_group_spec(report: &mut Report<'_>, spec: &InstanceGroupSpec, subnet_names: &BTreeSet<&str>) {
+    if let Some(machine_type) = &spec.machine_type {
+        if !MACHINE_TYPE.is_match(machine_type) {
+            report.error(
+                "spec.machineType",
+                format!("{machine_type:?} is not an EC2 instance type (e.g. t3.medium)"),
+            );
+        }
+    }
+    if let Some(image) = &spec.image {
+        if image.starts_with("ami-") && !AMI_ID.is_match(image) {
+            report.error("spec.image", format!("{image:?} is not a valid AMI id"));
+        } else if !image.starts_with("ami-") && !AMI_NAME.is_match(image) {
+            report.error(
+                "spec.image",
+                format!("{image:?} is neither an AMI id (ami-...) nor a valid AMI name"),
+            );
+        }
+    }
+    if let (Some(min), Some(max)) = (spec.min_size, spec.max_size) {
+        if min > max {
+            report.error("spec.minSize", format!("{min} is larger than maxSize {max}"));
+        }
+        if max > MAX_GROUP_SIZE {
+            report.error("spec.maxSize", format!("{max} is larger than {MAX_GROUP_SIZE}"));
+        }
+        if spec.role == Role::ControlPlane && (min != 1 || max != 1) {
+            report.error(
+                "spec.minSize",
+                format!(
+                    "a control-plane group runs exactly one instance (one etcd member): set minSize and maxSize to 1, \
+                     found {min} and {max}; add groups for more control-plane instances"
+                ),
+            );
+        }
+    }
+    if spec.subnets.is_empty() {
+        report.error(
+            "spec.subnets",
+            "no subnet of the cluster fits this group: name one of the cluster's subnets",
+        );
+    }
+    for (i, subnet) in spec.subnets.iter().enumerate() {
+        if !subnet_names.contains(subnet.as_str()) {
+            let known: Vec<&str> = subnet_names.iter().copied().collect();
+            report.error(
+                format!("spec.subnets[{i}]"),
+                format!("{subnet:?} is not a subnet of the cluster (known: {})", known.join(", ")),
+            );
+        }
+    }
+    if let Some(volume) = &spec.root_volume {
+        if let Some(size) = volume.size {
+            if !(8..=16_384).contains(&size) {
+                report.error("spec.rootVolume.size", format!("{size} GiB is outside 8..16384"));
+            }
+        }
+        if let Some(kind) = &volume.volume_type {
+            if !["gp2", "gp3", "io1", "io2", "standard"].contains(&kind.as_str()) {
+                report.error(
+                    "spec.rootVolume.type",
+                    format!("{kind:?} cannot be a root volume: use gp3, gp2, io1, io2 or standard"),
+                );
+            }
+        }
+        if let Some(key) = &volume.kms_key_id {
+            if !KMS_KEY.is_match(key) {
+                report.error(
+                    "spec.rootVolume.kmsKeyId",
+                    format!("{key:?} is not a KMS key id, key ARN or alias"),
+                );
+            }
+            if volume.encrypted == Some(false) {
+                report.error(
+                    "spec.rootVolume.kmsKeyId",
+                    "is set but encrypted is false: remove the key or encrypt the volume",
+                );
+            }
+        }
+    }
+    if let Some(metadata) = &spec.instance_metadata {
+        if let Some(hops) = metadata.http_put_response_hop_limit {
+            if !(1..=64).contains(&hops) {
+                report.error(
+                    "spec.instanceMetadata.httpPutResponseHopLimit",
+                    format!("{hops} is outside 1..64"),
+                );
+            }
+        }
+    }
+    if let Some(iam) = &spec.iam {
+        if let Some(profile) = &iam.profile {
+            if !IAM_ARN.is_match(profile) || !profile.contains(":instance-profile/") {
+                report.error(
+                    "spec.iam.profile",
+                    format!("{profile:?} is not an instance profile ARN (arn:aws:iam::ACCOUNT:instance-profile/NAME)"),
+                );
+            }
+        }
+    }
+    for (key, value) in &spec.node_labels {
+        if !LABEL_NAME.is_match(key) {
+            report.error(format!("spec.nodeLabels.{key}"), "is not a valid Kubernetes label name");
+        }
+        if !LABEL_VALUE.is_match(value) {
+            report.error(
+                format!("spec.nodeLabels.{key}"),
+                format!("{value:?} is not a valid Kubernetes label value"),
+            );
+        }
+    }
+    for (i, taint) in spec.taints.iter().flatten().enumerate() {
+        if let Err(message) = check_taint(taint) {
+            report.error(format!("spec.taints[{i}]"), message);
+        }
+    }
+    check_cloud_labels(report, "spec.cloudLabels", &spec.cloud_labels);
+}
+
+/// A taint is `key[=value]:Effect`.
+fn check_taint(taint: &str) -> Result<(), String> {
+    let invalid = || format!("{taint:?} is not a taint: use key[=value]:Effect, Effect one of NoSchedule, PreferNoSchedule, NoExecute");
+    let (key_value, effect) = taint.rsplit_once(':').ok_or_else(invalid)?;
+    if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&effect) {
+        return Err(invalid());
+    }
+    let (key, value) = key_value.split_once('=').unwrap_or((key_value, ""));
+    if !LABEL_NAME.is_match(key) || !LABEL_VALUE.is_match(value) {
+        return Err(invalid());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration_secs("15m"), Some(900));
+        assert_eq!(parse_duration_secs("7d"), Some(604_800));
+        assert_eq!(parse_duration_secs("0m"), None);
+        assert_eq!(parse_duration_secs("15"), None);
+        assert_eq!(parse_duration_secs("1w"), None);
+    }
+
+    #[test]
+    fn taints_need_a_known_effect() {
+        assert!(check_taint("dedicated=gpu:NoSchedule").is_ok());
+        assert!(check_taint("node-role.kubernetes.io/control-plane:NoSchedule").is_ok());
+        assert!(check_taint("dedicated=gpu").is_err());
+        assert!(check_taint("dedicated=gpu:Sometimes").is_err());
+    }
+
+    #[test]
+    fn cluster_names_are_dns_names() {
+        assert!(check_cluster_name("demo.example.com").is_ok());
+        assert!(check_cluster_name("Demo.example.com").is_err());
+        assert!(check_cluster_name("-demo.example.com").is_err());
+        assert!(check_cluster_name("demo..example.com").is_err());
+        assert!(check_cluster_name("").is_err());
+    }
+}
