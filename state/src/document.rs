@@ -14,8 +14,9 @@ use crate::spec::{Cluster, InstanceGroup, API_VERSION, KIND_CLUSTER, KIND_INSTAN
 /// At most this many structural errors are collected from one document.
 const MAX_ERRORS_PER_DOCUMENT: usize = 20;
 
-/// One object read from a spec file.
-#[derive(Debug, Clone, PartialEq)]
+/// One object read from a spec file. Serializes as the object itself.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
 pub enum SpecObject {
     Cluster(Cluster),
     InstanceGroup(InstanceGroup),
@@ -226,8 +227,5 @@ pub fn to_yaml_documents<T: Serialize>(objects: &[T]) -> Result<String, yaml_ser
 
 /// Renders a [`SpecObject`] as YAML.
 pub fn object_to_yaml(object: &SpecObject) -> Result<String, yaml_serde::Error> {
-    match object {
-        SpecObject::Cluster(c) => yaml_serde::to_string(c),
-        SpecObject::InstanceGroup(ig) => yaml_serde::to_string(ig),
-    }
+    yaml_serde::to_string(object)
 }

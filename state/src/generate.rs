@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use ipnet::Ipv4Net;
 
-use crate::defaults::{region_of_zone, DEFAULT_NETWORK_CIDR, SUBNET_EXTRA_BITS};
+use crate::defaults::{region_of_zone, DEFAULT_KUBERNETES_VERSION, DEFAULT_NETWORK_CIDR, SUBNET_EXTRA_BITS};
 use crate::error::FieldError;
 use crate::spec::*;
 
@@ -137,7 +137,13 @@ pub fn generate(template: &ClusterTemplate) -> Result<ClusterConfig, Vec<FieldEr
         .and_then(|z| region_of_zone(z))
         .map(str::to_string);
     let spec = ClusterSpec {
-        kubernetes_version: template.kubernetes_version.clone(),
+        // Pinned in the spec, so a newer Ballast with a newer default never upgrades a cluster by itself.
+        kubernetes_version: Some(
+            template
+                .kubernetes_version
+                .clone()
+                .unwrap_or_else(|| DEFAULT_KUBERNETES_VERSION.to_string()),
+        ),
         region,
         network_cidr: template.network_cidr.clone().or_else(|| {
             template

@@ -393,18 +393,7 @@ impl Registry {
     async fn write_completed(&self, paths: &ClusterPaths, completed: &ClusterConfig) -> Result<(), RegistryError> {
         let mut objects = vec![SpecObject::Cluster(completed.cluster.clone())];
         objects.extend(completed.instance_groups.iter().cloned().map(SpecObject::InstanceGroup));
-        let docs: Vec<yaml_serde::Value> = objects
-            .iter()
-            .map(|o| match o {
-                SpecObject::Cluster(c) => yaml_serde::to_value(c),
-                SpecObject::InstanceGroup(ig) => yaml_serde::to_value(ig),
-            })
-            .collect::<Result<_, _>>()
-            .map_err(|source| RegistryError::Serialize {
-                what: "the completed spec".into(),
-                source,
-            })?;
-        let text = to_yaml_documents(&docs).map_err(|source| RegistryError::Serialize {
+        let text = to_yaml_documents(&objects).map_err(|source| RegistryError::Serialize {
             what: "the completed spec".into(),
             source,
         })?;

@@ -1,0 +1,201 @@
+//! `create cluster`, `create -f` and `replace -f`.
+
+use ballast_state::document::SpecObject;
+use ballast_state::generate::{generate, ClusterTemplate};
+use ballast_state::pki::ClusterSecrets;
+use ballast_state::registry::{check, Registry, RegistryError, SpecChange};
+use ballast_state::spec::{ClusterConfig, InstanceGroup, Networking, Topology};
+use ballast_state::store::Precondition;
+use ballast_state::validate::check_cluster_name;
+
+use super::{read_objects, Context};
+use crate::cli::{CreateArgs, CreateClusterArgs, CreateWhat, NetworkingArg, ReplaceArgs, SpecFormat, TopologyArg};
+use crate::error::CommandError;
+use crate::output;
+
+pub async fn run(context: &Context, args: CreateArgs) -> Result<(), CommandError> {
+    match (args.file, args.what) {
+        (Some(file), None) => {
+            let objects = read_objects(&file)?;
+            create_objects(context, objects).await
+        }
+        (None, Some(CreateWhat::Cluster(flags))) => create_cluster(context, *flags).await,
+        _ => Err(CommandError::Usage(
+            "say what to create: `ballast create cluster --name NAME --zones ZONES` or `ballast create -f FILE`"
+                .to_string(),
+        )),
+    }
+}
+
+async fn create_cluster(context: &Context, flags: CreateClusterArgs) -> Result<(), CommandError> {
+    let name = context.cluster_name(flags.cluster_name.as_deref())?;
+    check_cluster_name(&name).map_err(|m| CommandError::Usage(format!("--name: {m}")))?;
+    let template = ClusterTemplate {
+        name: name.clone(),
+        zones: flags.zones,
+        control_plane_zones: flags.control_plane_zones,
+        control_plane_count: flags.control_plane_count,
+        node_count: flags.node_count,
+        node_size: flags.node_size,
+        control_plane_size: flags.control_plane_size,
+        kubernetes_version: flags.kubernetes_version,
+        network_cidr: flags.network_cidr,
+        network_id: flags.network_id,
+        subnet_ids: flags.subnets,
+        topology: flags.topology.map(|t| match t {
+            TopologyArg::Public => Topology::Public,
+            TopologyArg::Private => Topology::Private,
+        }),
+        networking: flags.networking.map(|n| match n {
+            NetworkingArg::AmazonVpc => Networking::AmazonVpc,
+            NetworkingArg::Cilium => Networking::Cilium,
+            NetworkingArg::Calico => Networking::Calico,
+        }),
+        ssh_access: flags.ssh_access,
+        admin_access: flags.admin_access,
+        image: flags.image,
+        encrypt_etcd_storage: flags.encrypt_etcd_storage,
+    };
+    let config = generate(&template).map_err(|errors| {
+        CommandError::Usage(
+            errors
+                .iter()
+                .map(|e| format!("{}: {}", e.path, e.message))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
+    })?;
+    // Flags can still make an invalid spec (a bad CIDR, say): say so in terms of the spec's fields.
+    check(&config)?;
+    if flags.dry_run {
+        let objects = spec_objects(&config);
+        let text = match flags.output {
+            SpecFormat::Yaml => output::yaml_documents(&objects)?,
+            SpecFormat::Json => output::json(&objects)?,
+        };
+        print!("{text}");
+        return Ok(());
+    }
+    let registry = context.registry().await?;
+    store_new_cluster(context, &registry, &config).await
+}
+
+async fn store_new_cluster(context: &Context, registry: &Registry, config: &ClusterConfig) -> Result<(), CommandError> {
+    let secrets = ClusterSecrets::generate(config.name()).map_err(RegistryError::from)?;
+    let completed = registry.create(config, &secrets, &context.writer).await?;
+    eprintln!(
+        "Cluster {:?} stored in {} with {} instance groups, its CAs and its secrets.",
+        config.name(),
+        registry.store().url(),
+        completed.instance_groups.len()
+    );
+    eprintln!("  list its groups:  ballast get instancegroups --name {}", config.name());
+    eprintln!("  change it:        ballast edit cluster --name {}", config.name());
+    Ok(())
+}
+
+/// Every object of a config, cluster first.
+pub fn spec_objects(config: &ClusterConfig) -> Vec<SpecObject> {
+    std::iter::once(SpecObject::Cluster(config.cluster.clone()))
+        .chain(config.instance_groups.iter().cloned().map(SpecObject::InstanceGroup))
+        .collect()
+}
+
+/// The objects of a file, split into an optional cluster and instance groups, with the cluster they belong to.
+fn split_objects(
+    context: &Context,
+    objects: Vec<SpecObject>,
+) -> Result<(String, Option<ballast_state::spec::Cluster>, Vec<InstanceGroup>), CommandError> {
+    let mut cluster = None;
+    let mut groups = Vec::new();
+    for object in objects {
+        match object {
+            SpecObject::Cluster(c) if cluster.is_some() => {
+                return Err(CommandError::Usage(format!(
+                    "the file holds more than one Cluster ({:?} and more): give one cluster per file",
+                    c.metadata.name
+                )))
+            }
+            SpecObject::Cluster(c) => cluster = Some(c),
+            SpecObject::InstanceGroup(ig) => groups.push(ig),
+        }
+    }
+    let name = match &cluster {
+        Some(c) => context.cluster_name(Some(&c.metadata.name))?,
+        None => context.cluster_name(None).map_err(|_| {
+            CommandError::Usage(
+                "the file holds instance groups but no Cluster: say which cluster they belong to with --name".into(),
+            )
+        })?,
+    };
+    Ok((name, cluster, groups))
+}
+
+async fn create_objects(context: &Context, objects: Vec<SpecObject>) -> Result<(), CommandError> {
+    let (name, cluster, groups) = split_objects(context, objects)?;
+    let registry = context.registry().await?;
+    match cluster {
+        Some(cluster) => {
+            let config = ClusterConfig {
+                cluster,
+                instance_groups: groups,
+            };
+            check(&config)?;
+            store_new_cluster(context, &registry, &config).await
+        }
+        None => {
+            let stored = registry.load(&name).await?;
+            let mut change = SpecChange::default();
+            for ig in groups {
+                if stored.config.instance_group(&ig.metadata.name).is_some() {
+                    return Err(RegistryError::InstanceGroupExists {
+                        cluster: name,
+                        group: ig.metadata.name,
+                    }
+                    .into());
+                }
+                change.put_groups.push((ig, Precondition::MustNotExist));
+            }
+            let names: Vec<String> = change.put_groups.iter().map(|(ig, _)| ig.metadata.name.clone()).collect();
+            registry.change(&name, &change, &context.writer).await?;
+            eprintln!("Created instance groups {} in cluster {name:?}.", names.join(", "));
+            Ok(())
+        }
+    }
+}
+
+pub async fn replace(context: &Context, args: ReplaceArgs) -> Result<(), CommandError> {
+    let objects = read_objects(&args.file)?;
+    let (name, cluster, groups) = split_objects(context, objects)?;
+    let registry = context.registry().await?;
+    let (stored, cluster) = match (registry.load(&name).await, cluster) {
+        (Ok(stored), cluster) => (stored, cluster),
+        (Err(RegistryError::ClusterNotFound { .. }), Some(cluster)) if args.force => {
+            let config = ClusterConfig {
+                cluster,
+                instance_groups: groups,
+            };
+            check(&config)?;
+            return store_new_cluster(context, &registry, &config).await;
+        }
+        (Err(e), _) => return Err(e.into()),
+    };
+    let mut change = SpecChange::default();
+    if let Some(cluster) = cluster {
+        change.cluster = Some((cluster, Precondition::MustMatch(stored.cluster_version.clone())));
+    }
+    for ig in groups {
+        let precondition = stored.group_precondition(&ig.metadata.name);
+        if precondition == Precondition::MustNotExist && !args.force {
+            return Err(RegistryError::InstanceGroupNotFound {
+                cluster: name,
+                group: ig.metadata.name,
+            }
+            .into());
+        }
+        change.put_groups.push((ig, precondition));
+    }
+    registry.change(&name, &change, &context.writer).await?;
+    eprintln!("Replaced {} object(s) of cluster {name:?}.", change.put_groups.len() + usize::from(change.cluster.is_some()));
+    Ok(())
+}

@@ -1,0 +1,84 @@
+//! The work of each verb. Every command that changes the state store goes through
+//! `ballast_state::registry`, which validates first and writes under the cluster's lock.
+
+mod create;
+mod delete;
+mod edit;
+mod get;
+
+use std::path::Path;
+
+use ballast_state::document::{parse_objects, SpecObject};
+use ballast_state::registry::{Registry, Writer};
+use ballast_state::store::{StateStore, StoreError, StoreOptions};
+
+use crate::cli::{Cli, Command};
+use crate::error::{io_error, CommandError};
+
+/// Runs the parsed command.
+pub async fn dispatch(cli: Cli, command_line: &str) -> Result<(), CommandError> {
+    let context = Context {
+        state: cli.state.clone(),
+        name: cli.name.clone(),
+        kms_key: cli.state_kms_key.clone(),
+        writer: Writer::current(command_line),
+    };
+    match cli.command {
+        Command::Create(args) => create::run(&context, args).await,
+        Command::Replace(args) => create::replace(&context, args).await,
+        Command::Get(args) => get::run(&context, args).await,
+        Command::Edit(args) => edit::run(&context, args).await,
+        Command::Delete(args) => delete::run(&context, args).await,
+        Command::Completion { shell } => {
+            let mut command = crate::command();
+            clap_complete::generate(shell, &mut command, "ballast", &mut std::io::stdout());
+            Ok(())
+        }
+    }
+}
+
+/// What every command may need: the store, the cluster name, who is writing.
+pub struct Context {
+    state: Option<String>,
+    name: Option<String>,
+    kms_key: Option<String>,
+    writer: Writer,
+}
+
+impl Context {
+    /// Opens the state store named by --state / BALLAST_STATE.
+    pub async fn registry(&self) -> Result<Registry, CommandError> {
+        let url = self.state.as_deref().ok_or(StoreError::NotConfigured)?;
+        let store = StateStore::open(
+            url,
+            StoreOptions {
+                kms_key_id: self.kms_key.clone(),
+            },
+        )
+        .await?;
+        Ok(Registry::new(store))
+    }
+
+    /// The cluster name from a positional argument or --name / BALLAST_CLUSTER_NAME.
+    pub fn cluster_name(&self, positional: Option<&str>) -> Result<String, CommandError> {
+        match (positional, self.name.as_deref()) {
+            (Some(a), Some(b)) if a != b => Err(CommandError::Usage(format!(
+                "the cluster is named twice, differently: {a:?} and --name {b:?}"
+            ))),
+            (Some(n), _) | (None, Some(n)) => Ok(n.to_string()),
+            (None, None) => Err(CommandError::Usage(
+                "which cluster? pass --name NAME or set BALLAST_CLUSTER_NAME".to_string(),
+            )),
+        }
+    }
+}
+
+/// Reads and parses a spec file (`-` for stdin).
+pub fn read_objects(path: &Path) -> Result<Vec<SpecObject>, CommandError> {
+    let text = if path == Path::new("-") {
+        std::io::read_to_string(std::io::stdin()).map_err(io_error("reading stdin"))?
+    } else {
+        std::fs::read_to_string(path).map_err(io_error(format!("reading {}", path.display())))?
+    };
+    parse_objects(&path.display().to_string(), &text).map_err(CommandError::InvalidSpec)
+}

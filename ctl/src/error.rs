@@ -1,0 +1,67 @@
+//! The CLI's one error type and its documented exit codes.
+
+use ballast_state::error::SpecErrors;
+use ballast_state::registry::RegistryError;
+use ballast_state::store::StoreError;
+
+/// Exit codes, as documented in `ballast --help` and README.md.
+pub mod exit_code {
+    pub const FAILURE: i32 = 1;
+    pub const USAGE: i32 = 2;
+    pub const INVALID_SPEC: i32 = 3;
+    pub const CONFLICT: i32 = 4;
+    pub const NOT_FOUND: i32 = 5;
+}
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// A flag or argument is missing or wrong.
+    #[error("{0}")]
+    Usage(String),
+    /// The spec (from flags, a file or an edit) is invalid.
+    #[error("{0}")]
+    InvalidSpec(SpecErrors),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Reading an input file or running the editor failed.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Anything else, with its explanation.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl CommandError {
+    pub fn exit_code(&self) -> i32 {
+        use exit_code::*;
+        match self {
+            CommandError::Usage(_) => USAGE,
+            CommandError::InvalidSpec(_) => INVALID_SPEC,
+            CommandError::Registry(e) => match e {
+                RegistryError::Invalid(_) | RegistryError::Corrupt(_) => INVALID_SPEC,
+                RegistryError::ClusterExists { .. }
+                | RegistryError::InstanceGroupExists { .. }
+                | RegistryError::Locked { .. }
+                | RegistryError::Conflict(_) => CONFLICT,
+                RegistryError::ClusterNotFound { .. } | RegistryError::InstanceGroupNotFound { .. } => NOT_FOUND,
+                RegistryError::Store(StoreError::NotConfigured | StoreError::InvalidUrl { .. }) => USAGE,
+                _ => FAILURE,
+            },
+            CommandError::Store(StoreError::NotConfigured | StoreError::InvalidUrl { .. }) => USAGE,
+            CommandError::Store(StoreError::Conflict { .. }) => CONFLICT,
+            CommandError::Store(_) | CommandError::Io { .. } | CommandError::Failed(_) => FAILURE,
+        }
+    }
+}
+
+pub fn io_error(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> CommandError {
+    let what = what.into();
+    move |source| CommandError::Io { what, source }
+}

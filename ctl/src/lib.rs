@@ -1,0 +1,66 @@
+//! `ballast`, the control CLI: keeps cluster specs in the state store and changes them safely.
+//!
+//! `main.rs` only calls [`run`]; `cli` holds the clap definitions, `commands` the work of each verb,
+//! `error` the exit codes. Data goes to stdout, logs and progress to stderr.
+
+mod cli;
+mod commands;
+mod error;
+mod output;
+
+use clap::{CommandFactory, Parser};
+use tracing_subscriber::EnvFilter;
+
+pub use cli::Cli;
+pub use error::{exit_code, CommandError};
+
+/// Runs the CLI with the process's arguments; returns the exit code.
+pub fn run() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap prints help/version to stdout (exit 0) and usage errors to stderr (exit 2).
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting the async runtime: {e}");
+            return exit_code::FAILURE;
+        }
+    };
+    let command_line = std::env::args().collect::<Vec<_>>().join(" ");
+    match runtime.block_on(commands::dispatch(cli, &command_line)) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+/// The clap command, for completions and docs.
+pub fn command() -> clap::Command {
+    Cli::command()
+}

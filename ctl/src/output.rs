@@ -1,0 +1,66 @@
+//! Rendering data for stdout: aligned tables, YAML documents, JSON.
+
+use serde::Serialize;
+
+use crate::error::CommandError;
+
+/// Left-aligned columns separated by three spaces, like kops and kubectl.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if i < widths.len() {
+                widths[i] = widths[i].max(cell.len());
+            }
+        }
+    }
+    let mut out = String::new();
+    let header_row: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    for row in std::iter::once(&header_row).chain(rows) {
+        let last = row.len().saturating_sub(1);
+        for (i, cell) in row.iter().enumerate() {
+            if i == last {
+                out.push_str(cell);
+            } else {
+                out.push_str(&format!("{cell:<width$}   ", width = widths[i]));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// YAML documents separated by `---`.
+pub fn yaml_documents<T: Serialize>(objects: &[T]) -> Result<String, CommandError> {
+    ballast_state::document::to_yaml_documents(objects)
+        .map_err(|e| CommandError::Failed(format!("rendering YAML: {e}")))
+}
+
+/// Pretty JSON: one object as itself, several as a list.
+pub fn json<T: Serialize>(objects: &[T]) -> Result<String, CommandError> {
+    let rendered = if objects.len() == 1 {
+        serde_json::to_string_pretty(&objects[0])
+    } else {
+        serde_json::to_string_pretty(objects)
+    };
+    rendered
+        .map(|s| s + "\n")
+        .map_err(|e| CommandError::Failed(format!("rendering JSON: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align_columns() {
+        let out = table(
+            &["NAME", "ROLE"],
+            &[vec!["control-plane-us-west-2a".into(), "ControlPlane".into()], vec!["nodes".into(), "Node".into()]],
+        );
+        assert_eq!(
+            out,
+            "NAME                       ROLE\ncontrol-plane-us-west-2a   ControlPlane\nnodes                      Node\n"
+        );
+    }
+}
