@@ -50,8 +50,11 @@ impl CommandError {
                 | RegistryError::InstanceGroupExists { .. }
                 | RegistryError::Locked { .. }
                 | RegistryError::Conflict(_) => CONFLICT,
-                RegistryError::ClusterNotFound { .. } | RegistryError::InstanceGroupNotFound { .. } => NOT_FOUND,
-                RegistryError::Store(StoreError::NotConfigured | StoreError::InvalidUrl { .. }) => USAGE,
+                RegistryError::ClusterNotFound { .. }
+                | RegistryError::InstanceGroupNotFound { .. } => NOT_FOUND,
+                RegistryError::Store(StoreError::NotConfigured | StoreError::InvalidUrl { .. }) => {
+                    USAGE
+                }
                 _ => FAILURE,
             },
             CommandError::Store(StoreError::NotConfigured | StoreError::InvalidUrl { .. }) => USAGE,

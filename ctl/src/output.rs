@@ -56,7 +56,10 @@ mod tests {
     fn tables_align_columns() {
         let out = table(
             &["NAME", "ROLE"],
-            &[vec!["control-plane-us-west-2a".into(), "ControlPlane".into()], vec!["nodes".into(), "Node".into()]],
+            &[
+                vec!["control-plane-us-west-2a".into(), "ControlPlane".into()],
+                vec!["nodes".into(), "Node".into()],
+            ],
         );
         assert_eq!(
             out,

@@ -21,6 +21,10 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// Env var naming the Python interpreter of the emulator's venv.
 pub const PYTHON_ENV: &str = "BALLAST_EMULATOR_PYTHON";
 
+/// Env var naming a launcher script to run instead of the embedded one: for working on the launcher's patches
+/// without rebuilding `localcloud`.
+pub const LAUNCHER_ENV: &str = "BALLAST_EMULATOR_LAUNCHER";
+
 /// Failures to start the emulator.
 #[derive(Debug, thiserror::Error)]
 pub enum EmulatorError {
@@ -52,6 +56,9 @@ pub struct EmulatorOptions {
     pub port: Option<u16>,
     /// Enforce IAM policies after this many unauthenticated requests (moto's INITIAL_NO_AUTH_ACTION_COUNT).
     pub iam_enforce_after: Option<u32>,
+    /// With `iam_enforce_after`: the IAM user that plays the EC2 service, i.e. may assume roles whose trust
+    /// policy names the service principal `ec2.amazonaws.com` (how the local IMDS gets role credentials).
+    pub ec2_service_user: Option<String>,
     /// Where the emulator's stderr goes; inherited when `None`.
     pub log_file: Option<PathBuf>,
     /// Directory to write the launcher script into (a temp dir when `None`).
@@ -129,11 +136,17 @@ impl Emulator {
             what: "creating its work directory",
             source,
         })?;
-        let launcher = work_dir.join("launcher.py");
-        std::fs::write(&launcher, LAUNCHER_PY).map_err(|source| EmulatorError::Io {
-            what: "writing launcher.py",
-            source,
-        })?;
+        let launcher = match std::env::var_os(LAUNCHER_ENV) {
+            Some(path) => PathBuf::from(path),
+            None => {
+                let launcher = work_dir.join("launcher.py");
+                std::fs::write(&launcher, LAUNCHER_PY).map_err(|source| EmulatorError::Io {
+                    what: "writing launcher.py",
+                    source,
+                })?;
+                launcher
+            }
+        };
         let port = match options.port {
             Some(p) => p,
             None => free_port().map_err(EmulatorError::NoPort)?,
@@ -198,6 +211,9 @@ fn spawn_launcher(
     }
     if let Some(n) = options.iam_enforce_after {
         cmd.args(["--iam-enforce", "--initial-no-auth", &n.to_string()]);
+        if let Some(user) = &options.ec2_service_user {
+            cmd.args(["--ec2-service-user", user]);
+        }
     }
     if let Some(log) = &options.log_file {
         let file = std::fs::File::create(log).map_err(|source| EmulatorError::Io {

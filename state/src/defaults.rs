@@ -115,7 +115,9 @@ fn complete_cluster(spec: &mut ClusterSpec, instance_groups: &[InstanceGroup]) {
         .get_or_insert_with(|| vec!["0.0.0.0/0".to_string()]);
     let encryption = spec.encryption_config.get_or_insert_with(Default::default);
     encryption.enabled.get_or_insert(true);
-    encryption.provider.get_or_insert(EncryptionProvider::Secretbox);
+    encryption
+        .provider
+        .get_or_insert(EncryptionProvider::Secretbox);
     spec.iam
         .get_or_insert_with(Default::default)
         .allow_container_registry
@@ -128,7 +130,10 @@ fn assign_subnet_cidrs(network: Ipv4Net, subnets: &mut [ClusterSubnet]) {
         .iter()
         .filter_map(|s| s.cidr.as_deref()?.parse().ok())
         .collect();
-    let prefix = network.prefix_len().saturating_add(SUBNET_EXTRA_BITS).min(28);
+    let prefix = network
+        .prefix_len()
+        .saturating_add(SUBNET_EXTRA_BITS)
+        .min(28);
     let Ok(mut blocks) = network.subnets(prefix) else {
         return;
     };
@@ -204,7 +209,10 @@ fn complete_instance_group(ig: &mut InstanceGroup, cluster: &ClusterSpec) {
 }
 
 /// Cloud labels of the cluster and the group merged; the group's win.
-pub fn merged_cloud_labels(cluster: &ClusterSpec, ig: &InstanceGroupSpec) -> BTreeMap<String, String> {
+pub fn merged_cloud_labels(
+    cluster: &ClusterSpec,
+    ig: &InstanceGroupSpec,
+) -> BTreeMap<String, String> {
     let mut labels = cluster.cloud_labels.clone();
     labels.extend(ig.cloud_labels.clone());
     labels

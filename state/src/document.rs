@@ -118,7 +118,9 @@ pub(crate) fn parse_typed<T: DeserializeOwned>(
                 let message = clean_message(&err.inner().to_string());
                 // Removing a required field that was wrong makes serde then report it "missing": say it once.
                 let is_echo = message.starts_with("missing field")
-                    && removed.iter().any(|r| is_missing_echo(r, &segments, &message));
+                    && removed
+                        .iter()
+                        .any(|r| is_missing_echo(r, &segments, &message));
                 if !is_echo {
                     errors.push(FieldError::new(object, &render_path(&segments), message));
                 }
@@ -228,4 +230,41 @@ pub fn to_yaml_documents<T: Serialize>(objects: &[T]) -> Result<String, yaml_ser
 /// Renders a [`SpecObject`] as YAML.
 pub fn object_to_yaml(object: &SpecObject) -> Result<String, yaml_serde::Error> {
     yaml_serde::to_string(object)
+}
+
+/// Gathers the objects of one file into a cluster config: exactly one Cluster, any number of groups.
+pub fn config_from_objects(
+    source: &str,
+    objects: Vec<SpecObject>,
+) -> Result<crate::spec::ClusterConfig, SpecErrors> {
+    let mut clusters = Vec::new();
+    let mut instance_groups = Vec::new();
+    for object in objects {
+        match object {
+            SpecObject::Cluster(c) => clusters.push(c),
+            SpecObject::InstanceGroup(ig) => instance_groups.push(ig),
+        }
+    }
+    if clusters.len() != 1 {
+        let found: Vec<String> = clusters
+            .iter()
+            .map(|c| format!("{:?}", c.metadata.name))
+            .collect();
+        return Err(SpecErrors::new(
+            source,
+            vec![FieldError::new(
+                source,
+                "",
+                format!(
+                    "holds {} Cluster objects ({}): a cluster spec is one Cluster and its InstanceGroups",
+                    clusters.len(),
+                    if found.is_empty() { "none".to_string() } else { found.join(", ") }
+                ),
+            )],
+        ));
+    }
+    Ok(crate::spec::ClusterConfig {
+        cluster: clusters.remove(0),
+        instance_groups,
+    })
 }

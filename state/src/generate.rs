@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use ipnet::Ipv4Net;
 
-use crate::defaults::{region_of_zone, DEFAULT_KUBERNETES_VERSION, DEFAULT_NETWORK_CIDR, SUBNET_EXTRA_BITS};
+use crate::defaults::{
+    region_of_zone, DEFAULT_KUBERNETES_VERSION, DEFAULT_NETWORK_CIDR, SUBNET_EXTRA_BITS,
+};
 use crate::error::FieldError;
 use crate::spec::*;
 
@@ -128,7 +130,11 @@ pub fn generate(template: &ClusterTemplate) -> Result<ClusterConfig, Vec<FieldEr
     nodes.image = template.image.clone();
     nodes.min_size = Some(node_count);
     nodes.max_size = Some(node_count);
-    nodes.subnets = template.zones.iter().filter_map(|z| subnet_in_zone(z)).collect();
+    nodes.subnets = template
+        .zones
+        .iter()
+        .filter_map(|z| subnet_in_zone(z))
+        .collect();
     instance_groups.push(InstanceGroup::new("nodes", nodes));
 
     let region = template
@@ -156,7 +162,8 @@ pub fn generate(template: &ClusterTemplate) -> Result<ClusterConfig, Vec<FieldEr
         topology: Some(topology),
         networking: template.networking,
         ssh_access: (!template.ssh_access.is_empty()).then(|| template.ssh_access.clone()),
-        kubernetes_api_access: (!template.admin_access.is_empty()).then(|| template.admin_access.clone()),
+        kubernetes_api_access: (!template.admin_access.is_empty())
+            .then(|| template.admin_access.clone()),
         etcd: template.encrypt_etcd_storage.map(|encrypted| EtcdSpec {
             encrypted_volume: Some(encrypted),
             ..Default::default()
@@ -176,12 +183,18 @@ fn subnets_for(template: &ClusterTemplate, topology: Topology) -> Vec<ClusterSub
     let network: Option<Ipv4Net> = template
         .network_cidr
         .as_deref()
-        .or(template.network_id.is_none().then_some(DEFAULT_NETWORK_CIDR))
+        .or(template
+            .network_id
+            .is_none()
+            .then_some(DEFAULT_NETWORK_CIDR))
         .and_then(|c| c.parse().ok());
     let shared = !template.subnet_ids.is_empty();
     let mut blocks = network
         .filter(|_| !shared)
-        .and_then(|n| n.subnets(n.prefix_len().saturating_add(SUBNET_EXTRA_BITS).min(28)).ok())
+        .and_then(|n| {
+            n.subnets(n.prefix_len().saturating_add(SUBNET_EXTRA_BITS).min(28))
+                .ok()
+        })
         .into_iter()
         .flatten();
     let mut subnets = Vec::new();

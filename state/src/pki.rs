@@ -61,7 +61,9 @@ pub struct EncryptionKey {
 impl std::fmt::Debug for EncryptionKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let names: Vec<&str> = self.keys.iter().map(|k| k.name.as_str()).collect();
-        f.debug_struct("EncryptionKeys").field("names", &names).finish()
+        f.debug_struct("EncryptionKeys")
+            .field("names", &names)
+            .finish()
     }
 }
 
@@ -82,7 +84,10 @@ impl std::fmt::Debug for ClusterSecrets {
             .field("kubernetes_ca", &self.kubernetes_ca)
             .field("etcd_ca", &self.etcd_ca)
             .field("service_account_key_pem", &"<redacted>")
-            .field("service_account_public_pem", &self.service_account_public_pem)
+            .field(
+                "service_account_public_pem",
+                &self.service_account_public_pem,
+            )
             .field("encryption_keys", &self.encryption_keys)
             .finish()
     }
@@ -126,11 +131,20 @@ impl ClusterSecrets {
             data: data.as_bytes().to_vec(),
         };
         Ok(vec![
-            object(paths.pki_cert(pki_names::KUBERNETES_CA), &self.kubernetes_ca.cert_pem),
-            object(paths.pki_key(pki_names::KUBERNETES_CA), &self.kubernetes_ca.key_pem),
+            object(
+                paths.pki_cert(pki_names::KUBERNETES_CA),
+                &self.kubernetes_ca.cert_pem,
+            ),
+            object(
+                paths.pki_key(pki_names::KUBERNETES_CA),
+                &self.kubernetes_ca.key_pem,
+            ),
             object(paths.pki_cert(pki_names::ETCD_CA), &self.etcd_ca.cert_pem),
             object(paths.pki_key(pki_names::ETCD_CA), &self.etcd_ca.key_pem),
-            object(paths.pki_key(pki_names::SERVICE_ACCOUNT), &self.service_account_key_pem),
+            object(
+                paths.pki_key(pki_names::SERVICE_ACCOUNT),
+                &self.service_account_key_pem,
+            ),
             object(
                 paths.pki_public_key(pki_names::SERVICE_ACCOUNT),
                 &self.service_account_public_pem,
@@ -144,11 +158,16 @@ impl ClusterSecrets {
 }
 
 /// A self-signed CA certificate and key.
-pub fn generate_ca(common_name: &str, what: &'static str) -> Result<CertificateAuthority, PkiError> {
+pub fn generate_ca(
+    common_name: &str,
+    what: &'static str,
+) -> Result<CertificateAuthority, PkiError> {
     let err = |source| PkiError::Generate { what, source };
     let key = KeyPair::generate().map_err(err)?;
     let mut params = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
-    params.distinguished_name.push(DnType::CommonName, common_name);
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
@@ -176,7 +195,10 @@ mod tests {
         let b = ClusterSecrets::generate("demo.example.com").expect("generate");
         assert_ne!(a.kubernetes_ca.key_pem, b.kubernetes_ca.key_pem);
         assert_ne!(a.kubernetes_ca.key_pem, a.etcd_ca.key_pem);
-        assert!(a.kubernetes_ca.cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
+        assert!(a
+            .kubernetes_ca
+            .cert_pem
+            .starts_with("-----BEGIN CERTIFICATE-----"));
         KeyPair::from_pem(&a.etcd_ca.key_pem).expect("etcd CA key parses");
         KeyPair::from_pem(&a.service_account_key_pem).expect("service account key parses");
         let secret = base64::engine::general_purpose::STANDARD

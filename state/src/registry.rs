@@ -29,7 +29,9 @@ pub const LOCK_TTL_SECS: i64 = 120;
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
     /// The cluster has no `cluster.yaml` in the store.
-    #[error("cluster {cluster:?} not found in {store}: `ballast get clusters` lists the clusters there")]
+    #[error(
+        "cluster {cluster:?} not found in {store}: `ballast get clusters` lists the clusters there"
+    )]
     ClusterNotFound { cluster: String, store: String },
     /// `create` of a cluster that exists.
     #[error("cluster {cluster:?} already exists in {store}: use `ballast replace -f` or `ballast edit cluster` to change it")]
@@ -134,7 +136,9 @@ impl StoredCluster {
     pub fn group_precondition(&self, name: &str) -> Precondition {
         self.group_versions
             .get(name)
-            .map_or(Precondition::MustNotExist, |v| Precondition::MustMatch(v.clone()))
+            .map_or(Precondition::MustNotExist, |v| {
+                Precondition::MustMatch(v.clone())
+            })
     }
 }
 
@@ -246,7 +250,8 @@ impl Registry {
                 SpecObject::InstanceGroup(ig) => instance_groups.push(ig),
             }
         }
-        let cluster = cluster.ok_or_else(|| corrupt(&paths.completed(), "holds no Cluster".to_string()))?;
+        let cluster =
+            cluster.ok_or_else(|| corrupt(&paths.completed(), "holds no Cluster".to_string()))?;
         Ok(ClusterConfig {
             cluster,
             instance_groups,
@@ -273,10 +278,13 @@ impl Registry {
             }
             // Leftovers of a create or delete that died half way: this create replaces them.
             self.delete_all_but(&paths, &[paths.lock()]).await?;
-            let secret_objects = secrets.objects(&paths).map_err(|source| RegistryError::Serialize {
-                what: "secrets".into(),
-                source,
-            })?;
+            let secret_objects =
+                secrets
+                    .objects(&paths)
+                    .map_err(|source| RegistryError::Serialize {
+                        what: "secrets".into(),
+                        source,
+                    })?;
             for object in secret_objects {
                 self.store
                     .put(&object.key, &object.data, &Precondition::MustNotExist)
@@ -285,7 +293,11 @@ impl Registry {
             for ig in &config.instance_groups {
                 let data = to_yaml(ig, &ig.metadata.name)?;
                 self.store
-                    .put(&paths.instance_group(&ig.metadata.name), &data, &Precondition::MustNotExist)
+                    .put(
+                        &paths.instance_group(&ig.metadata.name),
+                        &data,
+                        &Precondition::MustNotExist,
+                    )
                     .await?;
             }
             self.write_completed(&paths, &completed).await?;
@@ -319,7 +331,11 @@ impl Registry {
         result
     }
 
-    async fn change_locked(&self, name: &str, change: &SpecChange) -> Result<ClusterConfig, RegistryError> {
+    async fn change_locked(
+        &self,
+        name: &str,
+        change: &SpecChange,
+    ) -> Result<ClusterConfig, RegistryError> {
         let paths = ClusterPaths::new(name);
         // Someone may have changed other objects between our read and the lock: validate what will be.
         let current = self.load(name).await?;
@@ -327,12 +343,18 @@ impl Registry {
         let completed = check(&config)?;
         if let Some((cluster, precondition)) = &change.cluster {
             let data = to_yaml(cluster, name)?;
-            self.store.put(&paths.cluster_spec(), &data, precondition).await?;
+            self.store
+                .put(&paths.cluster_spec(), &data, precondition)
+                .await?;
         }
         for (ig, precondition) in &change.put_groups {
             let data = to_yaml(ig, &ig.metadata.name)?;
             self.store
-                .put(&paths.instance_group(&ig.metadata.name), &data, precondition)
+                .put(
+                    &paths.instance_group(&ig.metadata.name),
+                    &data,
+                    precondition,
+                )
                 .await?;
         }
         for (group, version) in &change.delete_groups {
@@ -379,7 +401,11 @@ impl Registry {
         Ok(self.store.list(&ClusterPaths::new(name).prefix()).await?)
     }
 
-    async fn delete_all_but(&self, paths: &ClusterPaths, keep: &[String]) -> Result<usize, RegistryError> {
+    async fn delete_all_but(
+        &self,
+        paths: &ClusterPaths,
+        keep: &[String],
+    ) -> Result<usize, RegistryError> {
         let mut n = 0;
         for key in self.store.list(&paths.prefix()).await? {
             if !keep.contains(&key) {
@@ -390,9 +416,19 @@ impl Registry {
         Ok(n)
     }
 
-    async fn write_completed(&self, paths: &ClusterPaths, completed: &ClusterConfig) -> Result<(), RegistryError> {
+    async fn write_completed(
+        &self,
+        paths: &ClusterPaths,
+        completed: &ClusterConfig,
+    ) -> Result<(), RegistryError> {
         let mut objects = vec![SpecObject::Cluster(completed.cluster.clone())];
-        objects.extend(completed.instance_groups.iter().cloned().map(SpecObject::InstanceGroup));
+        objects.extend(
+            completed
+                .instance_groups
+                .iter()
+                .cloned()
+                .map(SpecObject::InstanceGroup),
+        );
         let text = to_yaml_documents(&objects).map_err(|source| RegistryError::Serialize {
             what: "the completed spec".into(),
             source,
@@ -417,14 +453,23 @@ impl Registry {
             what: "the lock".into(),
             source: <yaml_serde::Error as serde::ser::Error>::custom(e),
         })?;
-        match self.store.put(&key, &data, &Precondition::MustNotExist).await {
+        match self
+            .store
+            .put(&key, &data, &Precondition::MustNotExist)
+            .await
+        {
             Ok(_) => {}
             Err(StoreError::Conflict { .. }) => {
                 let held = self.store.get(&key).await?;
                 let Some(held) = held else {
                     // Released between our write and read: one more try decides it.
-                    self.store.put(&key, &data, &Precondition::MustNotExist).await?;
-                    return Ok(Lock { key, token: record.token });
+                    self.store
+                        .put(&key, &data, &Precondition::MustNotExist)
+                        .await?;
+                    return Ok(Lock {
+                        key,
+                        token: record.token,
+                    });
                 };
                 let holder: Option<LockRecord> = serde_json::from_slice(&held.data).ok();
                 match holder {
@@ -447,7 +492,10 @@ impl Registry {
             }
             Err(e) => return Err(e.into()),
         }
-        Ok(Lock { key, token: record.token })
+        Ok(Lock {
+            key,
+            token: record.token,
+        })
     }
 
     async fn unlock(&self, lock: Lock) -> Result<(), RegistryError> {
@@ -492,9 +540,12 @@ pub fn merged(current: &ClusterConfig, change: &SpecChange) -> ClusterConfig {
             None => config.instance_groups.push(ig.clone()),
         }
     }
-    config
-        .instance_groups
-        .retain(|g| !change.delete_groups.iter().any(|(name, _)| name == &g.metadata.name));
+    config.instance_groups.retain(|g| {
+        !change
+            .delete_groups
+            .iter()
+            .any(|(name, _)| name == &g.metadata.name)
+    });
     config
         .instance_groups
         .sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
@@ -505,13 +556,19 @@ fn parse_stored(key: &str, data: &[u8]) -> Result<SpecObject, RegistryError> {
     let text = String::from_utf8_lossy(data);
     let mut objects = parse_objects(key, &text).map_err(RegistryError::Corrupt)?;
     if objects.len() != 1 {
-        return Err(corrupt(key, format!("holds {} objects, expected one", objects.len())));
+        return Err(corrupt(
+            key,
+            format!("holds {} objects, expected one", objects.len()),
+        ));
     }
     Ok(objects.remove(0))
 }
 
 fn corrupt(key: &str, message: String) -> RegistryError {
-    RegistryError::Corrupt(SpecErrors::new(key, vec![FieldError::new(key, "", message)]))
+    RegistryError::Corrupt(SpecErrors::new(
+        key,
+        vec![FieldError::new(key, "", message)],
+    ))
 }
 
 fn to_yaml<T: Serialize>(object: &T, what: &str) -> Result<Vec<u8>, RegistryError> {
@@ -526,6 +583,9 @@ fn to_yaml<T: Serialize>(object: &T, what: &str) -> Result<Vec<u8>, RegistryErro
 fn format_time(unix: i64) -> String {
     OffsetDateTime::from_unix_timestamp(unix)
         .ok()
-        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
         .unwrap_or_else(|| unix.to_string())
 }

@@ -47,7 +47,11 @@ pub struct ClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
     /// The VPC's CIDR. For a new VPC it defaults to `172.20.0.0/16`; with `networkID` it is the shared VPC's.
-    #[serde(default, rename = "networkCIDR", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "networkCIDR",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_cidr: Option<String>,
     /// An existing (shared) VPC to use instead of creating one. Ballast never modifies or deletes it.
     #[serde(default, rename = "networkID", skip_serializing_if = "Option::is_none")]

@@ -14,8 +14,8 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::config::http::HttpResponse;
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::ServerSideEncryption;
 use sha2::{Digest, Sha256};
@@ -105,7 +105,9 @@ impl StateStore {
         };
         if let Some(path) = url.strip_prefix("file://") {
             if !path.starts_with('/') {
-                return Err(invalid("a file store needs an absolute path: file:///var/lib/ballast"));
+                return Err(invalid(
+                    "a file store needs an absolute path: file:///var/lib/ballast",
+                ));
             }
             return Ok(StateStore::File(FileStore::new(PathBuf::from(path))));
         }
@@ -198,7 +200,10 @@ impl FileStore {
 
     fn path_of(&self, key: &str) -> Result<PathBuf, StoreError> {
         // Keys are built by `layout`; refuse anything that could step outside the root.
-        if key.is_empty() || key.starts_with('/') || key.split('/').any(|part| part == ".." || part == ".") {
+        if key.is_empty()
+            || key.starts_with('/')
+            || key.split('/').any(|part| part == ".." || part == ".")
+        {
             return Err(StoreError::InvalidUrl {
                 url: key.to_string(),
                 reason: "not a valid object key".to_string(),
@@ -249,7 +254,12 @@ impl FileStore {
             .map_err(Self::io(dir))
     }
 
-    fn put(&self, key: &str, data: &[u8], precondition: &Precondition) -> Result<Version, StoreError> {
+    fn put(
+        &self,
+        key: &str,
+        data: &[u8],
+        precondition: &Precondition,
+    ) -> Result<Version, StoreError> {
         let path = self.path_of(key)?;
         let _lock = self.lock()?;
         let current = self.get(key)?;
@@ -269,7 +279,9 @@ impl FileStore {
         self.create_dir(&dir)?;
         let tmp = dir.join(format!(
             ".{}.tmp-{}",
-            path.file_name().and_then(|n| n.to_str()).unwrap_or("object"),
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("object"),
             std::process::id()
         ));
         let write = || -> std::io::Result<()> {
@@ -417,7 +429,12 @@ impl S3Store {
         }))
     }
 
-    async fn put(&self, key: &str, data: &[u8], precondition: &Precondition) -> Result<Version, StoreError> {
+    async fn put(
+        &self,
+        key: &str,
+        data: &[u8],
+        precondition: &Precondition,
+    ) -> Result<Version, StoreError> {
         let mut request = self
             .client
             .put_object()

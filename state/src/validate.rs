@@ -86,7 +86,9 @@ pub fn validate(config: &ClusterConfig) -> Vec<FieldError> {
 /// A cluster name must be a DNS name: it names S3 prefixes, tags and the API's DNS record.
 pub fn check_cluster_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
-        return Err("must not be empty: a cluster is named by a DNS name, e.g. demo.example.com".into());
+        return Err(
+            "must not be empty: a cluster is named by a DNS name, e.g. demo.example.com".into(),
+        );
     }
     if name.len() > 253 {
         return Err(format!("{name:?} is longer than 253 characters"));
@@ -189,7 +191,10 @@ fn check_kubernetes_version(report: &mut Report<'_>, version: &str) {
         return;
     };
     let major = caps.get(1).map_or("", |m| m.as_str());
-    let minor: u32 = caps.get(2).and_then(|m| m.as_str().parse().ok()).unwrap_or(0);
+    let minor: u32 = caps
+        .get(2)
+        .and_then(|m| m.as_str().parse().ok())
+        .unwrap_or(0);
     if major != "1" || !SUPPORTED_MINORS.contains(&minor) {
         report.error(
             "spec.kubernetesVersion",
@@ -254,22 +259,34 @@ fn check_subnets(report: &mut Report<'_>, spec: &ClusterSpec, network: Option<Ip
         if !DNS_LABEL.is_match(&subnet.name) {
             report.error(
                 format!("{path}.name"),
-                format!("{:?} is not a valid subnet name: use lowercase letters, digits and '-'", subnet.name),
+                format!(
+                    "{:?} is not a valid subnet name: use lowercase letters, digits and '-'",
+                    subnet.name
+                ),
             );
         } else if !names.insert(subnet.name.as_str()) {
             report.error(
                 format!("{path}.name"),
-                format!("{:?} is used by another subnet: names must be unique", subnet.name),
+                format!(
+                    "{:?} is used by another subnet: names must be unique",
+                    subnet.name
+                ),
             );
         }
         match region_of_zone(&subnet.zone) {
             None => report.error(
                 format!("{path}.zone"),
-                format!("{:?} is not an availability zone name (e.g. us-west-2a)", subnet.zone),
+                format!(
+                    "{:?} is not an availability zone name (e.g. us-west-2a)",
+                    subnet.zone
+                ),
             ),
             Some(r) if !region.is_empty() && r != region => report.error(
                 format!("{path}.zone"),
-                format!("{:?} is not in the cluster's region {region:?}", subnet.zone),
+                format!(
+                    "{:?} is not in the cluster's region {region:?}",
+                    subnet.zone
+                ),
             ),
             Some(_) => {}
         }
@@ -338,7 +355,9 @@ fn check_subnets(report: &mut Report<'_>, spec: &ClusterSpec, network: Option<Ip
             .map(|s| s.zone.as_str())
             .collect();
         for (i, subnet) in spec.subnets.iter().enumerate() {
-            if subnet.subnet_type == Some(SubnetType::Private) && !public_zones.contains(subnet.zone.as_str()) {
+            if subnet.subnet_type == Some(SubnetType::Private)
+                && !public_zones.contains(subnet.zone.as_str())
+            {
                 report.error(
                     format!("spec.subnets[{i}]"),
                     format!(
@@ -357,7 +376,10 @@ fn check_etcd(report: &mut Report<'_>, etcd: &EtcdSpec) {
         if !DNS_LABEL.is_match(&member.name) {
             report.error(
                 format!("spec.etcd.members[{i}].name"),
-                format!("{:?} is not a valid member name: use lowercase letters, digits and '-'", member.name),
+                format!(
+                    "{:?} is not a valid member name: use lowercase letters, digits and '-'",
+                    member.name
+                ),
             );
         } else if !names.insert(member.name.as_str()) {
             report.error(
@@ -381,8 +403,16 @@ fn check_etcd(report: &mut Report<'_>, etcd: &EtcdSpec) {
         }
     }
     if let Some(backup) = &etcd.backup {
-        let interval = check_duration(report, "spec.etcd.backup.interval", backup.interval.as_deref());
-        let retention = check_duration(report, "spec.etcd.backup.retention", backup.retention.as_deref());
+        let interval = check_duration(
+            report,
+            "spec.etcd.backup.interval",
+            backup.interval.as_deref(),
+        );
+        let retention = check_duration(
+            report,
+            "spec.etcd.backup.retention",
+            backup.retention.as_deref(),
+        );
         if let (Some(interval), Some(retention)) = (interval, retention) {
             if retention < interval {
                 report.error(
@@ -409,23 +439,37 @@ fn check_duration(report: &mut Report<'_>, path: &str, value: Option<&str>) -> O
 fn check_cloud_labels(report: &mut Report<'_>, path: &str, labels: &BTreeMap<String, String>) {
     for (key, value) in labels {
         if key.is_empty() || key.len() > 128 {
-            report.error(format!("{path}.{key}"), "tag keys must be 1 to 128 characters");
+            report.error(
+                format!("{path}.{key}"),
+                "tag keys must be 1 to 128 characters",
+            );
         }
-        if key.starts_with("aws:") || key.starts_with("kubernetes.io/cluster/") || key.starts_with("ballast.dev/") {
+        if key.starts_with("aws:")
+            || key.starts_with("kubernetes.io/cluster/")
+            || key.starts_with("ballast.dev/")
+        {
             report.error(
                 format!("{path}.{key}"),
                 "is reserved for AWS or Ballast's own ownership tags: choose another key",
             );
         }
         if value.len() > 256 {
-            report.error(format!("{path}.{key}"), "tag values must be at most 256 characters");
+            report.error(
+                format!("{path}.{key}"),
+                "tag values must be at most 256 characters",
+            );
         }
     }
 }
 
 fn check_instance_groups(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
     let cluster = &config.cluster;
-    let subnet_names: BTreeSet<&str> = cluster.spec.subnets.iter().map(|s| s.name.as_str()).collect();
+    let subnet_names: BTreeSet<&str> = cluster
+        .spec
+        .subnets
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
     let mut seen = BTreeSet::new();
     let mut control_plane_groups = BTreeSet::new();
     for ig in &config.instance_groups {
@@ -436,7 +480,10 @@ fn check_instance_groups(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
         if let Err(message) = check_instance_group_name(&ig.metadata.name) {
             report.error("metadata.name", message);
         } else if !seen.insert(ig.metadata.name.as_str()) {
-            report.error("metadata.name", "another instance group has this name: names must be unique");
+            report.error(
+                "metadata.name",
+                "another instance group has this name: names must be unique",
+            );
         }
         if ig.spec.role == Role::ControlPlane {
             control_plane_groups.insert(ig.metadata.name.as_str());
@@ -483,7 +530,11 @@ fn check_instance_groups(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
     }
 }
 
-fn check_instance_group_spec(report: &mut Report<'_>, spec: &InstanceGroupSpec, subnet_names: &BTreeSet<&str>) {
+fn check_instance_group_spec(
+    report: &mut Report<'_>,
+    spec: &InstanceGroupSpec,
+    subnet_names: &BTreeSet<&str>,
+) {
     if let Some(machine_type) = &spec.machine_type {
         if !MACHINE_TYPE.is_match(machine_type) {
             report.error(
@@ -504,10 +555,16 @@ fn check_instance_group_spec(report: &mut Report<'_>, spec: &InstanceGroupSpec, 
     }
     if let (Some(min), Some(max)) = (spec.min_size, spec.max_size) {
         if min > max {
-            report.error("spec.minSize", format!("{min} is larger than maxSize {max}"));
+            report.error(
+                "spec.minSize",
+                format!("{min} is larger than maxSize {max}"),
+            );
         }
         if max > MAX_GROUP_SIZE {
-            report.error("spec.maxSize", format!("{max} is larger than {MAX_GROUP_SIZE}"));
+            report.error(
+                "spec.maxSize",
+                format!("{max} is larger than {MAX_GROUP_SIZE}"),
+            );
         }
         if spec.role == Role::ControlPlane && (min != 1 || max != 1) {
             report.error(
@@ -530,14 +587,20 @@ fn check_instance_group_spec(report: &mut Report<'_>, spec: &InstanceGroupSpec, 
             let known: Vec<&str> = subnet_names.iter().copied().collect();
             report.error(
                 format!("spec.subnets[{i}]"),
-                format!("{subnet:?} is not a subnet of the cluster (known: {})", known.join(", ")),
+                format!(
+                    "{subnet:?} is not a subnet of the cluster (known: {})",
+                    known.join(", ")
+                ),
             );
         }
     }
     if let Some(volume) = &spec.root_volume {
         if let Some(size) = volume.size {
             if !(8..=16_384).contains(&size) {
-                report.error("spec.rootVolume.size", format!("{size} GiB is outside 8..16384"));
+                report.error(
+                    "spec.rootVolume.size",
+                    format!("{size} GiB is outside 8..16384"),
+                );
             }
         }
         if let Some(kind) = &volume.volume_type {
@@ -585,7 +648,10 @@ fn check_instance_group_spec(report: &mut Report<'_>, spec: &InstanceGroupSpec, 
     }
     for (key, value) in &spec.node_labels {
         if !LABEL_NAME.is_match(key) {
-            report.error(format!("spec.nodeLabels.{key}"), "is not a valid Kubernetes label name");
+            report.error(
+                format!("spec.nodeLabels.{key}"),
+                "is not a valid Kubernetes label name",
+            );
         }
         if !LABEL_VALUE.is_match(value) {
             report.error(
@@ -604,7 +670,9 @@ fn check_instance_group_spec(report: &mut Report<'_>, spec: &InstanceGroupSpec, 
 
 /// A taint is `key[=value]:Effect`.
 fn check_taint(taint: &str) -> Result<(), String> {
-    let invalid = || format!("{taint:?} is not a taint: use key[=value]:Effect, Effect one of NoSchedule, PreferNoSchedule, NoExecute");
+    let invalid = || {
+        format!("{taint:?} is not a taint: use key[=value]:Effect, Effect one of NoSchedule, PreferNoSchedule, NoExecute")
+    };
     let (key_value, effect) = taint.rsplit_once(':').ok_or_else(invalid)?;
     if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&effect) {
         return Err(invalid());

@@ -1,1 +1,4 @@
-//! placeholder
+//! The harness of Ballast's end-to-end tests: real processes on free loopback ports, torn down even when a
+//! test fails (Drop guards; the emulator also exits when its parent test process does).
+
+pub mod aws;

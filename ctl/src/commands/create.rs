@@ -9,7 +9,9 @@ use ballast_state::store::Precondition;
 use ballast_state::validate::check_cluster_name;
 
 use super::{read_objects, Context};
-use crate::cli::{CreateArgs, CreateClusterArgs, CreateWhat, NetworkingArg, ReplaceArgs, SpecFormat, TopologyArg};
+use crate::cli::{
+    CreateArgs, CreateClusterArgs, CreateWhat, NetworkingArg, ReplaceArgs, SpecFormat, TopologyArg,
+};
 use crate::error::CommandError;
 use crate::output;
 
@@ -80,7 +82,11 @@ async fn create_cluster(context: &Context, flags: CreateClusterArgs) -> Result<(
     store_new_cluster(context, &registry, &config).await
 }
 
-async fn store_new_cluster(context: &Context, registry: &Registry, config: &ClusterConfig) -> Result<(), CommandError> {
+async fn store_new_cluster(
+    context: &Context,
+    registry: &Registry,
+    config: &ClusterConfig,
+) -> Result<(), CommandError> {
     let secrets = ClusterSecrets::generate(config.name()).map_err(RegistryError::from)?;
     let completed = registry.create(config, &secrets, &context.writer).await?;
     eprintln!(
@@ -89,15 +95,27 @@ async fn store_new_cluster(context: &Context, registry: &Registry, config: &Clus
         registry.store().url(),
         completed.instance_groups.len()
     );
-    eprintln!("  list its groups:  ballast get instancegroups --name {}", config.name());
-    eprintln!("  change it:        ballast edit cluster --name {}", config.name());
+    eprintln!(
+        "  list its groups:  ballast get instancegroups --name {}",
+        config.name()
+    );
+    eprintln!(
+        "  change it:        ballast edit cluster --name {}",
+        config.name()
+    );
     Ok(())
 }
 
 /// Every object of a config, cluster first.
 pub fn spec_objects(config: &ClusterConfig) -> Vec<SpecObject> {
     std::iter::once(SpecObject::Cluster(config.cluster.clone()))
-        .chain(config.instance_groups.iter().cloned().map(SpecObject::InstanceGroup))
+        .chain(
+            config
+                .instance_groups
+                .iter()
+                .cloned()
+                .map(SpecObject::InstanceGroup),
+        )
         .collect()
 }
 
@@ -105,7 +123,14 @@ pub fn spec_objects(config: &ClusterConfig) -> Vec<SpecObject> {
 fn split_objects(
     context: &Context,
     objects: Vec<SpecObject>,
-) -> Result<(String, Option<ballast_state::spec::Cluster>, Vec<InstanceGroup>), CommandError> {
+) -> Result<
+    (
+        String,
+        Option<ballast_state::spec::Cluster>,
+        Vec<InstanceGroup>,
+    ),
+    CommandError,
+> {
     let mut cluster = None;
     let mut groups = Vec::new();
     for object in objects {
@@ -156,9 +181,16 @@ async fn create_objects(context: &Context, objects: Vec<SpecObject>) -> Result<(
                 }
                 change.put_groups.push((ig, Precondition::MustNotExist));
             }
-            let names: Vec<String> = change.put_groups.iter().map(|(ig, _)| ig.metadata.name.clone()).collect();
+            let names: Vec<String> = change
+                .put_groups
+                .iter()
+                .map(|(ig, _)| ig.metadata.name.clone())
+                .collect();
             registry.change(&name, &change, &context.writer).await?;
-            eprintln!("Created instance groups {} in cluster {name:?}.", names.join(", "));
+            eprintln!(
+                "Created instance groups {} in cluster {name:?}.",
+                names.join(", ")
+            );
             Ok(())
         }
     }
@@ -182,7 +214,10 @@ pub async fn replace(context: &Context, args: ReplaceArgs) -> Result<(), Command
     };
     let mut change = SpecChange::default();
     if let Some(cluster) = cluster {
-        change.cluster = Some((cluster, Precondition::MustMatch(stored.cluster_version.clone())));
+        change.cluster = Some((
+            cluster,
+            Precondition::MustMatch(stored.cluster_version.clone()),
+        ));
     }
     for ig in groups {
         let precondition = stored.group_precondition(&ig.metadata.name);
@@ -196,6 +231,9 @@ pub async fn replace(context: &Context, args: ReplaceArgs) -> Result<(), Command
         change.put_groups.push((ig, precondition));
     }
     registry.change(&name, &change, &context.writer).await?;
-    eprintln!("Replaced {} object(s) of cluster {name:?}.", change.put_groups.len() + usize::from(change.cluster.is_some()));
+    eprintln!(
+        "Replaced {} object(s) of cluster {name:?}.",
+        change.put_groups.len() + usize::from(change.cluster.is_some())
+    );
     Ok(())
 }

@@ -31,7 +31,11 @@ pub async fn run(context: &Context, args: DeleteArgs) -> Result<(), CommandError
                 .into());
             }
             if !yes {
-                println!("Would delete {} objects of cluster {name:?} from {}:", objects.len(), registry.store().url());
+                println!(
+                    "Would delete {} objects of cluster {name:?} from {}:",
+                    objects.len(),
+                    registry.store().url()
+                );
                 for key in &objects {
                     println!("  {key}");
                 }
@@ -39,7 +43,10 @@ pub async fn run(context: &Context, args: DeleteArgs) -> Result<(), CommandError
                 return Ok(());
             }
             let n = registry.delete(&name, &context.writer).await?;
-            eprintln!("Deleted cluster {name:?}: {n} objects removed from {}.", registry.store().url());
+            eprintln!(
+                "Deleted cluster {name:?}: {n} objects removed from {}.",
+                registry.store().url()
+            );
             Ok(())
         }
         DeleteWhat::Instancegroup { group, yes } => {
@@ -47,7 +54,11 @@ pub async fn run(context: &Context, args: DeleteArgs) -> Result<(), CommandError
             let registry = context.registry().await?;
             let stored = registry.load(&name).await?;
             let Some(version) = stored.group_versions.get(&group) else {
-                return Err(RegistryError::InstanceGroupNotFound { cluster: name, group }.into());
+                return Err(RegistryError::InstanceGroupNotFound {
+                    cluster: name,
+                    group,
+                }
+                .into());
             };
             let change = SpecChange {
                 delete_groups: vec![(group.clone(), version.clone())],
@@ -55,7 +66,10 @@ pub async fn run(context: &Context, args: DeleteArgs) -> Result<(), CommandError
             };
             if !yes {
                 // Validate now, so the preview already says whether the deletion would be refused.
-                ballast_state::registry::check(&ballast_state::registry::merged(&stored.config, &change))?;
+                ballast_state::registry::check(&ballast_state::registry::merged(
+                    &stored.config,
+                    &change,
+                ))?;
                 println!("Would delete instance group {group:?} of cluster {name:?}.");
                 eprintln!("Run again with --yes to delete it.");
                 return Ok(());

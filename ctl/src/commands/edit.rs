@@ -22,7 +22,9 @@ const HEADER: &str = "# Edit the object below and save to apply it; it is valida
 
 pub async fn run(context: &Context, args: EditArgs) -> Result<(), CommandError> {
     let (name, group) = match &args.what {
-        EditWhat::Cluster { cluster_name } => (context.cluster_name(cluster_name.as_deref())?, None),
+        EditWhat::Cluster { cluster_name } => {
+            (context.cluster_name(cluster_name.as_deref())?, None)
+        }
         EditWhat::Instancegroup { group } => (context.cluster_name(None)?, Some(group.clone())),
     };
     let registry = context.registry().await?;
@@ -33,26 +35,36 @@ pub async fn run(context: &Context, args: EditArgs) -> Result<(), CommandError> 
             Precondition::MustMatch(stored.cluster_version.clone()),
         ),
         Some(g) => {
-            let ig = stored
-                .config
-                .instance_group(g)
-                .ok_or_else(|| RegistryError::InstanceGroupNotFound {
+            let ig = stored.config.instance_group(g).ok_or_else(|| {
+                RegistryError::InstanceGroupNotFound {
                     cluster: name.clone(),
                     group: g.clone(),
-                })?;
-            (SpecObject::InstanceGroup(ig.clone()), stored.group_precondition(g))
+                }
+            })?;
+            (
+                SpecObject::InstanceGroup(ig.clone()),
+                stored.group_precondition(g),
+            )
         }
     };
-    let before = object_to_yaml(&original).map_err(|e| CommandError::Failed(format!("rendering YAML: {e}")))?;
+    let before = object_to_yaml(&original)
+        .map_err(|e| CommandError::Failed(format!("rendering YAML: {e}")))?;
     let workdir = tempfile::Builder::new()
         .prefix("ballast-edit-")
         .tempdir()
         .map_err(io_error("creating a temporary directory for the editor"))?;
-    let path = workdir.path().join(format!("{}.yaml", file_stem(&original)));
+    let path = workdir
+        .path()
+        .join(format!("{}.yaml", file_stem(&original)));
     write_private(&path, &format!("{HEADER}{before}"))?;
     run_editor(&path)?;
-    let edited = std::fs::read_to_string(&path).map_err(io_error(format!("reading {}", path.display())))?;
-    let body: String = edited.lines().filter(|l| !l.starts_with('#')).map(|l| format!("{l}\n")).collect();
+    let edited =
+        std::fs::read_to_string(&path).map_err(io_error(format!("reading {}", path.display())))?;
+    let body: String = edited
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
     if body.trim().is_empty() || body.trim() == before.trim() {
         eprintln!("Edit cancelled: nothing changed.");
         return Ok(());
@@ -61,7 +73,11 @@ pub async fn run(context: &Context, args: EditArgs) -> Result<(), CommandError> 
     let result = save(context, &name, &original, &body, precondition).await;
     if let Err(e) = &result {
         let kept = keep_edit(workdir.path(), &path, &original)?;
-        eprintln!("Your edit is kept in {}: fix it and run `ballast replace -f {} --name {name}`.", kept.display(), kept.display());
+        eprintln!(
+            "Your edit is kept in {}: fix it and run `ballast replace -f {} --name {name}`.",
+            kept.display(),
+            kept.display()
+        );
         tracing::debug!(error = %e, "edit not saved");
     } else {
         eprintln!("Saved {}.", original.reference());
@@ -76,7 +92,8 @@ async fn save(
     body: &str,
     precondition: Precondition,
 ) -> Result<(), CommandError> {
-    let mut objects = parse_objects(&original.reference(), body).map_err(CommandError::InvalidSpec)?;
+    let mut objects =
+        parse_objects(&original.reference(), body).map_err(CommandError::InvalidSpec)?;
     if objects.len() != 1 {
         return Err(CommandError::Failed(format!(
             "the edited file holds {} objects: edit exactly one ({})",
@@ -146,6 +163,7 @@ fn keep_edit(workdir: &Path, path: &Path, original: &SpecObject) -> Result<PathB
         file_stem(original),
         std::process::id()
     ));
-    std::fs::copy(path, &kept).map_err(io_error(format!("keeping the edit in {}", kept.display())))?;
+    std::fs::copy(path, &kept)
+        .map_err(io_error(format!("keeping the edit in {}", kept.display())))?;
     Ok(kept)
 }

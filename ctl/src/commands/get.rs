@@ -29,15 +29,30 @@ async fn clusters(context: &Context, args: GetObjectArgs) -> Result<String, Comm
     let mut configs = Vec::new();
     for name in &names {
         let stored = registry.load(name).await?;
-        configs.push(if args.full { complete(&stored.config) } else { stored.config });
+        configs.push(if args.full {
+            complete(&stored.config)
+        } else {
+            stored.config
+        });
     }
     let clusters: Vec<&Cluster> = configs.iter().map(|c| &c.cluster).collect();
     match args.output {
         OutputFormat::Yaml => output::yaml_documents(&clusters),
         OutputFormat::Json => output::json(&clusters),
         OutputFormat::Table => {
-            let rows: Vec<Vec<String>> = configs.iter().map(|c| cluster_row(&complete(c))).collect();
-            Ok(output::table(&["NAME", "KUBERNETES", "REGION", "ZONES", "CONTROL PLANE", "GROUPS"], &rows))
+            let rows: Vec<Vec<String>> =
+                configs.iter().map(|c| cluster_row(&complete(c))).collect();
+            Ok(output::table(
+                &[
+                    "NAME",
+                    "KUBERNETES",
+                    "REGION",
+                    "ZONES",
+                    "CONTROL PLANE",
+                    "GROUPS",
+                ],
+                &rows,
+            ))
         }
     }
 }
@@ -64,16 +79,20 @@ async fn instance_groups(context: &Context, args: GetObjectArgs) -> Result<Strin
     let name = context.cluster_name(None)?;
     let registry = context.registry().await?;
     let stored = registry.load(&name).await?;
-    let config = if args.full { complete(&stored.config) } else { stored.config };
+    let config = if args.full {
+        complete(&stored.config)
+    } else {
+        stored.config
+    };
     let completed = complete(&config);
     let selected: Vec<&InstanceGroup> = match &args.object {
         Some(group) => {
-            let ig = config
-                .instance_group(group)
-                .ok_or_else(|| RegistryError::InstanceGroupNotFound {
+            let ig = config.instance_group(group).ok_or_else(|| {
+                RegistryError::InstanceGroupNotFound {
                     cluster: name.clone(),
                     group: group.clone(),
-                })?;
+                }
+            })?;
             vec![ig]
         }
         None => config.instance_groups.iter().collect(),
@@ -87,7 +106,10 @@ async fn instance_groups(context: &Context, args: GetObjectArgs) -> Result<Strin
                 .filter_map(|ig| completed.instance_group(&ig.metadata.name))
                 .map(|ig| group_row(&completed, ig))
                 .collect();
-            Ok(output::table(&["NAME", "ROLE", "MACHINETYPE", "MIN", "MAX", "ZONES"], &rows))
+            Ok(output::table(
+                &["NAME", "ROLE", "MACHINETYPE", "MIN", "MAX", "ZONES"],
+                &rows,
+            ))
         }
     }
 }

@@ -1,0 +1,546 @@
+//! `ballast` end to end, as an operator runs it: the real binary against a file state store in a temp dir.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+const NAME: &str = "demo.example.com";
+const ZONES: &str = "us-west-2a,us-west-2b,us-west-2c";
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Self {
+        Env {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    fn state(&self) -> String {
+        format!("file://{}", self.store_dir().display())
+    }
+
+    fn store_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    fn ballast(&self) -> Command {
+        let mut cmd = Command::cargo_bin("ballast").expect("binary");
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("BALLAST_STATE", self.state())
+            .current_dir(self.dir.path());
+        cmd
+    }
+
+    fn create_demo(&self) {
+        self.ballast()
+            .args(["create", "cluster", "--name", NAME, "--zones", ZONES])
+            .assert()
+            .success();
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).expect("write file");
+        path
+    }
+
+    /// Every file of the store with its content: what "changes nothing" is checked against.
+    fn snapshot(&self) -> Vec<(String, Vec<u8>)> {
+        let mut out = Vec::new();
+        walk(&self.store_dir(), &self.store_dir(), &mut out);
+        out.sort();
+        out
+    }
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            walk(root, &path, out);
+        } else {
+            let rel = path
+                .strip_prefix(root)
+                .expect("under root")
+                .display()
+                .to_string();
+            out.push((rel, std::fs::read(&path).expect("read")));
+        }
+    }
+}
+
+#[test]
+fn create_cluster_with_only_zones_gives_an_ha_spec() {
+    let env = Env::new();
+    env.ballast()
+        .args(["create", "cluster", "--name", NAME, "--zones", ZONES])
+        .assert()
+        .success()
+        .stdout("")
+        .stderr(predicate::str::contains("stored in"));
+    env.ballast()
+        .args(["get", "ig", "--name", NAME])
+        .assert()
+        .success()
+        .stdout(
+            "NAME                       ROLE           MACHINETYPE   MIN   MAX   ZONES\n\
+             control-plane-us-west-2a   ControlPlane   t3.medium     1     1     us-west-2a\n\
+             control-plane-us-west-2b   ControlPlane   t3.medium     1     1     us-west-2b\n\
+             control-plane-us-west-2c   ControlPlane   t3.medium     1     1     us-west-2c\n\
+             nodes                      Node           t3.medium     3     3     us-west-2a,us-west-2b,us-west-2c\n",
+        );
+    env.ballast()
+        .args(["get", "clusters"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "demo.example.com   1.33.4       us-west-2",
+        ));
+    // The PKI and secrets exist, owner-only.
+    for key in [
+        "pki/kubernetes-ca/cert.pem",
+        "pki/kubernetes-ca/key.pem",
+        "pki/etcd-ca/key.pem",
+        "pki/service-account/key.pem",
+        "secrets/encryption-keys.yaml",
+    ] {
+        let path = env.store_dir().join(NAME).join(key);
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path).expect(key).permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600, "{key}");
+    }
+    // Creating it again is a conflict that changes nothing.
+    let before = env.snapshot();
+    env.ballast()
+        .args(["create", "cluster", "--name", NAME, "--zones", ZONES])
+        .assert()
+        .code(4)
+        .stderr(predicate::str::contains("already exists"));
+    assert_eq!(env.snapshot(), before);
+}
+
+#[test]
+fn dry_run_prints_the_spec_and_stores_nothing() {
+    let env = Env::new();
+    let output = env
+        .ballast()
+        .args([
+            "create",
+            "cluster",
+            "--name",
+            NAME,
+            "--zones",
+            "us-west-2a",
+            "--dry-run",
+            "-o",
+            "yaml",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(output).expect("utf8");
+    assert!(
+        text.contains("kind: Cluster") && text.contains("name: control-plane-us-west-2a"),
+        "{text}"
+    );
+    assert!(!env.store_dir().exists(), "dry run wrote to the store");
+    // The printed spec is a valid input.
+    let file = env.write("spec.yaml", &text);
+    env.ballast()
+        .args(["create", "-f"])
+        .arg(&file)
+        .assert()
+        .success();
+    env.ballast()
+        .args(["get", "ig", "--name", NAME, "-o", "json"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("\"role\": \"ControlPlane\""));
+}
+
+#[test]
+fn bad_flags_are_usage_errors_and_change_nothing() {
+    let env = Env::new();
+    env.create_demo();
+    let before = env.snapshot();
+    for (args, message) in [
+        (
+            vec!["create", "cluster", "--name", "other.example.com"],
+            "--zones: is required",
+        ),
+        (
+            vec![
+                "create",
+                "cluster",
+                "--name",
+                "Bad_Name",
+                "--zones",
+                "us-west-2a",
+            ],
+            "--name: \"Bad_Name\" is not a valid DNS name",
+        ),
+        (
+            vec![
+                "create",
+                "cluster",
+                "--name",
+                "x.example.com",
+                "--zones",
+                "us-west-2a",
+                "--topology",
+                "hybrid",
+            ],
+            "invalid value 'hybrid'",
+        ),
+        (
+            vec![
+                "create",
+                "cluster",
+                "--name",
+                "x.example.com",
+                "--zones",
+                "us-west-2a",
+                "--control-plane-zones",
+                "us-west-2b",
+            ],
+            "\"us-west-2b\" is not one of --zones",
+        ),
+        (vec!["get", "ig"], "which cluster?"),
+        (vec!["frobnicate"], "unrecognized subcommand"),
+    ] {
+        env.ballast()
+            .args(&args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(message));
+    }
+    // A flag that makes an invalid spec names the spec field; nothing is stored.
+    env.ballast()
+        .args([
+            "create",
+            "cluster",
+            "--name",
+            "x.example.com",
+            "--zones",
+            "us-west-2a",
+            "--network-cidr",
+            "10.0.0.0/33",
+        ])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(
+            "spec.networkCIDR: \"10.0.0.0/33\" is not a valid IPv4 CIDR",
+        ));
+    env.ballast()
+        .args([
+            "create",
+            "cluster",
+            "--name",
+            "y.example.com",
+            "--zones",
+            "us-west-2a,us-west-2b",
+            "--control-plane-count",
+            "2",
+        ])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(
+            "has 2 control-plane instance groups",
+        ));
+    assert_eq!(env.snapshot(), before);
+    env.ballast()
+        .args([
+            "create",
+            "cluster",
+            "--name",
+            "z.example.com",
+            "--zones",
+            "us-west-2a",
+        ])
+        .env_remove("BALLAST_STATE")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no state store given"));
+}
+
+#[test]
+fn invalid_files_report_every_error_and_change_nothing() {
+    let env = Env::new();
+    env.create_demo();
+    let before = env.snapshot();
+    let file = env.write(
+        "bad.yaml",
+        "apiVersion: ballast.dev/v1alpha1\nkind: InstanceGroup\nmetadata: {name: nodes}\n\
+         spec: {role: Node, minSize: 5, maxSize: 2, subnets: [nowhere], machinetype: big}\n",
+    );
+    env.ballast()
+        .args(["replace", "-f"])
+        .arg(&file)
+        .args(["--name", NAME])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(
+            "spec.machinetype: unknown field `machinetype`",
+        ));
+    let file = env.write(
+        "bad2.yaml",
+        "apiVersion: ballast.dev/v1alpha1\nkind: InstanceGroup\nmetadata: {name: nodes}\n\
+         spec: {role: Node, minSize: 5, maxSize: 2, subnets: [nowhere]}\n",
+    );
+    env.ballast()
+        .args(["replace", "-f"])
+        .arg(&file)
+        .args(["--name", NAME])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(
+            "InstanceGroup/nodes: spec.minSize: 5 is larger than maxSize 2",
+        ))
+        .stderr(predicate::str::contains(
+            "InstanceGroup/nodes: spec.subnets[0]: \"nowhere\" is not a subnet of the cluster",
+        ))
+        .stderr(predicate::str::contains("nothing was changed"));
+    assert_eq!(env.snapshot(), before);
+}
+
+#[test]
+fn replace_changes_one_group_and_the_completed_spec() {
+    let env = Env::new();
+    env.create_demo();
+    let file = env.write(
+        "nodes.yaml",
+        "apiVersion: ballast.dev/v1alpha1\nkind: InstanceGroup\nmetadata: {name: nodes}\n\
+         spec: {role: Node, machineType: m6i.large, minSize: 2, maxSize: 4}\n",
+    );
+    env.ballast()
+        .args(["replace", "-f"])
+        .arg(&file)
+        .args(["--name", NAME])
+        .assert()
+        .success();
+    env.ballast()
+        .args(["get", "ig", "nodes", "--name", NAME])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "nodes   Node   m6i.large     2     4     us-west-2a,us-west-2b,us-west-2c",
+        ));
+    let completed = std::fs::read_to_string(env.store_dir().join(NAME).join("completed.yaml"))
+        .expect("completed");
+    assert!(completed.contains("machineType: m6i.large"), "{completed}");
+    // A new group needs --force with replace.
+    let file = env.write(
+        "gpu.yaml",
+        "apiVersion: ballast.dev/v1alpha1\nkind: InstanceGroup\nmetadata: {name: gpu}\nspec: {role: Node}\n",
+    );
+    env.ballast()
+        .args(["replace", "-f"])
+        .arg(&file)
+        .args(["--name", NAME])
+        .assert()
+        .code(5);
+    env.ballast()
+        .args(["create", "-f"])
+        .arg(&file)
+        .args(["--name", NAME])
+        .assert()
+        .success();
+    env.ballast()
+        .args(["create", "-f"])
+        .arg(&file)
+        .args(["--name", NAME])
+        .assert()
+        .code(4);
+}
+
+/// An editor script: runs `sed` on the file it is given.
+fn sed_editor(env: &Env, expression: &str) -> String {
+    let script = env.write(
+        "editor.sh",
+        &format!("#!/bin/sh\nsed -i '{expression}' \"$1\"\n"),
+    );
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    script.display().to_string()
+}
+
+#[test]
+fn edit_validates_before_saving() {
+    let env = Env::new();
+    env.create_demo();
+    let editor = sed_editor(&env, "s/maxSize: 3/maxSize: 7/");
+    env.ballast()
+        .args(["edit", "ig", "nodes", "--name", NAME])
+        .env("EDITOR", &editor)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("Saved InstanceGroup/nodes"));
+    env.ballast()
+        .args(["get", "ig", "nodes", "--name", NAME, "-o", "yaml"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("maxSize: 7"));
+
+    // An invalid edit is refused, nothing changes, and the edit is kept in a file.
+    let before = env.snapshot();
+    let editor = sed_editor(&env, "s/maxSize: 7/maxSize: 1/");
+    let assert = env
+        .ballast()
+        .args(["edit", "ig", "nodes", "--name", NAME])
+        .env("EDITOR", &editor)
+        .env("TMPDIR", env.dir.path())
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(
+            "spec.minSize: 3 is larger than maxSize 1",
+        ))
+        .stderr(predicate::str::contains("Your edit is kept in"));
+    assert_eq!(env.snapshot(), before);
+    let stderr = String::from_utf8(assert.get_output().stderr.clone()).expect("utf8");
+    let kept = stderr
+        .split("kept in ")
+        .nth(1)
+        .and_then(|s| s.split(':').next())
+        .expect("kept path");
+    assert!(std::fs::read_to_string(kept)
+        .expect("kept edit")
+        .contains("maxSize: 1"));
+
+    // An editor that changes nothing cancels.
+    let editor = sed_editor(&env, "s/no-such-text/x/");
+    env.ballast()
+        .args(["edit", "cluster", "--name", NAME])
+        .env("EDITOR", &editor)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("nothing changed"));
+}
+
+#[test]
+fn edit_reports_a_concurrent_change_instead_of_overwriting_it() {
+    let env = Env::new();
+    env.create_demo();
+    let ballast = assert_cmd::cargo::cargo_bin("ballast");
+    // While "the operator" edits, someone else replaces the same group.
+    let other = env.write(
+        "other.yaml",
+        "apiVersion: ballast.dev/v1alpha1\nkind: InstanceGroup\nmetadata: {name: nodes}\n\
+         spec: {role: Node, minSize: 1, maxSize: 9}\n",
+    );
+    let script = env.write(
+        "editor.sh",
+        &format!(
+            "#!/bin/sh\nsed -i 's/maxSize: 3/maxSize: 5/' \"$1\"\n{} replace -f {} --name {NAME}\n",
+            ballast.display(),
+            other.display()
+        ),
+    );
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    env.ballast()
+        .args(["edit", "ig", "nodes", "--name", NAME])
+        .env("EDITOR", &script)
+        .env("TMPDIR", env.dir.path())
+        .assert()
+        .code(4)
+        .stderr(predicate::str::contains("was changed by someone else"))
+        .stderr(predicate::str::contains("Your edit is kept in"));
+    env.ballast()
+        .args(["get", "ig", "nodes", "--name", NAME, "-o", "yaml"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("maxSize: 9"));
+}
+
+#[test]
+fn delete_previews_then_unregisters() {
+    let env = Env::new();
+    env.create_demo();
+    let before = env.snapshot();
+    env.ballast()
+        .args(["delete", "cluster", NAME, "--unregister"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Would delete 13 objects"))
+        .stdout(predicate::str::contains(
+            "demo.example.com/pki/etcd-ca/key.pem",
+        ));
+    assert_eq!(env.snapshot(), before);
+    env.ballast()
+        .args(["delete", "cluster", NAME, "--yes"])
+        .assert()
+        .code(2);
+    env.ballast()
+        .args(["delete", "cluster", NAME, "--unregister", "--yes"])
+        .assert()
+        .success();
+    let left: Vec<String> = env
+        .snapshot()
+        .into_iter()
+        .map(|(k, _)| k)
+        .filter(|k| !k.starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    env.ballast()
+        .args(["get", "clusters", NAME])
+        .assert()
+        .code(5);
+    env.ballast()
+        .args(["delete", "cluster", NAME, "--unregister", "--yes"])
+        .assert()
+        .code(5);
+}
+
+#[test]
+fn deleting_a_control_plane_group_is_refused_when_it_breaks_quorum_rules() {
+    let env = Env::new();
+    env.create_demo();
+    env.ballast()
+        .args([
+            "delete",
+            "ig",
+            "control-plane-us-west-2a",
+            "--name",
+            NAME,
+            "--yes",
+        ])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(
+            "has 2 control-plane instance groups",
+        ));
+    env.ballast()
+        .args(["delete", "ig", "nodes", "--name", NAME])
+        .assert()
+        .success();
+    env.ballast()
+        .args(["delete", "ig", "nodes", "--name", NAME, "--yes"])
+        .assert()
+        .success();
+    env.ballast()
+        .args(["get", "ig", "nodes", "--name", NAME])
+        .assert()
+        .code(5);
+}
+
+#[test]
+fn completions_are_generated() {
+    let env = Env::new();
+    env.ballast()
+        .args(["completion", "bash"])
+        .env_remove("BALLAST_STATE")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("_ballast()"));
+}

@@ -1,0 +1,517 @@
+//! The instance runner: watches the emulated EC2 API and, for every running instance, does what EC2 and the
+//! AMI's systemd unit would do: an IMDS endpoint on the instance's private IP, a root directory, and `nodeup`
+//! started in its own process group with the environment a real instance has. When an instance stops or
+//! terminates, its process group is SIGKILLed at once (a power cut) and its IMDS endpoint closed.
+//!
+//! One `DescribeInstances` (filtered to running instances) per poll keeps the steady state cheap; user-data is
+//! read once per instance at boot.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_sdk_ec2::types::{Filter, Instance, InstanceAttributeName};
+
+use crate::imds::{CredentialIssuer, ImdsServer, InstanceMetadata, InstanceProfileRef};
+use crate::process::{kill_group, ProcessRecord, Spawner};
+use crate::state::{now_rfc3339, AccessKey, InstanceRecord, StateDir};
+
+/// How often the runner polls EC2 by default: fast enough that a test sees a new instance boot within a
+/// fraction of a second, cheap enough (one filtered DescribeInstances) to idle at.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
+/// A failed boot (port taken, spawn failure) is retried after this long rather than on every poll.
+const BOOT_RETRY_DELAY: Duration = Duration::from_secs(5);
+
+/// What the runner needs to know.
+#[derive(Debug, Clone)]
+pub struct RunnerOptions {
+    pub state: StateDir,
+    /// The AWS emulator (`AWS_ENDPOINT_URL` of every instance).
+    pub endpoint: String,
+    pub region: String,
+    /// The runner's own credentials (DescribeInstances, DescribeInstanceAttribute).
+    pub admin: AccessKey,
+    /// The EC2 service's credentials: the IMDS assumes instance roles with them.
+    pub ec2_service: AccessKey,
+    pub nodeup: PathBuf,
+    /// Port of every instance's IMDS endpoint (on the instance's private IP).
+    pub imds_port: u16,
+    pub poll_interval: Duration,
+}
+
+/// Failures of one poll; the loop logs them and carries on.
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    /// DescribeInstances failed.
+    #[error("DescribeInstances failed: {0}")]
+    Describe(String),
+}
+
+/// Failures to boot one instance; retried after [`BOOT_RETRY_DELAY`].
+#[derive(Debug, thiserror::Error)]
+pub enum BootError {
+    /// DescribeInstanceAttribute(userData) failed.
+    #[error("reading the user-data of {instance_id}: {message}")]
+    UserData { instance_id: String, message: String },
+    /// The instance's user-data is not valid base64.
+    #[error("the user-data of {0} is not valid base64")]
+    UserDataEncoding(String),
+    /// The IMDS endpoint could not be bound.
+    #[error("binding the IMDS endpoint of {instance_id} on {addr}: {source}")]
+    Imds {
+        instance_id: String,
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The instance's directories or log could not be made.
+    #[error("preparing {path} for {instance_id}: {source}")]
+    Files {
+        instance_id: String,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// nodeup could not be started.
+    #[error("starting {nodeup} for {instance_id}: {source}")]
+    Spawn {
+        instance_id: String,
+        nodeup: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The record could not be written.
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
+}
+
+/// Shared by the boot tasks of one poll.
+struct Context {
+    options: RunnerOptions,
+    ec2: aws_sdk_ec2::Client,
+    issuer: CredentialIssuer,
+    spawner: Spawner,
+}
+
+/// A booted instance.
+struct Booted {
+    record: InstanceRecord,
+    imds: ImdsServer,
+    child: Child,
+    user_data: Option<Vec<u8>>,
+}
+
+/// The runner's loop and the instances it booted.
+pub struct Runner {
+    ctx: Arc<Context>,
+    booted: HashMap<String, Booted>,
+    retry_after: HashMap<String, Instant>,
+}
+
+impl Runner {
+    pub fn new(options: RunnerOptions) -> std::io::Result<Self> {
+        let admin = crate::aws::sdk_config(&options.endpoint, &options.region, &options.admin);
+        let service = crate::aws::sdk_config(&options.endpoint, &options.region, &options.ec2_service);
+        Ok(Runner {
+            ctx: Arc::new(Context {
+                ec2: aws_sdk_ec2::Client::new(&admin),
+                issuer: CredentialIssuer::new(&service),
+                spawner: Spawner::start()?,
+                options,
+            }),
+            booted: HashMap::new(),
+            retry_after: HashMap::new(),
+        })
+    }
+
+    /// Polls until `shutdown` completes, then powers every instance off.
+    pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut tick = tokio::time::interval(self.ctx.options.poll_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                _ = tick.tick() => {
+                    if let Err(e) = self.poll().await {
+                        tracing::warn!(error = %e, "poll failed; retrying");
+                    }
+                }
+            }
+        }
+        tracing::info!(instances = self.booted.len(), "shutting down: powering every instance off");
+        let ids: Vec<String> = self.booted.keys().cloned().collect();
+        self.power_off(ids, &HashMap::new(), "local cloud stopped", "cloud-down").await;
+    }
+
+    /// One observation of EC2 and the actions it calls for.
+    pub async fn poll(&mut self) -> Result<(), RunnerError> {
+        let running = self.describe_running().await?;
+        let running_ids: HashSet<&str> = running.iter().filter_map(|(i, _)| i.instance_id()).collect();
+
+        let gone: Vec<String> = self
+            .booted
+            .keys()
+            .filter(|id| !running_ids.contains(id.as_str()))
+            .cloned()
+            .collect();
+        if !gone.is_empty() {
+            // Only for the record: whether it stopped or terminated. Power goes off either way.
+            let states = self.describe_states(&gone).await;
+            self.power_off(gone, &states, "instance left the running state", "gone").await;
+        }
+
+        let now = Instant::now();
+        self.retry_after.retain(|_, t| *t > now);
+        let mut boots = tokio::task::JoinSet::new();
+        for (instance, owner) in &running {
+            let Some(id) = instance.instance_id() else { continue };
+            if let Some(booted) = self.booted.get_mut(id) {
+                // Tags and the instance profile may change while it runs.
+                booted
+                    .imds
+                    .update(metadata(instance, owner, booted.user_data.clone(), &self.ctx.options.region));
+                continue;
+            }
+            if self.retry_after.contains_key(id) {
+                continue;
+            }
+            boots.spawn(boot(self.ctx.clone(), instance.clone(), owner.clone()));
+        }
+        while let Some(joined) = boots.join_next().await {
+            match joined {
+                Ok(Ok(booted)) => {
+                    tracing::info!(
+                        instance_id = %booted.record.instance_id,
+                        ip = %booted.record.private_ip,
+                        az = %booted.record.availability_zone,
+                        imds = %booted.record.imds_endpoint,
+                        pid = booted.child.id(),
+                        "instance booted"
+                    );
+                    self.booted.insert(booted.record.instance_id.clone(), booted);
+                }
+                Ok(Err((id, e))) => {
+                    tracing::warn!(instance_id = %id, error = %e, "boot failed; retrying later");
+                    self.retry_after.insert(id, Instant::now() + BOOT_RETRY_DELAY);
+                }
+                Err(e) => tracing::warn!(error = %e, "boot task failed"),
+            }
+        }
+
+        self.reap();
+        Ok(())
+    }
+
+    /// Records nodeup's exit when it ended on its own (the instance keeps running, as EC2 would).
+    fn reap(&mut self) {
+        for booted in self.booted.values_mut() {
+            if booted.record.nodeup_exit.is_some() {
+                continue;
+            }
+            if let Ok(Some(status)) = booted.child.try_wait() {
+                tracing::warn!(instance_id = %booted.record.instance_id, %status, "nodeup exited");
+                booted.record.nodeup_exit = Some(status.to_string());
+                if let Err(e) = self.ctx.options.state.write_instance(&booted.record) {
+                    tracing::warn!(error = %e, "recording nodeup's exit");
+                }
+            }
+        }
+    }
+
+    /// Kills the process groups of `ids` at once, then closes their IMDS endpoints and records it.
+    /// `states` holds the EC2 state of each instance when known, else `default_state` is recorded.
+    async fn power_off(&mut self, ids: Vec<String>, states: &HashMap<String, String>, why: &str, default_state: &str) {
+        let off: Vec<Booted> = ids.iter().filter_map(|id| self.booted.remove(id)).collect();
+        // First every SIGKILL, so that no instance outlives another one's slower teardown.
+        for b in &off {
+            if let Some(p) = b.record.nodeup {
+                if let Err(e) = kill_group(p.pid) {
+                    tracing::warn!(instance_id = %b.record.instance_id, error = %e, "killing the process group");
+                }
+            }
+        }
+        let mut closing = tokio::task::JoinSet::new();
+        let mut reaping = Vec::with_capacity(off.len());
+        for b in off {
+            closing.spawn(b.imds.close());
+            reaping.push((b.record, b.child));
+        }
+        while closing.join_next().await.is_some() {}
+        for (record, mut child) in reaping {
+            // Reap: the group was SIGKILLed, so this returns at once.
+            let status = tokio::task::spawn_blocking(move || {
+                let status = child.wait();
+                (record, status)
+            })
+            .await;
+            let Ok((record, status)) = status else { continue };
+            let mut record = record;
+            let id = record.instance_id.clone();
+            record.state = states.get(&id).cloned().unwrap_or_else(|| default_state.to_owned());
+            record.stopped_at = Some(now_rfc3339());
+            if record.nodeup_exit.is_none() {
+                record.nodeup_exit = Some(match status {
+                    Ok(s) => format!("killed ({why}): {s}"),
+                    Err(e) => format!("killed ({why}); wait failed: {e}"),
+                });
+            }
+            tracing::info!(instance_id = %id, state = %record.state, "instance powered off");
+            if let Err(e) = self.ctx.options.state.write_instance(&record) {
+                tracing::warn!(error = %e, "recording the power-off");
+            }
+        }
+    }
+
+    /// Running instances with their reservation's owner (the account id).
+    async fn describe_running(&self) -> Result<Vec<(Instance, String)>, RunnerError> {
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let page = self
+                .ctx
+                .ec2
+                .describe_instances()
+                .filters(Filter::builder().name("instance-state-name").values("running").build())
+                .set_next_token(token.take())
+                .send()
+                .await
+                .map_err(|e| RunnerError::Describe(crate::aws::error_chain(&e)))?;
+            for reservation in page.reservations() {
+                let owner = reservation.owner_id().unwrap_or("123456789012").to_owned();
+                for instance in reservation.instances() {
+                    out.push((instance.clone(), owner.clone()));
+                }
+            }
+            match page.next_token() {
+                Some(t) if !t.is_empty() => token = Some(t.to_owned()),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    /// The current state names of `ids` (best effort: only for the records).
+    async fn describe_states(&self, ids: &[String]) -> HashMap<String, String> {
+        let result = self
+            .ctx
+            .ec2
+            .describe_instances()
+            .set_instance_ids(Some(ids.to_vec()))
+            .send()
+            .await;
+        let mut states = HashMap::new();
+        match result {
+            Ok(out) => {
+                for instance in out.reservations().iter().flat_map(|r| r.instances()) {
+                    if let (Some(id), Some(state)) = (
+                        instance.instance_id(),
+                        instance.state().and_then(|s| s.name()).map(|n| n.as_str().to_owned()),
+                    ) {
+                        states.insert(id.to_owned(), state);
+                    }
+                }
+            }
+            Err(e) => tracing::debug!(error = %crate::aws::error_chain(&e), "describing stopped instances"),
+        }
+        states
+    }
+}
+
+/// Boots one instance: user-data, IMDS endpoint, root directory, nodeup.
+async fn boot(ctx: Arc<Context>, instance: Instance, owner: String) -> Result<Booted, (String, BootError)> {
+    let id = instance.instance_id().unwrap_or_default().to_owned();
+    boot_inner(&ctx, &instance, &owner).await.map_err(|e| (id, e))
+}
+
+async fn boot_inner(ctx: &Context, instance: &Instance, owner: &str) -> Result<Booted, BootError> {
+    let options = &ctx.options;
+    let id = instance.instance_id().unwrap_or_default().to_owned();
+    let user_data = read_user_data(&ctx.ec2, &id).await?;
+    let meta = metadata(instance, owner, user_data.clone(), &options.region);
+
+    // A private IP inside 127.0.0.0/8 is bindable: the instance's IMDS lives there, like 169.254.169.254 lives
+    // on every EC2 instance. Outside it (a VPC that is not on the local cloud's network) fall back to an
+    // ephemeral port on 127.0.0.1 so the instance still boots.
+    let ip: Option<Ipv4Addr> = meta.private_ip.parse().ok();
+    let addr = match ip {
+        Some(ip) if ip.is_loopback() => SocketAddr::new(IpAddr::V4(ip), options.imds_port),
+        _ => {
+            tracing::warn!(
+                instance_id = %id, ip = %meta.private_ip,
+                "private IP is not a loopback address (use a VPC CIDR inside 127.0.0.0/8): IMDS on 127.0.0.1"
+            );
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0)
+        }
+    };
+    let imds = ImdsServer::bind(addr, meta.clone(), ctx.issuer.clone())
+        .await
+        .map_err(|source| BootError::Imds {
+            instance_id: id.clone(),
+            addr,
+            source,
+        })?;
+
+    let files = |path: PathBuf| {
+        let id = id.clone();
+        move |source| BootError::Files {
+            instance_id: id,
+            path,
+            source,
+        }
+    };
+    // Instance ids are unique: a replacement instance gets a new id, hence a fresh root. A stopped and
+    // started instance keeps its root, like an EBS root volume.
+    let root = options.state.instance_root(&id);
+    std::fs::create_dir_all(&root).map_err(files(root.clone()))?;
+    let log_path = options.state.instance_log(&id);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(files(log_path.clone()))?;
+    let log_err = log.try_clone().map_err(files(log_path.clone()))?;
+
+    let mut cmd = Command::new(&options.nodeup);
+    cmd.arg("--root")
+        .arg(&root)
+        .current_dir(&root)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        // An instance has none of the operator's environment: in particular no AWS keys or profiles, so that the
+        // SDK's default chain reaches the IMDS credentials of the instance's role.
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into()))
+        .env("HOME", &root)
+        .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.endpoint())
+        .env("AWS_ENDPOINT_URL", &options.endpoint)
+        .env("AWS_REGION", &options.region);
+    for passthrough in ["RUST_LOG", "RUST_BACKTRACE"] {
+        if let Some(v) = std::env::var_os(passthrough) {
+            cmd.env(passthrough, v);
+        }
+    }
+    let child = ctx.spawner.spawn(cmd).await.map_err(|source| BootError::Spawn {
+        instance_id: id.clone(),
+        nodeup: options.nodeup.clone(),
+        source,
+    })?;
+
+    let record = InstanceRecord {
+        instance_id: id.clone(),
+        private_ip: meta.private_ip.clone(),
+        availability_zone: meta.availability_zone.clone(),
+        subnet_id: instance.subnet_id().map(str::to_owned),
+        instance_type: Some(meta.instance_type.clone()),
+        autoscaling_group: meta.tags.get("aws:autoscaling:groupName").cloned(),
+        state: "running".into(),
+        imds_endpoint: imds.endpoint(),
+        root,
+        log: log_path,
+        nodeup: ProcessRecord::of(child.id()),
+        nodeup_exit: None,
+        booted_at: now_rfc3339(),
+        stopped_at: None,
+    };
+    let booted = Booted {
+        record,
+        imds,
+        child,
+        user_data,
+    };
+    if let Err(e) = options.state.write_instance(&booted.record) {
+        // Do not leave an unrecorded process group behind.
+        if let Some(p) = booted.record.nodeup {
+            let _ = kill_group(p.pid);
+        }
+        return Err(e.into());
+    }
+    Ok(booted)
+}
+
+async fn read_user_data(ec2: &aws_sdk_ec2::Client, id: &str) -> Result<Option<Vec<u8>>, BootError> {
+    use base64::Engine as _;
+    let out = ec2
+        .describe_instance_attribute()
+        .instance_id(id)
+        .attribute(InstanceAttributeName::UserData)
+        .send()
+        .await
+        .map_err(|e| BootError::UserData {
+            instance_id: id.to_owned(),
+            message: crate::aws::error_chain(&e),
+        })?;
+    let Some(encoded) = out.user_data.and_then(|v| v.value).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .map(Some)
+        .map_err(|_| BootError::UserDataEncoding(id.to_owned()))
+}
+
+/// What the instance's IMDS serves, from its DescribeInstances entry.
+fn metadata(instance: &Instance, owner: &str, user_data: Option<Vec<u8>>, region: &str) -> InstanceMetadata {
+    let s = |v: Option<&str>| v.unwrap_or_default().to_owned();
+    let id = s(instance.instance_id());
+    let private_ip = s(instance.private_ip_address());
+    let nic = instance.network_interfaces().first();
+    let mac = nic
+        .and_then(|n| n.mac_address())
+        .map(str::to_owned)
+        .unwrap_or_else(|| synthetic_mac(&id));
+    let local_hostname = instance
+        .private_dns_name()
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("ip-{}.{region}.compute.internal", private_ip.replace('.', "-")));
+    let tags: BTreeMap<String, String> = instance
+        .tags()
+        .iter()
+        .filter_map(|t| Some((t.key()?.to_owned(), t.value().unwrap_or_default().to_owned())))
+        .collect();
+    InstanceMetadata {
+        account_id: owner.to_owned(),
+        ami_id: s(instance.image_id()),
+        instance_type: instance
+            .instance_type()
+            .map(|t| t.as_str().to_owned())
+            .unwrap_or_default(),
+        private_ip,
+        local_hostname,
+        mac,
+        availability_zone: s(instance.placement().and_then(|p| p.availability_zone())),
+        region: region.to_owned(),
+        subnet_id: s(instance.subnet_id()),
+        vpc_id: s(instance.vpc_id()),
+        architecture: instance
+            .architecture()
+            .map(|a| a.as_str().to_owned())
+            .unwrap_or_else(|| "x86_64".into()),
+        launch_time: instance
+            .launch_time()
+            .and_then(|t| t.fmt(aws_sdk_ec2::primitives::DateTimeFormat::DateTime).ok())
+            .unwrap_or_default(),
+        tags,
+        user_data,
+        instance_profile: instance.iam_instance_profile().and_then(|p| {
+            Some(InstanceProfileRef {
+                arn: p.arn()?.to_owned(),
+                id: p.id().unwrap_or_default().to_owned(),
+            })
+        }),
+        instance_id: id,
+    }
+}
+
+/// A stable locally administered MAC for an instance the emulator reports without a network interface.
+fn synthetic_mac(id: &str) -> String {
+    let hash = id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let b = hash.to_be_bytes();
+    format!("0a:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4])
+}

@@ -1,0 +1,86 @@
+//! One AWS emulator per test binary, shared by its tests (each test uses its own bucket or resources).
+//!
+//! The emulator is started on first use through the project's launcher and lives as long as the test process:
+//! it watches its stdin, which closes when the process exits, however it exits.
+
+use std::sync::OnceLock;
+
+use localcloud::emulator::{Emulator, EmulatorOptions};
+
+static EMULATOR: OnceLock<Emulator> = OnceLock::new();
+
+/// The region the tests' emulator state lives in.
+pub const REGION: &str = "us-west-2";
+
+/// Starts the shared emulator (once) and points this process's AWS environment at it.
+///
+/// Panics with what to do when the emulator cannot start (the venv is missing, say): tests that need it must
+/// fail loudly, never skip.
+pub fn shared_emulator() -> &'static Emulator {
+    EMULATOR.get_or_init(|| {
+        // Its request log would drown the test output: it goes to a file, named when something fails.
+        let log =
+            std::env::temp_dir().join(format!("ballast-test-emulator-{}.log", std::process::id()));
+        let emulator = Emulator::start(&EmulatorOptions {
+            exit_with_parent: true,
+            log_file: Some(log.clone()),
+            ..Default::default()
+        })
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot start the AWS emulator for this test: {e} (its log: {})",
+                log.display()
+            )
+        });
+        // Set once, before any SDK client exists in this process.
+        std::env::set_var("AWS_ENDPOINT_URL", emulator.endpoint());
+        std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
+        std::env::set_var("AWS_REGION", REGION);
+        std::env::remove_var("AWS_PROFILE");
+        std::env::remove_var("AWS_SESSION_TOKEN");
+        emulator
+    })
+}
+
+/// An S3 client against the shared emulator.
+pub async fn s3_client() -> aws_sdk_s3::Client {
+    shared_emulator();
+    let shared = aws_config::load_from_env().await;
+    let config = aws_sdk_s3::config::Builder::from(&shared)
+        .force_path_style(true)
+        .build();
+    aws_sdk_s3::Client::from_conf(config)
+}
+
+/// Creates a bucket with a unique name and returns it.
+pub async fn new_bucket(hint: &str) -> String {
+    let client = s3_client().await;
+    let bucket = format!("ballast-test-{hint}-{:08x}", rand_suffix());
+    client
+        .create_bucket()
+        .bucket(&bucket)
+        .create_bucket_configuration(
+            aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::UsWest2)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "creating bucket {bucket}: {}",
+                aws_sdk_s3::error::DisplayErrorContext(e)
+            )
+        });
+    bucket
+}
+
+fn rand_suffix() -> u32 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    nanos ^ (std::process::id() << 16) ^ COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
