@@ -42,6 +42,8 @@ pub enum Command {
     Get(GetArgs),
     /// Edit a cluster or instance group in $EDITOR; the result is validated before it is saved.
     Edit(EditArgs),
+    /// Plan the cluster's AWS resources from its spec; apply them with --yes.
+    Update(UpdateArgs),
     /// Delete a cluster or an instance group.
     Delete(DeleteArgs),
     /// Print a shell completion script.
@@ -118,8 +120,11 @@ pub struct CreateClusterArgs {
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub encrypt_etcd_storage: Option<bool>,
     /// Print the spec instead of storing it.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "yes")]
     pub dry_run: bool,
+    /// Also build the cluster's AWS resources (as `update cluster --yes`).
+    #[arg(long)]
+    pub yes: bool,
     /// Output format of --dry-run.
     #[arg(short, long, value_enum, default_value = "yaml")]
     pub output: SpecFormat,
@@ -237,4 +242,31 @@ pub enum DeleteWhat {
         #[arg(long)]
         yes: bool,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct UpdateArgs {
+    #[command(subcommand)]
+    pub what: UpdateWhat,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UpdateWhat {
+    /// Plan (and with --yes, apply) every AWS resource of the cluster. Without --yes nothing changes.
+    Cluster(UpdateClusterArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct UpdateClusterArgs {
+    #[arg(value_name = "NAME")]
+    pub cluster_name: Option<String>,
+    /// Apply the plan.
+    #[arg(long)]
+    pub yes: bool,
+    /// Also delete owned resources the spec no longer wants (listed in the plan otherwise).
+    #[arg(long)]
+    pub prune: bool,
+    /// Print the AWS calls made, by operation, on stderr.
+    #[arg(long)]
+    pub stats: bool,
 }

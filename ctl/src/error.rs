@@ -26,6 +26,8 @@ pub enum CommandError {
     Registry(#[from] RegistryError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Update(#[from] crate::cloud::engine::UpdateError),
     /// Reading an input file or running the editor failed.
     #[error("{what}: {source}")]
     Io {
@@ -59,7 +61,16 @@ impl CommandError {
             },
             CommandError::Store(StoreError::NotConfigured | StoreError::InvalidUrl { .. }) => USAGE,
             CommandError::Store(StoreError::Conflict { .. }) => CONFLICT,
-            CommandError::Store(_) | CommandError::Io { .. } | CommandError::Failed(_) => FAILURE,
+            CommandError::Update(crate::cloud::engine::UpdateError::Immutable { .. }) => {
+                INVALID_SPEC
+            }
+            CommandError::Update(crate::cloud::engine::UpdateError::Store(
+                StoreError::Conflict { .. },
+            )) => CONFLICT,
+            CommandError::Store(_)
+            | CommandError::Update(_)
+            | CommandError::Io { .. }
+            | CommandError::Failed(_) => FAILURE,
         }
     }
 }

@@ -4,6 +4,7 @@
 //! `error` the exit codes. Data goes to stdout, logs and progress to stderr.
 
 mod cli;
+pub mod cloud;
 mod commands;
 mod error;
 mod output;

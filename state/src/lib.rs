@@ -10,11 +10,13 @@
 //!
 //! Everything but `store` and `registry` is pure: no I/O.
 
+pub mod components;
 pub mod defaults;
 pub mod document;
 pub mod error;
 pub mod generate;
 pub mod layout;
+pub mod node;
 pub mod pki;
 pub mod registry;
 pub mod spec;

@@ -246,7 +246,7 @@ pub struct InstanceGroupSpec {
     pub cloud_labels: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Role {
     ControlPlane,
     Node,

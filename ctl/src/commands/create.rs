@@ -79,7 +79,15 @@ async fn create_cluster(context: &Context, flags: CreateClusterArgs) -> Result<(
         return Ok(());
     }
     let registry = context.registry().await?;
-    store_new_cluster(context, &registry, &config).await
+    if flags.yes {
+        // Fail before storing anything when the cluster could not be built from this store.
+        super::update::require_s3(&registry)?;
+    }
+    store_new_cluster(context, &registry, &config).await?;
+    if flags.yes {
+        super::update::update_cluster(&registry, &name, true, false, false).await?;
+    }
+    Ok(())
 }
 
 async fn store_new_cluster(

@@ -5,6 +5,7 @@ mod create;
 mod delete;
 mod edit;
 mod get;
+mod update;
 
 use std::path::Path;
 
@@ -29,6 +30,7 @@ pub async fn dispatch(cli: Cli, command_line: &str) -> Result<(), CommandError> 
         Command::Get(args) => get::run(&context, args).await,
         Command::Edit(args) => edit::run(&context, args).await,
         Command::Delete(args) => delete::run(&context, args).await,
+        Command::Update(args) => update::run(&context, args).await,
         Command::Completion { shell } => {
             let mut command = crate::command();
             clap_complete::generate(shell, &mut command, "ballast", &mut std::io::stdout());

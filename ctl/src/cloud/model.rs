@@ -1,0 +1,532 @@
+//! The cluster's desired AWS resources, built purely from the completed spec: names, tags, rules and policies.
+//! Nothing here talks to AWS; ids that only exist once something is created are resolved by the engine.
+
+use std::collections::BTreeMap;
+
+use ballast_state::spec::{
+    ClusterConfig, HttpTokens, InstanceGroup, LoadBalancerType, Role, SubnetType, Topology,
+};
+use ballast_state::store::sha256_hex;
+
+/// Tag naming the cluster a resource belongs to.
+pub const CLUSTER_TAG: &str = "ballast.dev/cluster";
+pub const ROLE_TAG: &str = "ballast.dev/role";
+pub const GROUP_TAG: &str = "ballast.dev/instance-group";
+/// On a launch template: the hash of everything it launches with. On instances (through the launch template's
+/// TagSpecifications): the hash of the node spec they booted with, so drift is visible per instance.
+pub const LAUNCH_SPEC_HASH_TAG: &str = "ballast.dev/launch-spec-hash";
+pub const NODE_SPEC_HASH_TAG: &str = "ballast.dev/node-spec-hash";
+
+/// `kubernetes.io/cluster/NAME`: `owned` on what the cluster owns, `shared` on what it only uses.
+pub fn ownership_tag(cluster: &str) -> String {
+    format!("kubernetes.io/cluster/{cluster}")
+}
+
+/// Where the state store is, for IAM policies and boot configs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateLocation {
+    pub bucket: String,
+    /// Without leading or trailing slashes; may be empty.
+    pub prefix: String,
+}
+
+impl StateLocation {
+    /// Parses `s3://bucket[/prefix]`; `None` for any other store (nodes can only read S3).
+    pub fn from_url(url: &str) -> Option<Self> {
+        let rest = url.strip_prefix("s3://")?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        (!bucket.is_empty()).then(|| StateLocation {
+            bucket: bucket.to_string(),
+            prefix: prefix.trim_matches('/').to_string(),
+        })
+    }
+
+    pub fn url(&self) -> String {
+        if self.prefix.is_empty() {
+            format!("s3://{}", self.bucket)
+        } else {
+            format!("s3://{}/{}", self.bucket, self.prefix)
+        }
+    }
+
+    /// `arn:aws:s3:::bucket/prefix/key`
+    fn object_arn(&self, key: &str) -> String {
+        if self.prefix.is_empty() {
+            format!("arn:aws:s3:::{}/{key}", self.bucket)
+        } else {
+            format!("arn:aws:s3:::{}/{}/{key}", self.bucket, self.prefix)
+        }
+    }
+
+    fn key_prefix(&self, key: &str) -> String {
+        if self.prefix.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}/{key}", self.prefix)
+        }
+    }
+}
+
+/// Everything `update cluster` wants to exist.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterModel {
+    pub cluster: String,
+    pub region: String,
+    pub state: StateLocation,
+    /// Tags of every owned resource (ownership tags and cloudLabels); kinds add `Name` and their own.
+    pub tags: BTreeMap<String, String>,
+    pub vpc: VpcModel,
+    pub subnets: Vec<SubnetModel>,
+    /// An internet gateway and a public route table, when the cluster owns its VPC and has public subnets.
+    pub internet_gateway: bool,
+    pub security_groups: Vec<SecurityGroupModel>,
+    pub roles: Vec<IamRoleModel>,
+    pub load_balancer: LoadBalancerModel,
+    pub groups: Vec<GroupModel>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VpcModel {
+    Owned { cidr: String },
+    Shared { id: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubnetModel {
+    /// The spec's subnet name.
+    pub name: String,
+    /// The AWS Name tag: `<name>.<cluster>`.
+    pub resource_name: String,
+    pub zone: String,
+    pub cidr: Option<String>,
+    pub shared_id: Option<String>,
+    pub public: bool,
+}
+
+/// Where traffic may come from.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Source {
+    Cidr(String),
+    /// The security group of this role.
+    Group(Role),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct IngressRule {
+    /// `tcp`, `udp` or `-1` (all).
+    pub protocol: String,
+    pub from_port: i32,
+    pub to_port: i32,
+    pub source: Source,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecurityGroupModel {
+    pub role: Role,
+    pub name: String,
+    pub description: String,
+    pub rules: Vec<IngressRule>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IamRoleModel {
+    pub role: Role,
+    /// Name of the role, its inline policy and its instance profile.
+    pub name: String,
+    pub assume_role_policy: String,
+    pub policy: String,
+    pub permissions_boundary: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadBalancerModel {
+    pub name: String,
+    pub target_group_name: String,
+    pub internal: bool,
+    /// Names of the subnets it lives in (one per zone).
+    pub subnets: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupModel {
+    pub name: String,
+    /// Name of its launch template and Auto Scaling Group: `<group>.<cluster>`.
+    pub resource_name: String,
+    pub role: Role,
+    pub machine_type: String,
+    /// An AMI id, or a name to look up.
+    pub image: String,
+    pub min_size: i32,
+    pub max_size: i32,
+    pub subnets: Vec<String>,
+    pub root_volume_size: i32,
+    pub root_volume_type: String,
+    pub root_volume_encrypted: bool,
+    pub root_volume_kms_key: Option<String>,
+    pub http_tokens_required: bool,
+    pub hop_limit: i32,
+    /// An existing instance profile to use instead of the role's own.
+    pub shared_profile: Option<String>,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// Builds the model. `state` must be an S3 location: nodes fetch their specs from S3.
+pub fn cluster_model(completed: &ClusterConfig, state: &StateLocation) -> ClusterModel {
+    let name = completed.name().to_string();
+    let spec = &completed.cluster.spec;
+    let mut tags = spec.cloud_labels.clone();
+    tags.insert(ownership_tag(&name), "owned".to_string());
+    tags.insert(CLUSTER_TAG.to_string(), name.clone());
+
+    let vpc = match (&spec.network_id, &spec.network_cidr) {
+        (Some(id), _) => VpcModel::Shared { id: id.clone() },
+        (None, cidr) => VpcModel::Owned {
+            cidr: cidr.clone().unwrap_or_default(),
+        },
+    };
+    let subnets: Vec<SubnetModel> = spec
+        .subnets
+        .iter()
+        .map(|s| SubnetModel {
+            name: s.name.clone(),
+            resource_name: format!("{}.{name}", s.name),
+            zone: s.zone.clone(),
+            cidr: s.cidr.clone(),
+            shared_id: s.id.clone(),
+            public: s.subnet_type == Some(SubnetType::Public),
+        })
+        .collect();
+    let internet_gateway = matches!(vpc, VpcModel::Owned { .. })
+        && subnets.iter().any(|s| s.public && s.shared_id.is_none());
+
+    let network_cidr = spec.network_cidr.clone().unwrap_or_default();
+    let security_groups = security_groups(&name, completed, &network_cidr);
+    let roles = iam_roles(&name, completed, state);
+    let load_balancer = load_balancer(&name, completed, &subnets);
+    let groups = completed
+        .instance_groups
+        .iter()
+        .map(|ig| group_model(&name, ig, &tags))
+        .collect();
+    ClusterModel {
+        cluster: name,
+        region: spec.region.clone().unwrap_or_default(),
+        state: state.clone(),
+        tags,
+        vpc,
+        subnets,
+        internet_gateway,
+        security_groups,
+        roles,
+        load_balancer,
+        groups,
+    }
+}
+
+/// `control-plane.demo.example.com`, `nodes.demo.example.com`: names of per-role resources.
+pub fn role_resource_name(cluster: &str, role: Role) -> String {
+    match role {
+        Role::ControlPlane => format!("control-plane.{cluster}"),
+        Role::Node => format!("nodes.{cluster}"),
+    }
+}
+
+fn rule(protocol: &str, from_port: i32, to_port: i32, source: Source) -> IngressRule {
+    IngressRule {
+        protocol: protocol.to_string(),
+        from_port,
+        to_port,
+        source,
+    }
+}
+
+fn security_groups(
+    cluster: &str,
+    completed: &ClusterConfig,
+    network_cidr: &str,
+) -> Vec<SecurityGroupModel> {
+    let spec = &completed.cluster.spec;
+    let ssh: Vec<IngressRule> = spec
+        .ssh_access
+        .iter()
+        .flatten()
+        .map(|cidr| rule("tcp", 22, 22, Source::Cidr(cidr.clone())))
+        .collect();
+    let mut control_plane = vec![
+        // etcd (2379-2380), the API and everything else between control-plane members.
+        rule("-1", -1, -1, Source::Group(Role::ControlPlane)),
+        // Nodes reach everything on the control plane but etcd.
+        rule("tcp", 1, 2378, Source::Group(Role::Node)),
+        rule("tcp", 2381, 65535, Source::Group(Role::Node)),
+        rule("udp", 1, 65535, Source::Group(Role::Node)),
+    ];
+    // The network load balancer keeps clients' addresses, and health-checks from inside the VPC.
+    for cidr in spec.kubernetes_api_access.iter().flatten() {
+        control_plane.push(rule("tcp", 443, 443, Source::Cidr(cidr.clone())));
+    }
+    if !network_cidr.is_empty() {
+        control_plane.push(rule(
+            "tcp",
+            443,
+            443,
+            Source::Cidr(network_cidr.to_string()),
+        ));
+    }
+    control_plane.extend(ssh.iter().cloned());
+    let mut nodes = vec![
+        rule("-1", -1, -1, Source::Group(Role::Node)),
+        rule("-1", -1, -1, Source::Group(Role::ControlPlane)),
+    ];
+    nodes.extend(ssh);
+    for rules in [&mut control_plane, &mut nodes] {
+        rules.sort();
+        rules.dedup();
+    }
+    vec![
+        SecurityGroupModel {
+            role: Role::ControlPlane,
+            name: role_resource_name(cluster, Role::ControlPlane),
+            description: format!("Control plane of the Kubernetes cluster {cluster}"),
+            rules: control_plane,
+        },
+        SecurityGroupModel {
+            role: Role::Node,
+            name: role_resource_name(cluster, Role::Node),
+            description: format!("Nodes of the Kubernetes cluster {cluster}"),
+            rules: nodes,
+        },
+    ]
+}
+
+const EC2_TRUST_POLICY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+
+/// Least privilege: the control plane reads its cluster's state and writes its reports and etcd data; nodes read
+/// only the node specs of node groups and the Kubernetes CA certificate, and write their reports.
+fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) -> Vec<IamRoleModel> {
+    let spec = &completed.cluster.spec;
+    let iam = spec.iam.clone().unwrap_or_default();
+    let object = |key: &str| state.object_arn(&format!("{cluster}/{key}"));
+    let control_plane = serde_json::json!({
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "ReadClusterState", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": [object("*")]},
+            {"Sid": "WriteReportsAndEtcd", "Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"],
+             "Resource": [object("reports/*"), object("etcd/*")]},
+            {"Sid": "ListClusterState", "Effect": "Allow", "Action": ["s3:ListBucket"],
+             "Resource": [format!("arn:aws:s3:::{}", state.bucket)],
+             "Condition": {"StringLike": {"s3:prefix": [state.key_prefix(&format!("{cluster}/*"))]}}},
+            {"Sid": "DiscoverPeers", "Effect": "Allow", "Resource": "*", "Action": [
+                "ec2:DescribeInstances", "ec2:DescribeTags", "autoscaling:DescribeAutoScalingGroups",
+                "autoscaling:DescribeAutoScalingInstances", "elasticloadbalancing:DescribeLoadBalancers",
+                "elasticloadbalancing:DescribeTargetGroups", "elasticloadbalancing:DescribeTargetHealth"]},
+        ]
+    });
+    let node_specs: Vec<String> = completed
+        .instance_groups
+        .iter()
+        .filter(|ig| ig.spec.role == Role::Node)
+        .map(|ig| object(&format!("nodes/{}/*", ig.metadata.name)))
+        .chain(std::iter::once(object("pki/kubernetes-ca/cert.pem")))
+        .collect();
+    let mut node_statements = vec![
+        serde_json::json!({"Sid": "ReadNodeSpecs", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": node_specs}),
+        serde_json::json!({"Sid": "WriteReports", "Effect": "Allow", "Action": ["s3:PutObject"], "Resource": [object("reports/*")]}),
+        serde_json::json!({"Sid": "DescribeSelf", "Effect": "Allow", "Action": ["ec2:DescribeInstances"], "Resource": "*"}),
+    ];
+    if iam.allow_container_registry.unwrap_or(true) {
+        node_statements.push(serde_json::json!({"Sid": "PullFromContainerRegistry", "Effect": "Allow", "Resource": "*", "Action": [
+            "ecr:GetAuthorizationToken", "ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage"]}));
+    }
+    let nodes = serde_json::json!({"Version": "2012-10-17", "Statement": node_statements});
+    [(Role::ControlPlane, control_plane), (Role::Node, nodes)]
+        .into_iter()
+        .map(|(role, policy)| IamRoleModel {
+            role,
+            name: role_resource_name(cluster, role),
+            assume_role_policy: EC2_TRUST_POLICY.to_string(),
+            policy: policy.to_string(),
+            permissions_boundary: iam.permissions_boundary.clone(),
+        })
+        .collect()
+}
+
+/// NLB and target group names: at most 32 letters, digits and hyphens.
+pub fn elb_name(prefix: &str, cluster: &str) -> String {
+    let base = format!("{prefix}-{}", cluster.replace('.', "-"));
+    if base.len() <= 32 {
+        return base;
+    }
+    let hash = &sha256_hex(cluster.as_bytes())[..8];
+    let head: String = base.chars().take(32 - 9).collect();
+    format!("{}-{hash}", head.trim_end_matches('-'))
+}
+
+fn load_balancer(
+    cluster: &str,
+    completed: &ClusterConfig,
+    subnets: &[SubnetModel],
+) -> LoadBalancerModel {
+    let spec = &completed.cluster.spec;
+    let internal = spec
+        .api
+        .as_ref()
+        .and_then(|a| a.load_balancer.as_ref())
+        .and_then(|lb| lb.lb_type)
+        == Some(LoadBalancerType::Internal);
+    // A public load balancer needs public subnets; an internal one lives where the instances do.
+    let want_public = !internal || spec.topology != Some(Topology::Private);
+    let mut zones_seen = Vec::new();
+    let mut chosen = Vec::new();
+    for subnet in subnets.iter().filter(|s| s.public == want_public) {
+        if !zones_seen.contains(&subnet.zone) {
+            zones_seen.push(subnet.zone.clone());
+            chosen.push(subnet.name.clone());
+        }
+    }
+    LoadBalancerModel {
+        name: elb_name("api", cluster),
+        target_group_name: elb_name("tcp", cluster),
+        internal,
+        subnets: chosen,
+    }
+}
+
+fn group_model(
+    cluster: &str,
+    ig: &InstanceGroup,
+    cluster_tags: &BTreeMap<String, String>,
+) -> GroupModel {
+    let spec = &ig.spec;
+    let volume = spec.root_volume.clone().unwrap_or_default();
+    let metadata = spec.instance_metadata.clone().unwrap_or_default();
+    let resource_name = format!("{}.{cluster}", ig.metadata.name);
+    let mut tags = cluster_tags.clone();
+    tags.extend(spec.cloud_labels.clone());
+    tags.insert(ROLE_TAG.to_string(), spec.role.tag_value().to_string());
+    tags.insert(GROUP_TAG.to_string(), ig.metadata.name.clone());
+    tags.insert("Name".to_string(), resource_name.clone());
+    GroupModel {
+        name: ig.metadata.name.clone(),
+        resource_name,
+        role: spec.role,
+        machine_type: spec.machine_type.clone().unwrap_or_default(),
+        image: spec.image.clone().unwrap_or_default(),
+        min_size: spec.min_size.unwrap_or(0) as i32,
+        max_size: spec.max_size.unwrap_or(0) as i32,
+        subnets: spec.subnets.clone(),
+        root_volume_size: volume.size.unwrap_or(0) as i32,
+        root_volume_type: volume.volume_type.unwrap_or_default(),
+        root_volume_encrypted: volume.encrypted.unwrap_or(true),
+        root_volume_kms_key: volume.kms_key_id,
+        http_tokens_required: metadata.http_tokens != Some(HttpTokens::Optional),
+        hop_limit: metadata.http_put_response_hop_limit.unwrap_or(1) as i32,
+        shared_profile: spec.iam.as_ref().and_then(|i| i.profile.clone()),
+        tags,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ballast_state::defaults::complete;
+    use ballast_state::generate::{generate, ClusterTemplate};
+
+    fn model() -> ClusterModel {
+        let config = complete(
+            &generate(&ClusterTemplate {
+                name: "demo.example.com".into(),
+                zones: vec![
+                    "us-west-2a".into(),
+                    "us-west-2b".into(),
+                    "us-west-2c".into(),
+                ],
+                ssh_access: vec!["203.0.113.0/24".into()],
+                ..Default::default()
+            })
+            .expect("template"),
+        );
+        cluster_model(
+            &config,
+            &StateLocation::from_url("s3://state/clusters").expect("s3"),
+        )
+    }
+
+    #[test]
+    fn elb_names_fit_aws_limits() {
+        assert_eq!(elb_name("api", "demo.example.com"), "api-demo-example-com");
+        let long = elb_name("api", "a-very-long-cluster-name.k8s.example.com");
+        assert!(long.len() <= 32, "{long}");
+        assert!(long.starts_with("api-a-very-long"), "{long}");
+        assert_ne!(
+            long,
+            elb_name("api", "a-very-long-cluster-name.k8s.example.org")
+        );
+    }
+
+    #[test]
+    fn nodes_may_read_only_node_specs_and_the_ca_certificate() {
+        let model = model();
+        let nodes = model
+            .roles
+            .iter()
+            .find(|r| r.role == Role::Node)
+            .expect("nodes role");
+        assert!(nodes
+            .policy
+            .contains("arn:aws:s3:::state/clusters/demo.example.com/nodes/nodes/*"));
+        assert!(nodes.policy.contains("pki/kubernetes-ca/cert.pem"));
+        assert!(!nodes.policy.contains("key.pem"), "{}", nodes.policy);
+        assert!(
+            !nodes.policy.contains("nodes/control-plane"),
+            "{}",
+            nodes.policy
+        );
+        let cp = model
+            .roles
+            .iter()
+            .find(|r| r.role == Role::ControlPlane)
+            .expect("cp role");
+        assert!(cp
+            .policy
+            .contains("arn:aws:s3:::state/clusters/demo.example.com/*"));
+    }
+
+    #[test]
+    fn the_model_names_and_tags_everything() {
+        let model = model();
+        assert_eq!(model.subnets.len(), 3);
+        assert!(model.internet_gateway);
+        assert_eq!(
+            model.load_balancer.subnets,
+            vec!["us-west-2a", "us-west-2b", "us-west-2c"]
+        );
+        let nodes = model
+            .groups
+            .iter()
+            .find(|g| g.name == "nodes")
+            .expect("nodes");
+        assert_eq!(nodes.resource_name, "nodes.demo.example.com");
+        assert_eq!(
+            nodes
+                .tags
+                .get("kubernetes.io/cluster/demo.example.com")
+                .map(String::as_str),
+            Some("owned")
+        );
+        assert_eq!(nodes.tags.get(ROLE_TAG).map(String::as_str), Some("node"));
+        assert!(nodes.http_tokens_required && nodes.hop_limit == 1 && nodes.root_volume_encrypted);
+        let cp_sg = &model.security_groups[0];
+        assert!(cp_sg
+            .rules
+            .contains(&rule("tcp", 22, 22, Source::Cidr("203.0.113.0/24".into()))));
+        assert!(
+            !cp_sg
+                .rules
+                .iter()
+                .any(|r| r.source == Source::Group(Role::Node)
+                    && r.from_port <= 2379
+                    && r.to_port >= 2379),
+            "nodes must not reach etcd"
+        );
+    }
+}

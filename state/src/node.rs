@@ -1,0 +1,344 @@
+//! What a node is told: the boot config in its user-data, and the node spec it fetches from the state store.
+//!
+//! The boot config stays tiny and typed: which cluster and group, where the node spec lives, and the node spec's
+//! sha256, which `nodeup` checks before using it. Everything else is in the node spec, rendered here (pure) from
+//! the completed cluster spec. Same completed spec, same node spec, same hash: a group's instances are out of
+//! date exactly when its hash changes.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::layout::{pki_names, ClusterPaths, ENCRYPTION_KEYS_SECRET};
+use crate::spec::*;
+use crate::store::sha256_hex;
+
+pub const KIND_BOOT_CONFIG: &str = "BootConfig";
+pub const KIND_NODE_SPEC: &str = "NodeSpec";
+
+/// Service network of every cluster (kops's default): the API server's service IP is its first address.
+pub const SERVICE_CIDR: &str = "100.64.0.0/13";
+/// Pod network, for CNIs that need one.
+pub const POD_CIDR: &str = "100.96.0.0/11";
+/// The cluster DNS service's IP, inside [`SERVICE_CIDR`].
+pub const CLUSTER_DNS_IP: &str = "100.64.0.10";
+pub const CLUSTER_DOMAIN: &str = "cluster.local";
+/// The sandbox image baked into the AMI, so pods start without a pull.
+pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
+
+/// The user-data of every instance of a group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BootConfig {
+    pub api_version: String,
+    pub kind: String,
+    pub cluster_name: String,
+    pub instance_group: String,
+    pub role: Role,
+    /// The state store's root URL (`s3://bucket/prefix`).
+    pub state_store: String,
+    /// The node spec's key under the state store's root.
+    pub node_spec: String,
+    /// sha256 (hex) of the node spec's bytes; `nodeup` refuses a spec that does not match.
+    pub node_spec_sha256: String,
+}
+
+/// Everything a node needs to configure itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeSpec {
+    pub api_version: String,
+    pub kind: String,
+    pub cluster_name: String,
+    pub instance_group: String,
+    pub role: Role,
+    pub kubernetes_version: String,
+    /// The state store's root URL; the paths in `pki` are keys under it.
+    pub state_store: String,
+    /// The API's load balancer DNS name: kubelets and clients reach the API through it, and it is in the API
+    /// server certificate's names.
+    pub api_server_endpoint: String,
+    pub service_cidr: String,
+    pub pod_cidr: String,
+    pub cluster_dns: String,
+    pub cluster_domain: String,
+    pub networking: Networking,
+    pub kubelet: KubeletSettings,
+    pub containerd: ContainerdSettings,
+    pub pki: PkiLocations,
+    /// Present on control-plane nodes only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<ControlPlaneSettings>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeletSettings {
+    pub node_labels: BTreeMap<String, String>,
+    pub taints: Vec<String>,
+    pub cgroup_driver: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContainerdSettings {
+    pub sandbox_image: String,
+}
+
+/// Where the node's trust material is, as keys under the state store. Worker nodes get CA certificates only;
+/// their kubelets join through TLS bootstrapping, so no worker ever holds a CA key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PkiLocations {
+    pub kubernetes_ca_cert: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes_ca_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_ca_cert: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_ca_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_public_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption_keys: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ControlPlaneSettings {
+    /// Secrets encrypted at rest with this provider; `None` when disabled.
+    pub encryption_provider: Option<EncryptionProvider>,
+    pub audit_log_path: String,
+    pub audit_log_max_age_days: u32,
+    pub etcd: EtcdSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EtcdSettings {
+    /// This group's member name.
+    pub member_name: String,
+    /// Every member: name -> the control-plane group hosting it.
+    pub members: BTreeMap<String, String>,
+    pub backup_interval: String,
+    pub backup_retention: String,
+}
+
+/// Failures rendering what a node is told.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeSpecError {
+    #[error("instance group {0:?} is not in the completed spec")]
+    UnknownGroup(String),
+    #[error("control-plane group {0:?} hosts no etcd member")]
+    NoEtcdMember(String),
+    #[error("rendering the node spec of {group:?}: {source}")]
+    Render {
+        group: String,
+        #[source]
+        source: yaml_serde::Error,
+    },
+}
+
+/// A group's node spec, rendered, with its hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderedNodeSpec {
+    pub spec: NodeSpec,
+    pub yaml: String,
+    pub sha256: String,
+}
+
+/// Renders the node spec of `group` from a completed config.
+pub fn render_node_spec(
+    completed: &ClusterConfig,
+    group: &str,
+    state_store: &str,
+    api_server_endpoint: &str,
+) -> Result<RenderedNodeSpec, NodeSpecError> {
+    let ig = completed
+        .instance_group(group)
+        .ok_or_else(|| NodeSpecError::UnknownGroup(group.to_string()))?;
+    let cluster = &completed.cluster.spec;
+    let paths = ClusterPaths::new(completed.name());
+    let control_plane = ig.spec.role == Role::ControlPlane;
+    let private = |key: String| control_plane.then_some(key);
+    let pki = PkiLocations {
+        kubernetes_ca_cert: paths.pki_cert(pki_names::KUBERNETES_CA),
+        kubernetes_ca_key: private(paths.pki_key(pki_names::KUBERNETES_CA)),
+        etcd_ca_cert: private(paths.pki_cert(pki_names::ETCD_CA)),
+        etcd_ca_key: private(paths.pki_key(pki_names::ETCD_CA)),
+        service_account_key: private(paths.pki_key(pki_names::SERVICE_ACCOUNT)),
+        service_account_public_key: private(paths.pki_public_key(pki_names::SERVICE_ACCOUNT)),
+        encryption_keys: private(paths.secret(ENCRYPTION_KEYS_SECRET)),
+    };
+    let control_plane_settings = if control_plane {
+        let etcd = cluster.etcd.clone().unwrap_or_default();
+        let member_name = etcd
+            .members
+            .iter()
+            .find(|m| m.instance_group == group)
+            .map(|m| m.name.clone())
+            .ok_or_else(|| NodeSpecError::NoEtcdMember(group.to_string()))?;
+        let backup = etcd.backup.clone().unwrap_or_default();
+        let encryption = cluster.encryption_config.clone().unwrap_or_default();
+        Some(ControlPlaneSettings {
+            encryption_provider: encryption
+                .enabled
+                .unwrap_or(true)
+                .then(|| encryption.provider.unwrap_or(EncryptionProvider::Secretbox)),
+            audit_log_path: "/var/log/kubernetes/audit.log".to_string(),
+            audit_log_max_age_days: 30,
+            etcd: EtcdSettings {
+                member_name,
+                members: etcd
+                    .members
+                    .iter()
+                    .map(|m| (m.name.clone(), m.instance_group.clone()))
+                    .collect(),
+                backup_interval: backup.interval.unwrap_or_default(),
+                backup_retention: backup.retention.unwrap_or_default(),
+            },
+        })
+    } else {
+        None
+    };
+    let spec = NodeSpec {
+        api_version: API_VERSION.to_string(),
+        kind: KIND_NODE_SPEC.to_string(),
+        cluster_name: completed.name().to_string(),
+        instance_group: group.to_string(),
+        role: ig.spec.role,
+        kubernetes_version: cluster
+            .kubernetes_version
+            .clone()
+            .unwrap_or_default()
+            .trim_start_matches('v')
+            .to_string(),
+        state_store: state_store.to_string(),
+        api_server_endpoint: api_server_endpoint.to_string(),
+        service_cidr: SERVICE_CIDR.to_string(),
+        pod_cidr: POD_CIDR.to_string(),
+        cluster_dns: CLUSTER_DNS_IP.to_string(),
+        cluster_domain: CLUSTER_DOMAIN.to_string(),
+        networking: cluster.networking.unwrap_or(Networking::Cilium),
+        kubelet: KubeletSettings {
+            node_labels: ig.spec.node_labels.clone(),
+            taints: ig.spec.taints.clone().unwrap_or_default(),
+            cgroup_driver: "systemd".to_string(),
+        },
+        containerd: ContainerdSettings {
+            sandbox_image: PAUSE_IMAGE.to_string(),
+        },
+        pki,
+        control_plane: control_plane_settings,
+    };
+    let yaml = yaml_serde::to_string(&spec).map_err(|source| NodeSpecError::Render {
+        group: group.to_string(),
+        source,
+    })?;
+    Ok(RenderedNodeSpec {
+        sha256: sha256_hex(yaml.as_bytes()),
+        spec,
+        yaml,
+    })
+}
+
+impl BootConfig {
+    /// The boot config of a group whose node spec hashes to `node_spec_sha256`.
+    pub fn for_group(
+        cluster: &str,
+        group: &str,
+        role: Role,
+        state_store: &str,
+        node_spec_sha256: &str,
+    ) -> Self {
+        BootConfig {
+            api_version: API_VERSION.to_string(),
+            kind: KIND_BOOT_CONFIG.to_string(),
+            cluster_name: cluster.to_string(),
+            instance_group: group.to_string(),
+            role,
+            state_store: state_store.to_string(),
+            node_spec: ClusterPaths::new(cluster).node_spec(group),
+            node_spec_sha256: node_spec_sha256.to_string(),
+        }
+    }
+
+    /// The user-data text.
+    pub fn to_user_data(&self) -> Result<String, yaml_serde::Error> {
+        Ok(format!(
+            "#ballast-boot-config\n{}",
+            yaml_serde::to_string(self)?
+        ))
+    }
+
+    /// Parses user-data written by [`BootConfig::to_user_data`].
+    pub fn from_user_data(text: &str) -> Result<Self, yaml_serde::Error> {
+        yaml_serde::from_str(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::defaults::complete;
+    use crate::generate::{generate, ClusterTemplate};
+
+    fn completed() -> ClusterConfig {
+        complete(
+            &generate(&ClusterTemplate {
+                name: "demo.example.com".into(),
+                zones: vec![
+                    "us-west-2a".into(),
+                    "us-west-2b".into(),
+                    "us-west-2c".into(),
+                ],
+                ..Default::default()
+            })
+            .expect("template"),
+        )
+    }
+
+    #[test]
+    fn workers_never_get_ca_keys() {
+        let config = completed();
+        let spec = render_node_spec(&config, "nodes", "s3://b/p", "api.elb").expect("render");
+        assert_eq!(spec.spec.pki.kubernetes_ca_key, None);
+        assert_eq!(spec.spec.pki.etcd_ca_key, None);
+        assert_eq!(spec.spec.pki.encryption_keys, None);
+        assert!(spec.spec.control_plane.is_none());
+        assert!(!spec.yaml.contains("key.pem"), "{}", spec.yaml);
+        let cp = render_node_spec(&config, "control-plane-us-west-2a", "s3://b/p", "api.elb")
+            .expect("render");
+        assert_eq!(
+            cp.spec.pki.etcd_ca_key.as_deref(),
+            Some("demo.example.com/pki/etcd-ca/key.pem")
+        );
+        assert_eq!(
+            cp.spec
+                .control_plane
+                .expect("control plane")
+                .etcd
+                .members
+                .len(),
+            3
+        );
+    }
+
+    #[test]
+    fn the_hash_follows_the_content_and_the_boot_config_round_trips() {
+        let config = completed();
+        let a = render_node_spec(&config, "nodes", "s3://b/p", "api.elb").expect("render");
+        let again = render_node_spec(&config, "nodes", "s3://b/p", "api.elb").expect("render");
+        assert_eq!(a, again, "rendering is deterministic");
+        let mut changed = config.clone();
+        changed.cluster.spec.kubernetes_version = Some("1.33.5".into());
+        let b = render_node_spec(&changed, "nodes", "s3://b/p", "api.elb").expect("render");
+        assert_ne!(a.sha256, b.sha256);
+        let boot = BootConfig::for_group(config.name(), "nodes", Role::Node, "s3://b/p", &a.sha256);
+        let text = boot.to_user_data().expect("user data");
+        assert_eq!(BootConfig::from_user_data(&text).expect("parse"), boot);
+        assert_eq!(boot.node_spec, "demo.example.com/nodes/nodes/spec.yaml");
+    }
+}
