@@ -84,3 +84,9 @@ fn rand_suffix() -> u32 {
         .map_or(0, |d| d.subsec_nanos());
     nanos ^ (std::process::id() << 16) ^ COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
+
+/// An SDK configuration for the shared emulator, for clients of any service.
+pub async fn sdk_config() -> aws_config::SdkConfig {
+    shared_emulator();
+    aws_config::load_from_env().await
+}

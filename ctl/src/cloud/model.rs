@@ -12,9 +12,8 @@ use ballast_state::store::sha256_hex;
 pub const CLUSTER_TAG: &str = "ballast.dev/cluster";
 pub const ROLE_TAG: &str = "ballast.dev/role";
 pub const GROUP_TAG: &str = "ballast.dev/instance-group";
-/// On a launch template: the hash of everything it launches with. On instances (through the launch template's
-/// TagSpecifications): the hash of the node spec they booted with, so drift is visible per instance.
-pub const LAUNCH_SPEC_HASH_TAG: &str = "ballast.dev/launch-spec-hash";
+/// On instances (through the launch template's TagSpecifications): the hash of the node spec they booted with,
+/// so drift is visible per instance (the emulator misreports launch template versions; this tag does not lie).
 pub const NODE_SPEC_HASH_TAG: &str = "ballast.dev/node-spec-hash";
 
 /// `kubernetes.io/cluster/NAME`: `owned` on what the cluster owns, `shared` on what it only uses.

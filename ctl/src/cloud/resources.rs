@@ -14,7 +14,7 @@ use futures_util::future::join_all;
 use super::engine::{call, find, Run, UpdateError};
 use super::model::{
     ownership_tag, GroupModel, IngressRule, Source, VpcModel, CLUSTER_TAG, GROUP_TAG,
-    LAUNCH_SPEC_HASH_TAG, NODE_SPEC_HASH_TAG,
+    NODE_SPEC_HASH_TAG,
 };
 use super::plan::{Action, Change, KNOWN_AFTER_APPLY};
 
@@ -1241,14 +1241,14 @@ impl Run<'_> {
     ) -> Result<(Vec<Change>, Option<String>), UpdateError> {
         let ec2c = &self.cloud.ec2;
         let resource = format!("LaunchTemplate {}", group.resource_name);
-        let hash = spec.hash();
-        let actual_hash = actual.and_then(|t| tag_map(t.tags()).get(LAUNCH_SPEC_HASH_TAG).cloned());
         let id = actual
             .and_then(|t| t.launch_template_id())
             .map(str::to_string);
-        if spec.is_complete() && actual_hash.as_deref() == Some(hash.as_str()) {
-            return Ok((Vec::new(), id));
-        }
+        // Compared with the default version itself (not a tag of ours), so a change made by hand is seen too.
+        let previous = match &id {
+            Some(id) => self.launch_template_fields(&resource, id).await?,
+            None => BTreeMap::new(),
+        };
         let mut change = Change::new(
             STAGE_LAUNCH_TEMPLATES,
             "LaunchTemplate",
@@ -1259,22 +1259,20 @@ impl Run<'_> {
                 Action::Create
             },
         );
-        let previous = match &id {
-            Some(id) => self.launch_template_fields(&resource, id).await?,
-            None => BTreeMap::new(),
-        };
         for (field, value) in spec.fields() {
             let from = previous.get(field).cloned();
             if from.as_deref() != Some(value.as_str()) {
                 change = change.field(field, if actual.is_some() { from } else { None }, value);
             }
         }
+        if change.fields.is_empty() && spec.is_complete() {
+            return Ok((Vec::new(), id));
+        }
         if !self.options.apply {
             return Ok((vec![change], id));
         }
         let mut lt_tags = self.tags_named(&group.resource_name);
         lt_tags.insert(GROUP_TAG.to_string(), group.name.clone());
-        lt_tags.insert(LAUNCH_SPEC_HASH_TAG.to_string(), hash.clone());
         let data = spec.request_data();
         let id = match id {
             None => {
@@ -1308,18 +1306,6 @@ impl Run<'_> {
                     ec2c.modify_launch_template()
                         .launch_template_id(&id)
                         .default_version(number.to_string())
-                        .send()
-                })
-                .await?;
-                call(&resource, "CreateTags", || {
-                    ec2c.create_tags()
-                        .resources(&id)
-                        .tags(
-                            ec2::Tag::builder()
-                                .key(LAUNCH_SPEC_HASH_TAG)
-                                .value(&hash)
-                                .build(),
-                        )
                         .send()
                 })
                 .await?;
@@ -1358,6 +1344,55 @@ impl Run<'_> {
                 .map(|t| t.as_str().to_string())
                 .unwrap_or_default(),
         );
+        if let Some(group) = data.security_group_ids().first() {
+            fields.insert("securityGroup", group.clone());
+        }
+        if let Some(profile) = data.iam_instance_profile() {
+            fields.insert(
+                "instanceProfile",
+                profile
+                    .arn()
+                    .or(profile.name())
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+        }
+        if let Some(metadata) = data.metadata_options() {
+            fields.insert(
+                "metadata",
+                format!(
+                    "httpTokens={} hopLimit={}",
+                    metadata.http_tokens().map(|t| t.as_str()).unwrap_or(""),
+                    metadata.http_put_response_hop_limit().unwrap_or(0)
+                ),
+            );
+        }
+        if let Some(ebs) = data.block_device_mappings().first().and_then(|b| b.ebs()) {
+            fields.insert(
+                "rootVolume",
+                format!(
+                    "{} GiB {}{}",
+                    ebs.volume_size().unwrap_or(0),
+                    ebs.volume_type().map(|t| t.as_str()).unwrap_or(""),
+                    if ebs.encrypted() == Some(true) {
+                        " encrypted"
+                    } else {
+                        ""
+                    }
+                ),
+            );
+        }
+        if let Some(spec) = data
+            .tag_specifications()
+            .iter()
+            .find(|t| t.resource_type() == Some(&ec2::ResourceType::Instance))
+        {
+            let tags: Vec<String> = tag_map(spec.tags())
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            fields.insert("instanceTags", tags.join(" "));
+        }
         if let Some(user_data) = data.user_data() {
             let decoded = base64::engine::general_purpose::STANDARD
                 .decode(user_data)
@@ -1792,6 +1827,14 @@ impl LaunchSpec {
                 ),
             ),
             (
+                "instanceTags",
+                self.instance_tags
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+            (
                 "nodeSpecSha256",
                 self.node_spec_hash.as_ref().map_or_else(
                     || KNOWN_AFTER_APPLY.to_string(),
@@ -1799,10 +1842,6 @@ impl LaunchSpec {
                 ),
             ),
         ]
-    }
-
-    fn hash(&self) -> String {
-        sha256_hex(format!("{self:?}").as_bytes())
     }
 
     fn request_data(&self) -> ec2::RequestLaunchTemplateData {

@@ -1,0 +1,644 @@
+//! `ballast update cluster` end to end: the real binary against the AWS emulator (moto through the project's
+//! launcher) over HTTP, with an S3 state store on it. Each test uses its own bucket and cluster name.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use assert_cmd::Command;
+use ballast_e2e::aws;
+use predicates::prelude::*;
+
+const ZONES: &str = "us-west-2a,us-west-2b,us-west-2c";
+
+struct Cluster {
+    name: String,
+    state: String,
+}
+
+impl Cluster {
+    async fn new(hint: &str) -> Self {
+        let bucket = aws::new_bucket(hint).await;
+        ensure_default_image().await;
+        Cluster {
+            name: format!("{hint}.example.com"),
+            state: format!("s3://{bucket}/clusters"),
+        }
+    }
+
+    fn ballast(&self) -> Command {
+        let mut cmd = Command::cargo_bin("ballast").expect("binary");
+        cmd.env("BALLAST_STATE", &self.state)
+            .env("BALLAST_CLUSTER_NAME", &self.name)
+            .env_remove("BALLAST_NETWORK_CIDR")
+            .timeout(Duration::from_secs(120));
+        cmd
+    }
+
+    fn create(&self, extra: &[&str]) {
+        self.ballast()
+            .args(["create", "cluster", "--zones", ZONES, "--yes"])
+            .args(extra)
+            .assert()
+            .success();
+    }
+
+    fn plan(&self) -> String {
+        let out = self
+            .ballast()
+            .args(["update", "cluster", "--stats"])
+            .assert()
+            .success();
+        String::from_utf8(out.get_output().stdout.clone()).expect("utf8")
+    }
+
+    fn replace(&self, dir: &tempfile::TempDir, yaml: &str) {
+        let path = dir.path().join("object.yaml");
+        std::fs::write(&path, yaml).expect("write");
+        self.ballast()
+            .args(["replace", "-f"])
+            .arg(&path)
+            .assert()
+            .success();
+    }
+}
+
+/// The AMI the default spec names: registered once per emulator, as `packer build` would.
+async fn ensure_default_image() {
+    let ec2 = aws_sdk_ec2::Client::new(&aws::sdk_config().await);
+    let name = "ballast-k8s-1.33-debian-12";
+    let found = ec2
+        .describe_images()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("name")
+                .values(name)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("describe images");
+    if found.images().is_empty() {
+        ec2.register_image()
+            .name(name)
+            .root_device_name("/dev/xvda")
+            .architecture(aws_sdk_ec2::types::ArchitectureValues::X8664)
+            .send()
+            .await
+            .expect("register image");
+    }
+}
+
+fn tags_of(tags: &[aws_sdk_ec2::types::Tag]) -> BTreeMap<String, String> {
+    tags.iter()
+        .filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string())))
+        .collect()
+}
+
+async fn running_instances(cluster: &str) -> Vec<aws_sdk_ec2::types::Instance> {
+    let ec2 = aws_sdk_ec2::Client::new(&aws::sdk_config().await);
+    let out = ec2
+        .describe_instances()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("tag:ballast.dev/cluster")
+                .values(cluster)
+                .build(),
+        )
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("instance-state-name")
+                .values("running")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("describe instances");
+    out.reservations()
+        .iter()
+        .flat_map(|r| r.instances().to_vec())
+        .collect()
+}
+
+/// Counts of the cluster's owned resources by kind: duplicates show up here.
+async fn owned_counts(cluster: &str) -> BTreeMap<&'static str, usize> {
+    let config = aws::sdk_config().await;
+    let ec2 = aws_sdk_ec2::Client::new(&config);
+    let owned = || {
+        aws_sdk_ec2::types::Filter::builder()
+            .name(format!("tag:kubernetes.io/cluster/{cluster}"))
+            .values("owned")
+            .build()
+    };
+    let mut counts = BTreeMap::new();
+    counts.insert(
+        "vpc",
+        ec2.describe_vpcs()
+            .filters(owned())
+            .send()
+            .await
+            .expect("vpcs")
+            .vpcs()
+            .len(),
+    );
+    counts.insert(
+        "subnet",
+        ec2.describe_subnets()
+            .filters(owned())
+            .send()
+            .await
+            .expect("subnets")
+            .subnets()
+            .len(),
+    );
+    counts.insert(
+        "igw",
+        ec2.describe_internet_gateways()
+            .filters(owned())
+            .send()
+            .await
+            .expect("igw")
+            .internet_gateways()
+            .len(),
+    );
+    counts.insert(
+        "route-table",
+        ec2.describe_route_tables()
+            .filters(owned())
+            .send()
+            .await
+            .expect("rt")
+            .route_tables()
+            .len(),
+    );
+    counts.insert(
+        "security-group",
+        ec2.describe_security_groups()
+            .filters(owned())
+            .send()
+            .await
+            .expect("sg")
+            .security_groups()
+            .len(),
+    );
+    counts.insert(
+        "launch-template",
+        ec2.describe_launch_templates()
+            .filters(owned())
+            .send()
+            .await
+            .expect("lt")
+            .launch_templates()
+            .len(),
+    );
+    let asg = aws_sdk_autoscaling::Client::new(&config);
+    let groups = asg
+        .describe_auto_scaling_groups()
+        .send()
+        .await
+        .expect("asgs");
+    counts.insert(
+        "asg",
+        groups
+            .auto_scaling_groups()
+            .iter()
+            .filter(|g| {
+                g.auto_scaling_group_name()
+                    .is_some_and(|n| n.ends_with(&format!(".{cluster}")))
+            })
+            .count(),
+    );
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn create_with_yes_builds_everything_and_the_next_update_changes_nothing() {
+    let cluster = Cluster::new("build").await;
+    cluster.create(&[]);
+
+    // Every instance: in its group's zones, tagged, with its role's profile and IMDSv2 required.
+    let instances = running_instances(&cluster.name).await;
+    assert_eq!(instances.len(), 6, "3 control-plane instances and 3 nodes");
+    let mut zones = BTreeSet::new();
+    for instance in &instances {
+        let tags = tags_of(instance.tags());
+        assert_eq!(
+            tags.get(&format!("kubernetes.io/cluster/{}", cluster.name))
+                .map(String::as_str),
+            Some("owned")
+        );
+        let group = tags.get("ballast.dev/instance-group").expect("group tag");
+        let role = tags.get("ballast.dev/role").expect("role tag");
+        assert_eq!(
+            role == "control-plane",
+            group.starts_with("control-plane-"),
+            "{group} {role}"
+        );
+        assert_eq!(
+            tags.get("ballast.dev/node-spec-hash").map(String::len),
+            Some(64)
+        );
+        let profile = instance
+            .iam_instance_profile()
+            .and_then(|p| p.arn())
+            .expect("profile");
+        let expected = if role == "control-plane" {
+            "control-plane."
+        } else {
+            "nodes."
+        };
+        assert!(
+            profile.contains(&format!("instance-profile/{expected}{}", cluster.name)),
+            "{profile}"
+        );
+        let metadata = instance.metadata_options().expect("metadata options");
+        assert_eq!(metadata.http_tokens().map(|t| t.as_str()), Some("required"));
+        assert_eq!(metadata.http_put_response_hop_limit(), Some(1));
+        if role == "control-plane" {
+            zones.insert(
+                instance
+                    .placement()
+                    .and_then(|p| p.availability_zone())
+                    .unwrap_or("")
+                    .to_string(),
+            );
+        }
+    }
+    assert_eq!(
+        zones.len(),
+        3,
+        "one control-plane instance per zone: {zones:?}"
+    );
+
+    // The node spec each group's user-data names is in the store, with that hash.
+    let s3 = aws::s3_client().await;
+    let (bucket, prefix) = cluster
+        .state
+        .trim_start_matches("s3://")
+        .split_once('/')
+        .expect("prefix");
+    let key = format!("{prefix}/{}/nodes/nodes/spec.yaml", cluster.name);
+    let object = s3
+        .get_object()
+        .bucket(bucket)
+        .key(&key)
+        .send()
+        .await
+        .expect("node spec stored");
+    let body = object.body.collect().await.expect("body").into_bytes();
+    let hash = ballast_state::store::sha256_hex(&body);
+    let node = instances
+        .iter()
+        .find(|i| {
+            tags_of(i.tags())
+                .get("ballast.dev/instance-group")
+                .map(String::as_str)
+                == Some("nodes")
+        })
+        .expect("a node");
+    assert_eq!(
+        tags_of(node.tags()).get("ballast.dev/node-spec-hash"),
+        Some(&hash)
+    );
+    let text = String::from_utf8_lossy(&body);
+    assert!(
+        text.contains("apiServerEndpoint: api-build-example-com"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("key.pem"),
+        "a worker's spec names no private key: {text}"
+    );
+
+    // The API load balancer forwards to the control plane.
+    let elb = aws_sdk_elasticloadbalancingv2::Client::new(&aws::sdk_config().await);
+    let lbs = elb
+        .describe_load_balancers()
+        .names("api-build-example-com")
+        .send()
+        .await
+        .expect("lb");
+    assert_eq!(lbs.load_balancers().len(), 1);
+
+    // Apply, then plan again: nothing to do, and not one mutating call.
+    let out = cluster
+        .ballast()
+        .args(["update", "cluster", "--stats"])
+        .assert()
+        .success();
+    let output = out.get_output();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "No changes: the cluster's resources match its spec.\n"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("(0 mutating)"), "{stderr}");
+    // Applying a no-op changes nothing either.
+    cluster
+        .ballast()
+        .args(["update", "cluster", "--yes", "--stats"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("(0 mutating)"));
+    let counts = owned_counts(&cluster.name).await;
+    assert_eq!(
+        counts,
+        BTreeMap::from([
+            ("asg", 4),
+            ("igw", 1),
+            ("launch-template", 4),
+            ("route-table", 1),
+            ("security-group", 2),
+            ("subnet", 3),
+            ("vpc", 1),
+        ])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_changed_group_plans_only_its_own_launch_template() {
+    let cluster = Cluster::new("change").await;
+    cluster.create(&[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    cluster.replace(
+        &dir,
+        "apiVersion: ballast.dev/v1alpha1\nkind: InstanceGroup\nmetadata: {name: nodes}\n\
+         spec: {role: Node, machineType: m6i.large, minSize: 3, maxSize: 3}\n",
+    );
+    let plan = cluster.plan();
+    assert_eq!(
+        plan,
+        format!(
+            "  ~ LaunchTemplate nodes.{0}\n        instanceType: t3.medium -> m6i.large\n\n\
+             Plan: 0 to create, 1 to update, 0 to replace, 0 shared to tag, 0 to delete.\n",
+            cluster.name
+        ),
+        "a plan changes nothing: running it twice gives the same plan"
+    );
+    assert_eq!(cluster.plan(), plan);
+    cluster
+        .ballast()
+        .args(["update", "cluster", "--yes"])
+        .assert()
+        .success();
+    let after = cluster.plan();
+    assert!(after.starts_with("No changes"), "{after}");
+
+    // A new Kubernetes version changes every group's node spec and launch template, and the running instances
+    // are reported out of date.
+    let stored = cluster
+        .ballast()
+        .args(["get", "clusters", "-o", "yaml"])
+        .assert()
+        .success();
+    let yaml = String::from_utf8_lossy(&stored.get_output().stdout)
+        .replace("kubernetesVersion: 1.33.4", "kubernetesVersion: 1.33.5");
+    cluster.replace(&dir, &yaml);
+    let plan = cluster.plan();
+    for group in [
+        "control-plane-us-west-2a",
+        "control-plane-us-west-2b",
+        "control-plane-us-west-2c",
+        "nodes",
+    ] {
+        assert!(plan.contains(&format!("  ~ NodeSpec {group}\n")), "{plan}");
+        assert!(
+            plan.contains(&format!("  ~ LaunchTemplate {group}.{}\n", cluster.name)),
+            "{plan}"
+        );
+    }
+    assert!(plan.contains("Plan: 0 to create, 8 to update"), "{plan}");
+    let applied = cluster
+        .ballast()
+        .args(["update", "cluster", "--yes"])
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&applied.get_output().stdout).to_string();
+    assert!(
+        stdout.contains("Out of date: 3 instance(s) of nodes"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Out of date: 1 instance(s) of control-plane-us-west-2a"),
+        "{stdout}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn prune_removes_a_deleted_group() {
+    let cluster = Cluster::new("prune").await;
+    cluster.create(&[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    cluster
+        .ballast()
+        .args(["create", "-f"])
+        .arg({
+            let path = dir.path().join("gpu.yaml");
+            std::fs::write(
+                &path,
+                "apiVersion: ballast.dev/v1alpha1\nkind: InstanceGroup\nmetadata: {name: gpu}\nspec: {role: Node, minSize: 1}\n",
+            )
+            .expect("write");
+            path
+        })
+        .assert()
+        .success();
+    let plan = cluster.plan();
+    assert!(
+        plan.contains(&format!("  + AutoScalingGroup gpu.{}\n", cluster.name)),
+        "{plan}"
+    );
+    cluster
+        .ballast()
+        .args(["update", "cluster", "--yes"])
+        .assert()
+        .success();
+    assert_eq!(owned_counts(&cluster.name).await["asg"], 5);
+
+    cluster
+        .ballast()
+        .args(["delete", "ig", "gpu", "--yes"])
+        .assert()
+        .success();
+    let plan = cluster.plan();
+    assert!(
+        plan.contains(&format!(
+            "  - AutoScalingGroup gpu.{}   (only with --prune)",
+            cluster.name
+        )),
+        "{plan}"
+    );
+    assert!(
+        plan.contains(&format!("  - LaunchTemplate gpu.{}", cluster.name)),
+        "{plan}"
+    );
+    cluster
+        .ballast()
+        .args(["update", "cluster", "--yes"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("add --prune"));
+    assert_eq!(
+        owned_counts(&cluster.name).await["asg"],
+        5,
+        "kept without --prune"
+    );
+    cluster
+        .ballast()
+        .args(["update", "cluster", "--yes", "--prune"])
+        .assert()
+        .success();
+    let counts = owned_counts(&cluster.name).await;
+    assert_eq!((counts["asg"], counts["launch-template"]), (4, 4));
+    assert!(cluster.plan().starts_with("No changes"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interrupted_apply_converges_without_duplicates() {
+    let cluster = Cluster::new("interrupt").await;
+    cluster
+        .ballast()
+        .args(["create", "cluster", "--zones", ZONES])
+        .assert()
+        .success();
+    // Kill `update --yes` at several points of its run; every re-run adopts what the killed one made.
+    for delay_ms in [150u64, 400, 800] {
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("ballast"))
+            .args(["update", "cluster", "--yes"])
+            .env("BALLAST_STATE", &cluster.state)
+            .env("BALLAST_CLUSTER_NAME", &cluster.name)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    cluster
+        .ballast()
+        .args(["update", "cluster", "--yes"])
+        .assert()
+        .success();
+    assert!(cluster.plan().starts_with("No changes"));
+    let counts = owned_counts(&cluster.name).await;
+    assert_eq!(
+        counts,
+        BTreeMap::from([
+            ("asg", 4),
+            ("igw", 1),
+            ("launch-template", 4),
+            ("route-table", 1),
+            ("security-group", 2),
+            ("subnet", 3),
+            ("vpc", 1),
+        ]),
+        "no duplicates"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failures_name_the_resource_and_what_to_do() {
+    let cluster = Cluster::new("errors").await;
+    cluster
+        .ballast()
+        .args(["create", "cluster", "--zones", ZONES])
+        .assert()
+        .success();
+
+    // An unreachable endpoint.
+    cluster
+        .ballast()
+        .args(["update", "cluster"])
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        .env("AWS_MAX_ATTEMPTS", "1")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("state store read"))
+        .stderr(predicate::str::contains("cannot reach the S3 endpoint"));
+
+    // No credentials anywhere.
+    cluster
+        .ballast()
+        .args(["update", "cluster"])
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_CONFIG_FILE", "/nonexistent")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("no AWS credentials"));
+
+    // A subnet outside a shared VPC's range: AWS refuses it, and the message names the subnet.
+    let ec2 = aws_sdk_ec2::Client::new(&aws::sdk_config().await);
+    let vpc = ec2
+        .create_vpc()
+        .cidr_block("10.99.0.0/16")
+        .send()
+        .await
+        .expect("vpc");
+    let vpc_id = vpc.vpc().and_then(|v| v.vpc_id()).expect("id").to_string();
+    let shared = Cluster::new("shared").await;
+    shared
+        .ballast()
+        .args([
+            "create",
+            "cluster",
+            "--zones",
+            "us-west-2a",
+            "--network-id",
+            &vpc_id,
+            "--network-cidr",
+            "10.98.0.0/16",
+        ])
+        .assert()
+        .success();
+    shared
+        .ballast()
+        .args(["update", "cluster", "--yes"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(format!(
+            "Subnet us-west-2a.{}: CreateSubnet failed",
+            shared.name
+        )))
+        .stderr(predicate::str::contains("InvalidSubnet.Range"))
+        .stderr(predicate::str::contains("check spec.subnets"));
+    // The shared VPC was only tagged.
+    let vpcs = ec2
+        .describe_vpcs()
+        .vpc_ids(&vpc_id)
+        .send()
+        .await
+        .expect("vpc");
+    let tags = tags_of(vpcs.vpcs()[0].tags());
+    assert_eq!(
+        tags.get(&format!("kubernetes.io/cluster/{}", shared.name))
+            .map(String::as_str),
+        Some("shared")
+    );
+
+    // A file state store cannot serve nodes.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cmd = Command::cargo_bin("ballast").expect("binary");
+    cmd.env("BALLAST_STATE", format!("file://{}", dir.path().display()))
+        .args([
+            "create",
+            "cluster",
+            "--name",
+            "f.example.com",
+            "--zones",
+            "us-west-2a",
+            "--yes",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("needs an S3 state store"));
+    assert!(
+        std::fs::read_dir(dir.path())
+            .map(|d| d.count())
+            .unwrap_or(0)
+            == 0,
+        "nothing stored"
+    );
+}
