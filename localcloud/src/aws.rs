@@ -16,7 +16,8 @@ pub const EC2_SERVICE_USER: &str = "localcloud-ec2-service";
 /// exactly these through unauthenticated, and nothing more.
 pub const BOOTSTRAP_REQUESTS: u32 = 6;
 
-const ADMIN_POLICY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}"#;
+const ADMIN_POLICY: &str =
+    r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}"#;
 const EC2_SERVICE_POLICY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["sts:AssumeRole","iam:GetInstanceProfile"],"Resource":"*"}]}"#;
 
 /// SDK configuration for the emulator with static keys. Built by hand rather than through
@@ -34,7 +35,9 @@ pub fn sdk_config(endpoint: &str, region: &str, key: &AccessKey) -> SdkConfig {
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new(region.to_owned()))
         .endpoint_url(endpoint)
-        .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::new(credentials))
+        .credentials_provider(
+            aws_credential_types::provider::SharedCredentialsProvider::new(credentials),
+        )
         .build()
 }
 
@@ -71,7 +74,10 @@ pub enum IamBootstrapError {
 /// Creates the admin user and the EC2-service user with their policies and keys: exactly
 /// [`BOOTSTRAP_REQUESTS`] requests, made before the emulator starts enforcing IAM (their own signature is not
 /// checked then, so any key works).
-pub async fn bootstrap_iam(endpoint: &str, region: &str) -> Result<BootstrapKeys, IamBootstrapError> {
+pub async fn bootstrap_iam(
+    endpoint: &str,
+    region: &str,
+) -> Result<BootstrapKeys, IamBootstrapError> {
     let bootstrap_key = AccessKey {
         access_key_id: "bootstrap".into(),
         secret_access_key: "bootstrap".into(),
@@ -91,7 +97,9 @@ async fn make_user(
     name: &'static str,
     policy: &str,
 ) -> Result<AccessKey, IamBootstrapError> {
-    fn fail<E: std::error::Error + Send + Sync + 'static>(step: &'static str) -> impl Fn(E) -> IamBootstrapError {
+    fn fail<E: std::error::Error + Send + Sync + 'static>(
+        step: &'static str,
+    ) -> impl Fn(E) -> IamBootstrapError {
         move |e| IamBootstrapError::Call {
             step,
             message: error_chain(&e),

@@ -14,7 +14,9 @@ use crate::aws::{bootstrap_iam, IamBootstrapError, BOOTSTRAP_REQUESTS, EC2_SERVI
 use crate::emulator::{Emulator, EmulatorError, EmulatorOptions};
 use crate::process::{group_members, is_listening, kill_group, ProcessRecord};
 use crate::runner::{Runner, RunnerOptions, DEFAULT_POLL_INTERVAL};
-use crate::state::{now_rfc3339, CloudRecord, InstanceRecord, StateDir, StateError, DEFAULT_NETWORK_CIDR, REGION};
+use crate::state::{
+    now_rfc3339, CloudRecord, InstanceRecord, StateDir, StateError, DEFAULT_NETWORK_CIDR, REGION,
+};
 
 /// How long `up` waits for the runner to say it is ready (the emulator alone takes 2-5 s).
 const UP_TIMEOUT: Duration = Duration::from_secs(120);
@@ -108,7 +110,9 @@ pub enum LocalCloudError {
     #[error("nodeup binary not found at {0}: build it (cargo build -p nodeup) or pass --nodeup")]
     NodeupMissing(PathBuf),
     /// `run` found another live runner on the same state directory.
-    #[error("a local cloud is already running from {dir} (runner PID {pid}): `localcloud down` first")]
+    #[error(
+        "a local cloud is already running from {dir} (runner PID {pid}): `localcloud down` first"
+    )]
     AlreadyRunning { dir: PathBuf, pid: u32 },
     /// The background runner did not become ready.
     #[error("the local cloud did not start: {reason}\n--- last lines of {log} ---\n{tail}")]
@@ -158,6 +162,8 @@ pub fn main() -> i32 {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Logs usually go to files (the runner's, each instance's): colours only on a terminal.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match run_command(cli) {
         Ok(()) => 0,
@@ -178,7 +184,14 @@ fn run_command(cli: Cli) -> Result<(), LocalCloudError> {
         }
         Cmd::Status { output } => status(&state, output),
         Cmd::Logs { instance, follow } => logs(&state, &instance, follow),
-        Cmd::Down => down(&state),
+        Cmd::Down => {
+            let was_up = down(&state)?;
+            eprintln!(
+                "localcloud: {}",
+                if was_up { "down" } else { "already down" }
+            );
+            Ok(())
+        }
         Cmd::Run(args) => {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -224,8 +237,13 @@ fn up(state: &StateDir, args: &UpArgs) -> Result<(), LocalCloudError> {
         return Ok(());
     }
     let nodeup = nodeup_path(args.nodeup.as_deref())?;
+    if state.cloud_file().exists() || state.instances_dir().exists() {
+        // A previous cloud whose runner died without cleaning up (SIGKILL, reboot): stop what it left first.
+        down(state)?;
+    }
     let log_path = state.runner_log();
-    let log = std::fs::File::create(&log_path).map_err(io_err(format!("creating {}", log_path.display())))?;
+    let log = std::fs::File::create(&log_path)
+        .map_err(io_err(format!("creating {}", log_path.display())))?;
     let exe = std::env::current_exe().map_err(io_err("finding the localcloud binary"))?;
     let mut cmd = Command::new(exe);
     cmd.arg("--state-dir")
@@ -247,9 +265,15 @@ fn up(state: &StateDir, args: &UpArgs) -> Result<(), LocalCloudError> {
     }
     // SAFETY: setsid is async-signal-safe; nothing else runs between fork and exec.
     unsafe {
-        cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
     }
-    let mut child = cmd.spawn().map_err(io_err("starting the local cloud's runner"))?;
+    let mut child = cmd
+        .spawn()
+        .map_err(io_err("starting the local cloud's runner"))?;
     let stdout = child.stdout.take();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -280,7 +304,11 @@ fn up(state: &StateDir, args: &UpArgs) -> Result<(), LocalCloudError> {
     eprintln!(
         "localcloud: up: AWS emulator {} (IAM {}), runner PID {}, state in {}",
         record.endpoint,
-        if record.iam_enforced { "enforced" } else { "not enforced" },
+        if record.iam_enforced {
+            "enforced"
+        } else {
+            "not enforced"
+        },
         record.runner.pid,
         state.root().display()
     );
@@ -304,7 +332,10 @@ fn sh_quote(value: &str) -> String {
 pub fn env_exports(state: &StateDir, record: &CloudRecord) -> String {
     let vars = [
         ("AWS_ACCESS_KEY_ID", record.admin.access_key_id.as_str()),
-        ("AWS_SECRET_ACCESS_KEY", record.admin.secret_access_key.as_str()),
+        (
+            "AWS_SECRET_ACCESS_KEY",
+            record.admin.secret_access_key.as_str(),
+        ),
         ("AWS_REGION", record.region.as_str()),
         ("AWS_DEFAULT_REGION", record.region.as_str()),
         ("AWS_ENDPOINT_URL", record.endpoint.as_str()),
@@ -324,12 +355,10 @@ pub fn env_exports(state: &StateDir, record: &CloudRecord) -> String {
 async fn run(state: &StateDir, args: &RunArgs) -> Result<(), LocalCloudError> {
     state.create()?;
     if let Some(record) = running_cloud(state)? {
-        if record.runner.pid != std::process::id() {
-            return Err(LocalCloudError::AlreadyRunning {
-                dir: state.root().to_owned(),
-                pid: record.runner.pid,
-            });
-        }
+        return Err(LocalCloudError::AlreadyRunning {
+            dir: state.root().to_owned(),
+            pid: record.runner.pid,
+        });
     }
     let nodeup = nodeup_path(args.up.nodeup.as_deref())?;
     // Instance ids start over with a fresh emulator: the previous cloud's instance directories are stale.
@@ -351,10 +380,11 @@ async fn run(state: &StateDir, args: &RunArgs) -> Result<(), LocalCloudError> {
         Some(p) => p,
         None => crate::emulator::free_port().map_err(io_err("finding a free port for IMDS"))?,
     };
-    let runner_record = ProcessRecord::of(std::process::id()).ok_or_else(|| LocalCloudError::Io {
-        what: "reading our own /proc entry".into(),
-        source: std::io::Error::other("missing"),
-    })?;
+    let runner_record =
+        ProcessRecord::of(std::process::id()).ok_or_else(|| LocalCloudError::Io {
+            what: "reading our own /proc entry".into(),
+            source: std::io::Error::other("missing"),
+        })?;
     let record = CloudRecord {
         endpoint: endpoint.clone(),
         region: REGION.to_owned(),
@@ -385,7 +415,16 @@ async fn run(state: &StateDir, args: &RunArgs) -> Result<(), LocalCloudError> {
         let _ = writeln!(stdout, "ready {endpoint}");
         let _ = stdout.flush();
     }
-    runner.run(shutdown_signal(args.exit_with_stdin)).await;
+    let emulator_process = record.emulator;
+    let stop = async move {
+        tokio::select! {
+            () = shutdown_signal(args.exit_with_stdin) => {}
+            () = process_exit(emulator_process) => {
+                tracing::error!("the AWS emulator exited (see emulator.log): stopping the local cloud");
+            }
+        }
+    };
+    runner.run(stop).await;
     // Only forget the cloud if the record is still ours (a later `up` may have replaced it after a SIGKILL).
     if matches!(state.read_cloud(), Ok(r) if r.runner == runner_record) {
         state.remove_cloud()?;
@@ -393,6 +432,17 @@ async fn run(state: &StateDir, args: &RunArgs) -> Result<(), LocalCloudError> {
     drop(emulator);
     tracing::info!("local cloud stopped");
     Ok(())
+}
+
+/// Completes when `process` is gone (never when it is `None`). Without the emulator the cloud is useless, and a
+/// runner polling a dead endpoint forever would only hide that.
+async fn process_exit(process: Option<ProcessRecord>) {
+    let Some(process) = process else {
+        return std::future::pending().await;
+    };
+    while process.is_alive() {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// Completes on SIGTERM, SIGINT, or (with `exit_with_stdin`) EOF on stdin.
@@ -415,7 +465,10 @@ async fn shutdown_signal(exit_with_stdin: bool) {
             std::future::pending::<()>().await;
         }
     };
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         tracing::warn!("cannot listen for signals; stopping only on stdin EOF");
         eof.await;
         return;
@@ -449,7 +502,10 @@ fn status(state: &StateDir, output: Output) -> Result<(), LocalCloudError> {
         .map(|record| InstanceStatus {
             record,
             nodeup_alive: record.nodeup.is_some_and(|p| p.is_alive()),
-            processes: record.nodeup.map(|p| group_members(p.pid)).unwrap_or_default(),
+            processes: record
+                .nodeup
+                .map(|p| group_members(p.pid))
+                .unwrap_or_default(),
         })
         .collect();
     let runner_alive = cloud.as_ref().is_some_and(|c| c.runner.is_alive());
@@ -465,7 +521,10 @@ fn status(state: &StateDir, output: Output) -> Result<(), LocalCloudError> {
                 "emulator": cloud.as_ref().and_then(|c| c.emulator).map(|e| serde_json::json!({"pid": e.pid, "alive": e.is_alive()})),
                 "instances": instances,
             });
-            println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&value).unwrap_or_default()
+            );
         }
         Output::Table => {
             match &cloud {
@@ -500,12 +559,22 @@ fn status(state: &StateDir, output: Output) -> Result<(), LocalCloudError> {
                     i.record.availability_zone,
                     i.record.imds_endpoint,
                     i.record.autoscaling_group.as_deref().unwrap_or("-"),
-                    i.record.nodeup.map(|p| p.pid.to_string()).unwrap_or_else(|| "-".into()),
+                    i.record
+                        .nodeup
+                        .map(|p| p.pid.to_string())
+                        .unwrap_or_else(|| "-".into()),
                     alive(i.nodeup_alive),
                     if i.processes.is_empty() {
-                        i.record.nodeup_exit.clone().unwrap_or_else(|| "none".into())
+                        i.record
+                            .nodeup_exit
+                            .clone()
+                            .unwrap_or_else(|| "none".into())
                     } else {
-                        i.processes.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+                        i.processes
+                            .iter()
+                            .map(u32::to_string)
+                            .collect::<Vec<_>>()
+                            .join(",")
                     },
                 );
             }
@@ -524,10 +593,12 @@ fn alive(yes: bool) -> &'static str {
 
 fn logs(state: &StateDir, instance: &str, follow: bool) -> Result<(), LocalCloudError> {
     let path = state.instance_log(instance);
-    let mut file = std::fs::File::open(&path).map_err(|_| LocalCloudError::UnknownInstance(instance.to_owned()))?;
+    let mut file = std::fs::File::open(&path)
+        .map_err(|_| LocalCloudError::UnknownInstance(instance.to_owned()))?;
     let mut stdout = std::io::stdout().lock();
     loop {
-        std::io::copy(&mut file, &mut stdout).map_err(io_err(format!("reading {}", path.display())))?;
+        std::io::copy(&mut file, &mut stdout)
+            .map_err(io_err(format!("reading {}", path.display())))?;
         let _ = stdout.flush();
         if !follow {
             return Ok(());
@@ -539,7 +610,8 @@ fn logs(state: &StateDir, instance: &str, follow: bool) -> Result<(), LocalCloud
 
 /// `localcloud down`: SIGTERM to the runner (it powers instances off and its emulator exits with it), SIGKILL
 /// after a grace period, then by PID anything recorded that survived; then checks nothing listens any more.
-fn down(state: &StateDir) -> Result<(), LocalCloudError> {
+/// Returns whether there was a cloud to stop.
+fn down(state: &StateDir) -> Result<bool, LocalCloudError> {
     let cloud = match state.read_cloud() {
         Ok(r) => Some(r),
         Err(StateError::NotUp(_)) => None,
@@ -570,7 +642,8 @@ fn down(state: &StateDir) -> Result<(), LocalCloudError> {
     for r in &records {
         if let Some(p) = r.nodeup {
             // The leader's PID reused by another process: that group is not ours.
-            let recycled = crate::process::proc_stat(p.pid).is_some_and(|s| s.start_ticks != p.start_ticks);
+            let recycled =
+                crate::process::proc_stat(p.pid).is_some_and(|s| s.start_ticks != p.start_ticks);
             if !recycled && !group_members(p.pid).is_empty() {
                 let _ = kill_group(p.pid);
             }
@@ -610,9 +683,5 @@ fn down(state: &StateDir) -> Result<(), LocalCloudError> {
         return Err(LocalCloudError::Leftovers(leftovers.join("; ")));
     }
     state.remove_cloud()?;
-    eprintln!(
-        "localcloud: {}",
-        if cloud.is_some() { "down" } else { "already down" }
-    );
-    Ok(())
+    Ok(cloud.is_some())
 }

@@ -106,7 +106,10 @@ impl CredentialIssuer {
     }
 
     /// The role (name, ARN) in an instance profile.
-    async fn role_of(&self, profile: &InstanceProfileRef) -> Result<(String, String), CredentialsError> {
+    async fn role_of(
+        &self,
+        profile: &InstanceProfileRef,
+    ) -> Result<(String, String), CredentialsError> {
         let out = self
             .iam
             .get_instance_profile()
@@ -124,7 +127,11 @@ impl CredentialIssuer {
         Ok((role.role_name, role.arn))
     }
 
-    async fn assume(&self, role_arn: &str, session: &str) -> Result<RoleCredentials, CredentialsError> {
+    async fn assume(
+        &self,
+        role_arn: &str,
+        session: &str,
+    ) -> Result<RoleCredentials, CredentialsError> {
         let out = self
             .sts
             .assume_role()
@@ -173,7 +180,9 @@ pub struct ImdsServer {
 
 impl std::fmt::Debug for ImdsServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ImdsServer").field("addr", &self.addr).finish()
+        f.debug_struct("ImdsServer")
+            .field("addr", &self.addr)
+            .finish()
     }
 }
 
@@ -194,7 +203,9 @@ impl ImdsServer {
             credentials: tokio::sync::Mutex::new(None),
             credentials_updated: Mutex::new(None),
         });
-        let app = axum::Router::new().fallback(handle).with_state(shared.clone());
+        let app = axum::Router::new()
+            .fallback(handle)
+            .with_state(shared.clone());
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             let serve = axum::serve(listener, app).with_graceful_shutdown(async {
@@ -235,7 +246,10 @@ impl ImdsServer {
         self.stop();
         if let Some(task) = self.task.take() {
             let abort = task.abort_handle();
-            if tokio::time::timeout(Duration::from_millis(500), task).await.is_err() {
+            if tokio::time::timeout(Duration::from_millis(500), task)
+                .await
+                .is_err()
+            {
                 abort.abort();
             }
         }
@@ -266,7 +280,12 @@ fn status_only(status: StatusCode) -> Response {
     text(status, status.canonical_reason().unwrap_or("error"))
 }
 
-async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, headers: HeaderMap) -> Response {
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
     if headers.contains_key("x-forwarded-for") {
         return status_only(StatusCode::FORBIDDEN);
     }
@@ -308,7 +327,10 @@ fn issue_token(shared: &Shared, headers: &HeaderMap) -> Response {
     }
     (
         StatusCode::OK,
-        [("content-type", "text/plain"), (TTL_HEADER, &ttl.to_string())],
+        [
+            ("content-type", "text/plain"),
+            (TTL_HEADER, &ttl.to_string()),
+        ],
         token,
     )
         .into_response()
@@ -327,7 +349,9 @@ fn valid_token(shared: &Shared, headers: &HeaderMap) -> bool {
     let Ok(tokens) = shared.tokens.lock() else {
         return false;
     };
-    tokens.get(token).is_some_and(|expiry| *expiry > Instant::now())
+    tokens
+        .get(token)
+        .is_some_and(|expiry| *expiry > Instant::now())
 }
 
 async fn serve_get(shared: &Shared, path: &str) -> Response {
@@ -338,7 +362,11 @@ async fn serve_get(shared: &Shared, path: &str) -> Response {
     match path {
         "/latest/user-data" | "/latest/user-data/" => {
             return match meta.user_data {
-                Some(data) => (StatusCode::OK, [("content-type", "application/octet-stream")], Body::from(data))
+                Some(data) => (
+                    StatusCode::OK,
+                    [("content-type", "application/octet-stream")],
+                    Body::from(data),
+                )
                     .into_response(),
                 None => status_only(StatusCode::NOT_FOUND),
             }
@@ -351,8 +379,11 @@ async fn serve_get(shared: &Shared, path: &str) -> Response {
         return status_only(StatusCode::NOT_FOUND);
     };
     let rest = rest.trim_start_matches('/');
-    if let Some(key) = rest.strip_prefix("iam/") {
-        if let Some(response) = serve_iam(shared, &meta, key).await {
+    if let Some(key) = rest
+        .strip_prefix("iam")
+        .filter(|k| k.is_empty() || k.starts_with('/'))
+    {
+        if let Some(response) = serve_iam(shared, &meta, key.trim_start_matches('/')).await {
             return response;
         }
     }
@@ -391,6 +422,10 @@ fn metadata_tree(meta: &InstanceMetadata) -> BTreeMap<String, String> {
     put(&format!("{nic}/mac"), &meta.mac);
     put(&format!("{nic}/subnet-id"), &meta.subnet_id);
     put(&format!("{nic}/vpc-id"), &meta.vpc_id);
+    if meta.instance_profile.is_some() {
+        // Only for listings: `iam/...` is answered by `serve_iam`.
+        put("iam/info", "");
+    }
     if meta.tags.contains_key("aws:autoscaling:groupName") {
         put("autoscaling/target-lifecycle-state", "InService");
     }
@@ -408,7 +443,11 @@ fn lookup(tree: &BTreeMap<String, String>, path: &str) -> Response {
     if let Some(value) = tree.get(path) {
         return text(StatusCode::OK, value.clone());
     }
-    let prefix = if path.is_empty() { String::new() } else { format!("{path}/") };
+    let prefix = if path.is_empty() {
+        String::new()
+    } else {
+        format!("{path}/")
+    };
     let mut children: Vec<String> = Vec::new();
     for key in tree.keys().filter(|k| k.starts_with(&prefix)) {
         let rest = &key[prefix.len()..];
@@ -481,7 +520,10 @@ fn internal_error(instance_id: &str, e: &CredentialsError) -> Response {
     status_only(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
-async fn role_of(shared: &Shared, profile: &InstanceProfileRef) -> Result<(String, String), CredentialsError> {
+async fn role_of(
+    shared: &Shared,
+    profile: &InstanceProfileRef,
+) -> Result<(String, String), CredentialsError> {
     let mut cached = shared.role.lock().await;
     if let Some((arn, name, role_arn)) = cached.as_ref() {
         if *arn == profile.arn {
@@ -526,8 +568,11 @@ async fn credentials(
 
 fn rfc3339(t: SystemTime) -> String {
     // IMDS uses whole seconds with a `Z` suffix.
-    let t = time::OffsetDateTime::from(t).replace_nanosecond(0).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    t.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
+    let t = time::OffsetDateTime::from(t)
+        .replace_nanosecond(0)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
 }
 
 #[derive(Serialize)]
@@ -620,25 +665,37 @@ mod tests {
 
     async fn body(r: Response) -> (StatusCode, String) {
         let status = r.status();
-        let bytes = axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap_or_default();
+        let bytes = axum::body::to_bytes(r.into_body(), 1 << 20)
+            .await
+            .unwrap_or_default();
         (status, String::from_utf8_lossy(&bytes).into_owned())
     }
 
     #[tokio::test]
     async fn tree_serves_leaves_and_listings() {
         let tree = metadata_tree(&meta());
-        assert_eq!(body(lookup(&tree, "instance-id")).await, (StatusCode::OK, "i-1".into()));
+        assert_eq!(
+            body(lookup(&tree, "instance-id")).await,
+            (StatusCode::OK, "i-1".into())
+        );
         assert_eq!(
             body(lookup(&tree, "placement")).await,
             (StatusCode::OK, "availability-zone\nregion".into())
         );
-        assert_eq!(body(lookup(&tree, "tags/instance")).await, (StatusCode::OK, "Name".into()));
+        assert_eq!(
+            body(lookup(&tree, "tags/instance")).await,
+            (StatusCode::OK, "Name".into())
+        );
         let (status, listing) = body(lookup(&tree, "")).await;
         assert_eq!(status, StatusCode::OK);
         assert!(listing.lines().any(|l| l == "network/"), "{listing}");
         assert_eq!(body(lookup(&tree, "nope")).await.0, StatusCode::NOT_FOUND);
         assert_eq!(
-            body(lookup(&tree, "network/interfaces/macs/0a:00:00:00:00:01/subnet-id")).await,
+            body(lookup(
+                &tree,
+                "network/interfaces/macs/0a:00:00:00:00:01/subnet-id"
+            ))
+            .await,
             (StatusCode::OK, "subnet-1".into())
         );
     }
@@ -654,6 +711,9 @@ mod tests {
 
     #[test]
     fn rfc3339_has_whole_seconds() {
-        assert_eq!(rfc3339(SystemTime::UNIX_EPOCH + Duration::from_millis(1500)), "1970-01-01T00:00:01Z");
+        assert_eq!(
+            rfc3339(SystemTime::UNIX_EPOCH + Duration::from_millis(1500)),
+            "1970-01-01T00:00:01Z"
+        );
     }
 }

@@ -55,7 +55,10 @@ pub enum RunnerError {
 pub enum BootError {
     /// DescribeInstanceAttribute(userData) failed.
     #[error("reading the user-data of {instance_id}: {message}")]
-    UserData { instance_id: String, message: String },
+    UserData {
+        instance_id: String,
+        message: String,
+    },
     /// The instance's user-data is not valid base64.
     #[error("the user-data of {0} is not valid base64")]
     UserDataEncoding(String),
@@ -114,7 +117,8 @@ pub struct Runner {
 impl Runner {
     pub fn new(options: RunnerOptions) -> std::io::Result<Self> {
         let admin = crate::aws::sdk_config(&options.endpoint, &options.region, &options.admin);
-        let service = crate::aws::sdk_config(&options.endpoint, &options.region, &options.ec2_service);
+        let service =
+            crate::aws::sdk_config(&options.endpoint, &options.region, &options.ec2_service);
         Ok(Runner {
             ctx: Arc::new(Context {
                 ec2: aws_sdk_ec2::Client::new(&admin),
@@ -142,15 +146,22 @@ impl Runner {
                 }
             }
         }
-        tracing::info!(instances = self.booted.len(), "shutting down: powering every instance off");
+        tracing::info!(
+            instances = self.booted.len(),
+            "shutting down: powering every instance off"
+        );
         let ids: Vec<String> = self.booted.keys().cloned().collect();
-        self.power_off(ids, &HashMap::new(), "local cloud stopped", "cloud-down").await;
+        self.power_off(ids, &HashMap::new(), "local cloud stopped", "cloud-down")
+            .await;
     }
 
     /// One observation of EC2 and the actions it calls for.
     pub async fn poll(&mut self) -> Result<(), RunnerError> {
         let running = self.describe_running().await?;
-        let running_ids: HashSet<&str> = running.iter().filter_map(|(i, _)| i.instance_id()).collect();
+        let running_ids: HashSet<&str> = running
+            .iter()
+            .filter_map(|(i, _)| i.instance_id())
+            .collect();
 
         let gone: Vec<String> = self
             .booted
@@ -161,19 +172,25 @@ impl Runner {
         if !gone.is_empty() {
             // Only for the record: whether it stopped or terminated. Power goes off either way.
             let states = self.describe_states(&gone).await;
-            self.power_off(gone, &states, "instance left the running state", "gone").await;
+            self.power_off(gone, &states, "instance left the running state", "gone")
+                .await;
         }
 
         let now = Instant::now();
         self.retry_after.retain(|_, t| *t > now);
         let mut boots = tokio::task::JoinSet::new();
         for (instance, owner) in &running {
-            let Some(id) = instance.instance_id() else { continue };
+            let Some(id) = instance.instance_id() else {
+                continue;
+            };
             if let Some(booted) = self.booted.get_mut(id) {
                 // Tags and the instance profile may change while it runs.
-                booted
-                    .imds
-                    .update(metadata(instance, owner, booted.user_data.clone(), &self.ctx.options.region));
+                booted.imds.update(metadata(
+                    instance,
+                    owner,
+                    booted.user_data.clone(),
+                    &self.ctx.options.region,
+                ));
                 continue;
             }
             if self.retry_after.contains_key(id) {
@@ -192,11 +209,13 @@ impl Runner {
                         pid = booted.child.id(),
                         "instance booted"
                     );
-                    self.booted.insert(booted.record.instance_id.clone(), booted);
+                    self.booted
+                        .insert(booted.record.instance_id.clone(), booted);
                 }
                 Ok(Err((id, e))) => {
                     tracing::warn!(instance_id = %id, error = %e, "boot failed; retrying later");
-                    self.retry_after.insert(id, Instant::now() + BOOT_RETRY_DELAY);
+                    self.retry_after
+                        .insert(id, Instant::now() + BOOT_RETRY_DELAY);
                 }
                 Err(e) => tracing::warn!(error = %e, "boot task failed"),
             }
@@ -224,7 +243,13 @@ impl Runner {
 
     /// Kills the process groups of `ids` at once, then closes their IMDS endpoints and records it.
     /// `states` holds the EC2 state of each instance when known, else `default_state` is recorded.
-    async fn power_off(&mut self, ids: Vec<String>, states: &HashMap<String, String>, why: &str, default_state: &str) {
+    async fn power_off(
+        &mut self,
+        ids: Vec<String>,
+        states: &HashMap<String, String>,
+        why: &str,
+        default_state: &str,
+    ) {
         let off: Vec<Booted> = ids.iter().filter_map(|id| self.booted.remove(id)).collect();
         // First every SIGKILL, so that no instance outlives another one's slower teardown.
         for b in &off {
@@ -248,10 +273,15 @@ impl Runner {
                 (record, status)
             })
             .await;
-            let Ok((record, status)) = status else { continue };
+            let Ok((record, status)) = status else {
+                continue;
+            };
             let mut record = record;
             let id = record.instance_id.clone();
-            record.state = states.get(&id).cloned().unwrap_or_else(|| default_state.to_owned());
+            record.state = states
+                .get(&id)
+                .cloned()
+                .unwrap_or_else(|| default_state.to_owned());
             record.stopped_at = Some(now_rfc3339());
             if record.nodeup_exit.is_none() {
                 record.nodeup_exit = Some(match status {
@@ -275,7 +305,12 @@ impl Runner {
                 .ctx
                 .ec2
                 .describe_instances()
-                .filters(Filter::builder().name("instance-state-name").values("running").build())
+                .filters(
+                    Filter::builder()
+                        .name("instance-state-name")
+                        .values("running")
+                        .build(),
+                )
                 .set_next_token(token.take())
                 .send()
                 .await
@@ -308,22 +343,33 @@ impl Runner {
                 for instance in out.reservations().iter().flat_map(|r| r.instances()) {
                     if let (Some(id), Some(state)) = (
                         instance.instance_id(),
-                        instance.state().and_then(|s| s.name()).map(|n| n.as_str().to_owned()),
+                        instance
+                            .state()
+                            .and_then(|s| s.name())
+                            .map(|n| n.as_str().to_owned()),
                     ) {
                         states.insert(id.to_owned(), state);
                     }
                 }
             }
-            Err(e) => tracing::debug!(error = %crate::aws::error_chain(&e), "describing stopped instances"),
+            Err(e) => {
+                tracing::debug!(error = %crate::aws::error_chain(&e), "describing stopped instances")
+            }
         }
         states
     }
 }
 
 /// Boots one instance: user-data, IMDS endpoint, root directory, nodeup.
-async fn boot(ctx: Arc<Context>, instance: Instance, owner: String) -> Result<Booted, (String, BootError)> {
+async fn boot(
+    ctx: Arc<Context>,
+    instance: Instance,
+    owner: String,
+) -> Result<Booted, (String, BootError)> {
     let id = instance.instance_id().unwrap_or_default().to_owned();
-    boot_inner(&ctx, &instance, &owner).await.map_err(|e| (id, e))
+    boot_inner(&ctx, &instance, &owner)
+        .await
+        .map_err(|e| (id, e))
 }
 
 async fn boot_inner(ctx: &Context, instance: &Instance, owner: &str) -> Result<Booted, BootError> {
@@ -384,7 +430,10 @@ async fn boot_inner(ctx: &Context, instance: &Instance, owner: &str) -> Result<B
         // An instance has none of the operator's environment: in particular no AWS keys or profiles, so that the
         // SDK's default chain reaches the IMDS credentials of the instance's role.
         .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into()))
+        .env(
+            "PATH",
+            std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into()),
+        )
         .env("HOME", &root)
         .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.endpoint())
         .env("AWS_ENDPOINT_URL", &options.endpoint)
@@ -394,11 +443,15 @@ async fn boot_inner(ctx: &Context, instance: &Instance, owner: &str) -> Result<B
             cmd.env(passthrough, v);
         }
     }
-    let child = ctx.spawner.spawn(cmd).await.map_err(|source| BootError::Spawn {
-        instance_id: id.clone(),
-        nodeup: options.nodeup.clone(),
-        source,
-    })?;
+    let child = ctx
+        .spawner
+        .spawn(cmd)
+        .await
+        .map_err(|source| BootError::Spawn {
+            instance_id: id.clone(),
+            nodeup: options.nodeup.clone(),
+            source,
+        })?;
 
     let record = InstanceRecord {
         instance_id: id.clone(),
@@ -444,7 +497,11 @@ async fn read_user_data(ec2: &aws_sdk_ec2::Client, id: &str) -> Result<Option<Ve
             instance_id: id.to_owned(),
             message: crate::aws::error_chain(&e),
         })?;
-    let Some(encoded) = out.user_data.and_then(|v| v.value).filter(|v| !v.is_empty()) else {
+    let Some(encoded) = out
+        .user_data
+        .and_then(|v| v.value)
+        .filter(|v| !v.is_empty())
+    else {
         return Ok(None);
     };
     base64::engine::general_purpose::STANDARD
@@ -454,7 +511,12 @@ async fn read_user_data(ec2: &aws_sdk_ec2::Client, id: &str) -> Result<Option<Ve
 }
 
 /// What the instance's IMDS serves, from its DescribeInstances entry.
-fn metadata(instance: &Instance, owner: &str, user_data: Option<Vec<u8>>, region: &str) -> InstanceMetadata {
+fn metadata(
+    instance: &Instance,
+    owner: &str,
+    user_data: Option<Vec<u8>>,
+    region: &str,
+) -> InstanceMetadata {
     let s = |v: Option<&str>| v.unwrap_or_default().to_owned();
     let id = s(instance.instance_id());
     let private_ip = s(instance.private_ip_address());
@@ -467,11 +529,21 @@ fn metadata(instance: &Instance, owner: &str, user_data: Option<Vec<u8>>, region
         .private_dns_name()
         .filter(|n| !n.is_empty())
         .map(str::to_owned)
-        .unwrap_or_else(|| format!("ip-{}.{region}.compute.internal", private_ip.replace('.', "-")));
+        .unwrap_or_else(|| {
+            format!(
+                "ip-{}.{region}.compute.internal",
+                private_ip.replace('.', "-")
+            )
+        });
     let tags: BTreeMap<String, String> = instance
         .tags()
         .iter()
-        .filter_map(|t| Some((t.key()?.to_owned(), t.value().unwrap_or_default().to_owned())))
+        .filter_map(|t| {
+            Some((
+                t.key()?.to_owned(),
+                t.value().unwrap_or_default().to_owned(),
+            ))
+        })
         .collect();
     InstanceMetadata {
         account_id: owner.to_owned(),
@@ -493,7 +565,10 @@ fn metadata(instance: &Instance, owner: &str, user_data: Option<Vec<u8>>, region
             .unwrap_or_else(|| "x86_64".into()),
         launch_time: instance
             .launch_time()
-            .and_then(|t| t.fmt(aws_sdk_ec2::primitives::DateTimeFormat::DateTime).ok())
+            .and_then(|t| {
+                t.fmt(aws_sdk_ec2::primitives::DateTimeFormat::DateTime)
+                    .ok()
+            })
             .unwrap_or_default(),
         tags,
         user_data,
@@ -513,5 +588,8 @@ fn synthetic_mac(id: &str) -> String {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
     let b = hash.to_be_bytes();
-    format!("0a:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4])
+    format!(
+        "0a:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        b[0], b[1], b[2], b[3], b[4]
+    )
 }

@@ -32,7 +32,9 @@ pub const STATE_DIR_ENV: &str = "BALLAST_LOCALCLOUD_DIR";
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
     /// Neither `--state-dir`, `BALLAST_LOCALCLOUD_DIR`, `XDG_STATE_HOME` nor `HOME` is set.
-    #[error("no state directory: pass --state-dir or set {STATE_DIR_ENV} (HOME is not set either)")]
+    #[error(
+        "no state directory: pass --state-dir or set {STATE_DIR_ENV} (HOME is not set either)"
+    )]
     NoStateDir,
     /// No local cloud was started with this state directory.
     #[error("no local cloud in {0} (run `localcloud up` first)")]
@@ -172,21 +174,27 @@ impl StateDir {
         self.instance_dir(instance_id).join("nodeup.log")
     }
 
-    /// Creates the directory (and parents).
+    /// Creates the directory (and parents), readable by its owner only: it holds the admin keys.
     pub fn create(&self) -> Result<(), StateError> {
-        std::fs::create_dir_all(&self.root).map_err(|source| StateError::Io {
+        use std::os::unix::fs::PermissionsExt;
+        let err = |source| StateError::Io {
             what: "creating the state directory",
             path: self.root.clone(),
             source,
-        })
+        };
+        std::fs::create_dir_all(&self.root).map_err(err)?;
+        std::fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o700)).map_err(err)
     }
 
     /// The record of the running (or last) local cloud.
     pub fn read_cloud(&self) -> Result<CloudRecord, StateError> {
         let path = self.cloud_file();
         match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| StateError::Corrupt { path, source }),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(StateError::NotUp(self.root.clone())),
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|source| StateError::Corrupt { path, source }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                Err(StateError::NotUp(self.root.clone()))
+            }
             Err(source) => Err(StateError::Io {
                 what: "reading",
                 path,
@@ -220,7 +228,11 @@ impl StateDir {
             path: dir,
             source,
         })?;
-        write_json(&self.instance_record_file(&record.instance_id), record, false)
+        write_json(
+            &self.instance_record_file(&record.instance_id),
+            record,
+            false,
+        )
     }
 
     pub fn read_instance(&self, instance_id: &str) -> Result<InstanceRecord, StateError> {
@@ -286,7 +298,8 @@ fn write_json<T: Serialize>(path: &Path, value: &T, private: bool) -> Result<(),
         path: path.to_owned(),
         source,
     };
-    let data = serde_json::to_vec_pretty(value).map_err(|e| io_err("serializing", io::Error::other(e)))?;
+    let data =
+        serde_json::to_vec_pretty(value).map_err(|e| io_err("serializing", io::Error::other(e)))?;
     let tmp = path.with_extension("json.tmp");
     let mut file = std::fs::OpenOptions::new()
         .write(true)

@@ -2,3 +2,5 @@
 //! test fails (Drop guards; the emulator also exits when its parent test process does).
 
 pub mod aws;
+pub mod image;
+pub mod localcloud;

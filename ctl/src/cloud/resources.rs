@@ -66,6 +66,34 @@ impl Run<'_> {
         filter(&format!("tag:{}", ownership_tag(self.cluster())), "owned")
     }
 
+    /// The cluster's launch templates, every page of them.
+    async fn owned_launch_templates(&self) -> Result<Vec<ec2::LaunchTemplate>, UpdateError> {
+        let ec2c = &self.cloud.ec2;
+        let mut templates = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let page = call(
+                &format!("launch templates of {}", self.cluster()),
+                "DescribeLaunchTemplates",
+                || {
+                    // The largest page AWS allows; the emulator also never returns a NextToken past it.
+                    ec2c.describe_launch_templates()
+                        .filters(self.owned_filter())
+                        .max_results(200)
+                        .set_next_token(token.clone())
+                        .send()
+                },
+            )
+            .await?;
+            templates.extend(page.launch_templates().iter().cloned());
+            token = page.next_token().map(str::to_string);
+            if token.is_none() {
+                break;
+            }
+        }
+        Ok(templates)
+    }
+
     fn tags_named(&self, name: &str) -> BTreeMap<String, String> {
         let mut tags = self.model.tags.clone();
         tags.insert("Name".to_string(), name.to_string());
@@ -1091,19 +1119,8 @@ impl Run<'_> {
     // ---- launch templates ---------------------------------------------------------------------------------
 
     pub async fn launch_templates(&mut self) -> Result<(), UpdateError> {
-        let ec2c = &self.cloud.ec2;
-        let out = call(
-            &format!("launch templates of {}", self.cluster()),
-            "DescribeLaunchTemplates",
-            || {
-                ec2c.describe_launch_templates()
-                    .filters(self.owned_filter())
-                    .send()
-            },
-        )
-        .await?;
-        let actual: BTreeMap<String, ec2::LaunchTemplate> = out
-            .launch_templates()
+        let templates = self.owned_launch_templates().await?;
+        let actual: BTreeMap<String, ec2::LaunchTemplate> = templates
             .iter()
             .map(|t| {
                 (
@@ -1419,19 +1436,28 @@ impl Run<'_> {
             .iter()
             .map(|g| g.resource_name.clone())
             .collect();
-        let out = call(
-            &format!("auto scaling groups of {}", self.cluster()),
-            "DescribeAutoScalingGroups",
-            || {
-                client
-                    .describe_auto_scaling_groups()
-                    .set_auto_scaling_group_names(Some(names.clone()))
-                    .send()
-            },
-        )
-        .await?;
-        let actual: BTreeMap<String, asg::AutoScalingGroup> = out
-            .auto_scaling_groups()
+        let mut found: Vec<asg::AutoScalingGroup> = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let page = call(
+                &format!("auto scaling groups of {}", self.cluster()),
+                "DescribeAutoScalingGroups",
+                || {
+                    client
+                        .describe_auto_scaling_groups()
+                        .set_auto_scaling_group_names(Some(names.clone()))
+                        .set_next_token(token.clone())
+                        .send()
+                },
+            )
+            .await?;
+            found.extend(page.auto_scaling_groups().iter().cloned());
+            token = page.next_token().map(str::to_string);
+            if token.is_none() {
+                break;
+            }
+        }
+        let actual: BTreeMap<String, asg::AutoScalingGroup> = found
             .iter()
             .map(|g| {
                 (
@@ -1638,18 +1664,9 @@ impl Run<'_> {
     pub async fn leftovers(&mut self) -> Result<(), UpdateError> {
         let ec2c = &self.cloud.ec2;
         let wanted: BTreeSet<String> = self.model.groups.iter().map(|g| g.name.clone()).collect();
-        let out = call(
-            &format!("launch templates of {}", self.cluster()),
-            "DescribeLaunchTemplates",
-            || {
-                ec2c.describe_launch_templates()
-                    .filters(self.owned_filter())
-                    .send()
-            },
-        )
-        .await?;
+        let templates = self.owned_launch_templates().await?;
         let mut stale: Vec<(String, String, Option<String>)> = Vec::new();
-        for template in out.launch_templates() {
+        for template in &templates {
             let tags = tag_map(template.tags());
             if let Some(group) = tags.get(GROUP_TAG) {
                 if !wanted.contains(group) {

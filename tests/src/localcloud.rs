@@ -1,0 +1,541 @@
+//! A whole local cloud per test: `localcloud run --exit-with-stdin` in a temporary state directory, on free
+//! ports, with its own emulator, runner and instances.
+//!
+//! Teardown is layered so that nothing outlives a test, however it ends:
+//! - [`LocalCloud`]'s `Drop` closes the runner's stdin (it powers every instance off and stops its emulator),
+//!   waits, then SIGKILLs the runner and any recorded instance process group that is left;
+//! - if the test process dies without unwinding (SIGKILL, abort), the kernel closes that stdin pipe: the runner
+//!   sees EOF and does the same; its nodeup children also carry PDEATHSIG=SIGKILL and the emulator watches its own
+//!   stdin, held by the runner.
+//!
+//! A failing test keeps its state directory (logs of the runner, emulator and every instance) and prints where.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use localcloud::process::{group_members, kill_group, ProcessRecord};
+use localcloud::state::{CloudRecord, InstanceRecord, StateDir};
+use nodeup::identity::IdentityReport;
+
+/// How long a local cloud may take to be ready (the emulator alone: 2-5 s on a busy 2-core machine).
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The binaries under test.
+#[derive(Debug)]
+pub struct Binaries {
+    pub localcloud: PathBuf,
+    pub nodeup: PathBuf,
+}
+
+/// `localcloud` and `nodeup`, built once per test process.
+///
+/// Cargo builds only the tested package's own binaries for its integration tests, and these live in other
+/// packages; so the harness runs `cargo build -p localcloud -p nodeup` (a no-op when they are fresh, which keeps
+/// tests from running stale binaries) into the target directory the tests themselves were built in. Its output
+/// shows in the test output, e.g. "Blocking waiting for file lock" while another cargo builds.
+/// `BALLAST_BIN_DIR` overrides this with a directory holding both (e.g. prebuilt release binaries).
+pub fn binaries() -> &'static Binaries {
+    static BINS: OnceLock<Binaries> = OnceLock::new();
+    BINS.get_or_init(|| {
+        let dir = match std::env::var_os("BALLAST_BIN_DIR") {
+            Some(dir) => PathBuf::from(dir),
+            None => build_binaries(),
+        };
+        let bins = Binaries {
+            localcloud: dir.join("localcloud"),
+            nodeup: dir.join("nodeup"),
+        };
+        for bin in [&bins.localcloud, &bins.nodeup] {
+            assert!(bin.is_file(), "{} does not exist", bin.display());
+        }
+        bins
+    })
+}
+
+fn build_binaries() -> PathBuf {
+    // The test executable is TARGET/PROFILE/deps/NAME-HASH.
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test executable lives in TARGET/PROFILE/deps")
+        .to_owned();
+    let target_dir = profile_dir
+        .parent()
+        .expect("TARGET/PROFILE has a parent")
+        .to_owned();
+    let profile = profile_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("a UTF-8 profile directory name");
+    let profile = if profile == "debug" { "dev" } else { profile };
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+    let status = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "-p",
+            "localcloud",
+            "-p",
+            "nodeup",
+            "--bins",
+            "--profile",
+            profile,
+        ])
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .status()
+        .expect("running cargo build for localcloud and nodeup");
+    assert!(
+        status.success(),
+        "cargo build -p localcloud -p nodeup failed: {status}"
+    );
+    profile_dir
+}
+
+/// Options of a test's local cloud.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Turn IAM enforcement off.
+    pub no_iam: bool,
+    /// Run this instead of nodeup on every instance (e.g. a wrapper script that adds child processes).
+    pub nodeup: Option<PathBuf>,
+    pub poll_interval_ms: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            no_iam: false,
+            nodeup: None,
+            poll_interval_ms: 100,
+        }
+    }
+}
+
+/// A running local cloud, stopped when dropped.
+pub struct LocalCloud {
+    child: Option<Child>,
+    stdin: Option<ChildStdin>,
+    pub state: StateDir,
+    pub record: CloudRecord,
+    dir: Option<tempfile::TempDir>,
+}
+
+impl std::fmt::Debug for LocalCloud {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalCloud")
+            .field("state", &self.state.root())
+            .finish()
+    }
+}
+
+/// Panics unless the emulator's venv exists: tests that need it fail loudly, never skip.
+pub fn require_emulator_venv() {
+    let python = localcloud::emulator::python_path();
+    assert!(
+        python.exists(),
+        "the AWS emulator's venv is missing ({} does not exist): run tools/install-deps, or set {} to a venv's \
+         python with moto[server]==5.2.5",
+        python.display(),
+        localcloud::emulator::PYTHON_ENV
+    );
+}
+
+impl LocalCloud {
+    pub fn start() -> Self {
+        Self::start_with(Options::default())
+    }
+
+    pub fn start_with(options: Options) -> Self {
+        require_emulator_venv();
+        let bins = binaries();
+        let dir = tempfile::Builder::new()
+            .prefix("ballast-localcloud-")
+            .tempdir()
+            .expect("a temporary state directory");
+        let state = StateDir::new(dir.path());
+        let log = std::fs::File::create(state.runner_log()).expect("creating the runner's log");
+        let mut cmd = Command::new(&bins.localcloud);
+        cmd.arg("--state-dir")
+            .arg(state.root())
+            .arg("run")
+            .arg("--exit-with-stdin")
+            .arg("--poll-interval-ms")
+            .arg(options.poll_interval_ms.to_string())
+            .arg("--nodeup")
+            .arg(options.nodeup.as_ref().unwrap_or(&bins.nodeup))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log);
+        if options.no_iam {
+            cmd.arg("--no-iam");
+        }
+        let mut child = cmd.spawn().expect("spawning localcloud run");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut cloud = LocalCloud {
+            child: Some(child),
+            stdin,
+            state: state.clone(),
+            record: placeholder_record(),
+            dir: Some(dir),
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        match rx.recv_timeout(READY_TIMEOUT) {
+            Ok(line) if line.starts_with("ready ") => {}
+            other => panic!(
+                "the local cloud did not start ({other:?}); runner log:\n{}\nemulator log tail:\n{}",
+                std::fs::read_to_string(state.runner_log()).unwrap_or_default(),
+                tail(&state.emulator_log(), 30),
+            ),
+        }
+        cloud.record = state.read_cloud().expect("the runner's record after ready");
+        cloud
+    }
+
+    /// SDK configuration with the operator's (admin) keys.
+    pub fn sdk_config(&self) -> aws_config::SdkConfig {
+        localcloud::aws::sdk_config(
+            &self.record.endpoint,
+            &self.record.region,
+            &self.record.admin,
+        )
+    }
+
+    pub fn ec2(&self) -> aws_sdk_ec2::Client {
+        aws_sdk_ec2::Client::new(&self.sdk_config())
+    }
+
+    pub fn autoscaling(&self) -> aws_sdk_autoscaling::Client {
+        aws_sdk_autoscaling::Client::new(&self.sdk_config())
+    }
+
+    pub fn iam(&self) -> aws_sdk_iam::Client {
+        aws_sdk_iam::Client::new(&self.sdk_config())
+    }
+
+    /// Every instance the runner booted, oldest first.
+    pub fn instances(&self) -> Vec<InstanceRecord> {
+        self.state
+            .read_instances()
+            .expect("reading instance records")
+    }
+
+    /// Instances the runner has booted and not powered off.
+    pub fn powered_on(&self) -> Vec<InstanceRecord> {
+        self.instances()
+            .into_iter()
+            .filter(|r| r.stopped_at.is_none())
+            .collect()
+    }
+
+    /// The record of an instance, once the runner booted it.
+    pub fn try_instance(&self, id: &str) -> Option<InstanceRecord> {
+        self.state.read_instance(id).ok()
+    }
+
+    /// The record of an instance the runner booted.
+    pub fn instance(&self, id: &str) -> InstanceRecord {
+        self.state.read_instance(id).expect("an instance record")
+    }
+
+    /// What nodeup wrote under the instance's root, once it has.
+    pub fn identity(&self, record: &InstanceRecord) -> Option<IdentityReport> {
+        IdentityReport::read(&record.root)
+    }
+
+    /// Polls `check` every 50 ms until it returns `Some`, or panics after `timeout` with `what` and the state.
+    pub async fn wait_for<T>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut check: impl FnMut(&Self) -> Option<T>,
+    ) -> T {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(v) = check(self) {
+                return v;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "timed out after {timeout:?} waiting for {what}; instances:\n{:#?}",
+                    self.instances()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until exactly `n` instances are powered on and every one's nodeup has written its identity.
+    pub async fn wait_for_booted(
+        &self,
+        n: usize,
+        timeout: Duration,
+    ) -> Vec<(InstanceRecord, IdentityReport)> {
+        self.wait_for(
+            &format!("{n} booted instances with an identity file"),
+            timeout,
+            |c| {
+                let on = c.powered_on();
+                if on.len() != n {
+                    return None;
+                }
+                on.into_iter()
+                    .map(|r| c.identity(&r).map(|i| (r, i)))
+                    .collect::<Option<Vec<_>>>()
+            },
+        )
+        .await
+    }
+
+    /// Runs `localcloud ARGS --state-dir DIR` and returns (success, stdout, stderr).
+    pub fn cli(&self, args: &[&str]) -> (bool, String, String) {
+        run_cli(self.state.root(), args)
+    }
+
+    /// Stops the cloud now; returns what survived (empty when the teardown was clean).
+    pub fn shutdown(&mut self) -> Vec<String> {
+        let mut leftovers = Vec::new();
+        // EOF on its stdin: the runner powers instances off, its emulator exits with it.
+        drop(self.stdin.take());
+        if let Some(mut child) = self.child.take() {
+            let deadline = Instant::now() + Duration::from_secs(15);
+            loop {
+                match child.try_wait() {
+                    Ok(Some(_)) => break,
+                    Ok(None) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(20))
+                    }
+                    _ => {
+                        leftovers.push(format!("runner {} ignored stdin EOF: killed", child.id()));
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some(emulator) = self.record.emulator {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while emulator.is_alive() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if emulator.signal(nix::sys::signal::Signal::SIGKILL) {
+                leftovers.push(format!(
+                    "emulator {} outlived the runner: killed",
+                    emulator.pid
+                ));
+            }
+        }
+        for record in self.state.read_instances().unwrap_or_default() {
+            if let Some(p) = record.nodeup {
+                let members = group_members(p.pid);
+                if !members.is_empty() {
+                    leftovers.push(format!(
+                        "{}: processes {members:?} outlived the runner: killed",
+                        record.instance_id
+                    ));
+                    let _ = kill_group(p.pid);
+                }
+            }
+        }
+        leftovers
+    }
+
+    /// The state directory (kept after the test when it failed).
+    pub fn dir(&self) -> &Path {
+        self.state.root()
+    }
+}
+
+impl Drop for LocalCloud {
+    fn drop(&mut self) {
+        let leftovers = self.shutdown();
+        if !leftovers.is_empty() {
+            eprintln!("local cloud teardown: {}", leftovers.join("; "));
+        }
+        if std::thread::panicking() {
+            if let Some(dir) = self.dir.take() {
+                let kept = dir.keep();
+                eprintln!("local cloud state (logs) kept in {}", kept.display());
+            }
+        }
+    }
+}
+
+fn placeholder_record() -> CloudRecord {
+    CloudRecord {
+        endpoint: String::new(),
+        region: String::new(),
+        network_cidr: String::new(),
+        iam_enforced: false,
+        admin: localcloud::state::AccessKey {
+            access_key_id: String::new(),
+            secret_access_key: String::new(),
+        },
+        imds_port: 0,
+        runner: ProcessRecord {
+            pid: 0,
+            start_ticks: 0,
+        },
+        emulator: None,
+        nodeup: PathBuf::new(),
+        started_at: String::new(),
+    }
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Runs the `localcloud` binary with `--state-dir DIR ARGS`: (success, stdout, stderr).
+pub fn run_cli(state_dir: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(&binaries().localcloud)
+        .arg("--state-dir")
+        .arg(state_dir)
+        .args(args)
+        .env_remove("BALLAST_LOCALCLOUD_DIR")
+        .output()
+        .expect("running localcloud");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A raw HTTP/1.1 exchange (no client library: the tests need to send exactly the headers IMDS judges).
+/// Returns (status, body), or the connection error.
+pub fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n"
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes())?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response)?;
+    let text = String::from_utf8_lossy(&response);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {text:?}")))?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+/// `ip:port` of an `http://ip:port` endpoint.
+pub fn endpoint_addr(endpoint: &str) -> SocketAddr {
+    endpoint
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap_or_else(|e| panic!("{endpoint} is not http://IP:PORT: {e}"))
+}
+
+/// A network for one test: a VPC `127.N.0.0/16` with one subnet per AZ (`127.N.K.0/24`, K = 1..).
+/// Each test uses its own N, so parallel tests' instances never share a private IP.
+#[derive(Debug, Clone)]
+pub struct Network {
+    pub vpc_id: String,
+    /// (subnet id, AZ), in AZ order.
+    pub subnets: Vec<(String, String)>,
+}
+
+impl Network {
+    pub async fn create(ec2: &aws_sdk_ec2::Client, second_octet: u8, azs: &[&str]) -> Self {
+        let vpc_id = ec2
+            .create_vpc()
+            .cidr_block(format!("127.{second_octet}.0.0/16"))
+            .send()
+            .await
+            .expect("CreateVpc")
+            .vpc
+            .and_then(|v| v.vpc_id)
+            .expect("a VPC id");
+        let mut subnets = Vec::new();
+        for (k, az) in azs.iter().enumerate() {
+            let id = ec2
+                .create_subnet()
+                .vpc_id(&vpc_id)
+                .cidr_block(format!("127.{second_octet}.{}.0/24", k + 1))
+                .availability_zone(*az)
+                .send()
+                .await
+                .expect("CreateSubnet")
+                .subnet
+                .and_then(|s| s.subnet_id)
+                .expect("a subnet id");
+            subnets.push((id, (*az).to_owned()));
+        }
+        Network { vpc_id, subnets }
+    }
+
+    pub fn subnet_ids(&self) -> Vec<String> {
+        self.subnets.iter().map(|(id, _)| id.clone()).collect()
+    }
+}
+
+/// Creates a role that EC2 may assume (trust: `ec2.amazonaws.com`, as Ballast's node roles), with one inline
+/// policy, and an instance profile of the same name holding it. Returns the profile's name.
+pub async fn create_instance_role(iam: &aws_sdk_iam::Client, name: &str, policy: &str) -> String {
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+    iam.create_role()
+        .role_name(name)
+        .assume_role_policy_document(trust)
+        .send()
+        .await
+        .expect("CreateRole");
+    iam.put_role_policy()
+        .role_name(name)
+        .policy_name(name)
+        .policy_document(policy)
+        .send()
+        .await
+        .expect("PutRolePolicy");
+    iam.create_instance_profile()
+        .instance_profile_name(name)
+        .send()
+        .await
+        .expect("CreateInstanceProfile");
+    iam.add_role_to_instance_profile()
+        .instance_profile_name(name)
+        .role_name(name)
+        .send()
+        .await
+        .expect("AddRoleToInstanceProfile");
+    name.to_owned()
+}
+
+/// PIDs of the live processes in an instance's process group.
+pub fn instance_processes(record: &InstanceRecord) -> Vec<u32> {
+    record
+        .nodeup
+        .map(|p| group_members(p.pid))
+        .unwrap_or_default()
+}
