@@ -460,8 +460,49 @@ def patch_trust_policy_principals(ec2_service_user: str | None) -> None:
     IAMPolicyStatement.is_action_permitted = is_action_permitted
 
 
+def patch_signature_of_form_encoded_bodies() -> None:
+    """SigV4 checks of query-protocol requests (EC2, IAM, STS, Auto Scaling, ELBv2) under IAM
+    enforcement (moto.iam.access_control.IAMRequestBase.check_signature).
+
+    moto bug (5.2.5, server mode): werkzeug consumes a form-encoded body into request.form, so the
+    raw body moto hands to the signature check is empty, and moto re-encodes the parsed form with
+    urlencode's quote_plus: a space becomes '+'. That matches what botocore sends, but the Rust SDK
+    (like other SDKs) encodes a space as '%20', so every signed request carrying a value with a
+    space (a security group's description, say) fails with AuthFailure / SignatureDoesNotMatch.
+
+    Ballast needs IAM enforced (least privilege is proven on the local cloud) and sends such
+    values. Fix: when the check fails and there is no raw body, check once more against the form
+    re-encoded as RFC 3986 (quote, '%20'), in the order moto parsed it; either encoding is a valid
+    body, and the signature proves which one the client sent. Internals: IAMRequestBase._body,
+    _data, check_signature.
+    """
+    from urllib.parse import quote, urlencode
+
+    from moto.iam.access_control import IAMRequestBase
+
+    original = IAMRequestBase.check_signature
+
+    def check_signature(self):  # type: ignore[no-untyped-def]
+        try:
+            return original(self)
+        except Exception:
+            if self._body or not isinstance(self._data, dict) or not self._data:
+                raise
+            first_error = sys.exc_info()[1]
+        self._body = urlencode(list(self._data.items()), doseq=True, quote_via=quote).encode()
+        try:
+            return original(self)
+        except Exception:
+            raise first_error from None
+        finally:
+            self._body = b""
+
+    IAMRequestBase.check_signature = check_signature
+
+
 # Patches without parameters; patch_trust_policy_principals takes --ec2-service-user.
 PATCHES = [
+    patch_signature_of_form_encoded_bodies,
     patch_launch_template_version_user_data_and_source_version,
     patch_asg_az_balanced_launch,
     patch_asg_az_balanced_scale_in,

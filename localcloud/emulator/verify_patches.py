@@ -435,6 +435,10 @@ def verify_iam_enforcement() -> None:
 
         admin_ec2 = client("ec2", url, ak, sk)
         check("iam: admin key works (ec2 DescribeVpcs)", error_code(admin_ec2.describe_vpcs) == "OK")
+        vpc_id = admin_ec2.create_vpc(CidrBlock="10.42.0.0/16")["Vpc"]["VpcId"]
+        code = error_code(lambda: admin_ec2.create_security_group(
+            GroupName="spaces", Description="a description with spaces", VpcId=vpc_id))
+        check("signature: a signed body with spaces is accepted under enforcement", code == "OK", code)
         admin_iam = client("iam", url, ak, sk)
         admin_s3 = client("s3", url, ak, sk)
         admin_sts = client("sts", url, ak, sk)

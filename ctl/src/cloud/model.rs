@@ -326,6 +326,11 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
         .filter(|ig| ig.spec.role == Role::Node)
         .map(|ig| object(&format!("nodes/{}/*", ig.metadata.name)))
         .chain(std::iter::once(object("pki/kubernetes-ca/cert.pem")))
+        // The kubelet bootstrap token (TLS bootstrapping, docs/nodeup.md): the one secret a worker reads.
+        .chain(std::iter::once(object(&format!(
+            "secrets/{}",
+            ballast_state::pki::BOOTSTRAP_TOKEN_SECRET
+        ))))
         .collect();
     let mut node_statements = vec![
         serde_json::json!({"Sid": "ReadNodeSpecs", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": node_specs}),

@@ -1,0 +1,89 @@
+//! `ballast create cluster --yes` on the local cloud, with IAM enforced: the Auto Scaling Groups launch their
+//! instances, and the local cloud boots each one (its nodeup reads the boot config Ballast put in user-data).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use assert_cmd::Command;
+use ballast_e2e::localcloud::LocalCloud;
+use ballast_state::node::BootConfig;
+
+fn ballast(cloud: &LocalCloud, state: &str) -> Command {
+    let mut cmd = Command::cargo_bin("ballast").expect("binary");
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("AWS_ACCESS_KEY_ID", &cloud.record.admin.access_key_id)
+        .env("AWS_SECRET_ACCESS_KEY", &cloud.record.admin.secret_access_key)
+        .env("AWS_REGION", &cloud.record.region)
+        .env("AWS_ENDPOINT_URL", &cloud.record.endpoint)
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("BALLAST_NETWORK_CIDR", &cloud.record.network_cidr)
+        .env("BALLAST_STATE", state)
+        .timeout(Duration::from_secs(120));
+    cmd
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn create_cluster_yes_boots_every_instance_on_the_local_cloud() {
+    let cloud = LocalCloud::start();
+    let config = cloud.sdk_config();
+    let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&config).force_path_style(true).build());
+    s3.create_bucket()
+        .bucket("ballast-state")
+        .create_bucket_configuration(
+            aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::UsWest2)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("state bucket");
+    // The AMI the default spec names, as the Packer template registers it.
+    cloud
+        .ec2()
+        .register_image()
+        .name("ballast-k8s-1.33-debian-12")
+        .root_device_name("/dev/xvda")
+        .send()
+        .await
+        .expect("register image");
+
+    let state = "s3://ballast-state/clusters";
+    ballast(&cloud, state)
+        .args(["create", "cluster", "--name", "local.example.com", "--zones", "us-west-2a,us-west-2b,us-west-2c", "--yes"])
+        .assert()
+        .success();
+
+    let booted = cloud.wait_for_booted(6, Duration::from_secs(60)).await;
+    let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (record, identity) in &booted {
+        assert!(record.private_ip.starts_with("127.16."), "{record:?}");
+        let boot = BootConfig::from_user_data(&identity.user_data).expect("user-data is a boot config");
+        assert_eq!(boot.cluster_name, "local.example.com");
+        assert_eq!(boot.state_store, state);
+        assert_eq!(
+            record.autoscaling_group.as_deref(),
+            Some(format!("{}.local.example.com", boot.instance_group).as_str())
+        );
+        groups.entry(boot.instance_group).or_default().push(record.availability_zone.clone());
+    }
+    assert_eq!(groups["nodes"].len(), 3);
+    for zone in ["us-west-2a", "us-west-2b", "us-west-2c"] {
+        assert_eq!(groups[&format!("control-plane-{zone}")], vec![zone.to_string()]);
+    }
+
+    // The instance role is the one Ballast made for the group, with real credentials from the instance's IMDS.
+    for (_, identity) in &booted {
+        assert!(identity.credentials.access_key_id.as_deref().is_some_and(|k| k.starts_with("ASIA")), "{:?}", identity.credentials);
+    }
+
+    // Nothing left to do.
+    let out = ballast(&cloud, state)
+        .args(["update", "cluster", "local.example.com", "--stats"])
+        .assert()
+        .success();
+    assert_eq!(
+        String::from_utf8_lossy(&out.get_output().stdout),
+        "No changes: the cluster's resources match its spec.\n"
+    );
+}
