@@ -19,6 +19,7 @@ pub mod layout;
 pub mod node;
 pub mod pki;
 pub mod registry;
+pub mod report;
 pub mod spec;
 pub mod store;
 pub mod validate;

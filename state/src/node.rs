@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::layout::{pki_names, ClusterPaths, ENCRYPTION_KEYS_SECRET};
+use crate::pki::BOOTSTRAP_TOKEN_SECRET;
 use crate::spec::*;
 use crate::store::sha256_hex;
 
@@ -103,6 +104,10 @@ pub struct PkiLocations {
     pub service_account_public_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption_keys: Option<String>,
+    /// The kubelet bootstrap token (`secrets/bootstrap-token`): workers' kubelets join with it (TLS
+    /// bootstrapping); control-plane nodes publish it to the API as a bootstrap-token Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_token: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -171,6 +176,7 @@ pub fn render_node_spec(
         service_account_key: private(paths.pki_key(pki_names::SERVICE_ACCOUNT)),
         service_account_public_key: private(paths.pki_public_key(pki_names::SERVICE_ACCOUNT)),
         encryption_keys: private(paths.secret(ENCRYPTION_KEYS_SECRET)),
+        bootstrap_token: Some(paths.secret(BOOTSTRAP_TOKEN_SECRET)),
     };
     let control_plane_settings = if control_plane {
         let etcd = cluster.etcd.clone().unwrap_or_default();

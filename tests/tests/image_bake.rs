@@ -1,0 +1,551 @@
+//! The AMI recipe (`images/`), run for real: `install.sh` and `verify.sh` in a Debian 12 root filesystem made by
+//! debootstrap (cached), through chroot, from a local artifact directory (Debian's containerd, runc, CNI plugins
+//! and etcd; generated stand-ins for the kubelet, kubectl and crictl, which cannot be fetched here).
+//!
+//! Needs root, debootstrap, dpkg-deb, unshare and a reachable Debian mirror on a cold cache: without them these
+//! tests fail, saying what to install; they never skip.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Instant;
+
+use ballast_e2e::image::{
+    nodeup_binary, require_root, sha256_file, snapshot_diff, test_artifacts, Bind, Rootfs,
+    TEST_KUBERNETES, TEST_MINOR,
+};
+use ballast_state::components::{ComponentManifest, ImageComponents, ImageMismatch};
+
+fn text(output: &Output) -> String {
+    format!(
+        "status {}\n--- stdout\n{}\n--- stderr\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn images() -> std::path::PathBuf {
+    ballast_e2e::image::images_dir()
+}
+
+/// install.sh inside the chroot, from the test artifacts, with `manifest` as the manifest.
+fn install_in(rootfs: &Rootfs, manifest: &Path) -> Output {
+    let images = images();
+    let artifacts = test_artifacts();
+    rootfs.run(
+        &[
+            Bind {
+                host: &images,
+                inside: "/run/ballast/images",
+            },
+            Bind {
+                host: &artifacts.dir,
+                inside: "/run/ballast/artifacts",
+            },
+            Bind {
+                host: manifest,
+                inside: "/run/ballast/manifest.yaml",
+            },
+            Bind {
+                host: nodeup_binary(),
+                inside: "/run/ballast/nodeup",
+            },
+        ],
+        &[
+            "/bin/sh",
+            "/run/ballast/images/install.sh",
+            "--manifest",
+            "/run/ballast/manifest.yaml",
+            "--kubernetes-version",
+            TEST_KUBERNETES,
+            "--source",
+            "/run/ballast/artifacts",
+            "--nodeup",
+            "/run/ballast/nodeup",
+        ],
+    )
+}
+
+fn verify_in(rootfs: &Rootfs, manifest: &Path) -> Output {
+    let images = images();
+    rootfs.run(
+        &[
+            Bind {
+                host: &images,
+                inside: "/run/ballast/images",
+            },
+            Bind {
+                host: manifest,
+                inside: "/run/ballast/manifest.yaml",
+            },
+        ],
+        &[
+            "/bin/sh",
+            "/run/ballast/images/verify.sh",
+            "--manifest",
+            "/run/ballast/manifest.yaml",
+            "--kubernetes-version",
+            TEST_MINOR,
+        ],
+    )
+}
+
+/// What a build instance leaves behind, planted so the clean-up has something to clean.
+fn plant_build_leftovers(rootfs: &Rootfs) {
+    rootfs.write(
+        "/etc/ssh/ssh_host_ed25519_key",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nbuild\n",
+    );
+    rootfs.write(
+        "/etc/ssh/ssh_host_ed25519_key.pub",
+        "ssh-ed25519 AAAA build\n",
+    );
+    rootfs.write("/etc/machine-id", "0123456789abcdef0123456789abcdef\n");
+    rootfs.write(
+        "/var/lib/dbus/machine-id",
+        "0123456789abcdef0123456789abcdef\n",
+    );
+    rootfs.write(
+        "/var/lib/cloud/instances/i-0123456789abcdef0/user-data.txt",
+        "#!/bin/sh\n",
+    );
+    rootfs.write("/var/lib/cloud/data/instance-id", "i-0123456789abcdef0\n");
+    rootfs.write(
+        "/var/log/cloud-init.log",
+        "cloud-init ran on the build instance\n",
+    );
+    rootfs.write("/var/log/syslog.1.gz", "old\n");
+    rootfs.write(
+        "/var/log/journal/0123456789abcdef/system.journal",
+        "journal\n",
+    );
+    rootfs.write("/root/.bash_history", "sudo cat /etc/shadow\n");
+    rootfs.write("/var/lib/systemd/random-seed", "seed\n");
+}
+
+fn write_manifest(dir: &Path, text: &str) -> std::path::PathBuf {
+    // Both readers must accept it: Rust's here, the shell's in install.sh.
+    if let Err(e) = ComponentManifest::parse(text, "the test manifest") {
+        panic!("{e}\n{text}");
+    }
+    let path = dir.join("manifest.yaml");
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("writing the test manifest: {e}"));
+    path
+}
+
+#[test]
+fn install_then_verify_then_verify_catches_a_planted_host_key() {
+    require_root();
+    let started = Instant::now();
+    let artifacts = test_artifacts();
+    nodeup_binary();
+    let rootfs = Rootfs::fresh();
+    let ready = started.elapsed();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let manifest_text = artifacts.pinned_manifest();
+    let manifest = write_manifest(tmp.path(), &manifest_text);
+    plant_build_leftovers(&rootfs);
+
+    let t = Instant::now();
+    let install = install_in(&rootfs, &manifest);
+    let install_time = t.elapsed();
+    assert!(
+        install.status.success(),
+        "install.sh failed: {}",
+        text(&install)
+    );
+
+    let t = Instant::now();
+    let verify = verify_in(&rootfs, &manifest);
+    let verify_time = t.elapsed();
+    assert!(
+        verify.status.success(),
+        "verify.sh failed on a fresh bake: {}",
+        text(&verify)
+    );
+    eprintln!(
+        "image: rootfs + artifacts ready in {:.1} s, install.sh {:.1} s, verify.sh {:.1} s",
+        ready.as_secs_f64(),
+        install_time.as_secs_f64(),
+        verify_time.as_secs_f64()
+    );
+
+    // What install.sh was asked to do, seen from outside the chroot.
+    for unit in ["nodeup.service", "containerd.service", "kubelet.service"] {
+        let link = rootfs.join(&format!(
+            "/etc/systemd/system/multi-user.target.wants/{unit}"
+        ));
+        assert!(
+            link.is_symlink(),
+            "{unit} is not enabled: no {}",
+            link.display()
+        );
+    }
+    assert_eq!(
+        sha256_file(&rootfs.join("/usr/local/bin/nodeup")),
+        sha256_file(nodeup_binary())
+    );
+    for gone in [
+        "/etc/ssh/ssh_host_ed25519_key",
+        "/etc/ssh/ssh_host_ed25519_key.pub",
+        "/var/lib/dbus/machine-id",
+        "/var/lib/cloud/instances",
+        "/var/lib/cloud/data",
+        "/var/log/syslog.1.gz",
+        "/var/log/journal/0123456789abcdef",
+        "/root/.bash_history",
+        "/var/lib/systemd/random-seed",
+    ] {
+        assert!(!rootfs.join(gone).exists(), "{gone} survived the clean-up");
+    }
+    let machine_id = std::fs::metadata(rootfs.join("/etc/machine-id")).expect("machine-id");
+    assert_eq!(machine_id.len(), 0, "machine-id is not empty");
+    let log = std::fs::metadata(rootfs.join("/var/log/cloud-init.log")).expect("log kept, emptied");
+    assert_eq!(log.len(), 0);
+    let leftovers: Vec<_> = std::fs::read_dir(rootfs.join("/var/tmp"))
+        .expect("var/tmp")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "install.sh left {leftovers:?} in /var/tmp"
+    );
+
+    // The record nodeup will read: the Rust reader accepts what the shell wrote, and it matches the manifest.
+    let record_text =
+        std::fs::read_to_string(rootfs.join("/etc/ballast/components.yaml")).expect("the record");
+    let record = ImageComponents::parse(&record_text, "/etc/ballast/components.yaml")
+        .unwrap_or_else(|e| panic!("{e}\n{record_text}"));
+    let test_manifest =
+        ComponentManifest::parse(&manifest_text, "the test manifest").expect("test manifest");
+    let (_, release) = test_manifest
+        .release_exact(TEST_KUBERNETES)
+        .expect("release");
+    assert_eq!(record.mismatches(release), vec![], "{record_text}");
+    assert_eq!(
+        record.components["kubelet"].files["/usr/local/bin/kubelet"],
+        artifacts
+            .artifacts
+            .iter()
+            .find(|a| a.name == "kubelet")
+            .map(|a| a.sha256.clone())
+            .unwrap_or_default()
+    );
+    // Against Ballast's real manifest this image is wrong (Debian's containerd is not the pinned one), and
+    // nodeup would say so.
+    let real = ComponentManifest::embedded().expect("the embedded manifest");
+    let (_, wanted) = real.release_for_minor(TEST_KUBERNETES).expect("1.33");
+    let mismatches = record.mismatches(wanted);
+    assert!(
+        mismatches
+            .iter()
+            .any(|m| matches!(m, ImageMismatch::Version { name, .. } if name == "containerd")),
+        "{mismatches:?}"
+    );
+
+    // Verify catches what must not be in an image, and lists every problem.
+    rootfs.write(
+        "/etc/ssh/ssh_host_rsa_key",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nplanted\n",
+    );
+    rootfs.write("/etc/machine-id", "fedcba9876543210fedcba9876543210\n");
+    let kubelet = rootfs.join("/usr/local/bin/kubelet");
+    let mut bytes = std::fs::read(&kubelet).expect("kubelet");
+    bytes.extend_from_slice(b"# tampered\n");
+    std::fs::write(&kubelet, bytes).expect("tamper");
+    let verify = verify_in(&rootfs, &manifest);
+    let report = text(&verify);
+    assert_eq!(verify.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("SSH host key /etc/ssh/ssh_host_rsa_key is in the image"),
+        "{report}"
+    );
+    assert!(report.contains("/etc/machine-id is not empty"), "{report}");
+    assert!(
+        report.contains("kubelet: /usr/local/bin/kubelet has sha256"),
+        "{report}"
+    );
+    assert!(report.contains("(3 problem(s))"), "{report}");
+}
+
+#[test]
+fn a_wrong_sha256_stops_the_install_with_nothing_installed() {
+    require_root();
+    let artifacts = test_artifacts();
+    nodeup_binary();
+    let rootfs = Rootfs::fresh();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let wrong = "0".repeat(64);
+    let manifest = write_manifest(
+        tmp.path(),
+        &artifacts.manifest(&|a| {
+            if a.name == "kubelet" {
+                wrong.clone()
+            } else {
+                a.sha256.clone()
+            }
+        }),
+    );
+    let kubelet_sha = artifacts
+        .artifacts
+        .iter()
+        .find(|a| a.name == "kubelet")
+        .map(|a| a.sha256.clone())
+        .unwrap_or_default();
+
+    let before = rootfs.snapshot();
+    let install = install_in(&rootfs, &manifest);
+    let report = text(&install);
+    assert_eq!(install.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains(&format!(
+            "kubelet {TEST_KUBERNETES}: sha256 mismatch for kubelet (from /run/ballast/artifacts/kubelet): \
+             expected {wrong}, got {kubelet_sha}"
+        )),
+        "{report}"
+    );
+    assert!(report.contains("nothing was installed"), "{report}");
+    let after = rootfs.snapshot();
+    let diff = snapshot_diff(&before, &after);
+    assert!(
+        diff.is_empty(),
+        "install.sh changed the image although it refused: {diff:#?}"
+    );
+}
+
+fn install_sh(args: &[&str]) -> Output {
+    Command::new("sh")
+        .arg(images().join("install.sh"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run install.sh")
+}
+
+#[test]
+fn the_real_manifest_is_refused_until_a_maintainer_pins_it() {
+    // Nothing could be downloaded where the manifest was written, so its hashes say `unpinned`; install.sh must
+    // refuse every such artifact before it fetches or writes anything.
+    let root = tempfile::tempdir().expect("tempdir");
+    let source = tempfile::tempdir().expect("tempdir");
+    let nodeup = root.path().join("nodeup-outside-root");
+    std::fs::write(&nodeup, "#!/bin/sh\n").expect("nodeup stand-in");
+    let image_root = root.path().join("image");
+    std::fs::create_dir(&image_root).expect("image root");
+    let real = ComponentManifest::embedded().expect("the embedded manifest");
+    for minor in real.minors() {
+        let output = install_sh(&[
+            "--kubernetes-version",
+            &minor,
+            "--source",
+            &source.path().display().to_string(),
+            "--nodeup",
+            &nodeup.display().to_string(),
+            "--root",
+            &image_root.display().to_string(),
+        ]);
+        let report = text(&output);
+        assert_eq!(output.status.code(), Some(1), "{report}");
+        let release = &real.releases[&minor];
+        for (name, component) in &release.components {
+            if component.sha256.pinned().is_none() {
+                assert!(
+                    report.contains(&format!(
+                        "{name} {}: sha256 is unpinned: refusing an unverified artifact",
+                        component.version
+                    )),
+                    "{report}"
+                );
+            }
+        }
+        let written: Vec<_> = std::fs::read_dir(&image_root).expect("root").collect();
+        assert!(
+            written.is_empty(),
+            "install.sh wrote into the root: {written:?}"
+        );
+    }
+}
+
+/// install.sh's plan (its awk reader) and Rust's reading of the same manifest, in one format.
+fn rust_plan(manifest: &ComponentManifest, minor: &str) -> Vec<String> {
+    let release = &manifest.releases[minor];
+    let mut lines = vec![format!("kubernetes|{minor}|{}", release.kubernetes)];
+    for (name, c) in &release.components {
+        lines.push(format!(
+            "{name}|{}|{}|{}|{}|{}",
+            c.version,
+            c.url,
+            c.sha256,
+            match c.archive {
+                ballast_state::components::Archive::Binary => "binary",
+                ballast_state::components::Archive::TarGz => "tar.gz",
+            },
+            c.version_command.as_deref().unwrap_or("")
+        ));
+        for (from, to) in &c.files {
+            lines.push(format!("file|{name}|{from}|{to}"));
+        }
+    }
+    lines.sort();
+    lines
+}
+
+fn shell_plan(manifest: &Path, minor: &str) -> Vec<String> {
+    let output = install_sh(&[
+        "--manifest",
+        &manifest.display().to_string(),
+        "--kubernetes-version",
+        minor,
+        "--print-plan",
+    ]);
+    assert!(output.status.success(), "{}", text(&output));
+    let mut lines: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn install_sh_reads_the_manifest_as_rust_does() {
+    let real = ComponentManifest::embedded().expect("the embedded manifest");
+    for minor in real.minors() {
+        assert_eq!(
+            shell_plan(&images().join("manifest.yaml"), &minor),
+            rust_plan(&real, &minor),
+            "install.sh and state/src/components.rs disagree about images/manifest.yaml {minor}"
+        );
+    }
+    // A manifest with quoted values, comments and a pinned hash reads the same too.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let quoted = ballast_state::components::MANIFEST_YAML
+        .replacen(
+            "    kubernetes: 1.33.4",
+            "    kubernetes: \"1.33.4\"   # quoted, commented",
+            1,
+        )
+        .replacen(
+            "        sha256: unpinned",
+            &format!("        sha256: '{}'", "ab".repeat(32)),
+            1,
+        );
+    let manifest = write_manifest(tmp.path(), &quoted);
+    let parsed = ComponentManifest::parse(&quoted, "test").expect("parse");
+    assert_eq!(shell_plan(&manifest, "1.33"), rust_plan(&parsed, "1.33"));
+}
+
+#[test]
+fn an_unknown_kubernetes_version_lists_the_known_ones() {
+    let output = install_sh(&["--kubernetes-version", "1.29.3", "--print-plan"]);
+    let report = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("no components are pinned for Kubernetes 1.29"),
+        "{report}"
+    );
+    assert!(report.contains("it pins: 1.32 1.33"), "{report}");
+
+    let output = install_sh(&["--kubernetes-version", "1.33.1", "--print-plan"]);
+    let report = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    assert!(report.contains("pins 1.33.4 for 1.33"), "{report}");
+}
+
+#[test]
+fn the_shell_reader_refuses_yaml_it_cannot_read() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let path = tmp.path().join("manifest.yaml");
+    let flow = ballast_state::components::MANIFEST_YAML.replacen(
+        "        files:\n          kubelet: /usr/local/bin/kubelet",
+        "        files: {kubelet: /usr/local/bin/kubelet}",
+        1,
+    );
+    std::fs::write(&path, &flow).expect("write");
+    let output = install_sh(&[
+        "--manifest",
+        &path.display().to_string(),
+        "--kubernetes-version",
+        "1.33",
+        "--print-plan",
+    ]);
+    let report = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("flow style, anchors, tags and block scalars are not supported"),
+        "{report}"
+    );
+}
+
+#[test]
+fn pin_sh_fills_every_hash_from_a_local_source() {
+    let artifacts = test_artifacts();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let unpinned = artifacts.manifest(&|_| "unpinned".to_string());
+    let manifest = write_manifest(tmp.path(), &unpinned);
+    let output = Command::new("sh")
+        .arg(images().join("pin.sh"))
+        .arg("--manifest")
+        .arg(&manifest)
+        .arg("--source")
+        .arg(&artifacts.dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run pin.sh");
+    assert!(output.status.success(), "{}", text(&output));
+    let pinned = std::fs::read_to_string(&manifest).expect("read back");
+    // Exactly the hashes Rust computed, and nothing else changed.
+    assert_eq!(pinned, artifacts.pinned_manifest());
+    let parsed = ComponentManifest::parse(&pinned, "pinned").expect("parse");
+    assert!(parsed.unpinned().is_empty());
+}
+
+#[test]
+fn install_and_verify_work_against_a_root_prefix_from_outside() {
+    // The DESTDIR mode: the scripts run on the host against a root filesystem (systemctl --root,
+    // systemd-analyze --root, version commands through chroot).
+    require_root();
+    ballast_e2e::image::require_tool("systemd-analyze", "systemd");
+    let artifacts = test_artifacts();
+    let rootfs = Rootfs::fresh();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let manifest = write_manifest(tmp.path(), &artifacts.pinned_manifest());
+    let root = rootfs.path().display().to_string();
+    let manifest = manifest.display().to_string();
+    let output = install_sh(&[
+        "--manifest",
+        &manifest,
+        "--kubernetes-version",
+        TEST_MINOR,
+        "--source",
+        &artifacts.dir.display().to_string(),
+        "--nodeup",
+        &nodeup_binary().display().to_string(),
+        "--root",
+        &root,
+    ]);
+    assert!(
+        output.status.success(),
+        "install.sh --root: {}",
+        text(&output)
+    );
+    let output = Command::new("sh")
+        .arg(images().join("verify.sh"))
+        .args([
+            "--manifest",
+            &manifest,
+            "--kubernetes-version",
+            TEST_KUBERNETES,
+            "--root",
+            &root,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run verify.sh");
+    assert!(
+        output.status.success(),
+        "verify.sh --root: {}",
+        text(&output)
+    );
+}
