@@ -103,6 +103,10 @@ pub struct CreateClusterArgs {
     /// Existing (shared) subnet ids, one per zone in the order of --zones.
     #[arg(long, value_delimiter = ',')]
     pub subnets: Vec<String>,
+    /// Fill --network-id, --network-cidr and --subnets from `terraform output -json` (outputs `vpc_id`,
+    /// `vpc_cidr`, and `subnet_ids`: a list in the order of --zones, or a map of zone to subnet id).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["network_id", "subnets"])]
+    pub shared_from: Option<PathBuf>,
     #[arg(long, value_enum)]
     pub topology: Option<TopologyArg>,
     #[arg(long, value_enum)]

@@ -13,7 +13,10 @@ fn ballast(cloud: &LocalCloud, state: &str) -> Command {
     cmd.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("AWS_ACCESS_KEY_ID", &cloud.record.admin.access_key_id)
-        .env("AWS_SECRET_ACCESS_KEY", &cloud.record.admin.secret_access_key)
+        .env(
+            "AWS_SECRET_ACCESS_KEY",
+            &cloud.record.admin.secret_access_key,
+        )
         .env("AWS_REGION", &cloud.record.region)
         .env("AWS_ENDPOINT_URL", &cloud.record.endpoint)
         .env("AWS_EC2_METADATA_DISABLED", "true")
@@ -27,7 +30,11 @@ fn ballast(cloud: &LocalCloud, state: &str) -> Command {
 async fn create_cluster_yes_boots_every_instance_on_the_local_cloud() {
     let cloud = LocalCloud::start();
     let config = cloud.sdk_config();
-    let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&config).force_path_style(true).build());
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&config)
+            .force_path_style(true)
+            .build(),
+    );
     s3.create_bucket()
         .bucket("ballast-state")
         .create_bucket_configuration(
@@ -50,7 +57,15 @@ async fn create_cluster_yes_boots_every_instance_on_the_local_cloud() {
 
     let state = "s3://ballast-state/clusters";
     ballast(&cloud, state)
-        .args(["create", "cluster", "--name", "local.example.com", "--zones", "us-west-2a,us-west-2b,us-west-2c", "--yes"])
+        .args([
+            "create",
+            "cluster",
+            "--name",
+            "local.example.com",
+            "--zones",
+            "us-west-2a,us-west-2b,us-west-2c",
+            "--yes",
+        ])
         .assert()
         .success();
 
@@ -58,23 +73,38 @@ async fn create_cluster_yes_boots_every_instance_on_the_local_cloud() {
     let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (record, identity) in &booted {
         assert!(record.private_ip.starts_with("127.16."), "{record:?}");
-        let boot = BootConfig::from_user_data(&identity.user_data).expect("user-data is a boot config");
+        let boot =
+            BootConfig::from_user_data(&identity.user_data).expect("user-data is a boot config");
         assert_eq!(boot.cluster_name, "local.example.com");
         assert_eq!(boot.state_store, state);
         assert_eq!(
             record.autoscaling_group.as_deref(),
             Some(format!("{}.local.example.com", boot.instance_group).as_str())
         );
-        groups.entry(boot.instance_group).or_default().push(record.availability_zone.clone());
+        groups
+            .entry(boot.instance_group)
+            .or_default()
+            .push(record.availability_zone.clone());
     }
     assert_eq!(groups["nodes"].len(), 3);
     for zone in ["us-west-2a", "us-west-2b", "us-west-2c"] {
-        assert_eq!(groups[&format!("control-plane-{zone}")], vec![zone.to_string()]);
+        assert_eq!(
+            groups[&format!("control-plane-{zone}")],
+            vec![zone.to_string()]
+        );
     }
 
     // The instance role is the one Ballast made for the group, with real credentials from the instance's IMDS.
     for (_, identity) in &booted {
-        assert!(identity.credentials.access_key_id.as_deref().is_some_and(|k| k.starts_with("ASIA")), "{:?}", identity.credentials);
+        assert!(
+            identity
+                .credentials
+                .access_key_id
+                .as_deref()
+                .is_some_and(|k| k.starts_with("ASIA")),
+            "{:?}",
+            identity.credentials
+        );
     }
 
     // Nothing left to do.

@@ -642,3 +642,77 @@ async fn failures_name_the_resource_and_what_to_do() {
         "nothing stored"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_private_topology_gets_a_nat_gateway_per_zone() {
+    let cluster = Cluster::new("private").await;
+    cluster.create(&["--topology", "private"]);
+    let ec2 = aws_sdk_ec2::Client::new(&aws::sdk_config().await);
+    let owned = aws_sdk_ec2::types::Filter::builder()
+        .name(format!("tag:kubernetes.io/cluster/{}", cluster.name))
+        .values("owned")
+        .build();
+    let gateways = ec2
+        .describe_nat_gateways()
+        .filter(owned.clone())
+        .send()
+        .await
+        .expect("nat gateways");
+    assert_eq!(gateways.nat_gateways().len(), 3, "one per zone");
+    let tables = ec2
+        .describe_route_tables()
+        .filters(owned.clone())
+        .send()
+        .await
+        .expect("route tables");
+    let private_tables: Vec<_> = tables
+        .route_tables()
+        .iter()
+        .filter(|t| {
+            tags_of(t.tags())
+                .get("Name")
+                .is_some_and(|n| n.starts_with("private-"))
+        })
+        .collect();
+    assert_eq!(private_tables.len(), 3);
+    for table in private_tables {
+        assert!(
+            table.routes().iter().any(|r| r.nat_gateway_id().is_some()),
+            "{table:?}"
+        );
+        assert_eq!(
+            table
+                .associations()
+                .iter()
+                .filter(|a| a.subnet_id().is_some())
+                .count(),
+            1
+        );
+    }
+    // Instances live in the private subnets; the public ones only hold NAT gateways and the load balancer.
+    let subnets = ec2
+        .describe_subnets()
+        .filters(owned)
+        .send()
+        .await
+        .expect("subnets");
+    let private: BTreeSet<String> = subnets
+        .subnets()
+        .iter()
+        .filter(|s| {
+            !tags_of(s.tags())
+                .get("Name")
+                .is_some_and(|n| n.starts_with("utility-"))
+        })
+        .filter_map(|s| s.subnet_id().map(str::to_string))
+        .collect();
+    assert_eq!(private.len(), 3);
+    for instance in running_instances(&cluster.name).await {
+        assert!(
+            private.contains(instance.subnet_id().unwrap_or("")),
+            "{:?}",
+            instance.subnet_id()
+        );
+    }
+    assert!(cluster.plan().starts_with("No changes"));
+}

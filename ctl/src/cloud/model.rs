@@ -222,6 +222,25 @@ pub fn cluster_model(completed: &ClusterConfig, state: &StateLocation) -> Cluste
     }
 }
 
+impl ClusterModel {
+    /// Zones whose owned private subnets need a NAT gateway (only in a VPC the cluster owns: a shared VPC's
+    /// routing is its owner's).
+    pub fn nat_zones(&self) -> Vec<String> {
+        if !matches!(self.vpc, VpcModel::Owned { .. }) {
+            return Vec::new();
+        }
+        let mut zones: Vec<String> = self
+            .subnets
+            .iter()
+            .filter(|s| !s.public && s.shared_id.is_none())
+            .map(|s| s.zone.clone())
+            .collect();
+        zones.sort();
+        zones.dedup();
+        zones
+    }
+}
+
 /// `control-plane.demo.example.com`, `nodes.demo.example.com`: names of per-role resources.
 pub fn role_resource_name(cluster: &str, role: Role) -> String {
     match role {
@@ -528,6 +547,7 @@ mod tests {
                 .rules
                 .iter()
                 .any(|r| r.source == Source::Group(Role::Node)
+                    && r.protocol != "udp"
                     && r.from_port <= 2379
                     && r.to_port >= 2379),
             "nodes must not reach etcd"

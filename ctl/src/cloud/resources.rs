@@ -108,6 +108,217 @@ impl Run<'_> {
         if self.model.internet_gateway {
             self.internet_gateway_and_routes().await?;
         }
+        for zone in self.model.nat_zones() {
+            self.nat_gateway(&zone).await?;
+        }
+        Ok(())
+    }
+
+    /// A private topology's egress in one zone: an Elastic IP, a NAT gateway in the zone's public subnet, and a
+    /// route table sending the zone's private subnets' default route through it.
+    async fn nat_gateway(&mut self, zone: &str) -> Result<(), UpdateError> {
+        let ec2c = &self.cloud.ec2;
+        let cluster = self.cluster().to_string();
+        let name = format!("{zone}.{cluster}");
+        let resource = format!("NatGateway {name}");
+        let vpc = self.known.vpc_id.clone();
+        let gateways = match &vpc {
+            Some(vpc) => call(&resource, "DescribeNatGateways", || {
+                ec2c.describe_nat_gateways()
+                    .filter(filter("vpc-id", vpc))
+                    .filter(
+                        Filter::builder()
+                            .name("state")
+                            .values("pending")
+                            .values("available")
+                            .build(),
+                    )
+                    .send()
+            })
+            .await?
+            .nat_gateways()
+            .to_vec(),
+            None => Vec::new(),
+        };
+        // Matched by tags here, not by a tag filter: the emulator ignores tag filters on NAT gateways.
+        let ours = |tags: &[ec2::Tag]| {
+            let tags = tag_map(tags);
+            tags.get("Name") == Some(&name)
+                && tags.get(&ownership_tag(&cluster)).map(String::as_str) == Some("owned")
+        };
+        let mut gateway_id = gateways
+            .iter()
+            .find(|g| ours(g.tags()))
+            .and_then(|g| g.nat_gateway_id())
+            .map(str::to_string);
+        if gateway_id.is_none() {
+            let public_subnet = self
+                .model
+                .subnets
+                .iter()
+                .find(|s| s.public && s.zone == zone)
+                .map(|s| s.name.clone())
+                .unwrap_or_default();
+            self.plan.push(
+                Change::new(STAGE_SUBNETS, "NatGateway", &name, Action::Create)
+                    .field("subnet", None, &public_subnet)
+                    .field("elasticIp", None, KNOWN_AFTER_APPLY),
+            );
+            if self.options.apply {
+                let tags = self.tags_named(&name);
+                // An address left by an interrupted run is reused rather than leaked.
+                let addresses = call(&resource, "DescribeAddresses", || {
+                    ec2c.describe_addresses()
+                        .filters(self.owned_filter())
+                        .send()
+                })
+                .await?;
+                let unused = addresses
+                    .addresses()
+                    .iter()
+                    .find(|a| ours(a.tags()) && a.association_id().is_none());
+                let allocation = match unused.and_then(|a| a.allocation_id()) {
+                    Some(id) => id.to_string(),
+                    None => call(&resource, "AllocateAddress", || {
+                        ec2c.allocate_address()
+                            .domain(ec2::DomainType::Vpc)
+                            .tag_specifications(tag_spec(ec2::ResourceType::ElasticIp, &tags))
+                            .send()
+                    })
+                    .await?
+                    .allocation_id()
+                    .unwrap_or_default()
+                    .to_string(),
+                };
+                let subnet_id = self
+                    .known
+                    .subnet_ids
+                    .get(&public_subnet)
+                    .cloned()
+                    .unwrap_or_default();
+                let created = call(&resource, "CreateNatGateway", || {
+                    ec2c.create_nat_gateway()
+                        .subnet_id(&subnet_id)
+                        .allocation_id(&allocation)
+                        .tag_specifications(tag_spec(ec2::ResourceType::Natgateway, &tags))
+                        .send()
+                })
+                .await?;
+                gateway_id = created
+                    .nat_gateway()
+                    .and_then(|g| g.nat_gateway_id())
+                    .map(str::to_string);
+            }
+        }
+
+        let table_name = format!("private-{zone}.{cluster}");
+        let resource = format!("RouteTable {table_name}");
+        let tables = call(&resource, "DescribeRouteTables", || {
+            ec2c.describe_route_tables()
+                .filters(self.owned_filter())
+                .filters(filter("tag:Name", &table_name))
+                .send()
+        })
+        .await?;
+        let private_subnets: Vec<String> = self
+            .model
+            .subnets
+            .iter()
+            .filter(|s| !s.public && s.shared_id.is_none() && s.zone == zone)
+            .map(|s| s.name.clone())
+            .collect();
+        let table = tables.route_tables().first();
+        let has_route = table.is_some_and(|t| {
+            t.routes().iter().any(|r| {
+                r.destination_cidr_block() == Some("0.0.0.0/0")
+                    && r.nat_gateway_id() == gateway_id.as_deref()
+            })
+        });
+        let associated: BTreeSet<String> = table
+            .map(|t| {
+                t.associations()
+                    .iter()
+                    .filter_map(|a| a.subnet_id().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let missing: Vec<String> = private_subnets
+            .iter()
+            .filter(|n| {
+                self.known
+                    .subnet_ids
+                    .get(*n)
+                    .is_none_or(|id| !associated.contains(id))
+            })
+            .cloned()
+            .collect();
+        if table.is_some() && has_route && missing.is_empty() {
+            return Ok(());
+        }
+        let mut change = Change::new(
+            STAGE_SUBNETS,
+            "RouteTable",
+            &table_name,
+            if table.is_some() {
+                Action::Update
+            } else {
+                Action::Create
+            },
+        );
+        if !has_route {
+            change = change.field("routes", None, "0.0.0.0/0 -> NAT gateway");
+        }
+        if !missing.is_empty() {
+            change = change.field("associations", None, format!("+ {}", missing.join(", ")));
+        }
+        self.plan.push(change);
+        if !self.options.apply {
+            return Ok(());
+        }
+        let table_id = match table.and_then(|t| t.route_table_id()) {
+            Some(id) => id.to_string(),
+            None => {
+                let tags = self.tags_named(&table_name);
+                let vpc = self.known.vpc_id.clone().unwrap_or_default();
+                call(&resource, "CreateRouteTable", || {
+                    ec2c.create_route_table()
+                        .vpc_id(&vpc)
+                        .tag_specifications(tag_spec(ec2::ResourceType::RouteTable, &tags))
+                        .send()
+                })
+                .await?
+                .route_table()
+                .and_then(|t| t.route_table_id())
+                .unwrap_or_default()
+                .to_string()
+            }
+        };
+        if !has_route {
+            let nat = gateway_id.unwrap_or_default();
+            call(&resource, "CreateRoute", || {
+                ec2c.create_route()
+                    .route_table_id(&table_id)
+                    .destination_cidr_block("0.0.0.0/0")
+                    .nat_gateway_id(&nat)
+                    .send()
+            })
+            .await?;
+        }
+        for name in missing {
+            let subnet_id = self
+                .known
+                .subnet_ids
+                .get(&name)
+                .cloned()
+                .unwrap_or_default();
+            call(&resource, "AssociateRouteTable", || {
+                ec2c.associate_route_table()
+                    .route_table_id(&table_id)
+                    .subnet_id(&subnet_id)
+                    .send()
+            })
+            .await?;
+        }
         Ok(())
     }
 

@@ -32,6 +32,15 @@ pub async fn run(context: &Context, args: CreateArgs) -> Result<(), CommandError
 async fn create_cluster(context: &Context, flags: CreateClusterArgs) -> Result<(), CommandError> {
     let name = context.cluster_name(flags.cluster_name.as_deref())?;
     check_cluster_name(&name).map_err(|m| CommandError::Usage(format!("--name: {m}")))?;
+    let mut flags = flags;
+    if let Some(path) = flags.shared_from.take() {
+        let shared = shared_network_from(&path, &flags.zones)?;
+        flags.network_id = Some(shared.vpc_id);
+        flags.subnets = shared.subnet_ids;
+        if flags.network_cidr.is_none() {
+            flags.network_cidr = shared.vpc_cidr;
+        }
+    }
     let template = ClusterTemplate {
         name: name.clone(),
         zones: flags.zones,
@@ -244,4 +253,102 @@ pub async fn replace(context: &Context, args: ReplaceArgs) -> Result<(), Command
         change.put_groups.len() + usize::from(change.cluster.is_some())
     );
     Ok(())
+}
+
+/// A shared network, as `terraform output -json` describes it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SharedNetwork {
+    pub vpc_id: String,
+    pub vpc_cidr: Option<String>,
+    /// One per zone, in the order of the zones.
+    pub subnet_ids: Vec<String>,
+}
+
+fn shared_network_from(
+    path: &std::path::Path,
+    zones: &[String],
+) -> Result<SharedNetwork, CommandError> {
+    let text = std::fs::read_to_string(path).map_err(crate::error::io_error(format!(
+        "reading {}",
+        path.display()
+    )))?;
+    parse_terraform_outputs(&text, zones)
+        .map_err(|m| CommandError::Usage(format!("--shared-from {}: {m}", path.display())))
+}
+
+/// Reads `{"vpc_id": {"value": ...}, "vpc_cidr": {...}, "subnet_ids": {"value": [...] or {zone: id}}}`.
+pub fn parse_terraform_outputs(text: &str, zones: &[String]) -> Result<SharedNetwork, String> {
+    let outputs: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| format!("not the JSON of `terraform output -json`: {e}"))?;
+    let value = |key: &str| outputs.get(key).map(|o| o.get("value").unwrap_or(o));
+    let vpc_id = value("vpc_id")
+        .or_else(|| value("network_id"))
+        .and_then(|v| v.as_str())
+        .ok_or("no output `vpc_id` (a string): add `output \"vpc_id\" { value = aws_vpc.X.id }`")?
+        .to_string();
+    let vpc_cidr = value("vpc_cidr")
+        .and_then(|v| v.as_str())
+        .map(str::to_string);
+    let subnets =
+        value("subnet_ids").ok_or("no output `subnet_ids` (a list, or a map of zone to id)")?;
+    let subnet_ids = match subnets {
+        serde_json::Value::Array(items) => items
+            .iter()
+            .map(|i| {
+                i.as_str()
+                    .map(str::to_string)
+                    .ok_or("`subnet_ids` must hold strings")
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        serde_json::Value::Object(by_zone) => zones
+            .iter()
+            .map(|zone| {
+                by_zone
+                    .get(zone)
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("`subnet_ids` has no subnet for zone {zone:?}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        _ => return Err("`subnet_ids` must be a list, or a map of zone to subnet id".to_string()),
+    };
+    Ok(SharedNetwork {
+        vpc_id,
+        vpc_cidr,
+        subnet_ids,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terraform_outputs_fill_the_shared_network() {
+        let zones = vec!["us-west-2a".to_string(), "us-west-2b".to_string()];
+        let list = r#"{"vpc_id": {"sensitive": false, "type": "string", "value": "vpc-0123456789abcdef0"},
+            "subnet_ids": {"type": ["list", "string"], "value": ["subnet-aaaaaaaa", "subnet-bbbbbbbb"]}}"#;
+        assert_eq!(
+            parse_terraform_outputs(list, &zones),
+            Ok(SharedNetwork {
+                vpc_id: "vpc-0123456789abcdef0".into(),
+                vpc_cidr: None,
+                subnet_ids: vec!["subnet-aaaaaaaa".into(), "subnet-bbbbbbbb".into()],
+            })
+        );
+        let map = r#"{"vpc_id": {"value": "vpc-1"}, "vpc_cidr": {"value": "10.1.0.0/16"},
+            "subnet_ids": {"value": {"us-west-2b": "subnet-b", "us-west-2a": "subnet-a"}}}"#;
+        let shared = parse_terraform_outputs(map, &zones).expect("map form");
+        assert_eq!(shared.subnet_ids, vec!["subnet-a", "subnet-b"]);
+        assert_eq!(shared.vpc_cidr.as_deref(), Some("10.1.0.0/16"));
+        let missing = parse_terraform_outputs(r#"{"subnet_ids": {"value": []}}"#, &zones)
+            .expect_err("no vpc");
+        assert!(missing.contains("vpc_id"), "{missing}");
+        let zone = parse_terraform_outputs(
+            r#"{"vpc_id": {"value": "vpc-1"}, "subnet_ids": {"value": {"us-west-2a": "s"}}}"#,
+            &zones,
+        )
+        .expect_err("zone missing");
+        assert!(zone.contains("us-west-2b"), "{zone}");
+    }
 }
