@@ -177,6 +177,10 @@ pub enum GetWhat {
     /// The cluster's instance groups (or one, by name).
     #[command(visible_aliases = ["instancegroup", "ig", "igs"])]
     Instancegroups(GetObjectArgs),
+    /// The cluster's instances: from EC2, with whether each runs its group's current node spec and what its
+    /// nodeup reported (phase, first error).
+    #[command(visible_aliases = ["instance"])]
+    Instances(GetObjectArgs),
 }
 
 #[derive(Debug, Args)]

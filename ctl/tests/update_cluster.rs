@@ -380,6 +380,13 @@ async fn a_changed_group_plans_only_its_own_launch_template() {
         .args(["update", "cluster", "--yes"])
         .assert()
         .success();
+    cluster
+        .ballast()
+        .args(["get", "instances"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("NODE SPEC"))
+        .stdout(predicate::str::contains("outdated").not());
     let after = cluster.plan();
     assert!(after.starts_with("No changes"), "{after}");
 
@@ -421,6 +428,20 @@ async fn a_changed_group_plans_only_its_own_launch_template() {
         stdout.contains("Out of date: 1 instance(s) of control-plane-us-west-2a"),
         "{stdout}"
     );
+    let listed = cluster
+        .ballast()
+        .args(["get", "instances", "-o", "json"])
+        .assert()
+        .success();
+    let views: serde_json::Value =
+        serde_json::from_slice(&listed.get_output().stdout).expect("json");
+    let states: Vec<&str> = views
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|v| v["nodeSpec"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(states, vec!["outdated"; 6], "{views}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,6 +1,6 @@
 //! `get clusters` and `get instancegroups`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use ballast_state::defaults::complete;
 use ballast_state::registry::RegistryError;
@@ -15,6 +15,7 @@ pub async fn run(context: &Context, args: GetArgs) -> Result<(), CommandError> {
     let text = match args.what {
         GetWhat::Clusters(args) => clusters(context, args).await?,
         GetWhat::Instancegroups(args) => instance_groups(context, args).await?,
+        GetWhat::Instances(args) => instances(context, args).await?,
     };
     print!("{text}");
     Ok(())
@@ -140,5 +141,164 @@ impl Context {
     /// `get clusters` lists all clusters unless --name narrows it to one.
     fn name_filter(&self) -> Option<&str> {
         self.name.as_deref()
+    }
+}
+
+/// One instance as `get instances` shows it.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InstanceView {
+    instance_id: String,
+    instance_group: String,
+    role: String,
+    zone: String,
+    private_ip: String,
+    state: String,
+    /// `current`, `outdated` (its node spec changed since it booted) or `unknown`.
+    node_spec: String,
+    /// What its nodeup reported, if it has.
+    report: Option<ballast_state::report::NodeReport>,
+}
+
+async fn instances(context: &Context, args: GetObjectArgs) -> Result<String, CommandError> {
+    use crate::cloud::model::{CLUSTER_TAG, GROUP_TAG, NODE_SPEC_HASH_TAG, ROLE_TAG};
+    let name = context.cluster_name(None)?;
+    let registry = context.registry().await?;
+    let completed = registry.load_completed(&name).await?;
+    let region = completed.cluster.spec.region.clone().unwrap_or_default();
+    let cloud = crate::cloud::Cloud::connect(&region, crate::cloud::CallLog::new()).await;
+    let filter = |key: &str, values: &[&str]| {
+        let mut f = aws_sdk_ec2::types::Filter::builder().name(key);
+        for v in values {
+            f = f.values(*v);
+        }
+        f.build()
+    };
+    let resource = format!("instances of {name}");
+    let mut found = Vec::new();
+    let mut pages = cloud
+        .ec2
+        .describe_instances()
+        .filters(filter(&format!("tag:{CLUSTER_TAG}"), &[&name]))
+        .filters(filter(
+            "instance-state-name",
+            &["pending", "running", "stopping", "stopped"],
+        ))
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| {
+            let (message, hint) = crate::cloud::engine::describe(&e);
+            crate::cloud::engine::UpdateError::Aws {
+                resource: resource.clone(),
+                operation: "DescribeInstances",
+                message,
+                hint,
+            }
+        })?;
+        found.extend(
+            page.reservations()
+                .iter()
+                .flat_map(|r| r.instances().to_vec()),
+        );
+    }
+    let paths = ballast_state::layout::ClusterPaths::new(&name);
+    let mut current_specs: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut views = Vec::new();
+    for instance in found {
+        let tags: BTreeMap<String, String> = instance
+            .tags()
+            .iter()
+            .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
+            .collect();
+        let id = instance.instance_id().unwrap_or_default().to_string();
+        if args.object.as_deref().is_some_and(|o| o != id) {
+            continue;
+        }
+        let group = tags.get(GROUP_TAG).cloned().unwrap_or_default();
+        if !current_specs.contains_key(&group) {
+            let spec = registry.store().get(&paths.node_spec(&group)).await?;
+            current_specs.insert(
+                group.clone(),
+                spec.map(|o| ballast_state::store::sha256_hex(&o.data)),
+            );
+        }
+        let node_spec = match (
+            tags.get(NODE_SPEC_HASH_TAG),
+            current_specs.get(&group).cloned().flatten(),
+        ) {
+            (Some(have), Some(want)) if *have == want => "current",
+            (Some(_), Some(_)) => "outdated",
+            _ => "unknown",
+        };
+        let report = match registry.store().get(&paths.report(&id)).await? {
+            Some(object) => ballast_state::report::NodeReport::from_json(&object.data).ok(),
+            None => None,
+        };
+        views.push(InstanceView {
+            instance_id: id,
+            instance_group: group,
+            role: tags.get(ROLE_TAG).cloned().unwrap_or_default(),
+            zone: instance
+                .placement()
+                .and_then(|p| p.availability_zone())
+                .unwrap_or_default()
+                .to_string(),
+            private_ip: instance
+                .private_ip_address()
+                .unwrap_or_default()
+                .to_string(),
+            state: instance
+                .state()
+                .and_then(|s| s.name())
+                .map(|n| n.as_str().to_string())
+                .unwrap_or_default(),
+            node_spec: node_spec.to_string(),
+            report,
+        });
+    }
+    views.sort_by(|a, b| {
+        (&a.instance_group, &a.instance_id).cmp(&(&b.instance_group, &b.instance_id))
+    });
+    match args.output {
+        OutputFormat::Json => output::json(&views),
+        OutputFormat::Yaml => output::yaml_documents(&views),
+        OutputFormat::Table => {
+            let rows: Vec<Vec<String>> = views
+                .iter()
+                .map(|v| {
+                    let (phase, error) = match &v.report {
+                        Some(r) => (
+                            format!("{:?}", r.phase),
+                            r.errors.first().cloned().unwrap_or_default(),
+                        ),
+                        None => ("-".to_string(), String::new()),
+                    };
+                    vec![
+                        v.instance_id.clone(),
+                        v.instance_group.clone(),
+                        v.zone.clone(),
+                        v.private_ip.clone(),
+                        v.state.clone(),
+                        v.node_spec.clone(),
+                        phase,
+                        error,
+                    ]
+                })
+                .collect();
+            Ok(output::table(
+                &[
+                    "ID",
+                    "GROUP",
+                    "ZONE",
+                    "IP",
+                    "STATE",
+                    "NODE SPEC",
+                    "NODEUP",
+                    "ERROR",
+                ],
+                &rows,
+            ))
+        }
     }
 }
