@@ -211,115 +211,19 @@ impl Run<'_> {
             }
         }
 
-        let table_name = format!("private-{zone}.{cluster}");
-        let resource = format!("RouteTable {table_name}");
-        let tables = call(&resource, "DescribeRouteTables", || {
-            ec2c.describe_route_tables()
-                .filters(self.owned_filter())
-                .filters(filter("tag:Name", &table_name))
-                .send()
-        })
-        .await?;
-        let private_subnets: Vec<String> = self
+        let subnets: Vec<String> = self
             .model
             .subnets
             .iter()
             .filter(|s| !s.public && s.shared_id.is_none() && s.zone == zone)
             .map(|s| s.name.clone())
             .collect();
-        let table = tables.route_tables().first();
-        let has_route = table.is_some_and(|t| {
-            t.routes().iter().any(|r| {
-                r.destination_cidr_block() == Some("0.0.0.0/0")
-                    && r.nat_gateway_id() == gateway_id.as_deref()
-            })
-        });
-        let associated: BTreeSet<String> = table
-            .map(|t| {
-                t.associations()
-                    .iter()
-                    .filter_map(|a| a.subnet_id().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let missing: Vec<String> = private_subnets
-            .iter()
-            .filter(|n| {
-                self.known
-                    .subnet_ids
-                    .get(*n)
-                    .is_none_or(|id| !associated.contains(id))
-            })
-            .cloned()
-            .collect();
-        if table.is_some() && has_route && missing.is_empty() {
-            return Ok(());
-        }
-        let mut change = Change::new(
-            STAGE_SUBNETS,
-            "RouteTable",
-            &table_name,
-            if table.is_some() {
-                Action::Update
-            } else {
-                Action::Create
-            },
-        );
-        if !has_route {
-            change = change.field("routes", None, "0.0.0.0/0 -> NAT gateway");
-        }
-        if !missing.is_empty() {
-            change = change.field("associations", None, format!("+ {}", missing.join(", ")));
-        }
-        self.plan.push(change);
-        if !self.options.apply {
-            return Ok(());
-        }
-        let table_id = match table.and_then(|t| t.route_table_id()) {
-            Some(id) => id.to_string(),
-            None => {
-                let tags = self.tags_named(&table_name);
-                let vpc = self.known.vpc_id.clone().unwrap_or_default();
-                call(&resource, "CreateRouteTable", || {
-                    ec2c.create_route_table()
-                        .vpc_id(&vpc)
-                        .tag_specifications(tag_spec(ec2::ResourceType::RouteTable, &tags))
-                        .send()
-                })
-                .await?
-                .route_table()
-                .and_then(|t| t.route_table_id())
-                .unwrap_or_default()
-                .to_string()
-            }
-        };
-        if !has_route {
-            let nat = gateway_id.unwrap_or_default();
-            call(&resource, "CreateRoute", || {
-                ec2c.create_route()
-                    .route_table_id(&table_id)
-                    .destination_cidr_block("0.0.0.0/0")
-                    .nat_gateway_id(&nat)
-                    .send()
-            })
-            .await?;
-        }
-        for name in missing {
-            let subnet_id = self
-                .known
-                .subnet_ids
-                .get(&name)
-                .cloned()
-                .unwrap_or_default();
-            call(&resource, "AssociateRouteTable", || {
-                ec2c.associate_route_table()
-                    .route_table_id(&table_id)
-                    .subnet_id(&subnet_id)
-                    .send()
-            })
-            .await?;
-        }
-        Ok(())
+        self.default_route_table(
+            &format!("private-{zone}.{cluster}"),
+            RouteTarget::Nat(gateway_id),
+            subnets,
+        )
+        .await
     }
 
     async fn vpc(&mut self) -> Result<(), UpdateError> {
@@ -658,94 +562,115 @@ impl Run<'_> {
         }
 
         // The public route table: a default route to the gateway, associated with every owned public subnet.
-        let table_name = format!("public.{cluster}");
-        let resource = format!("RouteTable {table_name}");
-        let out = call(&resource, "DescribeRouteTables", || {
-            ec2c.describe_route_tables()
-                .filters(self.owned_filter())
-                .filters(filter("tag:Name", &table_name))
-                .send()
-        })
-        .await?;
-        let public_subnets: Vec<String> = self
+        let subnets: Vec<String> = self
             .model
             .subnets
             .iter()
             .filter(|s| s.public && s.shared_id.is_none())
             .map(|s| s.name.clone())
             .collect();
-        let (table_id, has_route, associated) =
-            match out.route_tables().first() {
-                Some(table) => (
-                    table.route_table_id().map(str::to_string),
-                    table.routes().iter().any(|r| {
-                        r.destination_cidr_block() == Some("0.0.0.0/0")
-                            && r.gateway_id() == gateway_id.as_deref()
-                    }),
-                    table
-                        .associations()
-                        .iter()
-                        .filter_map(|a| a.subnet_id().map(str::to_string))
-                        .collect::<BTreeSet<String>>(),
-                ),
-                None => {
-                    self.plan.push(
-                        Change::new(STAGE_SUBNETS, "RouteTable", &table_name, Action::Create)
-                            .field("routes", None, "0.0.0.0/0 -> internet gateway"),
-                    );
-                    (None, false, BTreeSet::new())
-                }
-            };
-        let missing: Vec<String> = public_subnets
-            .iter()
-            .filter(|name| {
+        self.default_route_table(
+            &format!("public.{cluster}"),
+            RouteTarget::InternetGateway(gateway_id),
+            subnets,
+        )
+        .await
+    }
+
+    /// A route table of the cluster named `table_name`: its default route to `target`, associated with
+    /// `subnets` (names of the spec's subnets).
+    async fn default_route_table(
+        &mut self,
+        table_name: &str,
+        target: RouteTarget,
+        subnets: Vec<String>,
+    ) -> Result<(), UpdateError> {
+        let ec2c = &self.cloud.ec2;
+        let resource = format!("RouteTable {table_name}");
+        let tables = call(&resource, "DescribeRouteTables", || {
+            ec2c.describe_route_tables()
+                .filters(self.owned_filter())
+                .filters(filter("tag:Name", table_name))
+                .send()
+        })
+        .await?;
+        let table = tables.route_tables().first();
+        let has_route = table.is_some_and(|t| {
+            t.routes()
+                .iter()
+                .any(|r| r.destination_cidr_block() == Some("0.0.0.0/0") && target.is_route(r))
+        });
+        let associated: BTreeSet<String> = table
+            .map(|t| {
+                t.associations()
+                    .iter()
+                    .filter_map(|a| a.subnet_id().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let missing: Vec<String> = subnets
+            .into_iter()
+            .filter(|n| {
                 self.known
                     .subnet_ids
-                    .get(*name)
+                    .get(n)
                     .is_none_or(|id| !associated.contains(id))
             })
-            .cloned()
             .collect();
-        if table_id.is_some() && (!has_route || !missing.is_empty()) {
-            let mut change = Change::new(STAGE_SUBNETS, "RouteTable", &table_name, Action::Update);
-            if !has_route {
-                change = change.field("routes", None, "0.0.0.0/0 -> internet gateway");
-            }
-            if !missing.is_empty() {
-                change = change.field("associations", None, format!("+ {}", missing.join(", ")));
-            }
-            self.plan.push(change);
+        if table.is_some() && has_route && missing.is_empty() {
+            return Ok(());
         }
+        let action = if table.is_some() {
+            Action::Update
+        } else {
+            Action::Create
+        };
+        let mut change = Change::new(STAGE_SUBNETS, "RouteTable", table_name, action);
+        if !has_route {
+            change = change.field(
+                "routes",
+                None,
+                format!("0.0.0.0/0 -> {}", target.describe()),
+            );
+        }
+        if !missing.is_empty() {
+            change = change.field("associations", None, format!("+ {}", missing.join(", ")));
+        }
+        self.plan.push(change);
         if !self.options.apply {
             return Ok(());
         }
-        let table_id = match table_id {
-            Some(id) => id,
+        let table_id = match table.and_then(|t| t.route_table_id()) {
+            Some(id) => id.to_string(),
             None => {
-                let tags = self.tags_named(&table_name);
-                let vpc = vpc_id.clone().unwrap_or_default();
-                let created = call(&resource, "CreateRouteTable", || {
+                let tags = self.tags_named(table_name);
+                let vpc = self.known.vpc_id.clone().unwrap_or_default();
+                call(&resource, "CreateRouteTable", || {
                     ec2c.create_route_table()
                         .vpc_id(&vpc)
                         .tag_specifications(tag_spec(ec2::ResourceType::RouteTable, &tags))
                         .send()
                 })
-                .await?;
-                created
-                    .route_table()
-                    .and_then(|t| t.route_table_id())
-                    .unwrap_or_default()
-                    .to_string()
+                .await?
+                .route_table()
+                .and_then(|t| t.route_table_id())
+                .unwrap_or_default()
+                .to_string()
             }
         };
         if !has_route {
-            let gateway = gateway_id.unwrap_or_default();
             call(&resource, "CreateRoute", || {
-                ec2c.create_route()
+                let request = ec2c
+                    .create_route()
                     .route_table_id(&table_id)
-                    .destination_cidr_block("0.0.0.0/0")
-                    .gateway_id(&gateway)
-                    .send()
+                    .destination_cidr_block("0.0.0.0/0");
+                match &target {
+                    RouteTarget::InternetGateway(id) => {
+                        request.gateway_id(id.clone().unwrap_or_default())
+                    }
+                    RouteTarget::Nat(id) => request.nat_gateway_id(id.clone().unwrap_or_default()),
+                }
+                .send()
             })
             .await?;
         }
@@ -2004,6 +1929,32 @@ impl Run<'_> {
             }
         }
         Ok(out_of_date)
+    }
+}
+
+/// Where a route table's default route goes (the id, once it exists).
+enum RouteTarget {
+    InternetGateway(Option<String>),
+    Nat(Option<String>),
+}
+
+impl RouteTarget {
+    fn is_route(&self, route: &ec2::Route) -> bool {
+        match self {
+            RouteTarget::InternetGateway(id) => {
+                route.gateway_id().is_some() && route.gateway_id() == id.as_deref()
+            }
+            RouteTarget::Nat(id) => {
+                route.nat_gateway_id().is_some() && route.nat_gateway_id() == id.as_deref()
+            }
+        }
+    }
+
+    fn describe(&self) -> &'static str {
+        match self {
+            RouteTarget::InternetGateway(_) => "internet gateway",
+            RouteTarget::Nat(_) => "NAT gateway",
+        }
     }
 }
 
