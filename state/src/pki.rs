@@ -117,8 +117,7 @@ impl BootstrapToken {
         let (id, secret) = text.trim().split_once('.').ok_or(BadBootstrapToken)?;
         let ok = |s: &str, n: usize| {
             s.len() == n
-                && s
-                    .bytes()
+                && s.bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
         };
         if !ok(id, 6) || !ok(secret, 16) {
@@ -306,8 +305,17 @@ mod tests {
         let a = BootstrapToken::generate();
         let b = BootstrapToken::generate();
         assert_ne!(a, b);
-        assert_eq!(BootstrapToken::parse(&format!("{}\n", a.token())).expect("parses"), a);
-        for bad in ["", "abc.def", "ABCDEF.0123456789abcdef", "abcdef0123456789abcdef", "abcdef.0123456789abcde!"] {
+        assert_eq!(
+            BootstrapToken::parse(&format!("{}\n", a.token())).expect("parses"),
+            a
+        );
+        for bad in [
+            "",
+            "abc.def",
+            "ABCDEF.0123456789abcdef",
+            "abcdef0123456789abcdef",
+            "abcdef.0123456789abcde!",
+        ] {
             assert!(BootstrapToken::parse(bad).is_err(), "{bad}");
         }
     }
