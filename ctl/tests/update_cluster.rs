@@ -639,6 +639,30 @@ async fn failures_name_the_resource_and_what_to_do() {
         Some("shared")
     );
 
+    // A change AWS cannot make in place is refused, naming the resource and the spec field.
+    cluster
+        .ballast()
+        .args(["update", "cluster", "--yes"])
+        .assert()
+        .success();
+    let stored = cluster
+        .ballast()
+        .args(["get", "clusters", "-o", "yaml"])
+        .assert()
+        .success();
+    let yaml = String::from_utf8_lossy(&stored.get_output().stdout).replace(
+        "spec:\n",
+        "spec:\n  api:\n    loadBalancer:\n      type: Internal\n",
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    cluster.replace(&dir, &yaml);
+    cluster
+        .ballast()
+        .args(["update", "cluster"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("LoadBalancer api-errors-example-com: spec.api.loadBalancer.type cannot be changed in place"));
+
     // A file state store cannot serve nodes.
     let dir = tempfile::tempdir().expect("tempdir");
     let mut cmd = Command::cargo_bin("ballast").expect("binary");
