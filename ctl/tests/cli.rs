@@ -470,12 +470,17 @@ fn delete_previews_then_unregisters() {
     let before = env.snapshot();
     // Every object of the cluster: the store's files but its own lock file.
     let objects = before.iter().filter(|(k, _)| k.starts_with(NAME)).count();
-    assert!(objects >= 13, "spec, completed spec, 4 groups, PKI and secrets: {objects}");
+    assert!(
+        objects >= 13,
+        "spec, completed spec, 4 groups, PKI and secrets: {objects}"
+    );
     env.ballast()
         .args(["delete", "cluster", NAME, "--unregister"])
         .assert()
         .success()
-        .stdout(predicate::str::contains(format!("Would delete {objects} objects")))
+        .stdout(predicate::str::contains(format!(
+            "Would delete {objects} objects"
+        )))
         .stdout(predicate::str::contains(
             "demo.example.com/pki/etcd-ca/key.pem",
         ));

@@ -1,0 +1,432 @@
+//! Certificates a control-plane node issues for itself, from the CA keys only control-plane roles may read:
+//! the API server's serving certificate (the load balancer's name among its SANs), its clients of the kubelets
+//! and of etcd, etcd's server, peer and client certificates, and the client certificates of the controller
+//! manager, the scheduler and the node's own kubelet.
+//!
+//! [`plan`] is pure (what each certificate must say); [`issue_all`] keeps a certificate already on the node
+//! when it still says exactly that (same names, same issuer, matching key, valid for 30 days more) and issues a
+//! new one otherwise: an unchanged node rewrites no certificate and restarts nothing.
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr};
+
+use ballast_state::node::NodeSpec;
+use rcgen::{
+    CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+use time::{Duration, OffsetDateTime};
+
+use crate::render::{ControlPlaneSecrets, NodeFacts, RenderedFile};
+
+/// Leaf certificates live a year; nodeup renews them when fewer than 30 days are left.
+pub const VALIDITY: Duration = Duration::days(365);
+pub const RENEW_BEFORE: Duration = Duration::days(30);
+
+/// Path stems (`<stem>.crt`, `<stem>.key`) of the certificates.
+pub mod names {
+    pub const API_SERVER: &str = "/etc/kubernetes/pki/apiserver";
+    pub const API_SERVER_KUBELET_CLIENT: &str = "/etc/kubernetes/pki/apiserver-kubelet-client";
+    pub const API_SERVER_ETCD_CLIENT: &str = "/etc/kubernetes/pki/apiserver-etcd-client";
+    pub const CONTROLLER_MANAGER: &str = "/etc/kubernetes/pki/controller-manager";
+    pub const SCHEDULER: &str = "/etc/kubernetes/pki/scheduler";
+    pub const ETCD_SERVER: &str = "/etc/kubernetes/pki/etcd/server";
+    pub const ETCD_PEER: &str = "/etc/kubernetes/pki/etcd/peer";
+    pub const ETCD_CLIENT: &str = "/etc/kubernetes/pki/etcd/client";
+    pub const KUBELET_CLIENT: &str = "/var/lib/kubelet/pki/kubelet-client";
+}
+
+/// Which CA signs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signer {
+    Kubernetes,
+    Etcd,
+}
+
+/// What one certificate must say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertPlan {
+    pub cert_path: String,
+    pub key_path: String,
+    pub signer: Signer,
+    pub common_name: String,
+    pub organization: Option<String>,
+    /// Sorted.
+    pub dns_names: Vec<String>,
+    /// Sorted.
+    pub ips: Vec<IpAddr>,
+    pub server: bool,
+    pub client: bool,
+}
+
+impl CertPlan {
+    fn new(
+        stem: &str,
+        signer: Signer,
+        cn: &str,
+        org: Option<&str>,
+        server: bool,
+        client: bool,
+    ) -> Self {
+        CertPlan {
+            cert_path: format!("{stem}.crt"),
+            key_path: format!("{stem}.key"),
+            signer,
+            common_name: cn.to_string(),
+            organization: org.map(str::to_string),
+            dns_names: Vec::new(),
+            ips: Vec::new(),
+            server,
+            client,
+        }
+    }
+
+    fn names(mut self, dns: &[&str], ips: &[IpAddr]) -> Self {
+        let dns: BTreeSet<String> = dns
+            .iter()
+            .filter(|d| !d.is_empty())
+            .map(|d| d.to_string())
+            .collect();
+        let ips: BTreeSet<IpAddr> = ips.iter().copied().collect();
+        self.dns_names = dns.into_iter().collect();
+        self.ips = ips.into_iter().collect();
+        self
+    }
+
+    /// One line for the golden files: path, signer, subject and names.
+    pub fn summary(&self) -> String {
+        let ips: Vec<String> = self.ips.iter().map(IpAddr::to_string).collect();
+        format!(
+            "{} signer={:?} cn={} o={} server={} client={} dns=[{}] ip=[{}]",
+            self.cert_path,
+            self.signer,
+            self.common_name,
+            self.organization.as_deref().unwrap_or("-"),
+            self.server,
+            self.client,
+            self.dns_names.join(","),
+            ips.join(",")
+        )
+    }
+}
+
+/// The first address of a CIDR (`100.64.0.0/13` -> `100.64.0.1`): the `kubernetes` service's IP.
+pub fn first_service_ip(cidr: &str) -> Option<IpAddr> {
+    let base: Ipv4Addr = cidr.split('/').next()?.parse().ok()?;
+    Some(IpAddr::V4(Ipv4Addr::from(u32::from(base).checked_add(1)?)))
+}
+
+/// The certificates of a control-plane node (none for workers: their kubelets bootstrap).
+pub fn plan(spec: &NodeSpec, node: &NodeFacts) -> Vec<CertPlan> {
+    if spec.control_plane.is_none() {
+        return Vec::new();
+    }
+    let ip: Option<IpAddr> = node.private_ip.parse().ok();
+    let own_ips: Vec<IpAddr> = ip.into_iter().collect();
+    let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let lb_name = spec
+        .api_server_endpoint
+        .rsplit_once(':')
+        .map(|(host, _)| host)
+        .unwrap_or(&spec.api_server_endpoint);
+    let svc_domain = format!("kubernetes.default.svc.{}", spec.cluster_domain);
+    let mut api_ips = own_ips.clone();
+    api_ips.push(loopback);
+    api_ips.extend(first_service_ip(&spec.service_cidr));
+    // etcd 3.4+ checks a peer's source address against its certificate: on the local cloud every connection
+    // leaves from 127.0.0.1, so a member on a loopback private IP needs it among its peer SANs. On AWS the
+    // private IP is not loopback and nothing is added.
+    let mut peer_ips = own_ips.clone();
+    if ip.is_some_and(|ip| ip.is_loopback()) {
+        peer_ips.push(loopback);
+    }
+    let mut server_ips = own_ips.clone();
+    server_ips.push(loopback);
+    let host = node.hostname.as_str();
+    use names::*;
+    use Signer::*;
+    vec![
+        CertPlan::new(API_SERVER, Kubernetes, "kube-apiserver", None, true, false).names(
+            &[
+                lb_name,
+                host,
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                &svc_domain,
+                "localhost",
+            ],
+            &api_ips,
+        ),
+        CertPlan::new(
+            API_SERVER_KUBELET_CLIENT,
+            Kubernetes,
+            "kube-apiserver-kubelet-client",
+            Some("system:masters"),
+            false,
+            true,
+        ),
+        CertPlan::new(
+            API_SERVER_ETCD_CLIENT,
+            Etcd,
+            "kube-apiserver-etcd-client",
+            None,
+            false,
+            true,
+        ),
+        CertPlan::new(
+            CONTROLLER_MANAGER,
+            Kubernetes,
+            "system:kube-controller-manager",
+            None,
+            false,
+            true,
+        ),
+        CertPlan::new(
+            SCHEDULER,
+            Kubernetes,
+            "system:kube-scheduler",
+            None,
+            false,
+            true,
+        ),
+        CertPlan::new(
+            KUBELET_CLIENT,
+            Kubernetes,
+            &format!("system:node:{host}"),
+            Some("system:nodes"),
+            false,
+            true,
+        ),
+        CertPlan::new(ETCD_SERVER, Etcd, host, None, true, true)
+            .names(&[host, "localhost"], &server_ips),
+        CertPlan::new(ETCD_PEER, Etcd, host, None, true, true).names(&[host], &peer_ips),
+        CertPlan::new(ETCD_CLIENT, Etcd, "nodeup-etcd-client", None, false, true),
+    ]
+}
+
+/// Failures issuing certificates.
+#[derive(Debug, thiserror::Error)]
+pub enum IssueCertError {
+    /// A CA certificate or key from the state store does not parse.
+    #[error("the {ca} from the state store is unusable: {source}")]
+    BadCa {
+        ca: &'static str,
+        #[source]
+        source: rcgen::Error,
+    },
+    /// rcgen failed to make a key or a certificate.
+    #[error("issuing {path}: {source}")]
+    Issue {
+        path: String,
+        #[source]
+        source: rcgen::Error,
+    },
+}
+
+/// What was done for one certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertOutcome {
+    pub cert_path: String,
+    /// The certificate on the node still fits: kept as is.
+    pub kept: bool,
+}
+
+/// Issues (or keeps) every planned certificate. `existing(path)` returns a file currently on the node.
+/// Returns the certificate (0644) and key (0600) files, to be written like every other file.
+pub fn issue_all(
+    plans: &[CertPlan],
+    secrets: &ControlPlaneSecrets,
+    kubernetes_ca_cert: &str,
+    existing: impl Fn(&str) -> Option<Vec<u8>>,
+    now: OffsetDateTime,
+) -> Result<(Vec<RenderedFile>, Vec<CertOutcome>), IssueCertError> {
+    let issuer = |ca: &'static str, cert: &str, key: &str| {
+        let key = KeyPair::from_pem(key).map_err(|source| IssueCertError::BadCa { ca, source })?;
+        Issuer::from_ca_cert_pem(cert, key).map_err(|source| IssueCertError::BadCa { ca, source })
+    };
+    let kubernetes = issuer(
+        "Kubernetes CA",
+        kubernetes_ca_cert,
+        &secrets.kubernetes_ca_key,
+    )?;
+    let etcd = issuer("etcd CA", &secrets.etcd_ca_cert, &secrets.etcd_ca_key)?;
+    let mut files = Vec::new();
+    let mut outcomes = Vec::new();
+    for plan in plans {
+        let (issuer, ca_pem) = match plan.signer {
+            Signer::Kubernetes => (&kubernetes, kubernetes_ca_cert),
+            Signer::Etcd => (&etcd, secrets.etcd_ca_cert.as_str()),
+        };
+        let current = existing(&plan.cert_path).zip(existing(&plan.key_path));
+        let kept = current
+            .as_ref()
+            .is_some_and(|(cert, key)| still_fits(plan, ca_pem, cert, key, now));
+        let (cert_pem, key_pem) = match current {
+            Some((cert, key)) if kept => (cert, key),
+            _ => {
+                let (cert, key) = issue(plan, issuer, now)?;
+                (cert.into_bytes(), key.into_bytes())
+            }
+        };
+        files.push(file(&plan.cert_path, 0o644, cert_pem));
+        files.push(file(&plan.key_path, 0o600, key_pem));
+        outcomes.push(CertOutcome {
+            cert_path: plan.cert_path.clone(),
+            kept,
+        });
+    }
+    Ok((files, outcomes))
+}
+
+fn file(path: &str, mode: u32, content: Vec<u8>) -> RenderedFile {
+    RenderedFile {
+        path: path.to_string(),
+        mode,
+        owner: crate::render::Owner::ROOT,
+        content,
+    }
+}
+
+fn issue(
+    plan: &CertPlan,
+    issuer: &Issuer<'_, KeyPair>,
+    now: OffsetDateTime,
+) -> Result<(String, String), IssueCertError> {
+    let err = |source| IssueCertError::Issue {
+        path: plan.cert_path.clone(),
+        source,
+    };
+    let key = KeyPair::generate().map_err(err)?;
+    let mut params = CertificateParams::new(plan.dns_names.clone()).map_err(err)?;
+    params
+        .subject_alt_names
+        .extend(plan.ips.iter().map(|ip| SanType::IpAddress(*ip)));
+    params
+        .distinguished_name
+        .push(DnType::CommonName, plan.common_name.as_str());
+    if let Some(org) = &plan.organization {
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, org.as_str());
+    }
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    if plan.server {
+        params
+            .extended_key_usages
+            .push(ExtendedKeyUsagePurpose::ServerAuth);
+    }
+    if plan.client {
+        params
+            .extended_key_usages
+            .push(ExtendedKeyUsagePurpose::ClientAuth);
+    }
+    params.use_authority_key_identifier_extension = true;
+    params.not_before = now - Duration::hours(1);
+    params.not_after = now + VALIDITY;
+    let cert = params.signed_by(&key, issuer).map_err(err)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// What a certificate on the node says, as far as [`still_fits`] cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertFacts {
+    pub common_name: String,
+    pub organization: Option<String>,
+    pub dns_names: BTreeSet<String>,
+    pub ips: BTreeSet<IpAddr>,
+    /// DER of the issuer's name.
+    pub issuer_raw: Vec<u8>,
+    pub subject_raw: Vec<u8>,
+    pub public_key: Vec<u8>,
+    pub not_after: i64,
+    /// The issuer's key identifier (authority key identifier extension).
+    pub authority_key_id: Option<Vec<u8>>,
+    /// This certificate's key identifier (subject key identifier extension).
+    pub subject_key_id: Option<Vec<u8>>,
+}
+
+/// Reads a PEM certificate; `None` when it does not parse.
+pub fn cert_facts(pem: &[u8]) -> Option<CertFacts> {
+    use x509_parser::extensions::{GeneralName, ParsedExtension};
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem).ok()?;
+    let cert = pem.parse_x509().ok()?;
+    let first = |attrs: Vec<&x509_parser::x509::AttributeTypeAndValue>| {
+        attrs
+            .first()
+            .and_then(|a| a.as_str().ok())
+            .map(str::to_string)
+    };
+    let mut dns_names = BTreeSet::new();
+    let mut ips = BTreeSet::new();
+    if let Ok(Some(san)) = cert.subject_alternative_name() {
+        for name in &san.value.general_names {
+            match name {
+                GeneralName::DNSName(d) => {
+                    dns_names.insert(d.to_string());
+                }
+                GeneralName::IPAddress(bytes) => match bytes.len() {
+                    4 => {
+                        let b: [u8; 4] = (*bytes).try_into().ok()?;
+                        ips.insert(IpAddr::from(b));
+                    }
+                    16 => {
+                        let b: [u8; 16] = (*bytes).try_into().ok()?;
+                        ips.insert(IpAddr::from(b));
+                    }
+                    _ => return None,
+                },
+                _ => {}
+            }
+        }
+    }
+    let mut authority_key_id = None;
+    let mut subject_key_id = None;
+    for ext in cert.extensions() {
+        match ext.parsed_extension() {
+            ParsedExtension::AuthorityKeyIdentifier(aki) => {
+                authority_key_id = aki.key_identifier.as_ref().map(|k| k.0.to_vec());
+            }
+            ParsedExtension::SubjectKeyIdentifier(ski) => subject_key_id = Some(ski.0.to_vec()),
+            _ => {}
+        }
+    }
+    Some(CertFacts {
+        authority_key_id,
+        subject_key_id,
+        common_name: first(cert.subject().iter_common_name().collect())?,
+        organization: first(cert.subject().iter_organization().collect()),
+        dns_names,
+        ips,
+        issuer_raw: cert.issuer().as_raw().to_vec(),
+        subject_raw: cert.subject().as_raw().to_vec(),
+        public_key: cert.public_key().subject_public_key.data.to_vec(),
+        not_after: cert.validity().not_after.timestamp(),
+    })
+}
+
+/// A certificate on the node still fits its plan: same subject and names, issued by this CA, for this key, and
+/// valid for at least [`RENEW_BEFORE`] more.
+fn still_fits(plan: &CertPlan, ca_pem: &str, cert: &[u8], key: &[u8], now: OffsetDateTime) -> bool {
+    let (Some(facts), Some(ca)) = (cert_facts(cert), cert_facts(ca_pem.as_bytes())) else {
+        return false;
+    };
+    let Ok(key) = std::str::from_utf8(key)
+        .map_err(|_| ())
+        .and_then(|k| KeyPair::from_pem(k).map_err(|_| ()))
+    else {
+        return false;
+    };
+    facts.common_name == plan.common_name
+        && facts.organization == plan.organization
+        && facts.dns_names.iter().eq(plan.dns_names.iter())
+        && facts.ips.iter().eq(plan.ips.iter())
+        && facts.issuer_raw == ca.subject_raw
+        // Same name is not same CA (a re-created cluster's CA has the same name): the key identifiers must match.
+        && facts.authority_key_id.is_some()
+        && facts.authority_key_id == ca.subject_key_id
+        && facts.public_key == key.public_key_raw()
+        && facts.not_after > (now + RENEW_BEFORE).unix_timestamp()
+}

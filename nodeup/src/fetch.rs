@@ -1,0 +1,229 @@
+//! Step 2 of nodeup: the node spec from the state store named in the boot config, checked against the sha256
+//! the boot config carries, and the secrets the spec names (in parallel). Store failures (unreachable,
+//! throttled, credentials not there yet) are retried with a growing backoff until one overall deadline; a
+//! missing object or a spec that does not match its hash is not retried.
+
+use std::time::{Duration, Instant};
+
+use ballast_state::node::{BootConfig, NodeSpec};
+use ballast_state::pki::{BootstrapToken, EncryptionKeys};
+use ballast_state::spec::Role;
+use ballast_state::store::{sha256_hex, StateStore, StoreError, StoreOptions};
+
+use crate::render::{ControlPlaneSecrets, Secrets};
+
+/// Failures fetching what the node needs.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// The boot config's state store URL is not one the store understands.
+    #[error("opening the state store {url}: {source}")]
+    Open {
+        url: String,
+        #[source]
+        source: StoreError,
+    },
+    /// The store did not answer (or refused) before the deadline.
+    #[error("the state store {url} is unreachable: reading {key} failed for {waited:?} ({attempts} attempts); last error: {last}")]
+    Unreachable {
+        url: String,
+        key: String,
+        waited: Duration,
+        attempts: u32,
+        last: String,
+    },
+    /// The object does not exist.
+    #[error("{key} does not exist in the state store {url}: run `ballast update cluster --yes` to write it")]
+    Missing { url: String, key: String },
+    /// The node spec's bytes do not hash to the boot config's sha256: it was changed after the launch template
+    /// was written (tampering, or an update whose launch template never applied).
+    #[error("refusing the node spec {key}: its sha256 is {actual}, but the boot config (user-data) says {expected}; the spec was changed after this instance's launch template was written")]
+    Tampered {
+        key: String,
+        expected: String,
+        actual: String,
+    },
+    /// The node spec does not parse, or is not this node's.
+    #[error("the node spec {key} is invalid: {message}")]
+    BadSpec { key: String, message: String },
+    /// A secret does not parse.
+    #[error("the secret {key} is invalid: {message}")]
+    BadSecret { key: String, message: String },
+}
+
+/// Opens the boot config's state store.
+pub async fn open(url: &str) -> Result<StateStore, FetchError> {
+    StateStore::open(url, StoreOptions::default())
+        .await
+        .map_err(|source| FetchError::Open {
+            url: url.to_string(),
+            source,
+        })
+}
+
+/// Reads an object that must exist, retrying store failures until `deadline`.
+pub async fn get(store: &StateStore, key: &str, deadline: Instant) -> Result<Vec<u8>, FetchError> {
+    let start = Instant::now();
+    let mut backoff = Duration::from_millis(100);
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let left = deadline.saturating_duration_since(Instant::now());
+        let last =
+            match tokio::time::timeout(left.max(Duration::from_millis(1)), store.get(key)).await {
+                Ok(Ok(Some(object))) => return Ok(object.data),
+                Ok(Ok(None)) => {
+                    return Err(FetchError::Missing {
+                        url: store.url(),
+                        key: key.to_string(),
+                    })
+                }
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => "timed out".to_string(),
+            };
+        if Instant::now() + backoff >= deadline {
+            return Err(FetchError::Unreachable {
+                url: store.url(),
+                key: key.to_string(),
+                waited: start.elapsed(),
+                attempts,
+                last,
+            });
+        }
+        tracing::warn!(key, attempts, error = %last, "state store read failed; retrying");
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// The node spec, verified against the boot config.
+pub async fn node_spec(
+    store: &StateStore,
+    boot: &BootConfig,
+    deadline: Instant,
+) -> Result<NodeSpec, FetchError> {
+    let key = &boot.node_spec;
+    let data = get(store, key, deadline).await?;
+    let actual = sha256_hex(&data);
+    if actual != boot.node_spec_sha256 {
+        return Err(FetchError::Tampered {
+            key: key.clone(),
+            expected: boot.node_spec_sha256.clone(),
+            actual,
+        });
+    }
+    let bad = |message: String| FetchError::BadSpec {
+        key: key.clone(),
+        message,
+    };
+    let text = std::str::from_utf8(&data).map_err(|e| bad(e.to_string()))?;
+    let spec: NodeSpec = yaml_serde::from_str(text).map_err(|e| bad(e.to_string()))?;
+    if spec.cluster_name != boot.cluster_name
+        || spec.instance_group != boot.instance_group
+        || spec.role != boot.role
+    {
+        return Err(bad(format!(
+            "it is for {}/{} ({:?}), but this node is {}/{} ({:?})",
+            spec.cluster_name,
+            spec.instance_group,
+            spec.role,
+            boot.cluster_name,
+            boot.instance_group,
+            boot.role
+        )));
+    }
+    Ok(spec)
+}
+
+fn text(key: &str, data: Vec<u8>) -> Result<String, FetchError> {
+    String::from_utf8(data).map_err(|e| FetchError::BadSecret {
+        key: key.to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// Every secret the spec names, fetched in parallel. A worker's spec names only the CA certificate and the
+/// bootstrap token (and its role could read nothing else).
+pub async fn secrets(
+    store: &StateStore,
+    spec: &NodeSpec,
+    deadline: Instant,
+) -> Result<Secrets, FetchError> {
+    let pki = &spec.pki;
+    let required = |key: &Option<String>, what: &str| {
+        key.clone().ok_or_else(|| FetchError::BadSpec {
+            key: format!("pki.{what}"),
+            message: "a control-plane spec must name it".to_string(),
+        })
+    };
+    let fetch = |key: String| async move {
+        let data = get(store, &key, deadline).await?;
+        text(&key, data)
+    };
+    let token = async {
+        match &pki.bootstrap_token {
+            Some(key) => {
+                let t = fetch(key.clone()).await?;
+                BootstrapToken::parse(&t)
+                    .map(Some)
+                    .map_err(|e| FetchError::BadSecret {
+                        key: key.clone(),
+                        message: e.to_string(),
+                    })
+            }
+            None => Ok(None),
+        }
+    };
+    if spec.role != Role::ControlPlane {
+        let (ca, token) = tokio::try_join!(fetch(pki.kubernetes_ca_cert.clone()), token)?;
+        return Ok(Secrets {
+            kubernetes_ca_cert: ca,
+            bootstrap_token: token,
+            control_plane: None,
+        });
+    }
+    let encrypted = spec
+        .control_plane
+        .as_ref()
+        .is_some_and(|c| c.encryption_provider.is_some());
+    let encryption = async {
+        if !encrypted {
+            return Ok(None);
+        }
+        let key = required(&pki.encryption_keys, "encryptionKeys")?;
+        let t = fetch(key.clone()).await?;
+        yaml_serde::from_str::<EncryptionKeys>(&t)
+            .map(Some)
+            .map_err(|e| FetchError::BadSecret {
+                key,
+                message: e.to_string(),
+            })
+    };
+    let (ca, token, ca_key, etcd_cert, etcd_key, sa_key, sa_pub, encryption_keys) = tokio::try_join!(
+        fetch(pki.kubernetes_ca_cert.clone()),
+        token,
+        async { fetch(required(&pki.kubernetes_ca_key, "kubernetesCaKey")?).await },
+        async { fetch(required(&pki.etcd_ca_cert, "etcdCaCert")?).await },
+        async { fetch(required(&pki.etcd_ca_key, "etcdCaKey")?).await },
+        async { fetch(required(&pki.service_account_key, "serviceAccountKey")?).await },
+        async {
+            fetch(required(
+                &pki.service_account_public_key,
+                "serviceAccountPublicKey",
+            )?)
+            .await
+        },
+        encryption,
+    )?;
+    Ok(Secrets {
+        kubernetes_ca_cert: ca,
+        bootstrap_token: token,
+        control_plane: Some(ControlPlaneSecrets {
+            kubernetes_ca_key: ca_key,
+            etcd_ca_cert: etcd_cert,
+            etcd_ca_key: etcd_key,
+            service_account_key: sa_key,
+            service_account_public_key: sa_pub,
+            encryption_keys,
+        }),
+    })
+}

@@ -1,0 +1,467 @@
+//! Control-plane files: static pods for kube-apiserver, kube-controller-manager and kube-scheduler (from
+//! k8s-openapi types), the API server's EncryptionConfiguration and audit policy, the components' kubeconfigs,
+//! the keys they need on disk, and the bootstrap-token Secret and RBAC bindings that let workers join.
+
+use std::collections::BTreeMap;
+
+use ballast_state::node::{ControlPlaneSettings, NodeSpec};
+use ballast_state::spec::EncryptionProvider;
+use k8s_openapi::api::core::v1::{
+    Container, HTTPGetAction, HostPathVolumeSource, Pod, PodSecurityContext, PodSpec, Probe,
+    ResourceRequirements, SeccompProfile, Secret, SecurityContext, Volume, VolumeMount,
+};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::types::*;
+use super::{
+    kubeconfig, paths, to_yaml, ControlPlaneSecrets, NodeFacts, RenderError, RenderedFile, Secrets,
+};
+use crate::certs::names as cert;
+
+pub const API_SERVER_PORT: i32 = 443;
+pub const CONTROLLER_MANAGER_PORT: i32 = 10257;
+pub const SCHEDULER_PORT: i32 = 10259;
+/// The group of the bootstrap token's users besides `system:bootstrappers`.
+pub const BOOTSTRAP_GROUP: &str = "system:bootstrappers:ballast:nodes";
+
+pub(super) fn files(
+    spec: &NodeSpec,
+    settings: &ControlPlaneSettings,
+    node: &NodeFacts,
+    secrets: &Secrets,
+    cp: &ControlPlaneSecrets,
+) -> Result<Vec<RenderedFile>, RenderError> {
+    let local_api = format!("https://{}:{API_SERVER_PORT}", node.private_ip);
+    let mut files = vec![
+        RenderedFile::new(
+            paths::KUBERNETES_CA_KEY,
+            0o600,
+            cp.kubernetes_ca_key.clone(),
+        ),
+        RenderedFile::new(
+            paths::SERVICE_ACCOUNT_KEY,
+            0o600,
+            cp.service_account_key.clone(),
+        ),
+        RenderedFile::new(
+            paths::SERVICE_ACCOUNT_PUB,
+            0o644,
+            cp.service_account_public_key.clone(),
+        ),
+        RenderedFile::new(paths::ETCD_CA_CERT, 0o644, cp.etcd_ca_cert.clone()),
+        RenderedFile::new(paths::AUDIT_POLICY, 0o644, AUDIT_POLICY),
+    ];
+    for (path, user, pair) in [
+        (
+            paths::CONTROLLER_MANAGER_KUBECONFIG,
+            "system:kube-controller-manager",
+            cert::CONTROLLER_MANAGER,
+        ),
+        (
+            paths::SCHEDULER_KUBECONFIG,
+            "system:kube-scheduler",
+            cert::SCHEDULER,
+        ),
+    ] {
+        let user_creds = KubeconfigUser {
+            client_certificate: Some(format!("{pair}.crt")),
+            client_key: Some(format!("{pair}.key")),
+            token: None,
+        };
+        files.push(RenderedFile::new(
+            path,
+            0o600,
+            to_yaml(path, &kubeconfig(&local_api, user, user_creds))?,
+        ));
+    }
+    if let Some(provider) = settings.encryption_provider {
+        let keys = cp
+            .encryption_keys
+            .as_ref()
+            .ok_or(RenderError::MissingSecret("the encryption keys"))?;
+        files.push(RenderedFile::new(
+            paths::ENCRYPTION_CONFIG,
+            0o600,
+            to_yaml(
+                paths::ENCRYPTION_CONFIG,
+                &encryption_configuration(provider, keys),
+            )?,
+        ));
+    }
+    let manifests = [
+        ("kube-apiserver", api_server(spec, settings, node)),
+        ("kube-controller-manager", controller_manager(spec, node)),
+        ("kube-scheduler", scheduler(spec, node)),
+    ];
+    for (name, pod) in manifests {
+        let path = format!("{}/{name}.yaml", paths::MANIFESTS_DIR);
+        let yaml = to_yaml(&path, &pod)?;
+        files.push(RenderedFile::new(&path, 0o600, yaml));
+    }
+    if let Some(token) = &secrets.bootstrap_token {
+        let path = format!("{}/bootstrap-token.yaml", paths::BOOTSTRAP_DIR);
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(format!("bootstrap-token-{}", token.id)),
+                namespace: Some("kube-system".into()),
+                ..Default::default()
+            },
+            type_: Some("bootstrap.kubernetes.io/token".into()),
+            string_data: Some(BTreeMap::from([
+                ("token-id".to_string(), token.id.clone()),
+                ("token-secret".to_string(), token.secret.clone()),
+                (
+                    "usage-bootstrap-authentication".to_string(),
+                    "true".to_string(),
+                ),
+                ("auth-extra-groups".to_string(), BOOTSTRAP_GROUP.to_string()),
+                (
+                    "description".to_string(),
+                    "Ballast: kubelet TLS bootstrapping of worker nodes".to_string(),
+                ),
+            ])),
+            ..Default::default()
+        };
+        files.push(RenderedFile::new(&path, 0o600, to_yaml(&path, &secret)?));
+    }
+    let rbac_path = format!("{}/rbac.yaml", paths::BOOTSTRAP_DIR);
+    let mut rbac = String::new();
+    for (name, role, group) in [
+        (
+            "ballast:kubelet-bootstrap",
+            "system:node-bootstrapper",
+            "system:bootstrappers",
+        ),
+        (
+            "ballast:node-autoapprove-bootstrap",
+            "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+            "system:bootstrappers",
+        ),
+        (
+            "ballast:node-autoapprove-certificate-rotation",
+            "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+            "system:nodes",
+        ),
+    ] {
+        let binding = ClusterRoleBinding {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            role_ref: RoleRef {
+                api_group: "rbac.authorization.k8s.io".into(),
+                kind: "ClusterRole".into(),
+                name: role.into(),
+            },
+            subjects: Some(vec![Subject {
+                api_group: Some("rbac.authorization.k8s.io".into()),
+                kind: "Group".into(),
+                name: group.into(),
+                namespace: None,
+            }]),
+        };
+        rbac.push_str("---\n");
+        rbac.push_str(&to_yaml(&rbac_path, &binding)?);
+    }
+    files.push(RenderedFile::new(&rbac_path, 0o644, rbac));
+    Ok(files)
+}
+
+/// The first key encrypts, every key decrypts; `identity` last, so data written before encryption was enabled
+/// stays readable.
+pub fn encryption_configuration(
+    provider: EncryptionProvider,
+    keys: &ballast_state::pki::EncryptionKeys,
+) -> EncryptionConfiguration {
+    let keys = KeysConfig {
+        keys: keys
+            .keys
+            .iter()
+            .map(|k| NamedKey {
+                name: k.name.clone(),
+                secret: k.secret.clone(),
+            })
+            .collect(),
+    };
+    let mut first = EncryptionProviderConfig::default();
+    match provider {
+        EncryptionProvider::Secretbox => first.secretbox = Some(keys),
+        EncryptionProvider::Aescbc => first.aescbc = Some(keys),
+        EncryptionProvider::Aesgcm => first.aesgcm = Some(keys),
+    }
+    let identity = EncryptionProviderConfig {
+        identity: Some(Empty {}),
+        ..Default::default()
+    };
+    EncryptionConfiguration {
+        api_version: "apiserver.config.k8s.io/v1".into(),
+        kind: "EncryptionConfiguration".into(),
+        resources: vec![EncryptionResource {
+            resources: vec!["secrets".into()],
+            providers: vec![first, identity],
+        }],
+    }
+}
+
+const AUDIT_POLICY: &str = "\
+# Written by nodeup: the API server's audit policy.
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages:
+  - RequestReceived
+rules:
+  # Health checks and the API server's own watches: noise.
+  - level: None
+    nonResourceURLs: [\"/healthz*\", \"/livez*\", \"/readyz*\", \"/version\"]
+  - level: None
+    users: [\"system:apiserver\"]
+    verbs: [\"get\", \"list\", \"watch\"]
+  - level: None
+    verbs: [\"watch\"]
+  # Secrets, config maps and token reviews: who and when, never their content.
+  - level: Metadata
+    resources:
+      - group: \"\"
+        resources: [\"secrets\", \"configmaps\", \"serviceaccounts/token\"]
+      - group: \"authentication.k8s.io\"
+        resources: [\"tokenreviews\"]
+  # Every other change: the request as sent.
+  - level: Request
+    verbs: [\"create\", \"update\", \"patch\", \"delete\", \"deletecollection\"]
+  - level: Metadata
+";
+
+fn api_server(spec: &NodeSpec, settings: &ControlPlaneSettings, node: &NodeFacts) -> Pod {
+    let mut args = vec![
+        format!("--advertise-address={}", node.private_ip),
+        format!("--bind-address={}", node.private_ip),
+        format!("--secure-port={API_SERVER_PORT}"),
+        "--allow-privileged=true".to_string(),
+        "--anonymous-auth=true".to_string(),
+        "--authorization-mode=Node,RBAC".to_string(),
+        format!("--client-ca-file={}", paths::KUBERNETES_CA_CERT),
+        "--enable-admission-plugins=NodeRestriction".to_string(),
+        "--enable-bootstrap-token-auth=true".to_string(),
+        format!("--etcd-cafile={}", paths::ETCD_CA_CERT),
+        format!("--etcd-certfile={}.crt", cert::API_SERVER_ETCD_CLIENT),
+        format!("--etcd-keyfile={}.key", cert::API_SERVER_ETCD_CLIENT),
+        format!("--etcd-servers=https://{}:2379", node.private_ip),
+        format!(
+            "--kubelet-client-certificate={}.crt",
+            cert::API_SERVER_KUBELET_CLIENT
+        ),
+        format!(
+            "--kubelet-client-key={}.key",
+            cert::API_SERVER_KUBELET_CLIENT
+        ),
+        "--kubelet-preferred-address-types=InternalIP,Hostname".to_string(),
+        format!(
+            "--service-account-issuer=https://kubernetes.default.svc.{}",
+            spec.cluster_domain
+        ),
+        format!("--service-account-key-file={}", paths::SERVICE_ACCOUNT_PUB),
+        format!(
+            "--service-account-signing-key-file={}",
+            paths::SERVICE_ACCOUNT_KEY
+        ),
+        format!("--service-cluster-ip-range={}", spec.service_cidr),
+        format!("--tls-cert-file={}.crt", cert::API_SERVER),
+        format!("--tls-private-key-file={}.key", cert::API_SERVER),
+        "--tls-min-version=VersionTLS12".to_string(),
+        format!("--audit-policy-file={}", paths::AUDIT_POLICY),
+        format!("--audit-log-path={}", settings.audit_log_path),
+        format!("--audit-log-maxage={}", settings.audit_log_max_age_days),
+        "--audit-log-maxbackup=10".to_string(),
+        "--audit-log-maxsize=100".to_string(),
+    ];
+    if settings.encryption_provider.is_some() {
+        args.push(format!(
+            "--encryption-provider-config={}",
+            paths::ENCRYPTION_CONFIG
+        ));
+    }
+    args.sort();
+    let log_dir = std::path::Path::new(&settings.audit_log_path)
+        .parent()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "/var/log/kubernetes".to_string());
+    static_pod(
+        "kube-apiserver",
+        spec,
+        args,
+        &node.private_ip,
+        API_SERVER_PORT,
+        "/livez",
+        "250m",
+        vec![
+            ("k8s-config", "/etc/kubernetes", true, "Directory"),
+            ("ca-certs", "/etc/ssl/certs", true, "DirectoryOrCreate"),
+            ("audit-log", &log_dir, false, "DirectoryOrCreate"),
+        ],
+    )
+}
+
+fn controller_manager(spec: &NodeSpec, node: &NodeFacts) -> Pod {
+    let kc = paths::CONTROLLER_MANAGER_KUBECONFIG;
+    let mut args = vec![
+        format!("--authentication-kubeconfig={kc}"),
+        format!("--authorization-kubeconfig={kc}"),
+        format!("--bind-address={}", node.private_ip),
+        format!("--client-ca-file={}", paths::KUBERNETES_CA_CERT),
+        format!("--cluster-name={}", spec.cluster_name),
+        format!("--cluster-signing-cert-file={}", paths::KUBERNETES_CA_CERT),
+        format!("--cluster-signing-key-file={}", paths::KUBERNETES_CA_KEY),
+        "--controllers=*,bootstrapsigner,tokencleaner".to_string(),
+        format!("--kubeconfig={kc}"),
+        "--leader-elect=true".to_string(),
+        format!("--root-ca-file={}", paths::KUBERNETES_CA_CERT),
+        format!(
+            "--service-account-private-key-file={}",
+            paths::SERVICE_ACCOUNT_KEY
+        ),
+        format!("--service-cluster-ip-range={}", spec.service_cidr),
+        "--use-service-account-credentials=true".to_string(),
+    ];
+    if spec.networking != ballast_state::spec::Networking::AmazonVpc {
+        args.push("--allocate-node-cidrs=true".to_string());
+        args.push(format!("--cluster-cidr={}", spec.pod_cidr));
+    }
+    args.sort();
+    static_pod(
+        "kube-controller-manager",
+        spec,
+        args,
+        &node.private_ip,
+        CONTROLLER_MANAGER_PORT,
+        "/healthz",
+        "200m",
+        vec![
+            ("k8s-config", "/etc/kubernetes", true, "Directory"),
+            ("ca-certs", "/etc/ssl/certs", true, "DirectoryOrCreate"),
+        ],
+    )
+}
+
+fn scheduler(spec: &NodeSpec, node: &NodeFacts) -> Pod {
+    let kc = paths::SCHEDULER_KUBECONFIG;
+    let args = vec![
+        format!("--authentication-kubeconfig={kc}"),
+        format!("--authorization-kubeconfig={kc}"),
+        format!("--bind-address={}", node.private_ip),
+        format!("--kubeconfig={kc}"),
+        "--leader-elect=true".to_string(),
+    ];
+    static_pod(
+        "kube-scheduler",
+        spec,
+        args,
+        &node.private_ip,
+        SCHEDULER_PORT,
+        "/healthz",
+        "100m",
+        vec![("k8s-config", "/etc/kubernetes", true, "Directory")],
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn static_pod(
+    name: &str,
+    spec: &NodeSpec,
+    args: Vec<String>,
+    ip: &str,
+    port: i32,
+    probe_path: &str,
+    cpu: &str,
+    host_paths: Vec<(&str, &str, bool, &str)>,
+) -> Pod {
+    let probe = |initial: i32, failures: i32| Probe {
+        http_get: Some(HTTPGetAction {
+            host: Some(ip.to_string()),
+            path: Some(probe_path.to_string()),
+            port: IntOrString::Int(port),
+            scheme: Some("HTTPS".into()),
+            ..Default::default()
+        }),
+        initial_delay_seconds: Some(initial),
+        period_seconds: Some(10),
+        timeout_seconds: Some(15),
+        failure_threshold: Some(failures),
+        ..Default::default()
+    };
+    let mut command = vec![name.to_string()];
+    command.extend(args);
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some("kube-system".into()),
+            labels: Some(BTreeMap::from([
+                ("component".to_string(), name.to_string()),
+                ("tier".to_string(), "control-plane".to_string()),
+            ])),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: name.to_string(),
+                image: Some(format!(
+                    "registry.k8s.io/{name}:v{}",
+                    spec.kubernetes_version
+                )),
+                image_pull_policy: Some("IfNotPresent".into()),
+                command: Some(command),
+                liveness_probe: Some(probe(10, 8)),
+                startup_probe: Some(probe(10, 24)),
+                resources: Some(ResourceRequirements {
+                    requests: Some(BTreeMap::from([(
+                        "cpu".to_string(),
+                        Quantity(cpu.to_string()),
+                    )])),
+                    ..Default::default()
+                }),
+                security_context: Some(SecurityContext {
+                    allow_privilege_escalation: Some(false),
+                    ..Default::default()
+                }),
+                volume_mounts: Some(
+                    host_paths
+                        .iter()
+                        .map(|(vol, path, read_only, _)| VolumeMount {
+                            name: vol.to_string(),
+                            mount_path: path.to_string(),
+                            read_only: Some(*read_only),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }],
+            host_network: Some(true),
+            priority_class_name: Some("system-node-critical".into()),
+            security_context: Some(PodSecurityContext {
+                seccomp_profile: Some(SeccompProfile {
+                    type_: "RuntimeDefault".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            volumes: Some(
+                host_paths
+                    .iter()
+                    .map(|(vol, path, _, kind)| Volume {
+                        name: vol.to_string(),
+                        host_path: Some(HostPathVolumeSource {
+                            path: path.to_string(),
+                            type_: Some(kind.to_string()),
+                        }),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}

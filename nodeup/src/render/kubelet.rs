@@ -1,0 +1,230 @@
+//! The kubelet: its KubeletConfiguration, its systemd unit and flags, and its kubeconfig.
+//!
+//! Control-plane kubelets get a client certificate issued on the node (they hold the CA key anyway) and talk
+//! to their own API server. Worker kubelets join by TLS bootstrapping: a bootstrap kubeconfig carrying the
+//! cluster's bootstrap token, with which the kubelet requests its own client certificate; the kubelet then
+//! writes `/var/lib/kubelet/kubeconfig` itself. No worker ever holds a CA key.
+
+use std::collections::BTreeMap;
+
+use ballast_state::node::NodeSpec;
+use ballast_state::spec::Role;
+use k8s_openapi::api::core::v1::Taint;
+
+use super::types::*;
+use super::{
+    kubeconfig, paths, to_yaml, NodeFacts, RenderError, RenderedFile, Secrets, ServiceDef,
+};
+use crate::certs::CertPlan;
+
+/// The label every node gets with its instance group (not under kubernetes.io: the NodeRestriction admission
+/// plugin forbids kubelets to set those).
+pub const GROUP_LABEL: &str = "ballast.dev/instance-group";
+
+/// The API server as this node's kubelet reaches it: its own on the control plane, the load balancer's name
+/// elsewhere.
+pub fn api_server_url(spec: &NodeSpec, node: &NodeFacts) -> String {
+    match spec.role {
+        Role::ControlPlane => format!("https://{}:443", node.private_ip),
+        Role::Node if spec.api_server_endpoint.contains(':') => {
+            format!("https://{}", spec.api_server_endpoint)
+        }
+        Role::Node => format!("https://{}:443", spec.api_server_endpoint),
+    }
+}
+
+pub(super) fn files(
+    spec: &NodeSpec,
+    node: &NodeFacts,
+    secrets: &Secrets,
+) -> Result<Vec<RenderedFile>, RenderError> {
+    let config = configuration(spec)?;
+    let mut files = vec![
+        RenderedFile::new(
+            paths::KUBELET_CONFIG,
+            0o644,
+            to_yaml(paths::KUBELET_CONFIG, &config)?,
+        ),
+        RenderedFile::new(paths::KUBELET_UNIT, 0o644, UNIT),
+        RenderedFile::new(paths::KUBELET_ENV, 0o644, env_file(&args(spec, node))),
+    ];
+    let server = api_server_url(spec, node);
+    match spec.role {
+        Role::ControlPlane => {
+            let user = KubeconfigUser {
+                client_certificate: Some(format!("{}/kubelet-client.crt", paths::KUBELET_PKI_DIR)),
+                client_key: Some(format!("{}/kubelet-client.key", paths::KUBELET_PKI_DIR)),
+                token: None,
+            };
+            let kc = kubeconfig(&server, "kubelet", user);
+            files.push(RenderedFile::new(
+                paths::KUBELET_KUBECONFIG,
+                0o600,
+                to_yaml(paths::KUBELET_KUBECONFIG, &kc)?,
+            ));
+        }
+        Role::Node => {
+            let token = secrets
+                .bootstrap_token
+                .as_ref()
+                .ok_or(RenderError::MissingSecret("the kubelet bootstrap token"))?;
+            let user = KubeconfigUser {
+                token: Some(token.token()),
+                ..Default::default()
+            };
+            let kc = kubeconfig(&server, "kubelet-bootstrap", user);
+            files.push(RenderedFile::new(
+                paths::KUBELET_BOOTSTRAP_KUBECONFIG,
+                0o600,
+                to_yaml(paths::KUBELET_BOOTSTRAP_KUBECONFIG, &kc)?,
+            ));
+        }
+    }
+    Ok(files)
+}
+
+/// The kubelet's service: the unit's command line, and what restarts it.
+pub(super) fn service(spec: &NodeSpec, node: &NodeFacts, certificates: &[CertPlan]) -> ServiceDef {
+    let mut argv = vec![paths::KUBELET_BIN.to_string()];
+    argv.extend(args(spec, node));
+    let mut triggers = vec![
+        paths::KUBELET_UNIT.to_string(),
+        paths::KUBELET_ENV.to_string(),
+        paths::KUBELET_CONFIG.to_string(),
+        paths::KUBERNETES_CA_CERT.to_string(),
+    ];
+    match spec.role {
+        Role::ControlPlane => triggers.push(paths::KUBELET_KUBECONFIG.to_string()),
+        Role::Node => triggers.push(paths::KUBELET_BOOTSTRAP_KUBECONFIG.to_string()),
+    }
+    triggers.extend(
+        certificates
+            .iter()
+            .filter(|c| c.cert_path.starts_with(paths::KUBELET_PKI_DIR))
+            .flat_map(|c| [c.cert_path.clone(), c.key_path.clone()]),
+    );
+    ServiceDef {
+        name: "kubelet".into(),
+        unit: "kubelet.service".into(),
+        argv,
+        triggers,
+    }
+}
+
+const UNIT: &str = "\
+# Written by nodeup. Do not edit: nodeup rewrites it; the flags are in /etc/ballast/kubelet.env.
+[Unit]
+Description=Kubernetes node agent (kubelet), configured by nodeup
+Documentation=https://kubernetes.io/docs/reference/command-line-tools-reference/kubelet/
+Wants=containerd.service
+After=containerd.service
+ConditionPathExists=/etc/ballast/kubelet.env
+StartLimitIntervalSec=0
+
+[Service]
+EnvironmentFile=/etc/ballast/kubelet.env
+ExecStart=/usr/local/bin/kubelet $KUBELET_ARGS
+Restart=always
+RestartSec=2s
+
+[Install]
+WantedBy=multi-user.target
+";
+
+/// The kubelet's flags: only what KubeletConfiguration cannot say.
+fn args(spec: &NodeSpec, node: &NodeFacts) -> Vec<String> {
+    let mut args = vec![
+        format!("--config={}", paths::KUBELET_CONFIG),
+        format!("--kubeconfig={}", paths::KUBELET_KUBECONFIG),
+    ];
+    if spec.role == Role::Node {
+        args.push(format!(
+            "--bootstrap-kubeconfig={}",
+            paths::KUBELET_BOOTSTRAP_KUBECONFIG
+        ));
+    }
+    args.push(format!("--hostname-override={}", node.hostname));
+    args.push(format!("--node-ip={}", node.private_ip));
+    let mut labels: BTreeMap<&str, &str> = spec
+        .kubelet
+        .node_labels
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    labels.insert(GROUP_LABEL, &spec.instance_group);
+    let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    args.push(format!("--node-labels={}", labels.join(",")));
+    args
+}
+
+/// `KUBELET_ARGS="..."`, read by the unit's `EnvironmentFile=`.
+fn env_file(args: &[String]) -> String {
+    format!(
+        "# Written by nodeup: the kubelet's flags (see kubelet.service).\nKUBELET_ARGS=\"{}\"\n",
+        args.join(" ")
+    )
+}
+
+fn configuration(spec: &NodeSpec) -> Result<KubeletConfiguration, RenderError> {
+    let control_plane = spec.role == Role::ControlPlane;
+    Ok(KubeletConfiguration {
+        api_version: "kubelet.config.k8s.io/v1beta1".into(),
+        kind: "KubeletConfiguration".into(),
+        address: "0.0.0.0".into(),
+        authentication: KubeletAuthentication {
+            anonymous: Enabled { enabled: false },
+            webhook: KubeletWebhookAuthentication {
+                enabled: true,
+                cache_ttl: "2m0s".into(),
+            },
+            x509: KubeletX509Authentication {
+                client_ca_file: paths::KUBERNETES_CA_CERT.into(),
+            },
+        },
+        authorization: KubeletAuthorization {
+            mode: "Webhook".into(),
+        },
+        cgroup_driver: spec.kubelet.cgroup_driver.clone(),
+        cluster_dns: vec![spec.cluster_dns.clone()],
+        cluster_domain: spec.cluster_domain.clone(),
+        container_runtime_endpoint: paths::CONTAINERD_SOCKET.into(),
+        healthz_bind_address: "127.0.0.1".into(),
+        protect_kernel_defaults: true,
+        read_only_port: 0,
+        register_with_taints: spec
+            .kubelet
+            .taints
+            .iter()
+            .map(|t| parse_taint(t))
+            .collect::<Result<_, _>>()?,
+        resolv_conf: "/run/systemd/resolve/resolv.conf".into(),
+        rotate_certificates: true,
+        // Serving certificates from the kubelet's own CA: a CSR for them would wait for an approver that
+        // Kubernetes does not ship.
+        server_tls_bootstrap: false,
+        static_pod_path: control_plane.then(|| paths::MANIFESTS_DIR.to_string()),
+        tls_min_version: "VersionTLS12".into(),
+    })
+}
+
+/// `key[=value]:Effect`.
+pub fn parse_taint(text: &str) -> Result<Taint, RenderError> {
+    let bad = || RenderError::BadTaint(text.to_string());
+    let (kv, effect) = text.rsplit_once(':').ok_or_else(bad)?;
+    if !matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+        return Err(bad());
+    }
+    let (key, value) = match kv.split_once('=') {
+        Some((k, v)) => (k, Some(v.to_string())),
+        None => (kv, None),
+    };
+    if key.is_empty() {
+        return Err(bad());
+    }
+    Ok(Taint {
+        key: key.to_string(),
+        value,
+        effect: effect.to_string(),
+        time_added: None,
+    })
+}

@@ -1,0 +1,333 @@
+//! Golden files: for each `tests/data/<case>/spec.yaml` (a NodeSpec), the rendered tree equals
+//! `tests/data/<case>/expected/` byte for byte, and `files.txt`, `services.txt` and `certs.txt` list every
+//! file's mode and owner, every service's command line and triggers, and every certificate the node would
+//! issue (certificates themselves are random: their names and issuers are checked in `certificates.rs`).
+//! `BALLAST_BLESS=1 cargo test -p nodeup --test golden` rewrites the expected files.
+//!
+//! Also here: every rendered file parses back into its type (static pods as k8s-openapi Pods,
+//! KubeletConfiguration, EncryptionConfiguration, kubeconfigs), and every systemd unit passes
+//! `systemd-analyze verify` with nothing on stderr.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use ballast_state::node::NodeSpec;
+use ballast_state::pki::{BootstrapToken, EncryptionKeys};
+use nodeup::render::types::{EncryptionConfiguration, Kubeconfig, KubeletConfiguration};
+use nodeup::render::{self, ControlPlaneSecrets, NodeFacts, Rendered, Secrets};
+
+const CASES: [&str; 4] = [
+    "control-plane",
+    "control-plane-encryption-off",
+    "worker",
+    "worker-custom-kubelet",
+];
+
+fn data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+}
+
+fn secret(name: &str) -> String {
+    std::fs::read_to_string(data().join("secrets").join(name)).expect("a test secret")
+}
+
+fn node() -> NodeFacts {
+    NodeFacts {
+        instance_id: "i-0123456789abcdef0".into(),
+        private_ip: "10.0.1.10".into(),
+        hostname: "ip-10-0-1-10.us-west-2.compute.internal".into(),
+        availability_zone: "us-west-2a".into(),
+    }
+}
+
+fn secrets_for(spec: &NodeSpec) -> Secrets {
+    Secrets {
+        kubernetes_ca_cert: secret("kubernetes-ca.crt"),
+        bootstrap_token: Some(BootstrapToken::parse(&secret("bootstrap-token")).expect("token")),
+        control_plane: spec.control_plane.as_ref().map(|_| ControlPlaneSecrets {
+            kubernetes_ca_key: secret("kubernetes-ca.key"),
+            etcd_ca_cert: secret("etcd-ca.crt"),
+            etcd_ca_key: secret("etcd-ca.key"),
+            service_account_key: secret("service-account.key"),
+            service_account_public_key: secret("service-account.pub"),
+            encryption_keys: Some(
+                yaml_serde::from_str::<EncryptionKeys>(&secret("encryption-keys.yaml"))
+                    .expect("keys"),
+            ),
+        }),
+    }
+}
+
+fn render_case(case: &str) -> Rendered {
+    let text = std::fs::read_to_string(data().join(case).join("spec.yaml")).expect("spec.yaml");
+    let spec: NodeSpec = yaml_serde::from_str(&text).expect("a NodeSpec");
+    render::render(&spec, &node(), &secrets_for(&spec)).expect("renders")
+}
+
+/// Relative path -> bytes: the files under `expected/`, and the three listings beside them.
+fn golden_tree(rendered: &Rendered) -> BTreeMap<String, Vec<u8>> {
+    let mut tree = BTreeMap::new();
+    let mut listing = String::new();
+    for f in &rendered.files {
+        tree.insert(format!("expected{}", f.path), f.content.clone());
+        listing.push_str(&format!(
+            "{:04o} {}:{} {}\n",
+            f.mode, f.owner.uid, f.owner.gid, f.path
+        ));
+    }
+    tree.insert("files.txt".into(), listing.into_bytes());
+    let mut services = String::new();
+    for s in &rendered.services {
+        services.push_str(&format!(
+            "{} ({})\n  argv: {}\n  triggers: {}\n",
+            s.name,
+            s.unit,
+            s.argv.join(" "),
+            s.triggers.join(" ")
+        ));
+    }
+    tree.insert("services.txt".into(), services.into_bytes());
+    let certs: String = rendered
+        .certificates
+        .iter()
+        .map(|c| c.summary() + "\n")
+        .collect();
+    tree.insert("certs.txt".into(), certs.into_bytes());
+    tree
+}
+
+fn read_tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut tree = BTreeMap::new();
+    fn walk(base: &Path, dir: &Path, tree: &mut BTreeMap<String, Vec<u8>>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                walk(base, &path, tree);
+            } else {
+                let rel = path
+                    .strip_prefix(base)
+                    .expect("under base")
+                    .display()
+                    .to_string();
+                tree.insert(rel, std::fs::read(&path).expect("readable"));
+            }
+        }
+    }
+    walk(dir, &dir.join("expected"), &mut tree);
+    for name in ["files.txt", "services.txt", "certs.txt"] {
+        if let Ok(bytes) = std::fs::read(dir.join(name)) {
+            tree.insert(name.to_string(), bytes);
+        }
+    }
+    tree
+}
+
+#[test]
+fn rendered_trees_equal_the_golden_files() {
+    let bless = std::env::var("BALLAST_BLESS").is_ok_and(|v| v == "1");
+    let mut failures = Vec::new();
+    for case in CASES {
+        let dir = data().join(case);
+        let want = golden_tree(&render_case(case));
+        if bless {
+            let _ = std::fs::remove_dir_all(dir.join("expected"));
+            for (rel, bytes) in &want {
+                let path = dir.join(rel);
+                std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+                std::fs::write(&path, bytes).expect("write golden");
+            }
+            continue;
+        }
+        let have = read_tree(&dir);
+        for (rel, bytes) in &want {
+            match have.get(rel) {
+                None => failures.push(format!(
+                    "{case}: {rel} is rendered but not in the golden files"
+                )),
+                Some(golden) if golden != bytes => failures.push(format!(
+                    "{case}: {rel} differs\n--- golden\n{}\n--- rendered\n{}",
+                    String::from_utf8_lossy(golden),
+                    String::from_utf8_lossy(bytes)
+                )),
+                Some(_) => {}
+            }
+        }
+        for rel in have.keys().filter(|k| !want.contains_key(*k)) {
+            failures.push(format!(
+                "{case}: {rel} is in the golden files but no longer rendered"
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{}\n\n(if the change is intended: BALLAST_BLESS=1 cargo test -p nodeup --test golden)",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn rendering_is_deterministic_and_private_files_are_0600() {
+    for case in CASES {
+        let a = render_case(case);
+        let b = render_case(case);
+        assert_eq!(a.files, b.files, "{case}");
+        for f in &a.files {
+            let private = f.path.ends_with(".key")
+                || f.path.contains("kubeconfig")
+                || f.path.ends_with(".conf") && f.path.starts_with("/etc/kubernetes/")
+                || f.path.contains("encryption")
+                || f.path.contains("bootstrap-token");
+            if private {
+                assert_eq!(f.mode, 0o600, "{case}: {} must be 0600", f.path);
+            }
+        }
+    }
+}
+
+#[test]
+fn workers_never_get_a_ca_key_or_control_plane_files() {
+    for case in ["worker", "worker-custom-kubelet"] {
+        let r = render_case(case);
+        for f in &r.files {
+            let text = String::from_utf8_lossy(&f.content);
+            assert!(
+                !text.contains("PRIVATE KEY"),
+                "{case}: {} holds a private key",
+                f.path
+            );
+            assert!(
+                !f.path.starts_with("/etc/kubernetes/manifests"),
+                "{case}: {}",
+                f.path
+            );
+        }
+        assert!(r.certificates.is_empty());
+    }
+}
+
+#[test]
+fn static_pods_parse_as_pods_and_round_trip() {
+    use k8s_openapi::api::core::v1::Pod;
+    for case in ["control-plane", "control-plane-encryption-off"] {
+        let r = render_case(case);
+        let pods: Vec<_> = r
+            .files
+            .iter()
+            .filter(|f| f.path.starts_with("/etc/kubernetes/manifests/"))
+            .collect();
+        assert_eq!(pods.len(), 3, "{case}");
+        for f in pods {
+            let text = String::from_utf8(f.content.clone()).expect("utf8");
+            let pod: Pod =
+                yaml_serde::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", f.path));
+            assert_eq!(
+                yaml_serde::to_string(&pod).expect("yaml"),
+                text,
+                "{}: nothing lost",
+                f.path
+            );
+            let spec = pod.spec.expect("a pod spec");
+            assert_eq!(spec.host_network, Some(true));
+            let command = spec.containers[0].command.clone().expect("a command");
+            if f.path.ends_with("kube-apiserver.yaml") {
+                let encrypted = command
+                    .iter()
+                    .any(|a| a.starts_with("--encryption-provider-config="));
+                assert_eq!(encrypted, case == "control-plane", "{case}");
+                assert!(command.iter().any(|a| a.starts_with("--audit-log-path=")));
+                assert!(command
+                    .iter()
+                    .any(|a| a.starts_with("--audit-policy-file=")));
+            }
+        }
+    }
+}
+
+/// The published fields of each config type: the mirrors deny unknown fields, so a misspelt or invented
+/// field fails here.
+#[test]
+fn configuration_files_parse_back_into_their_types() {
+    for case in CASES {
+        let r = render_case(case);
+        let file = |path: &str| {
+            r.files
+                .iter()
+                .find(|f| f.path == path)
+                .map(|f| String::from_utf8(f.content.clone()).expect("utf8"))
+        };
+        let kubelet = file(render::paths::KUBELET_CONFIG).expect("kubelet config");
+        let parsed: KubeletConfiguration =
+            yaml_serde::from_str(&kubelet).expect("KubeletConfiguration");
+        assert_eq!(parsed.kind, "KubeletConfiguration");
+        assert_eq!(parsed.api_version, "kubelet.config.k8s.io/v1beta1");
+        assert_eq!(yaml_serde::to_string(&parsed).expect("yaml"), kubelet);
+        match file(render::paths::ENCRYPTION_CONFIG) {
+            Some(text) => {
+                assert_eq!(case, "control-plane");
+                let parsed: EncryptionConfiguration =
+                    yaml_serde::from_str(&text).expect("EncryptionConfiguration");
+                assert_eq!(parsed.api_version, "apiserver.config.k8s.io/v1");
+                assert_eq!(yaml_serde::to_string(&parsed).expect("yaml"), text);
+                assert!(
+                    text.contains("secretbox:") && text.contains("identity: {}"),
+                    "{text}"
+                );
+            }
+            None => assert_ne!(case, "control-plane"),
+        }
+        for f in r.files.iter().filter(|f| {
+            f.path.contains("kubeconfig")
+                || f.path.ends_with("controller-manager.conf")
+                || f.path.ends_with("scheduler.conf")
+        }) {
+            let text = String::from_utf8(f.content.clone()).expect("utf8");
+            let parsed: Kubeconfig =
+                yaml_serde::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", f.path));
+            assert_eq!(parsed.kind, "Config");
+        }
+    }
+}
+
+#[test]
+fn systemd_units_pass_systemd_analyze_verify() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut checked = 0;
+    for case in CASES {
+        for f in render_case(case)
+            .files
+            .iter()
+            .filter(|f| f.path.ends_with(".service"))
+        {
+            // systemd-analyze checks that ExecStart's binary exists on this host; the kubelet is not installed
+            // here, so the copy under test points at /bin/true. Every other line is checked as rendered.
+            let text = String::from_utf8(f.content.clone()).expect("utf8");
+            let exec = text
+                .lines()
+                .find_map(|l| l.strip_prefix("ExecStart="))
+                .expect("an ExecStart");
+            let binary = exec.split_whitespace().next().expect("a binary");
+            let text = text.replace(&format!("ExecStart={binary}"), "ExecStart=/bin/true");
+            let name = Path::new(&f.path).file_name().expect("name");
+            let path = tmp.path().join(case).join(name);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&path, text).expect("write");
+            let out = std::process::Command::new("systemd-analyze")
+                .arg("verify")
+                .arg(&path)
+                .output()
+                .expect("systemd-analyze (apt-get install systemd) must be installed");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success() && stderr.trim().is_empty(),
+                "{case}: {} fails systemd-analyze verify ({}):\n{stderr}",
+                f.path,
+                out.status
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, CASES.len(), "one kubelet unit per case");
+}

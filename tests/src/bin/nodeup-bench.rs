@@ -1,0 +1,163 @@
+//! nodeup's benchmark on the local cloud: `ballast create cluster --yes` (one zone: one control-plane node and
+//! the workers), then, for each instance, nodeup's own time from its start to configured (from its boot report)
+//! and its peak RSS (VmHWM of the still-running nodeup). Target: under 0.5 s and under 30 MB.
+//!
+//! cargo run -p ballast-e2e --bin nodeup-bench [--release]
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use ballast_e2e::localcloud::{binaries, LocalCloud};
+use ballast_state::layout::ClusterPaths;
+use ballast_state::report::NodeReport;
+
+fn main() {
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    runtime.block_on(bench());
+}
+
+/// Builds `localcloud`, `nodeup` and `ballast` next to this binary (same profile) and points the harness at
+/// them through `BALLAST_BIN_DIR`.
+fn build_binaries() -> PathBuf {
+    let exe = std::env::current_exe().expect("the benchmark's path");
+    let dir = exe.parent().expect("TARGET/PROFILE").to_owned();
+    let profile = dir.file_name().and_then(|n| n.to_str()).expect("profile");
+    let profile = if profile == "debug" { "dev" } else { profile };
+    let status = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "-p",
+            "localcloud",
+            "-p",
+            "nodeup",
+            "-p",
+            "ballast",
+            "--bins",
+            "--profile",
+            profile,
+        ])
+        .arg("--manifest-path")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
+        .arg("--target-dir")
+        .arg(dir.parent().expect("target"))
+        .status()
+        .expect("cargo build");
+    assert!(status.success(), "cargo build failed: {status}");
+    std::env::set_var("BALLAST_BIN_DIR", &dir);
+    dir.join("ballast")
+}
+
+async fn bench() {
+    let ballast = build_binaries();
+    let cloud = LocalCloud::start();
+    cloud
+        .ec2()
+        .register_image()
+        .name("ballast-k8s-1.33-debian-12")
+        .root_device_name("/dev/xvda")
+        .send()
+        .await
+        .expect("RegisterImage");
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&cloud.sdk_config())
+            .force_path_style(true)
+            .build(),
+    );
+    s3.create_bucket()
+        .bucket("nodeup-bench")
+        .create_bucket_configuration(
+            aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::UsWest2)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("CreateBucket");
+    let name = "bench.example.com";
+    let out = Command::new(&ballast)
+        .args([
+            "create",
+            "cluster",
+            "--name",
+            name,
+            "--zones",
+            "us-west-2a",
+            "--yes",
+        ])
+        .env("AWS_ACCESS_KEY_ID", &cloud.record.admin.access_key_id)
+        .env(
+            "AWS_SECRET_ACCESS_KEY",
+            &cloud.record.admin.secret_access_key,
+        )
+        .env("AWS_REGION", &cloud.record.region)
+        .env("AWS_ENDPOINT_URL", &cloud.record.endpoint)
+        .env("BALLAST_NETWORK_CIDR", "127.42.0.0/16")
+        .env("BALLAST_STATE", "s3://nodeup-bench/clusters")
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_SESSION_TOKEN")
+        .output()
+        .expect("ballast");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let paths = ClusterPaths::new(name);
+    let mut done = std::collections::BTreeSet::new();
+    println!(
+        "nodeup ({}), start to configured and peak RSS, per instance:",
+        binaries().nodeup.display()
+    );
+    loop {
+        let instances = cloud.powered_on();
+        for record in &instances {
+            if done.contains(&record.instance_id) {
+                continue;
+            }
+            let key = format!("clusters/{}", paths.report(&record.instance_id));
+            let Ok(obj) = s3
+                .get_object()
+                .bucket("nodeup-bench")
+                .key(&key)
+                .send()
+                .await
+            else {
+                continue;
+            };
+            let bytes = obj.body.collect().await.expect("body").into_bytes();
+            let report = NodeReport::from_json(&bytes).expect("a report");
+            let hwm = record
+                .nodeup
+                .and_then(|p| std::fs::read_to_string(format!("/proc/{}/status", p.pid)).ok())
+                .and_then(|s| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix("VmHWM:"))
+                        .map(|v| v.trim().to_string())
+                })
+                .unwrap_or_else(|| "?".into());
+            println!(
+                "  {:<14} {:<24} {:?}: {} ms to configured, peak RSS {hwm}; steps {:?}",
+                format!("{:?}", report.role.expect("role")),
+                report.instance_group.clone().unwrap_or_default(),
+                report.phase,
+                report.total_millis,
+                report
+                    .steps
+                    .iter()
+                    .map(|s| (s.step, s.millis))
+                    .collect::<Vec<_>>()
+            );
+            done.insert(record.instance_id.clone());
+        }
+        if !instances.is_empty() && done.len() == instances.len() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every instance reported within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

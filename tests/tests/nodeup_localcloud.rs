@@ -1,0 +1,284 @@
+//! nodeup on the local cloud: `ballast create cluster --yes` builds a three-zone cluster on the emulator, the
+//! local cloud boots every instance with its own root, IMDS and role credentials (IAM enforced), and every
+//! instance's nodeup configures it: its boot report in the state store says Configured, and its files are under
+//! its root. Needs the emulator's venv; fails (never skips) without it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use ballast_e2e::localcloud::{binaries, LocalCloud};
+use ballast_state::layout::ClusterPaths;
+use ballast_state::report::{NodeReport, Phase, ServiceState};
+use ballast_state::spec::Role;
+
+const IMAGE: &str = "ballast-k8s-1.33-debian-12";
+
+/// The `ballast` binary, built next to the harness's binaries (a no-op when fresh).
+fn ballast_binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let dir = binaries()
+            .nodeup
+            .parent()
+            .expect("the binaries' directory")
+            .to_owned();
+        if std::env::var_os("BALLAST_BIN_DIR").is_none() {
+            let target = dir.parent().expect("TARGET/PROFILE").to_owned();
+            let profile = dir.file_name().and_then(|n| n.to_str()).expect("profile");
+            let profile = if profile == "debug" { "dev" } else { profile };
+            let status = Command::new(env!("CARGO"))
+                .args(["build", "-p", "ballast", "--bins", "--profile", profile])
+                .arg("--manifest-path")
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml"))
+                .arg("--target-dir")
+                .arg(&target)
+                .status()
+                .expect("running cargo build -p ballast");
+            assert!(status.success(), "cargo build -p ballast failed: {status}");
+        }
+        let bin = dir.join("ballast");
+        assert!(bin.is_file(), "{} does not exist", bin.display());
+        bin
+    })
+}
+
+async fn register_image(cloud: &LocalCloud) {
+    cloud
+        .ec2()
+        .register_image()
+        .name(IMAGE)
+        .root_device_name("/dev/xvda")
+        .architecture(aws_sdk_ec2::types::ArchitectureValues::X8664)
+        .send()
+        .await
+        .expect("RegisterImage");
+}
+
+fn s3(cloud: &LocalCloud) -> aws_sdk_s3::Client {
+    let conf = aws_sdk_s3::config::Builder::from(&cloud.sdk_config())
+        .force_path_style(true)
+        .build();
+    aws_sdk_s3::Client::from_conf(conf)
+}
+
+async fn create_bucket(cloud: &LocalCloud, name: &str) {
+    s3(cloud)
+        .create_bucket()
+        .bucket(name)
+        .create_bucket_configuration(
+            aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::UsWest2)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("CreateBucket");
+}
+
+/// `ballast ARGS` with the local cloud's operator environment.
+fn ballast(cloud: &LocalCloud, state: &str, cidr: &str, args: &[&str]) -> (bool, String) {
+    let out = Command::new(ballast_binary())
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", cloud.dir())
+        .env("AWS_ACCESS_KEY_ID", &cloud.record.admin.access_key_id)
+        .env(
+            "AWS_SECRET_ACCESS_KEY",
+            &cloud.record.admin.secret_access_key,
+        )
+        .env("AWS_REGION", &cloud.record.region)
+        .env("AWS_DEFAULT_REGION", &cloud.record.region)
+        .env("AWS_ENDPOINT_URL", &cloud.record.endpoint)
+        .env("BALLAST_NETWORK_CIDR", cidr)
+        .env("BALLAST_STATE", state)
+        .output()
+        .expect("running ballast");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+async fn stored_report(cloud: &LocalCloud, bucket: &str, key: &str) -> Option<NodeReport> {
+    let out = s3(cloud)
+        .get_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .ok()?;
+    let bytes = out.body.collect().await.ok()?.into_bytes();
+    Some(NodeReport::from_json(&bytes).expect("a NodeReport in the store"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_instance_of_a_new_cluster_reports_configured() {
+    let cloud = LocalCloud::start();
+    register_image(&cloud).await;
+    let bucket = "ballast-nodeup-e2e";
+    create_bucket(&cloud, bucket).await;
+    let name = "nodeup.example.com";
+    let state = format!("s3://{bucket}/clusters");
+    let (ok, out) = ballast(
+        &cloud,
+        &state,
+        "127.41.0.0/16",
+        &[
+            "create",
+            "cluster",
+            "--name",
+            name,
+            "--zones",
+            "us-west-2a,us-west-2b,us-west-2c",
+            "--yes",
+        ],
+    );
+    assert!(ok, "ballast create cluster --yes failed:\n{out}");
+
+    // Every instance the cluster's groups launched reports Configured, in the store.
+    let expected = cloud
+        .ec2()
+        .describe_instances()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("instance-state-name")
+                .values("running")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("DescribeInstances")
+        .reservations()
+        .iter()
+        .flat_map(|r| {
+            r.instances()
+                .iter()
+                .filter_map(|i| i.instance_id().map(str::to_owned))
+        })
+        .collect::<Vec<_>>();
+    assert!(
+        expected.len() >= 4,
+        "3 control-plane instances and workers: {expected:?}"
+    );
+    let paths = ClusterPaths::new(name);
+    let mut reports = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    for id in &expected {
+        let report = loop {
+            if let Some(r) =
+                stored_report(&cloud, bucket, &format!("clusters/{}", paths.report(id))).await
+            {
+                break r;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no boot report for {id} in the store; instance log:\n{}",
+                cloud
+                    .try_instance(id)
+                    .and_then(|r| std::fs::read_to_string(r.log).ok())
+                    .unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        reports.push(report);
+    }
+    let mut roles = Vec::new();
+    for report in &reports {
+        let record = cloud.instance(&report.instance_id);
+        assert_eq!(
+            report.phase,
+            Phase::Configured,
+            "{} did not configure: {:?}\n{}",
+            report.instance_id,
+            report.errors,
+            report.log_tail.join("\n")
+        );
+        assert_eq!(report.cluster_name.as_deref(), Some(name));
+        assert_eq!(
+            report.private_ip.as_deref(),
+            Some(record.private_ip.as_str())
+        );
+        assert!(!report.files_written.is_empty());
+        // The kubelet and containerd cannot be installed here: reported absent, never pretended to run.
+        assert_eq!(
+            report.services_in(ServiceState::Absent),
+            ["containerd", "kubelet"],
+            "{report:?}"
+        );
+        let root = &record.root;
+        // Every file the report names is under the instance's root, with its mode.
+        for f in &report.files_written {
+            let path = root.join(f.path.trim_start_matches('/'));
+            let meta =
+                std::fs::metadata(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(
+                format!("{:04o}", meta.permissions().mode() & 0o7777),
+                f.mode,
+                "{}",
+                path.display()
+            );
+        }
+        let local = NodeReport::from_json(
+            &std::fs::read(root.join(nodeup::REPORT_FILE)).expect("local report"),
+        )
+        .expect("parses");
+        assert_eq!(local.instance_id, report.instance_id);
+        let role = report.role.expect("a role");
+        roles.push(role);
+        match role {
+            Role::ControlPlane => {
+                assert!(root
+                    .join("etc/kubernetes/manifests/kube-apiserver.yaml")
+                    .is_file());
+                assert!(root.join("etc/kubernetes/pki/etcd/peer.crt").is_file());
+                // Issued on the node for its own IP; on a loopback IP the peer cert also names 127.0.0.1.
+                let peer = nodeup::certs::cert_facts(
+                    &std::fs::read(root.join("etc/kubernetes/pki/etcd/peer.crt"))
+                        .expect("peer cert"),
+                )
+                .expect("parses");
+                let ip: std::net::IpAddr = record.private_ip.parse().expect("an IP");
+                assert!(
+                    peer.ips.contains(&ip) && peer.ips.contains(&"127.0.0.1".parse().expect("ip"))
+                );
+            }
+            Role::Node => {
+                assert!(root.join("var/lib/kubelet/bootstrap-kubeconfig").is_file());
+                assert!(
+                    !root.join("etc/kubernetes/pki/ca.key").exists(),
+                    "a worker holds a CA key"
+                );
+                assert!(!root.join("etc/kubernetes/manifests").exists());
+            }
+        }
+    }
+    assert_eq!(
+        roles.iter().filter(|r| **r == Role::ControlPlane).count(),
+        3,
+        "{roles:?}"
+    );
+    assert!(roles.contains(&Role::Node));
+    for report in &reports {
+        eprintln!(
+            "{} {:?} {:?}: configured in {} ms ({:?})",
+            report.instance_id,
+            report.role,
+            report.instance_group,
+            report.total_millis,
+            report
+                .steps
+                .iter()
+                .map(|s| (s.step, s.millis))
+                .collect::<Vec<_>>()
+        );
+    }
+    let _ = Path::new(cloud.dir());
+}
