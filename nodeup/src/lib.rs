@@ -19,6 +19,7 @@
 pub mod certs;
 pub mod fetch;
 pub mod identity;
+pub mod image;
 pub mod imds;
 pub mod logtail;
 pub mod render;
@@ -99,6 +100,9 @@ pub enum NodeupError {
     /// Services whose binaries exist did not start.
     #[error("services failed to start: {0}")]
     Services(String),
+    /// The AMI does not carry the components the node spec needs.
+    #[error(transparent)]
+    Image(#[from] image::ImageError),
     /// The async runtime could not start.
     #[error("starting the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
@@ -106,7 +110,7 @@ pub enum NodeupError {
 
 impl NodeupError {
     /// 2 IMDS, 3 no user-data, 4 writing, 5 bad boot config, 6 state store, 7 tampered node spec, 8 rendering
-    /// or certificates, 9 services, 1 anything else.
+    /// or certificates, 9 services, 10 an AMI that does not carry the node spec's components, 1 anything else.
     pub fn exit_code(&self) -> i32 {
         match self {
             NodeupError::Imds(_) => 2,
@@ -117,6 +121,7 @@ impl NodeupError {
             NodeupError::Fetch(_) => 6,
             NodeupError::Render(_) | NodeupError::Certs(_) => 8,
             NodeupError::Services(_) => 9,
+            NodeupError::Image(_) => 10,
             NodeupError::Runtime(_) => 1,
         }
     }
@@ -316,6 +321,15 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
         Ok::<_, FetchError>((spec, secrets))
     })
     .await?;
+
+    // The AMI must carry what this node spec runs (a node downloads nothing at boot).
+    match image::check_image(&cli.root, &spec)? {
+        image::ImageCheck::Matches => tracing::info!("the AMI carries the node spec's components"),
+        image::ImageCheck::NoRecord(path) => tracing::warn!(
+            record = %path.display(),
+            "no image component record: not an AMI baked by Ballast's recipe, components not checked"
+        ),
+    }
 
     // 3. Render (pure) and certificates.
     let node = NodeFacts {

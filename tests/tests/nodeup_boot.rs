@@ -372,3 +372,66 @@ async fn an_unreachable_state_store_is_said_and_nothing_is_written() {
     assert!(report.log_tail.iter().any(|l| l.contains("unreachable")));
     assert_eq!(s.node_files(), Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn an_ami_without_the_spec_s_components_is_refused_with_every_difference() {
+    use ballast_state::components::{
+        ComponentManifest, ImageComponents, InstalledComponent, InstalledFile,
+    };
+    let s = Setup::new().await;
+    s.publish(&config(), "nodes", Role::Node).await;
+    // The image record an AMI baked for the right minor, but with another kubelet and without crictl.
+    let manifest = ComponentManifest::embedded().expect("manifest");
+    let (minor, release) = manifest.release_for_minor("1.33.4").expect("1.33");
+    let mut components = BTreeMap::new();
+    for (name, component) in &release.components {
+        let version = if name == "kubelet" {
+            "1.33.1".to_string()
+        } else {
+            component.version.clone()
+        };
+        if name != "crictl" {
+            components.insert(
+                name.clone(),
+                InstalledComponent {
+                    version,
+                    sha256: "0".repeat(64),
+                    files: BTreeMap::new(),
+                },
+            );
+        }
+    }
+    let record = ImageComponents {
+        api_version: "ballast.dev/v1alpha1".into(),
+        kind: "ImageComponents".into(),
+        kubernetes_minor: minor.to_string(),
+        kubernetes: release.kubernetes.clone(),
+        manifest_sha256: "0".repeat(64),
+        baked_at: "2026-11-30T00:00:00Z".into(),
+        nodeup: InstalledFile {
+            path: "/usr/local/bin/nodeup".into(),
+            sha256: "0".repeat(64),
+        },
+        components,
+    };
+    let path = s.root.join("etc/ballast/components.yaml");
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&path, serde_json::to_string_pretty(&record).expect("json"))
+        .expect("write record");
+
+    let (code, log) = s.nodeup(&[]);
+    assert_eq!(code, 10, "{log}");
+    let report = s.stored_report().await.expect("a report in the store");
+    assert_eq!(report.phase, Phase::Failed);
+    let error = &report.errors[0];
+    assert!(
+        error.contains("the AMI does not carry what the node spec needs"),
+        "{error}"
+    );
+    assert!(
+        error.contains("kubelet") && error.contains("1.33.1"),
+        "{error}"
+    );
+    assert!(error.contains("crictl"), "{error}");
+    assert!(report.files_written.is_empty());
+}

@@ -1,0 +1,70 @@
+//! Does this AMI carry what the node spec needs? The image records what it installed at
+//! `/etc/ballast/components.yaml` (written by `images/install.sh`); the node spec's Kubernetes version names a
+//! release of the same manifest `ballast` reads (`images/manifest.yaml`, embedded in both binaries). A mismatch
+//! stops the boot with every difference named in the log and the boot report.
+
+use std::path::{Path, PathBuf};
+
+use ballast_state::components::{ComponentManifest, ImageComponents, IMAGE_RECORD_PATH};
+use ballast_state::node::NodeSpec;
+
+/// What the check found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImageCheck {
+    /// The image carries exactly the release's components.
+    Matches,
+    /// No record: not an image baked by Ballast's recipe (the local cloud's instances, say). Nothing to compare.
+    NoRecord(PathBuf),
+}
+
+/// The image does not fit the node spec.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("the AMI does not carry what the node spec needs (Kubernetes {version}): {}; bake an AMI for this \
+             version (packer/) or set the group's spec.image to one", mismatches.join("; "))]
+    Mismatch {
+        version: String,
+        mismatches: Vec<String>,
+    },
+    #[error("{0}")]
+    UnreadableRecord(String),
+    #[error("the component manifest has no release for the node spec: {0}")]
+    NoRelease(String),
+}
+
+/// Compares the image record under `root` with the release the node spec's Kubernetes version names.
+pub fn check_image(root: &Path, spec: &NodeSpec) -> Result<ImageCheck, ImageError> {
+    let path = root.join(IMAGE_RECORD_PATH.trim_start_matches('/'));
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(ImageCheck::NoRecord(path))
+        }
+        Err(e) => {
+            return Err(ImageError::UnreadableRecord(format!(
+                "{}: {e}",
+                path.display()
+            )))
+        }
+    };
+    let record = ImageComponents::parse(&text, &path.display().to_string())
+        .map_err(|e| ImageError::UnreadableRecord(e.to_string()))?;
+    let manifest =
+        ComponentManifest::embedded().map_err(|e| ImageError::NoRelease(e.to_string()))?;
+    let (_, release) = manifest
+        .release_for_minor(&spec.kubernetes_version)
+        .map_err(|e| ImageError::NoRelease(e.to_string()))?;
+    let mismatches: Vec<String> = record
+        .mismatches(release)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    if mismatches.is_empty() {
+        Ok(ImageCheck::Matches)
+    } else {
+        Err(ImageError::Mismatch {
+            version: spec.kubernetes_version.clone(),
+            mismatches,
+        })
+    }
+}
