@@ -168,13 +168,46 @@ impl LocalState {
         spec: &StartSpec,
     ) -> Result<(), ProcessError> {
         self.wipe()?;
+        self.restore_snapshot_into(etcdctl, snapshot, spec, &self.data_dir())
+            .await
+    }
+
+    /// A staging data dir beside the live one (restored into, then swapped in by [`Self::replace_data_dir`]).
+    pub fn staging_data_dir(&self) -> PathBuf {
+        self.dir.join("data.staging")
+    }
+
+    /// Replaces the data dir with `staging` (two renames): a crash leaves either the old data or the new.
+    pub fn replace_data_dir(&self, staging: &Path) -> Result<(), ProcessError> {
+        let data = self.data_dir();
+        let old = self.dir.join("data.replaced");
+        remove_dir_if_present(&old)?;
+        match std::fs::rename(&data, &old) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(&data)(e)),
+        }
+        std::fs::rename(staging, &data).map_err(io(&data))?;
+        remove_dir_if_present(&old)
+    }
+
+    /// Restores a snapshot file into `data_dir` (which must not exist; it is removed first) as a one-member
+    /// cluster. `etcdctl snapshot restore` checks the sha256 etcd appends to a snapshot it streams.
+    pub async fn restore_snapshot_into(
+        &self,
+        etcdctl: &Path,
+        snapshot: &Path,
+        spec: &StartSpec,
+        data_dir: &Path,
+    ) -> Result<(), ProcessError> {
+        remove_dir_if_present(data_dir)?;
         let output = tokio::process::Command::new(etcdctl)
             .env("ETCDCTL_API", "3")
             .arg("snapshot")
             .arg("restore")
             .arg(snapshot)
             .arg(format!("--name={}", spec.name))
-            .arg(format!("--data-dir={}", self.data_dir().display()))
+            .arg(format!("--data-dir={}", data_dir.display()))
             .arg(format!("--initial-cluster={}", initial_cluster_arg(spec)))
             .arg(format!("--initial-cluster-token={}", spec.token))
             .arg(format!(
@@ -195,6 +228,14 @@ impl LocalState {
             });
         }
         Ok(())
+    }
+}
+
+fn remove_dir_if_present(dir: &Path) -> Result<(), ProcessError> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io(dir)(e)),
     }
 }
 

@@ -119,7 +119,13 @@ pub struct Supervisor {
     last_backup_unix: Option<i64>,
     last_published: Option<(Instant, String)>,
     last_error: Option<String>,
+    force_snapshot_failures: u32,
 }
+
+/// Rounds that try to snapshot the local etcd before a forced new cluster falls back to `--force-new-cluster`.
+const FORCE_SNAPSHOT_ATTEMPTS: u32 = 3;
+/// One such snapshot.
+const FORCE_SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Supervisor {
     pub fn new(
@@ -146,6 +152,7 @@ impl Supervisor {
             last_backup_unix: None,
             last_published: None,
             last_error: None,
+            force_snapshot_failures: 0,
         })
     }
 
@@ -441,6 +448,31 @@ impl Supervisor {
         self.clients.remove(&self.me.client_url());
     }
 
+    /// Snapshots the local etcd (which has lost its quorum) into `<state_dir>/force-new-cluster.db`.
+    async fn snapshot_for_force(
+        &mut self,
+    ) -> Result<(PathBuf, backup::LocalSnapshot), SupervisorError> {
+        let file = self.config.state_dir.join("force-new-cluster.db");
+        let mut client = self.client_for(&self.me.client_url()).await?;
+        let taken = tokio::time::timeout(
+            FORCE_SNAPSHOT_TIMEOUT,
+            backup::snapshot_to_file(&mut client, &file),
+        )
+        .await
+        .map_err(|_| {
+            BackupError::Snapshot(format!(
+                "no snapshot from the local etcd within {FORCE_SNAPSHOT_TIMEOUT:?}"
+            ))
+        })??;
+        tracing::info!(
+            revision = taken.revision,
+            raft_index = taken.raft_index,
+            bytes = taken.size,
+            "snapshot of the local etcd taken before forcing a new cluster"
+        );
+        Ok((file, taken))
+    }
+
     /// A client over the voters that answered (never learners).
     async fn voters_client(&self, operation: &'static str) -> Result<Client, SupervisorError> {
         let endpoints = self
@@ -542,16 +574,63 @@ impl Supervisor {
             }
             Step::ForceNewCluster => {
                 let record = self.current_record()?.record.clone();
+                let me = vec![(self.me.instance_id.clone(), self.me.peer_url())];
+                // `--force-new-cluster` keeps only the WAL up to the commit index etcd last persisted, which
+                // lags what it applied: a write this member applied (and acknowledged, as part of the lost
+                // majority) could be dropped. A snapshot of its backend holds everything it applied, and the
+                // maintenance API serves it without a quorum: rebuild the one-member cluster from that.
+                let running = self.process.as_mut().is_some_and(EtcdProcess::is_running);
+                let snapshot = if running {
+                    match self.snapshot_for_force().await {
+                        Ok(s) => Some(s),
+                        Err(e) if self.force_snapshot_failures < FORCE_SNAPSHOT_ATTEMPTS => {
+                            self.force_snapshot_failures += 1;
+                            return Err(e);
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, attempts = self.force_snapshot_failures, "no snapshot from the local etcd: falling back to --force-new-cluster on its data");
+                            None
+                        }
+                    }
+                } else {
+                    None
+                };
+                self.force_snapshot_failures = 0;
                 self.stop_etcd().await;
                 self.local.set_seeded(record.epoch)?;
-                self.local.set_epoch(record.epoch)?;
-                let me = vec![(self.me.instance_id.clone(), self.me.peer_url())];
-                let spec = self.start_spec(&record, me, StartMode::ForceNewCluster);
-                tracing::warn!(
-                    epoch = record.epoch,
-                    "forcing a new cluster from local data"
-                );
-                self.start(&spec)?;
+                match snapshot {
+                    Some((file, taken)) => {
+                        let spec = self.start_spec(&record, me, StartMode::Existing);
+                        let staging = self.local.staging_data_dir();
+                        self.local
+                            .restore_snapshot_into(
+                                &self.config.etcdctl_binary,
+                                &file,
+                                &spec,
+                                &staging,
+                            )
+                            .await?;
+                        self.local.replace_data_dir(&staging)?;
+                        let _ = std::fs::remove_file(&file);
+                        self.local.set_epoch(record.epoch)?;
+                        tracing::warn!(
+                            epoch = record.epoch,
+                            revision = taken.revision,
+                            raft_index = taken.raft_index,
+                            "forcing a new cluster from a snapshot of the local etcd"
+                        );
+                        self.start(&spec)?;
+                    }
+                    None => {
+                        self.local.set_epoch(record.epoch)?;
+                        let spec = self.start_spec(&record, me, StartMode::ForceNewCluster);
+                        tracing::warn!(
+                            epoch = record.epoch,
+                            "forcing a new cluster from local data (--force-new-cluster)"
+                        );
+                        self.start(&spec)?;
+                    }
+                }
                 Ok(Some(Duration::from_millis(100)))
             }
             Step::Restart => {
