@@ -239,7 +239,8 @@ pub enum Step {
     },
     /// This instance seeds the record's epoch: a one-member cluster, empty (bootstrap) or from a snapshot.
     Seed,
-    /// This instance seeds a forced epoch: start etcd from its own data with `--force-new-cluster`.
+    /// This instance seeds a forced epoch: rebuild a one-member cluster from a snapshot of its own etcd (from its
+    /// data dir with `--force-new-cluster` only when that etcd does not run or gives no snapshot).
     ForceNewCluster,
     /// Local data of the current epoch, etcd not running: start it.
     Restart,
