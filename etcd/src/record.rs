@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 pub enum Origin {
     /// A brand-new, empty cluster: the very first decision of the cluster.
     Bootstrap,
-    /// The majority was lost; the survivor with the most data carries the cluster (rebuilt from a snapshot of its etcd).
+    /// The majority was lost; the survivor with the most data carries the cluster (rebuilt from a snapshot of
+    /// its etcd).
     ForceNewCluster {
         /// The survivor's raft index when it won the epoch.
         raft_index: u64,
