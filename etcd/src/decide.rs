@@ -1,0 +1,564 @@
+//! The supervisor's brain: one pure function from what was observed to the one next step.
+//!
+//! Everything that keeps etcd safe is decided here, and every rule is a table test below:
+//! - a new cluster only after winning `etcd/cluster.json` (the caller's conditional write), never because peers
+//!   are unreachable;
+//! - a member is removed only when its instance is confirmed terminated, only while a healthy quorum of the
+//!   rest remains, one change at a time, remove before add;
+//! - a joiner adds itself as a learner, starts against the existing cluster, and is promoted once in sync;
+//! - a removed member, or one of another cluster or an older epoch, wipes its data and rejoins;
+//! - after losing the majority, the most up-to-date survivor forces a new cluster from its data, and only when
+//!   every other voting member's instance is confirmed terminated.
+
+use std::time::Duration;
+
+use crate::peers::{InstanceState, PeerInstance};
+use crate::record::{ClusterRecord, HealthReport, Origin};
+
+/// The client port of every member.
+pub const CLIENT_PORT: u16 = 2379;
+/// The peer port of every member.
+pub const PEER_PORT: u16 = 2380;
+
+/// A member's peer URL from its IP: members are matched by it.
+pub fn peer_url(ip: &str) -> String {
+    format!("https://{ip}:{PEER_PORT}")
+}
+
+/// A member's client URL from its IP.
+pub fn client_url(ip: &str) -> String {
+    format!("https://{ip}:{CLIENT_PORT}")
+}
+
+/// The host part of `https://HOST:PORT`.
+pub fn url_host(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.rsplit_once(':').map_or(rest, |(h, _)| h)
+}
+
+/// Votes needed for a majority of `voters`.
+pub fn quorum(voters: usize) -> usize {
+    voters / 2 + 1
+}
+
+/// This node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Me {
+    pub instance_id: String,
+    pub ip: String,
+}
+
+impl Me {
+    pub fn peer_url(&self) -> String {
+        peer_url(&self.ip)
+    }
+    pub fn client_url(&self) -> String {
+        client_url(&self.ip)
+    }
+}
+
+/// What one etcd member says about itself (the Status RPC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemberStatus {
+    pub member_id: u64,
+    pub cluster_id: u64,
+    pub raft_index: u64,
+    pub is_learner: bool,
+    /// The leader it follows; 0 when it knows none.
+    pub leader: u64,
+}
+
+/// The local etcd process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalEtcd {
+    /// Not running (never started, exited, or stopped).
+    Stopped,
+    /// Running but not answering yet.
+    Unresponsive,
+    Running(MemberStatus),
+}
+
+/// The local data directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LocalData {
+    /// etcd's data dir holds a member.
+    pub present: bool,
+    /// The epoch that data belongs to (`None` when unknown: treated as stale).
+    pub epoch: Option<u64>,
+    /// The last epoch this instance seeded (kept across wipes): a seed never seeds twice.
+    pub seeded_epoch: Option<u64>,
+}
+
+/// One member in the member list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberView {
+    pub id: u64,
+    /// The instance id of a started member; empty for a member added but never started.
+    pub name: String,
+    pub peer_url: String,
+    pub is_learner: bool,
+    /// What it answered, when it answered.
+    pub status: Option<MemberStatus>,
+}
+
+/// The cluster as the control plane's etcd members report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterView {
+    pub cluster_id: u64,
+    pub members: Vec<MemberView>,
+}
+
+impl ClusterView {
+    pub fn voters(&self) -> impl Iterator<Item = &MemberView> {
+        self.members.iter().filter(|m| !m.is_learner)
+    }
+
+    /// The leader every answering voter agrees on, if it is a member.
+    pub fn leader(&self) -> Option<u64> {
+        let leader = self
+            .voters()
+            .filter_map(|m| m.status)
+            .map(|s| s.leader)
+            .find(|&l| l != 0)?;
+        self.members
+            .iter()
+            .any(|m| m.id == leader)
+            .then_some(leader)
+    }
+
+    /// A leader, and a majority of voters answering.
+    pub fn is_healthy(&self) -> bool {
+        let voters = self.voters().count();
+        let answering = self.voters().filter(|m| m.status.is_some()).count();
+        voters > 0 && answering >= quorum(voters) && self.leader().is_some()
+    }
+
+    /// Whether removing `id` leaves a healthy quorum of the remaining voters.
+    pub fn quorum_after_removing(&self, id: u64) -> bool {
+        let rest: Vec<&MemberView> = self.voters().filter(|m| m.id != id).collect();
+        let answering = rest.iter().filter(|m| m.status.is_some()).count();
+        !rest.is_empty() && answering >= quorum(rest.len())
+    }
+
+    pub fn by_peer_url(&self, url: &str) -> Option<&MemberView> {
+        self.members.iter().find(|m| m.peer_url == url)
+    }
+
+    /// Client endpoints safe for requests: voters that answered (never learners).
+    pub fn voter_endpoints(&self) -> Vec<String> {
+        self.voters()
+            .filter(|m| m.status.is_some())
+            .map(|m| client_url(url_host(&m.peer_url)))
+            .collect()
+    }
+}
+
+/// Everything one round of the loop knows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observation {
+    pub me: Me,
+    pub record: Option<ClusterRecord>,
+    pub local_data: LocalData,
+    pub local_etcd: LocalEtcd,
+    /// The control-plane instances (terminated ones included while EC2 lists them).
+    pub instances: Vec<PeerInstance>,
+    /// The cluster seen through the members that answered (`None`: none answered).
+    pub cluster: Option<ClusterView>,
+    /// Other members' published health (for re-seeding a cluster whose seed died before forming it).
+    pub reports: Vec<HealthReport>,
+    pub now_unix: i64,
+    /// A scheduled backup is due (the leader takes it).
+    pub backup_due: bool,
+}
+
+/// A published report older than this is not trusted to say "no data here".
+pub const REPORT_FRESHNESS_SECS: i64 = 30;
+
+impl Observation {
+    /// The instance behind a member: by name (instance id) when started, else by its peer URL's IP (an alive
+    /// instance first).
+    pub fn instance_of(&self, member: &MemberView) -> Option<&PeerInstance> {
+        if !member.name.is_empty() {
+            if let Some(i) = self.instances.iter().find(|i| i.instance_id == member.name) {
+                return Some(i);
+            }
+        }
+        let ip = url_host(&member.peer_url);
+        let mut matching: Vec<&PeerInstance> = self
+            .instances
+            .iter()
+            .filter(|i| i.private_ip == ip)
+            .collect();
+        matching.sort_by_key(|i| !i.state.is_alive());
+        if member.name.is_empty() {
+            matching.first().copied()
+        } else {
+            None
+        }
+    }
+
+    /// EC2 confirms the member's instance is terminated. An unknown instance is *not* confirmed dead.
+    pub fn confirmed_terminated(&self, member: &MemberView) -> bool {
+        self.instance_of(member)
+            .is_some_and(|i| i.state.is_terminated())
+    }
+
+    fn instance_state(&self, id: &str) -> Option<InstanceState> {
+        self.instances
+            .iter()
+            .find(|i| i.instance_id == id)
+            .map(|i| i.state)
+    }
+
+    fn label(member: &MemberView) -> String {
+        if member.name.is_empty() {
+            member.peer_url.clone()
+        } else {
+            member.name.clone()
+        }
+    }
+}
+
+/// The one next step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Nothing to do now; look again soon.
+    Wait { reason: String },
+    /// Healthy and nothing to change.
+    Steady,
+    /// No cluster was ever decided: try to win `etcd/cluster.json` (must not exist) as the bootstrap seed.
+    ClaimBootstrap,
+    /// The record names no seed (a restore): try to become it (must match the record read).
+    ClaimSeed,
+    /// The seed died before anyone got its data: a new epoch of the same origin, seeded here.
+    ClaimReseed { reason: String },
+    /// The majority is lost and this member has the most data: win a new epoch that forces a new cluster here.
+    ClaimForceNewCluster {
+        raft_index: u64,
+        lost_members: Vec<String>,
+    },
+    /// This instance seeds the record's epoch: a one-member cluster, empty (bootstrap) or from a snapshot.
+    Seed,
+    /// This instance seeds a forced epoch: rebuild a one-member cluster from a snapshot of its own etcd (from its
+    /// data dir with `--force-new-cluster` only when that etcd does not run or gives no snapshot).
+    ForceNewCluster,
+    /// Local data of the current epoch, etcd not running: start it.
+    Restart,
+    /// This member was added (as a learner) but not started: start etcd against the existing cluster.
+    StartJoined { member_id: u64 },
+    /// Stop etcd (if running) and wipe the data dir.
+    Wipe { reason: String },
+    /// Add this instance as a learner.
+    AddLearner,
+    /// Promote this learner to a voting member.
+    Promote { member_id: u64 },
+    /// Remove a member (its instance is terminated, or it is this instance's own member with lost data).
+    RemoveMember {
+        member_id: u64,
+        label: String,
+        reason: String,
+    },
+    /// Take a scheduled backup.
+    Backup,
+}
+
+impl Step {
+    /// How long to wait before the next round after this step succeeded.
+    pub fn requeue(&self, steady: Duration) -> Duration {
+        match self {
+            Step::Steady | Step::Backup => steady,
+            Step::Wait { .. } => Duration::from_millis(500),
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// The step in words, for logs and health reports.
+    pub fn describe(&self) -> String {
+        match self {
+            Step::Wait { reason } => format!("waiting: {reason}"),
+            Step::Steady => "steady".to_string(),
+            Step::ClaimBootstrap => "claiming the bootstrap of a new cluster".to_string(),
+            Step::ClaimSeed => "claiming the seed of the recorded epoch".to_string(),
+            Step::ClaimReseed { reason } => format!("claiming a re-seed: {reason}"),
+            Step::ClaimForceNewCluster { raft_index, lost_members } => format!(
+                "claiming a forced new cluster from local data at raft index {raft_index} (lost: {})",
+                lost_members.join(", ")
+            ),
+            Step::Seed => "seeding the cluster".to_string(),
+            Step::ForceNewCluster => "forcing a new cluster from local data".to_string(),
+            Step::Restart => "restarting etcd on existing data".to_string(),
+            Step::StartJoined { member_id } => format!("starting etcd as member {member_id:x}"),
+            Step::Wipe { reason } => format!("wiping the data dir: {reason}"),
+            Step::AddLearner => "adding this instance as a learner".to_string(),
+            Step::Promote { member_id } => format!("promoting learner {member_id:x}"),
+            Step::RemoveMember {
+                member_id,
+                label,
+                reason,
+            } => format!("removing member {member_id:x} ({label}): {reason}"),
+            Step::Backup => "taking a scheduled backup".to_string(),
+        }
+    }
+}
+
+fn wait(reason: impl Into<String>) -> Step {
+    Step::Wait {
+        reason: reason.into(),
+    }
+}
+
+/// Decides the one next step. Pure: no I/O, no clock.
+pub fn decide(o: &Observation) -> Step {
+    let me = &o.me;
+    let Some(record) = &o.record else {
+        if o.local_data.present {
+            return wait("local etcd data but no etcd/cluster.json in the state store: not bootstrapping over it (restore the record, or restore a backup)");
+        }
+        if o.cluster.is_some() {
+            return wait("etcd answers on other control-plane instances but etcd/cluster.json is missing: not bootstrapping a second cluster");
+        }
+        return Step::ClaimBootstrap;
+    };
+    let epoch = record.epoch;
+    let i_am_seed = record.seed.as_deref() == Some(me.instance_id.as_str());
+    let running = !matches!(o.local_etcd, LocalEtcd::Stopped);
+
+    // Data of another epoch: the cluster moved on without it (or it carries the new one).
+    if o.local_data.present && o.local_data.epoch != Some(epoch) {
+        if o.local_data.epoch.is_some_and(|e| e > epoch) {
+            return wait(format!(
+                "local data is of epoch {:?}, newer than etcd/cluster.json's {epoch}: the state store went back in time; not touching anything",
+                o.local_data.epoch
+            ));
+        }
+        if i_am_seed && matches!(record.origin, Origin::ForceNewCluster { .. }) {
+            return Step::ForceNewCluster;
+        }
+        return Step::Wipe {
+            reason: format!(
+                "local data is of epoch {:?}, the cluster is at epoch {epoch}",
+                o.local_data.epoch
+            ),
+        };
+    }
+
+    // A restore waits for a seed.
+    let Some(seed) = record.seed.as_deref() else {
+        return Step::ClaimSeed;
+    };
+
+    let healthy = o.cluster.as_ref().filter(|c| c.is_healthy());
+
+    if i_am_seed && !o.local_data.present {
+        if o.local_data.seeded_epoch.is_some_and(|e| e >= epoch) {
+            // Seeded once and lost the data since: never seed twice; join like anyone else (below).
+        } else if matches!(record.origin, Origin::ForceNewCluster { .. }) {
+            return wait("this instance won a forced new cluster but its data is gone: waiting for ballast etcd restore-backup");
+        } else if o.cluster.is_some() {
+            return wait("etcd answers elsewhere although this instance is the epoch's seed and has not seeded it: not seeding a second cluster");
+        } else {
+            return Step::Seed;
+        }
+    }
+
+    if o.local_data.present {
+        // Data of the current epoch.
+        if let Some(view) = healthy {
+            let mine = view.by_peer_url(&me.peer_url());
+            if let LocalEtcd::Running(st) = o.local_etcd {
+                if st.cluster_id != view.cluster_id {
+                    return Step::Wipe {
+                        reason: format!(
+                            "cluster ID mismatch: local etcd is in cluster {:x}, the healthy cluster is {:x}",
+                            st.cluster_id, view.cluster_id
+                        ),
+                    };
+                }
+                if !view.members.iter().any(|m| m.id == st.member_id) {
+                    return Step::Wipe {
+                        reason: "this member was removed from the cluster".to_string(),
+                    };
+                }
+            } else if mine.is_none() {
+                return Step::Wipe {
+                    reason: "this member is not in the cluster's member list (removed)".to_string(),
+                };
+            }
+        }
+        let st = match o.local_etcd {
+            LocalEtcd::Stopped => return Step::Restart,
+            LocalEtcd::Unresponsive => return wait("local etcd is starting"),
+            LocalEtcd::Running(st) => st,
+        };
+        let Some(view) = healthy else {
+            return lost_majority(o, st);
+        };
+        if st.is_learner {
+            return Step::Promote {
+                member_id: st.member_id,
+            };
+        }
+        if view.leader() == Some(st.member_id) {
+            if let Some(step) = remove_dead(o, view) {
+                return step;
+            }
+            if o.backup_due {
+                return Step::Backup;
+            }
+        }
+        return Step::Steady;
+    }
+
+    // No local data: join the cluster.
+    if running {
+        return Step::Wipe {
+            reason: "etcd runs without data of the current epoch".to_string(),
+        };
+    }
+    let Some(view) = healthy else {
+        if let Some(step) = reseed(o, record, seed) {
+            return step;
+        }
+        return wait("no healthy cluster to join yet");
+    };
+    if let Some(m) = view.by_peer_url(&me.peer_url()) {
+        if m.name.is_empty() {
+            return Step::StartJoined { member_id: m.id };
+        }
+        if m.name == me.instance_id {
+            return removal(
+                view,
+                m,
+                "this instance's own member, whose data is gone: remove before re-adding",
+            );
+        }
+        if o.confirmed_terminated(m) {
+            return removal(
+                view,
+                m,
+                "its instance is terminated (and its IP is now this instance's)",
+            );
+        }
+        return wait(format!(
+            "this instance's peer URL is held by member {} of an instance that is not terminated",
+            m.name
+        ));
+    }
+    if let Some(step) = remove_dead(o, view) {
+        return step;
+    }
+    if let Some(l) = view.members.iter().find(|m| m.is_learner) {
+        return wait(format!(
+            "learner {} is joining: one membership change at a time",
+            Observation::label(l)
+        ));
+    }
+    Step::AddLearner
+}
+
+fn removal(view: &ClusterView, m: &MemberView, reason: &str) -> Step {
+    if view.quorum_after_removing(m.id) {
+        Step::RemoveMember {
+            member_id: m.id,
+            label: Observation::label(m),
+            reason: reason.to_string(),
+        }
+    } else {
+        wait(format!(
+            "member {} should go ({reason}) but removing it would leave no healthy quorum",
+            Observation::label(m)
+        ))
+    }
+}
+
+/// The first member whose instance EC2 confirms terminated (learners first: they cost no quorum).
+fn remove_dead(o: &Observation, view: &ClusterView) -> Option<Step> {
+    let mut dead: Vec<&MemberView> = view
+        .members
+        .iter()
+        .filter(|m| m.peer_url != o.me.peer_url() && o.confirmed_terminated(m))
+        .collect();
+    dead.sort_by_key(|m| (!m.is_learner, m.id));
+    dead.first()
+        .map(|m| removal(view, m, "its instance is terminated"))
+}
+
+/// Running, with data of the current epoch, and no healthy cluster.
+fn lost_majority(o: &Observation, st: MemberStatus) -> Step {
+    let Some(view) = o.cluster.as_ref() else {
+        return wait("local etcd answers but no member list yet");
+    };
+    if st.is_learner {
+        return wait("no healthy cluster; a learner never carries it");
+    }
+    let voters: Vec<&MemberView> = view.voters().collect();
+    let survivors: Vec<&MemberView> = voters
+        .iter()
+        .copied()
+        .filter(|m| m.status.is_some())
+        .collect();
+    if survivors.len() >= quorum(voters.len()) {
+        return wait("a majority answers but no leader yet (election)");
+    }
+    let mut lost = Vec::new();
+    for m in voters.iter().filter(|m| m.status.is_none()) {
+        if !o.confirmed_terminated(m) {
+            return wait(format!(
+                "no quorum, and member {} does not answer but its instance is not confirmed terminated: waiting, not forcing",
+                Observation::label(m)
+            ));
+        }
+        lost.push(Observation::label(m));
+    }
+    // The most up-to-date survivor carries the cluster; ties go to the smallest member id.
+    let best = survivors.iter().max_by(|a, b| {
+        let (ia, ib) = (
+            a.status.map_or(0, |s| s.raft_index),
+            b.status.map_or(0, |s| s.raft_index),
+        );
+        ia.cmp(&ib).then(b.id.cmp(&a.id))
+    });
+    match best {
+        Some(b) if b.id == st.member_id => Step::ClaimForceNewCluster {
+            raft_index: st.raft_index,
+            lost_members: lost,
+        },
+        Some(b) => wait(format!(
+            "majority lost; survivor {} has the most data and carries the cluster",
+            Observation::label(b)
+        )),
+        None => wait("majority lost; no survivor answers"),
+    }
+}
+
+/// The seed died before its cluster was joined by anyone: a new epoch seeded elsewhere.
+fn reseed(o: &Observation, record: &ClusterRecord, seed: &str) -> Option<Step> {
+    if matches!(record.origin, Origin::ForceNewCluster { .. }) || o.cluster.is_some() {
+        return None;
+    }
+    if !o.instance_state(seed).is_some_and(|s| s.is_terminated()) {
+        return None;
+    }
+    // Every other alive instance must have said, recently, that it holds no data of this epoch.
+    for i in o
+        .instances
+        .iter()
+        .filter(|i| i.state.is_alive() && i.instance_id != o.me.instance_id)
+    {
+        let report = o.reports.iter().find(|r| r.instance_id == i.instance_id)?;
+        if o.now_unix - report.updated_unix > REPORT_FRESHNESS_SECS
+            || report.local_epoch == Some(record.epoch)
+        {
+            return None;
+        }
+    }
+    Some(Step::ClaimReseed {
+        reason: format!(
+            "seed {seed} of epoch {} is terminated and no instance holds data of that epoch",
+            record.epoch
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,538 @@
+//! One table row per rule of the supervisor.
+
+use super::*;
+use crate::peers::InstanceState::{Running, Terminated};
+
+const ME: &str = "i-me";
+const ME_IP: &str = "127.0.0.51";
+
+fn inst(id: &str, ip: &str, state: InstanceState) -> PeerInstance {
+    PeerInstance {
+        instance_id: id.to_string(),
+        private_ip: ip.to_string(),
+        state,
+    }
+}
+
+fn record(epoch: u64, seed: Option<&str>, origin: Origin) -> ClusterRecord {
+    ClusterRecord {
+        epoch,
+        origin,
+        seed: seed.map(str::to_string),
+        decided_at: "2025-01-01T00:00:00Z".to_string(),
+        decided_by: "test".to_string(),
+    }
+}
+
+fn status(id: u64, leader: u64, index: u64) -> MemberStatus {
+    MemberStatus {
+        member_id: id,
+        cluster_id: 77,
+        raft_index: index,
+        is_learner: false,
+        leader,
+    }
+}
+
+/// A member; `answers` with the given leader (0: does not answer).
+fn member(id: u64, name: &str, ip: &str, learner: bool, answers: Option<u64>) -> MemberView {
+    MemberView {
+        id,
+        name: name.to_string(),
+        peer_url: peer_url(ip),
+        is_learner: learner,
+        status: answers.map(|leader| MemberStatus {
+            is_learner: learner,
+            ..status(id, leader, 100)
+        }),
+    }
+}
+
+fn view(members: Vec<MemberView>) -> Option<ClusterView> {
+    Some(ClusterView {
+        cluster_id: 77,
+        members,
+    })
+}
+
+/// A joiner (no data, etcd stopped) looking at a cluster of i-a, i-b, i-c at epoch 1 seeded by i-a.
+fn joiner() -> Observation {
+    Observation {
+        me: Me {
+            instance_id: ME.to_string(),
+            ip: ME_IP.to_string(),
+        },
+        record: Some(record(1, Some("i-a"), Origin::Bootstrap)),
+        local_data: LocalData::default(),
+        local_etcd: LocalEtcd::Stopped,
+        instances: vec![
+            inst("i-a", "127.0.0.11", Running),
+            inst("i-b", "127.0.0.12", Running),
+            inst(ME, ME_IP, Running),
+        ],
+        cluster: view(vec![
+            member(1, "i-a", "127.0.0.11", false, Some(1)),
+            member(2, "i-b", "127.0.0.12", false, Some(1)),
+        ]),
+        reports: vec![],
+        now_unix: 1000,
+        backup_due: false,
+    }
+}
+
+/// A running voter `me` (id 3) in a healthy 3-member cluster led by `leader`.
+fn member_of_three(leader: u64) -> Observation {
+    let mut o = joiner();
+    o.local_data = LocalData {
+        present: true,
+        epoch: Some(1),
+        seeded_epoch: None,
+    };
+    o.local_etcd = LocalEtcd::Running(status(3, leader, 100));
+    o.cluster = view(vec![
+        member(1, "i-a", "127.0.0.11", false, Some(leader)),
+        member(2, "i-b", "127.0.0.12", false, Some(leader)),
+        member(3, ME, ME_IP, false, Some(leader)),
+    ]);
+    o
+}
+
+fn is_wait(step: &Step) -> bool {
+    matches!(step, Step::Wait { .. })
+}
+
+#[test]
+fn bootstrap_only_without_record_data_or_answering_peers() {
+    let mut o = joiner();
+    o.record = None;
+    o.cluster = None;
+    assert_eq!(decide(&o), Step::ClaimBootstrap);
+
+    let mut with_data = o.clone();
+    with_data.local_data.present = true;
+    assert!(
+        is_wait(&decide(&with_data)),
+        "never bootstrap over local data"
+    );
+
+    let mut peers_answer = o.clone();
+    peers_answer.cluster = joiner().cluster;
+    assert!(is_wait(&decide(&peers_answer)), "never a second cluster");
+}
+
+#[test]
+fn unreachable_peers_never_create_a_cluster() {
+    let mut o = joiner();
+    o.cluster = None;
+    assert!(is_wait(&decide(&o)));
+    // Even a cluster without a leader is no reason to bootstrap.
+    o.cluster = view(vec![member(1, "i-a", "127.0.0.11", false, Some(0))]);
+    assert!(is_wait(&decide(&o)));
+}
+
+#[test]
+fn the_seed_seeds_once() {
+    let mut o = joiner();
+    o.record = Some(record(1, Some(ME), Origin::Bootstrap));
+    o.cluster = None;
+    assert_eq!(decide(&o), Step::Seed);
+
+    let mut seeded = o.clone();
+    seeded.local_data.seeded_epoch = Some(1);
+    assert!(
+        is_wait(&decide(&seeded)),
+        "seeded before, data gone: join, never seed again"
+    );
+
+    let mut others_answer = o.clone();
+    others_answer.cluster = view(vec![member(1, "i-a", "127.0.0.11", false, Some(0))]);
+    assert!(is_wait(&decide(&others_answer)));
+
+    let mut restore = o.clone();
+    restore.record = Some(record(
+        2,
+        Some(ME),
+        Origin::Restore {
+            backup_id: "b".into(),
+            sha256: "x".into(),
+        },
+    ));
+    assert_eq!(decide(&restore), Step::Seed);
+}
+
+#[test]
+fn a_restore_without_seed_is_claimed() {
+    let mut o = joiner();
+    o.record = Some(record(
+        2,
+        None,
+        Origin::Restore {
+            backup_id: "b".into(),
+            sha256: "x".into(),
+        },
+    ));
+    assert_eq!(decide(&o), Step::ClaimSeed);
+    // Old data goes first.
+    o.local_data = LocalData {
+        present: true,
+        epoch: Some(1),
+        seeded_epoch: None,
+    };
+    assert!(matches!(decide(&o), Step::Wipe { .. }));
+}
+
+#[test]
+fn join_as_learner_when_nothing_is_dead() {
+    assert_eq!(decide(&joiner()), Step::AddLearner);
+}
+
+#[test]
+fn remove_a_terminated_member_before_adding() {
+    let mut o = joiner();
+    o.instances.push(inst("i-c", "127.0.0.13", Terminated));
+    o.cluster = view(vec![
+        member(1, "i-a", "127.0.0.11", false, Some(1)),
+        member(2, "i-b", "127.0.0.12", false, Some(1)),
+        member(3, "i-c", "127.0.0.13", false, None),
+    ]);
+    assert!(matches!(
+        decide(&o),
+        Step::RemoveMember { member_id: 3, .. }
+    ));
+}
+
+#[test]
+fn an_unreachable_running_or_unknown_instance_is_never_removed() {
+    let mut o = joiner();
+    o.instances.push(inst("i-c", "127.0.0.13", Running));
+    o.cluster = view(vec![
+        member(1, "i-a", "127.0.0.11", false, Some(1)),
+        member(2, "i-b", "127.0.0.12", false, Some(1)),
+        member(3, "i-c", "127.0.0.13", false, None),
+    ]);
+    assert_eq!(decide(&o), Step::AddLearner);
+    // Not listed by EC2 at all: unknown, not dead.
+    o.instances.retain(|i| i.instance_id != "i-c");
+    assert_eq!(decide(&o), Step::AddLearner);
+}
+
+#[test]
+fn no_removal_without_a_healthy_quorum_of_the_rest() {
+    let mut o = member_of_three(1);
+    o.instances = vec![
+        inst("i-a", "127.0.0.11", Running),
+        inst("i-b", "127.0.0.12", Terminated),
+        inst(ME, ME_IP, Running),
+        inst("i-d", "127.0.0.14", Running),
+    ];
+    // 4 voters: a (leader), b dead, me, d unreachable: healthy (3 of 4 is not... a+me = 2 < 3), so no quorum.
+    o.cluster = view(vec![
+        member(1, "i-a", "127.0.0.11", false, Some(1)),
+        member(2, "i-b", "127.0.0.12", false, None),
+        member(3, ME, ME_IP, false, Some(1)),
+        member(4, "i-d", "127.0.0.14", false, None),
+    ]);
+    o.local_etcd = LocalEtcd::Running(status(3, 1, 100));
+    assert!(is_wait(&decide(&o)));
+    // With d answering, removing b leaves a, me, d: fine — but only the leader removes.
+    if let Some(c) = o.cluster.as_mut() {
+        c.members[3].status = Some(status(4, 1, 100));
+    }
+    assert_eq!(
+        decide(&o),
+        Step::Steady,
+        "a follower leaves removals to the leader"
+    );
+    o.local_etcd = LocalEtcd::Running(status(3, 3, 100));
+    if let Some(c) = o.cluster.as_mut() {
+        for m in c.members.iter_mut() {
+            if let Some(s) = m.status.as_mut() {
+                s.leader = 3;
+            }
+        }
+    }
+    assert!(matches!(
+        decide(&o),
+        Step::RemoveMember { member_id: 2, .. }
+    ));
+}
+
+#[test]
+fn quorum_after_removing_counts_answering_voters() {
+    let v = ClusterView {
+        cluster_id: 1,
+        members: vec![
+            member(1, "a", "127.0.0.1", false, Some(1)),
+            member(2, "b", "127.0.0.2", false, None),
+            member(3, "c", "127.0.0.3", false, None),
+        ],
+    };
+    assert!(!v.quorum_after_removing(2), "a alone of a, c");
+    assert!(!v.is_healthy());
+}
+
+#[test]
+fn one_change_at_a_time() {
+    let mut o = joiner();
+    o.instances.push(inst("i-x", "127.0.0.19", Running));
+    o.cluster = view(vec![
+        member(1, "i-a", "127.0.0.11", false, Some(1)),
+        member(2, "i-b", "127.0.0.12", false, Some(1)),
+        member(9, "", "127.0.0.19", true, None),
+    ]);
+    assert!(is_wait(&decide(&o)), "another learner is joining");
+}
+
+#[test]
+fn a_leftover_learner_of_this_instance_is_started() {
+    let mut o = joiner();
+    o.cluster = view(vec![
+        member(1, "i-a", "127.0.0.11", false, Some(1)),
+        member(2, "i-b", "127.0.0.12", false, Some(1)),
+        member(5, "", ME_IP, true, None),
+    ]);
+    assert_eq!(decide(&o), Step::StartJoined { member_id: 5 });
+}
+
+#[test]
+fn this_instances_own_member_without_data_is_removed_first() {
+    let mut o = joiner();
+    o.cluster = view(vec![
+        member(1, "i-a", "127.0.0.11", false, Some(1)),
+        member(2, "i-b", "127.0.0.12", false, Some(1)),
+        member(5, ME, ME_IP, false, None),
+    ]);
+    assert!(matches!(
+        decide(&o),
+        Step::RemoveMember { member_id: 5, .. }
+    ));
+}
+
+#[test]
+fn a_reused_ip_is_freed_only_from_a_terminated_instance() {
+    let mut o = joiner();
+    o.cluster = view(vec![
+        member(1, "i-a", "127.0.0.11", false, Some(1)),
+        member(2, "i-b", "127.0.0.12", false, Some(1)),
+        member(5, "i-old", ME_IP, false, None),
+    ]);
+    o.instances.push(inst("i-old", ME_IP, Terminated));
+    assert!(matches!(
+        decide(&o),
+        Step::RemoveMember { member_id: 5, .. }
+    ));
+    o.instances.retain(|i| i.instance_id != "i-old");
+    o.instances.push(inst("i-old", ME_IP, Running));
+    assert!(is_wait(&decide(&o)));
+}
+
+#[test]
+fn existing_data_restarts_and_stale_data_is_wiped() {
+    let mut o = member_of_three(1);
+    o.local_etcd = LocalEtcd::Stopped;
+    assert_eq!(decide(&o), Step::Restart);
+
+    o.local_data.epoch = Some(0);
+    assert!(matches!(decide(&o), Step::Wipe { .. }));
+    o.local_data.epoch = None;
+    assert!(
+        matches!(decide(&o), Step::Wipe { .. }),
+        "unknown epoch is stale"
+    );
+    o.local_data.epoch = Some(5);
+    assert!(is_wait(&decide(&o)), "newer than the record: touch nothing");
+}
+
+#[test]
+fn a_stopped_member_missing_from_the_healthy_cluster_was_removed() {
+    let mut o = member_of_three(1);
+    o.local_etcd = LocalEtcd::Stopped;
+    if let Some(c) = o.cluster.as_mut() {
+        c.members.retain(|m| m.id != 3);
+    }
+    assert!(matches!(decide(&o), Step::Wipe { .. }));
+}
+
+#[test]
+fn running_member_checks() {
+    let o = member_of_three(1);
+    assert_eq!(decide(&o), Step::Steady);
+
+    let mut learner = o.clone();
+    learner.local_etcd = LocalEtcd::Running(MemberStatus {
+        is_learner: true,
+        ..status(3, 1, 100)
+    });
+    if let Some(c) = learner.cluster.as_mut() {
+        c.members[2].is_learner = true;
+    }
+    assert_eq!(decide(&learner), Step::Promote { member_id: 3 });
+
+    let mut removed = o.clone();
+    if let Some(c) = removed.cluster.as_mut() {
+        c.members.retain(|m| m.id != 3);
+    }
+    assert!(matches!(decide(&removed), Step::Wipe { .. }));
+
+    let mut mismatch = o.clone();
+    mismatch.local_etcd = LocalEtcd::Running(MemberStatus {
+        cluster_id: 99,
+        ..status(3, 1, 100)
+    });
+    assert!(matches!(decide(&mismatch), Step::Wipe { .. }));
+
+    let mut unresponsive = o.clone();
+    unresponsive.local_etcd = LocalEtcd::Unresponsive;
+    assert!(is_wait(&decide(&unresponsive)));
+}
+
+#[test]
+fn the_leader_removes_dead_members_and_takes_backups() {
+    let mut o = member_of_three(3);
+    o.backup_due = true;
+    assert_eq!(decide(&o), Step::Backup);
+    let mut follower = member_of_three(1);
+    follower.backup_due = true;
+    assert_eq!(decide(&follower), Step::Steady);
+
+    o.instances[1].state = Terminated; // i-b
+    if let Some(c) = o.cluster.as_mut() {
+        c.members[1].status = None;
+    }
+    assert!(matches!(
+        decide(&o),
+        Step::RemoveMember { member_id: 2, .. }
+    ));
+}
+
+fn lost_two() -> Observation {
+    let mut o = member_of_three(0);
+    o.local_etcd = LocalEtcd::Running(status(3, 0, 500));
+    o.instances[0].state = Terminated;
+    o.instances[1].state = Terminated;
+    o.cluster = view(vec![
+        member(1, "i-a", "127.0.0.11", false, None),
+        member(2, "i-b", "127.0.0.12", false, None),
+        MemberView {
+            status: Some(status(3, 0, 500)),
+            ..member(3, ME, ME_IP, false, None)
+        },
+    ]);
+    o
+}
+
+#[test]
+fn lost_majority_forces_only_with_every_other_voter_terminated() {
+    let o = lost_two();
+    assert_eq!(
+        decide(&o),
+        Step::ClaimForceNewCluster {
+            raft_index: 500,
+            lost_members: vec!["i-a".into(), "i-b".into()]
+        }
+    );
+    let mut one_alive = o.clone();
+    one_alive.instances[1].state = Running;
+    assert!(
+        is_wait(&decide(&one_alive)),
+        "i-b may be partitioned, not dead"
+    );
+
+    let mut unknown = o.clone();
+    unknown.instances.retain(|i| i.instance_id != "i-b");
+    assert!(is_wait(&decide(&unknown)), "unknown is not terminated");
+}
+
+#[test]
+fn lost_majority_the_most_up_to_date_survivor_wins() {
+    // 5 voters, 2 survivors: me at 500, i-d at 600; the rest terminated.
+    let mut o = lost_two();
+    o.instances.push(inst("i-d", "127.0.0.14", Running));
+    o.instances.push(inst("i-e", "127.0.0.15", Terminated));
+    if let Some(c) = o.cluster.as_mut() {
+        c.members.push(MemberView {
+            status: Some(status(4, 0, 600)),
+            ..member(4, "i-d", "127.0.0.14", false, None)
+        });
+        c.members.push(member(5, "i-e", "127.0.0.15", false, None));
+    }
+    assert!(is_wait(&decide(&o)));
+    if let Some(c) = o.cluster.as_mut() {
+        c.members[3].status = Some(status(4, 0, 400));
+    }
+    assert!(matches!(decide(&o), Step::ClaimForceNewCluster { .. }));
+}
+
+#[test]
+fn a_learner_never_carries_the_cluster() {
+    let mut o = lost_two();
+    o.local_etcd = LocalEtcd::Running(MemberStatus {
+        is_learner: true,
+        ..status(3, 0, 500)
+    });
+    assert!(is_wait(&decide(&o)));
+}
+
+#[test]
+fn a_forced_epoch_is_carried_by_its_seed_and_wipes_the_others() {
+    let mut o = lost_two();
+    o.record = Some(record(
+        2,
+        Some(ME),
+        Origin::ForceNewCluster {
+            raft_index: 500,
+            lost_members: vec![],
+        },
+    ));
+    assert_eq!(decide(&o), Step::ForceNewCluster);
+    o.record = Some(record(
+        2,
+        Some("i-d"),
+        Origin::ForceNewCluster {
+            raft_index: 500,
+            lost_members: vec![],
+        },
+    ));
+    assert!(matches!(decide(&o), Step::Wipe { .. }));
+}
+
+#[test]
+fn a_dead_seed_is_replaced_only_when_no_one_holds_its_data() {
+    let mut o = joiner();
+    o.cluster = None;
+    o.instances[0].state = Terminated; // the seed i-a
+    let report = |id: &str, epoch: Option<u64>, at: i64| HealthReport {
+        instance_id: id.to_string(),
+        peer_url: String::new(),
+        client_url: String::new(),
+        updated_at: String::new(),
+        updated_unix: at,
+        local_epoch: epoch,
+        running: false,
+        member_id: None,
+        is_learner: false,
+        is_leader: false,
+        raft_index: 0,
+        cluster_healthy: false,
+        voting_members: vec![],
+        learners: vec![],
+        last_step: String::new(),
+        last_error: None,
+    };
+    assert!(is_wait(&decide(&o)), "i-b has not reported");
+    o.reports = vec![report("i-b", Some(1), 995)];
+    assert!(is_wait(&decide(&o)), "i-b holds the epoch's data");
+    o.reports = vec![report("i-b", None, 900)];
+    assert!(is_wait(&decide(&o)), "stale report");
+    o.reports = vec![report("i-b", None, 995)];
+    assert!(matches!(decide(&o), Step::ClaimReseed { .. }));
+}
+
+#[test]
+fn urls() {
+    assert_eq!(peer_url("10.0.0.1"), "https://10.0.0.1:2380");
+    assert_eq!(url_host("https://10.0.0.1:2380"), "10.0.0.1");
+    assert_eq!(quorum(3), 2);
+    assert_eq!(quorum(4), 3);
+    assert_eq!(quorum(1), 1);
+}

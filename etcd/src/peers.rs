@@ -1,0 +1,192 @@
+//! Who the control plane is: the cluster's control-plane instances and their states, from EC2 (or a test's
+//! stand-in). A member is removed only when this says its instance is terminated.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+/// An instance's lifecycle state, as EC2 reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InstanceState {
+    Pending,
+    Running,
+    ShuttingDown,
+    Stopping,
+    Stopped,
+    Terminated,
+    Unknown,
+}
+
+impl InstanceState {
+    /// Whether the instance is gone for good: its etcd member can never come back.
+    pub fn is_terminated(self) -> bool {
+        matches!(
+            self,
+            InstanceState::Terminated | InstanceState::ShuttingDown
+        )
+    }
+
+    /// Whether the instance is, or is about to be, running.
+    pub fn is_alive(self) -> bool {
+        matches!(self, InstanceState::Pending | InstanceState::Running)
+    }
+
+    fn from_ec2(name: Option<&aws_sdk_ec2::types::InstanceStateName>) -> Self {
+        use aws_sdk_ec2::types::InstanceStateName as N;
+        match name {
+            Some(N::Pending) => InstanceState::Pending,
+            Some(N::Running) => InstanceState::Running,
+            Some(N::ShuttingDown) => InstanceState::ShuttingDown,
+            Some(N::Stopping) => InstanceState::Stopping,
+            Some(N::Stopped) => InstanceState::Stopped,
+            Some(N::Terminated) => InstanceState::Terminated,
+            _ => InstanceState::Unknown,
+        }
+    }
+}
+
+/// One control-plane instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerInstance {
+    pub instance_id: String,
+    /// Its private IPv4 address (EC2 keeps it on terminated instances for as long as it lists them; it may be
+    /// empty then).
+    pub private_ip: String,
+    pub state: InstanceState,
+}
+
+/// Failures finding the control plane.
+#[derive(Debug, thiserror::Error)]
+pub enum PeersError {
+    #[error("listing the control-plane instances of cluster {cluster:?}: {message}")]
+    Describe { cluster: String, message: String },
+}
+
+/// The boxed future of [`Peers::instances`].
+pub type PeersFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Vec<PeerInstance>, PeersError>> + Send + 'a>>;
+
+/// The cluster's control-plane instances, terminated ones included while the cloud still lists them.
+pub trait Peers: Send + Sync {
+    fn instances(&self) -> PeersFuture<'_>;
+}
+
+/// EC2: DescribeInstances filtered by the tags `ballast.dev/cluster=<name>` and `ballast.dev/role=control-plane`.
+#[derive(Debug, Clone)]
+pub struct Ec2Peers {
+    client: aws_sdk_ec2::Client,
+    cluster: String,
+}
+
+/// The tag naming an instance's cluster.
+pub const CLUSTER_TAG: &str = "ballast.dev/cluster";
+/// The tag naming an instance's role.
+pub const ROLE_TAG: &str = "ballast.dev/role";
+
+impl Ec2Peers {
+    pub fn new(client: aws_sdk_ec2::Client, cluster: &str) -> Self {
+        Ec2Peers {
+            client,
+            cluster: cluster.to_string(),
+        }
+    }
+
+    /// A client from the standard AWS configuration (environment, profile, IMDS role credentials).
+    pub async fn from_env(cluster: &str) -> Self {
+        let config = aws_config::load_from_env().await;
+        Self::new(aws_sdk_ec2::Client::new(&config), cluster)
+    }
+
+    async fn describe(&self) -> Result<Vec<PeerInstance>, PeersError> {
+        use aws_sdk_ec2::types::Filter;
+        let mut out = Vec::new();
+        let mut pages = self
+            .client
+            .describe_instances()
+            .filters(
+                Filter::builder()
+                    .name(format!("tag:{CLUSTER_TAG}"))
+                    .values(&self.cluster)
+                    .build(),
+            )
+            .filters(
+                Filter::builder()
+                    .name(format!("tag:{ROLE_TAG}"))
+                    .values("control-plane")
+                    .build(),
+            )
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| PeersError::Describe {
+                cluster: self.cluster.clone(),
+                message: aws_sdk_ec2::error::DisplayErrorContext(e).to_string(),
+            })?;
+            for reservation in page.reservations() {
+                for instance in reservation.instances() {
+                    let Some(id) = instance.instance_id() else {
+                        continue;
+                    };
+                    out.push(PeerInstance {
+                        instance_id: id.to_string(),
+                        private_ip: instance
+                            .private_ip_address()
+                            .unwrap_or_default()
+                            .to_string(),
+                        state: InstanceState::from_ec2(instance.state().and_then(|s| s.name())),
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Peers for Ec2Peers {
+    fn instances(&self) -> PeersFuture<'_> {
+        Box::pin(self.describe())
+    }
+}
+
+/// A stand-in for EC2 that tests (and benchmarks) change at will.
+#[derive(Debug, Clone, Default)]
+pub struct StaticPeers {
+    inner: Arc<Mutex<Vec<PeerInstance>>>,
+}
+
+impl StaticPeers {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) an instance.
+    pub fn set(&self, instance_id: &str, private_ip: &str, state: InstanceState) {
+        let mut list = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        list.retain(|p| p.instance_id != instance_id);
+        list.push(PeerInstance {
+            instance_id: instance_id.to_string(),
+            private_ip: private_ip.to_string(),
+            state,
+        });
+    }
+
+    /// Marks an instance terminated.
+    pub fn terminate(&self, instance_id: &str) {
+        let mut list = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        for p in list.iter_mut().filter(|p| p.instance_id == instance_id) {
+            p.state = InstanceState::Terminated;
+        }
+    }
+
+    pub fn snapshot(&self) -> Vec<PeerInstance> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl Peers for StaticPeers {
+    fn instances(&self) -> PeersFuture<'_> {
+        let list = self.snapshot();
+        Box::pin(async move { Ok(list) })
+    }
+}
