@@ -29,31 +29,7 @@ fn ballast(cloud: &LocalCloud, state: &str) -> Command {
 #[tokio::test(flavor = "multi_thread")]
 async fn create_cluster_yes_boots_every_instance_on_the_local_cloud() {
     let cloud = LocalCloud::start();
-    let config = cloud.sdk_config();
-    let s3 = aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(&config)
-            .force_path_style(true)
-            .build(),
-    );
-    s3.create_bucket()
-        .bucket("ballast-state")
-        .create_bucket_configuration(
-            aws_sdk_s3::types::CreateBucketConfiguration::builder()
-                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::UsWest2)
-                .build(),
-        )
-        .send()
-        .await
-        .expect("state bucket");
-    // The AMI the default spec names, as the Packer template registers it.
-    cloud
-        .ec2()
-        .register_image()
-        .name("ballast-k8s-1.33-debian-12")
-        .root_device_name("/dev/xvda")
-        .send()
-        .await
-        .expect("register image");
+    cloud.prepare_for_ballast("ballast-state").await;
 
     let state = "s3://ballast-state/clusters";
     ballast(&cloud, state)

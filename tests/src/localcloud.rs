@@ -225,6 +225,47 @@ impl LocalCloud {
         aws_sdk_iam::Client::new(&self.sdk_config())
     }
 
+    /// S3 with the operator's keys (path-style: bucket subdomains of a loopback address do not resolve).
+    pub fn s3(&self) -> aws_sdk_s3::Client {
+        let config = aws_sdk_s3::config::Builder::from(&self.sdk_config())
+            .force_path_style(true)
+            .build();
+        aws_sdk_s3::Client::from_conf(config)
+    }
+
+    /// What an operator does on AWS before `ballast create cluster`: a state bucket named `bucket`, and the AMI
+    /// the default spec names (`ballast-k8s-1.33-debian-12`), registered as the Packer template would.
+    pub async fn prepare_for_ballast(&self, bucket: &str) {
+        self.s3()
+            .create_bucket()
+            .bucket(bucket)
+            .create_bucket_configuration(
+                aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                    .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::UsWest2)
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "CreateBucket {bucket}: {}",
+                    aws_sdk_s3::error::DisplayErrorContext(e)
+                )
+            });
+        self.ec2()
+            .register_image()
+            .name("ballast-k8s-1.33-debian-12")
+            .root_device_name("/dev/xvda")
+            .send()
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "RegisterImage: {}",
+                    aws_sdk_ec2::error::DisplayErrorContext(e)
+                )
+            });
+    }
+
     /// Every instance the runner booted, oldest first.
     pub fn instances(&self) -> Vec<InstanceRecord> {
         self.state

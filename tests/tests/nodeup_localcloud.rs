@@ -13,8 +13,6 @@ use ballast_state::layout::ClusterPaths;
 use ballast_state::report::{NodeReport, Phase, ServiceState};
 use ballast_state::spec::Role;
 
-const IMAGE: &str = "ballast-k8s-1.33-debian-12";
-
 /// The `ballast` binary, built next to the harness's binaries (a no-op when fresh).
 fn ballast_binary() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
@@ -42,39 +40,6 @@ fn ballast_binary() -> &'static Path {
         assert!(bin.is_file(), "{} does not exist", bin.display());
         bin
     })
-}
-
-async fn register_image(cloud: &LocalCloud) {
-    cloud
-        .ec2()
-        .register_image()
-        .name(IMAGE)
-        .root_device_name("/dev/xvda")
-        .architecture(aws_sdk_ec2::types::ArchitectureValues::X8664)
-        .send()
-        .await
-        .expect("RegisterImage");
-}
-
-fn s3(cloud: &LocalCloud) -> aws_sdk_s3::Client {
-    let conf = aws_sdk_s3::config::Builder::from(&cloud.sdk_config())
-        .force_path_style(true)
-        .build();
-    aws_sdk_s3::Client::from_conf(conf)
-}
-
-async fn create_bucket(cloud: &LocalCloud, name: &str) {
-    s3(cloud)
-        .create_bucket()
-        .bucket(name)
-        .create_bucket_configuration(
-            aws_sdk_s3::types::CreateBucketConfiguration::builder()
-                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::UsWest2)
-                .build(),
-        )
-        .send()
-        .await
-        .expect("CreateBucket");
 }
 
 /// `ballast ARGS` with the local cloud's operator environment.
@@ -107,7 +72,8 @@ fn ballast(cloud: &LocalCloud, state: &str, cidr: &str, args: &[&str]) -> (bool,
 }
 
 async fn stored_report(cloud: &LocalCloud, bucket: &str, key: &str) -> Option<NodeReport> {
-    let out = s3(cloud)
+    let out = cloud
+        .s3()
         .get_object()
         .bucket(bucket)
         .key(key)
@@ -121,9 +87,8 @@ async fn stored_report(cloud: &LocalCloud, bucket: &str, key: &str) -> Option<No
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_instance_of_a_new_cluster_reports_configured() {
     let cloud = LocalCloud::start();
-    register_image(&cloud).await;
     let bucket = "ballast-nodeup-e2e";
-    create_bucket(&cloud, bucket).await;
+    cloud.prepare_for_ballast(bucket).await;
     let name = "nodeup.example.com";
     let state = format!("s3://{bucket}/clusters");
     let (ok, out) = ballast(

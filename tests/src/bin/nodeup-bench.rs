@@ -51,29 +51,7 @@ fn build_binaries() -> PathBuf {
 async fn bench() {
     let ballast = build_binaries();
     let cloud = LocalCloud::start();
-    cloud
-        .ec2()
-        .register_image()
-        .name("ballast-k8s-1.33-debian-12")
-        .root_device_name("/dev/xvda")
-        .send()
-        .await
-        .expect("RegisterImage");
-    let s3 = aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(&cloud.sdk_config())
-            .force_path_style(true)
-            .build(),
-    );
-    s3.create_bucket()
-        .bucket("nodeup-bench")
-        .create_bucket_configuration(
-            aws_sdk_s3::types::CreateBucketConfiguration::builder()
-                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::UsWest2)
-                .build(),
-        )
-        .send()
-        .await
-        .expect("CreateBucket");
+    cloud.prepare_for_ballast("nodeup-bench").await;
     let name = "bench.example.com";
     let out = Command::new(&ballast)
         .args([
@@ -117,7 +95,8 @@ async fn bench() {
                 continue;
             }
             let key = format!("clusters/{}", paths.report(&record.instance_id));
-            let Ok(obj) = s3
+            let Ok(obj) = cloud
+                .s3()
                 .get_object()
                 .bucket("nodeup-bench")
                 .key(&key)
