@@ -11,17 +11,7 @@ use ballast_state::node::BootConfig;
 fn ballast(cloud: &LocalCloud, state: &str) -> Command {
     let mut cmd = Command::cargo_bin("ballast").expect("binary");
     cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("AWS_ACCESS_KEY_ID", &cloud.record.admin.access_key_id)
-        .env(
-            "AWS_SECRET_ACCESS_KEY",
-            &cloud.record.admin.secret_access_key,
-        )
-        .env("AWS_REGION", &cloud.record.region)
-        .env("AWS_ENDPOINT_URL", &cloud.record.endpoint)
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("BALLAST_NETWORK_CIDR", &cloud.record.network_cidr)
-        .env("BALLAST_STATE", state)
+        .envs(cloud.operator_env(state))
         .timeout(Duration::from_secs(120));
     cmd
 }

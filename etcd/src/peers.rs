@@ -98,6 +98,15 @@ impl Ec2Peers {
         Self::new(aws_sdk_ec2::Client::new(&config), cluster)
     }
 
+    /// The same, in the instance's own region (from its identity: a node's environment names none).
+    pub async fn in_region(cluster: &str, region: &str) -> Self {
+        let config = aws_config::from_env()
+            .region(aws_config::Region::new(region.to_owned()))
+            .load()
+            .await;
+        Self::new(aws_sdk_ec2::Client::new(&config), cluster)
+    }
+
     async fn describe(&self) -> Result<Vec<PeerInstance>, PeersError> {
         use aws_sdk_ec2::types::Filter;
         let mut out = Vec::new();

@@ -13,7 +13,8 @@
 //!
 //! Then it writes its boot report ([`ballast_state::report::NodeReport`]) to the state store and to
 //! `ROOT/var/lib/nodeup/report.json`, tells systemd `READY=1`, and stays up (supervising its children) until
-//! SIGTERM, unless `--once`. Every failure stops before anything is written to the node, and is said in the
+//! SIGTERM, unless `--once`. On a control-plane node, staying up means running the etcd supervisor
+//! ([`ballast_etcd::supervisor`], docs/etcd.md) for the life of the instance. Every failure stops before anything is written to the node, and is said in the
 //! log and in the report. docs/nodeup.md is the long form.
 
 pub mod certs;
@@ -27,8 +28,12 @@ pub mod services;
 pub mod write;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ballast_etcd::peers::Ec2Peers;
+use ballast_etcd::process::EtcdTls;
+use ballast_etcd::supervisor::{Supervisor as EtcdSupervisor, SupervisorConfig};
 use ballast_state::layout::ClusterPaths;
 use ballast_state::node::BootConfig;
 use ballast_state::report::{NodeReport, Phase, Step, StepTiming};
@@ -63,9 +68,36 @@ pub struct Cli {
     /// is `/`).
     #[arg(long, env = "NODEUP_SERVICES", value_enum, default_value_t = ServiceMode::Auto)]
     pub services: ServiceMode,
-    /// Exit once configured instead of staying up (the supervisor's children are stopped).
+    /// Exit once configured instead of staying up (the supervisor's children are stopped; a control-plane
+    /// node's etcd supervisor does not run).
     #[arg(long)]
     pub once: bool,
+    /// The etcd binary a control-plane node runs [default: /usr/local/bin/etcd, the AMI's, else
+    /// /usr/bin/etcd].
+    #[arg(long, env = "NODEUP_ETCD_BINARY")]
+    pub etcd_binary: Option<PathBuf>,
+    /// The etcdctl binary (snapshot restores) [default: next to etcd].
+    #[arg(long, env = "NODEUP_ETCDCTL_BINARY")]
+    pub etcdctl_binary: Option<PathBuf>,
+}
+
+impl Cli {
+    /// The etcd binary: the flag, else the AMI's (`/usr/local/bin`), else Debian's (`/usr/bin`).
+    fn etcd_binaries(&self) -> (PathBuf, PathBuf) {
+        let etcd = self.etcd_binary.clone().unwrap_or_else(|| {
+            let baked = PathBuf::from("/usr/local/bin/etcd");
+            if baked.is_file() {
+                baked
+            } else {
+                PathBuf::from("/usr/bin/etcd")
+            }
+        });
+        let etcdctl = self
+            .etcdctl_binary
+            .clone()
+            .unwrap_or_else(|| etcd.with_file_name("etcdctl"));
+        (etcd, etcdctl)
+    }
 }
 
 /// Failures of nodeup; each maps to an exit code.
@@ -106,6 +138,9 @@ pub enum NodeupError {
     /// The async runtime could not start.
     #[error("starting the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
+    /// The node spec's etcd settings are unusable (e.g. a backup interval that does not parse).
+    #[error("the node spec's etcd settings: {0}")]
+    EtcdSettings(#[source] ballast_etcd::backup::BackupError),
 }
 
 impl NodeupError {
@@ -122,6 +157,7 @@ impl NodeupError {
             NodeupError::Render(_) | NodeupError::Certs(_) => 8,
             NodeupError::Services(_) => 9,
             NodeupError::Image(_) => 10,
+            NodeupError::EtcdSettings(_) => 8,
             NodeupError::Runtime(_) => 1,
         }
     }
@@ -180,6 +216,8 @@ struct Run {
     store: Option<StateStore>,
     cluster: Option<String>,
     manager: Option<Box<dyn ServiceManager>>,
+    /// On a control-plane node: the etcd supervisor to run once configured, and the instance's region.
+    etcd: Option<(SupervisorConfig, String)>,
 }
 
 /// Configures the node, reports, then waits for SIGTERM (unless `--once`).
@@ -194,6 +232,7 @@ pub async fn run(
         store: None,
         cluster: None,
         manager: None,
+        etcd: None,
     };
     let result = configure(cli, &mut state).await;
     match &result {
@@ -232,7 +271,18 @@ pub async fn run(
         Err(_) => true,
     };
     if stays_up && !cli.once {
-        wait_for_termination(state.manager.as_mut()).await;
+        let supervisor = match (&result, state.etcd.take(), &state.store) {
+            (Ok(()), Some((config, region)), Some(store)) => {
+                start_etcd_supervisor(config, &region, store.clone()).await
+            }
+            _ => None,
+        };
+        match supervisor {
+            // The supervisor stops etcd when SIGTERM comes (etcd is in nodeup's process group, so a power cut
+            // takes it down too).
+            Some(supervisor) => supervisor.run(wait_for_termination(state.manager.as_mut())).await,
+            None => wait_for_termination(state.manager.as_mut()).await,
+        }
         tracing::info!("terminating");
     }
     if let Some(manager) = state.manager.as_mut() {
@@ -401,7 +451,51 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
     if !failed.is_empty() {
         return Err(NodeupError::Services(failed.join("; ")));
     }
+
+    // 6. On a control-plane node, what its etcd supervisor needs (it starts once the report is out).
+    if let Some(cp) = &spec.control_plane {
+        let (etcd_binary, etcdctl_binary) = cli.etcd_binaries();
+        let mut config = SupervisorConfig::new(
+            &boot.cluster_name,
+            &identity.instance_id,
+            &identity.local_ipv4,
+            write::under_root(&cli.root, ETCD_STATE_DIR),
+            EtcdTls::in_dir(&write::under_root(&cli.root, ETCD_PKI_DIR)),
+        )
+        .with_settings(&cp.etcd)
+        .map_err(NodeupError::EtcdSettings)?;
+        config.etcd_binary = etcd_binary;
+        config.etcdctl_binary = etcdctl_binary;
+        state.etcd = Some((config, identity.region.clone()));
+    }
     Ok(())
+}
+
+/// etcd's data dir, epoch and log on a control-plane node.
+pub const ETCD_STATE_DIR: &str = "/var/lib/etcd";
+/// Where nodeup writes etcd's CA certificate and the member's certificates (see [`certs::names`]).
+pub const ETCD_PKI_DIR: &str = "/etc/kubernetes/pki/etcd";
+
+/// The etcd supervisor of this control-plane instance, its peers found through the EC2 API with the instance
+/// role's credentials. `None` (logged) when the certificates nodeup just wrote cannot be read.
+async fn start_etcd_supervisor(
+    config: SupervisorConfig,
+    region: &str,
+    store: StateStore,
+) -> Option<EtcdSupervisor> {
+    let peers = Ec2Peers::in_region(&config.cluster_name, region).await;
+    tracing::info!(
+        etcd = %config.etcd_binary.display(),
+        state_dir = %config.state_dir.display(),
+        "starting the etcd supervisor"
+    );
+    match EtcdSupervisor::new(config, store, Arc::new(peers)) {
+        Ok(supervisor) => Some(supervisor),
+        Err(e) => {
+            tracing::error!("the etcd supervisor cannot start: {e}");
+            None
+        }
+    }
 }
 
 /// Step 1: identity, user-data, the identity file, the boot config.
@@ -466,27 +560,45 @@ pub fn parse_boot_config(user_data: &str) -> Result<BootConfig, NodeupError> {
 
 /// Resolves credentials the way every AWS client of nodeup will: through the SDK's default chain, which on an
 /// instance ends at IMDS (the environment has no keys).
+///
+/// Right after launch the instance profile may not be associated yet: IMDS answers 404 for the role (on AWS and
+/// on the local cloud alike). That is a wait, not a failure, so the chain is asked again until
+/// [`CREDENTIALS_WAIT`] has passed; only then is the last error reported.
 async fn check_credentials(region: &str) -> CredentialsCheck {
     use aws_credential_types::provider::ProvideCredentials;
     let chain = aws_config::default_provider::credentials::DefaultCredentialsChain::builder()
         .region(aws_config::Region::new(region.to_owned()))
         .build()
         .await;
-    match tokio::time::timeout(Duration::from_secs(30), chain.provide_credentials()).await {
-        Ok(Ok(c)) => CredentialsCheck {
-            access_key_id: Some(c.access_key_id().to_owned()),
-            error: None,
-        },
-        Ok(Err(e)) => CredentialsCheck {
-            access_key_id: None,
-            error: Some(e.to_string()),
-        },
-        Err(_) => CredentialsCheck {
-            access_key_id: None,
-            error: Some("timed out after 30s".into()),
-        },
+    let deadline = tokio::time::Instant::now() + CREDENTIALS_WAIT;
+    let mut pause = Duration::from_millis(200);
+    loop {
+        let error = match tokio::time::timeout(Duration::from_secs(30), chain.provide_credentials())
+            .await
+        {
+            Ok(Ok(c)) => {
+                return CredentialsCheck {
+                    access_key_id: Some(c.access_key_id().to_owned()),
+                    error: None,
+                }
+            }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "timed out after 30s".to_owned(),
+        };
+        if tokio::time::Instant::now() + pause > deadline {
+            return CredentialsCheck {
+                access_key_id: None,
+                error: Some(error),
+            };
+        }
+        tracing::info!(%error, retry_in = ?pause, "no AWS credentials yet (instance profile not associated?)");
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(5));
     }
 }
+
+/// How long a booting node waits for its instance role's credentials to appear in IMDS.
+const CREDENTIALS_WAIT: Duration = Duration::from_secs(60);
 
 /// `READY=1` to systemd when it started us as `Type=notify` (`$NOTIFY_SOCKET`); nothing otherwise.
 fn notify_ready() {

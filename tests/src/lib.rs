@@ -2,5 +2,6 @@
 //! test fails (Drop guards; the emulator also exits when its parent test process does).
 
 pub mod aws;
+pub mod cluster_etcd;
 pub mod image;
 pub mod localcloud;

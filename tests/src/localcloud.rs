@@ -98,6 +98,37 @@ fn build_binaries() -> PathBuf {
     profile_dir
 }
 
+/// For benchmark binaries: builds `localcloud`, `nodeup` and `ballast` next to the running binary (same
+/// profile), points the harness at them through `BALLAST_BIN_DIR`, and returns the path of `ballast`.
+pub fn bench_binaries() -> PathBuf {
+    let exe = std::env::current_exe().expect("the benchmark's path");
+    let dir = exe.parent().expect("TARGET/PROFILE").to_owned();
+    let profile = dir.file_name().and_then(|n| n.to_str()).expect("profile");
+    let profile = if profile == "debug" { "dev" } else { profile };
+    let status = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "-p",
+            "localcloud",
+            "-p",
+            "nodeup",
+            "-p",
+            "ballast",
+            "--bins",
+            "--profile",
+            profile,
+        ])
+        .arg("--manifest-path")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
+        .arg("--target-dir")
+        .arg(dir.parent().expect("target"))
+        .status()
+        .expect("cargo build");
+    assert!(status.success(), "cargo build failed: {status}");
+    std::env::set_var("BALLAST_BIN_DIR", &dir);
+    dir.join("ballast")
+}
+
 /// Options of a test's local cloud.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -202,6 +233,24 @@ impl LocalCloud {
         }
         cloud.record = state.read_cloud().expect("the runner's record after ready");
         cloud
+    }
+
+    /// The environment an operator's `ballast` runs with on this cloud (admin keys, the emulator's endpoint, no
+    /// IMDS), with `state` as its state store. Apply it after `env_clear()`.
+    pub fn operator_env(&self, state: &str) -> Vec<(&'static str, String)> {
+        vec![
+            ("PATH", std::env::var("PATH").unwrap_or_default()),
+            ("AWS_ACCESS_KEY_ID", self.record.admin.access_key_id.clone()),
+            (
+                "AWS_SECRET_ACCESS_KEY",
+                self.record.admin.secret_access_key.clone(),
+            ),
+            ("AWS_REGION", self.record.region.clone()),
+            ("AWS_ENDPOINT_URL", self.record.endpoint.clone()),
+            ("AWS_EC2_METADATA_DISABLED", "true".to_string()),
+            ("BALLAST_NETWORK_CIDR", self.record.network_cidr.clone()),
+            ("BALLAST_STATE", state.to_string()),
+        ]
     }
 
     /// SDK configuration with the operator's (admin) keys.

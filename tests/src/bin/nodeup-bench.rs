@@ -4,11 +4,10 @@
 //!
 //! cargo run -p ballast-e2e --bin nodeup-bench [--release]
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ballast_e2e::localcloud::{binaries, LocalCloud};
+use ballast_e2e::localcloud::{bench_binaries, binaries, LocalCloud};
 use ballast_state::layout::ClusterPaths;
 use ballast_state::report::NodeReport;
 
@@ -17,39 +16,8 @@ fn main() {
     runtime.block_on(bench());
 }
 
-/// Builds `localcloud`, `nodeup` and `ballast` next to this binary (same profile) and points the harness at
-/// them through `BALLAST_BIN_DIR`.
-fn build_binaries() -> PathBuf {
-    let exe = std::env::current_exe().expect("the benchmark's path");
-    let dir = exe.parent().expect("TARGET/PROFILE").to_owned();
-    let profile = dir.file_name().and_then(|n| n.to_str()).expect("profile");
-    let profile = if profile == "debug" { "dev" } else { profile };
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "-p",
-            "localcloud",
-            "-p",
-            "nodeup",
-            "-p",
-            "ballast",
-            "--bins",
-            "--profile",
-            profile,
-        ])
-        .arg("--manifest-path")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
-        .arg("--target-dir")
-        .arg(dir.parent().expect("target"))
-        .status()
-        .expect("cargo build");
-    assert!(status.success(), "cargo build failed: {status}");
-    std::env::set_var("BALLAST_BIN_DIR", &dir);
-    dir.join("ballast")
-}
-
 async fn bench() {
-    let ballast = build_binaries();
+    let ballast = bench_binaries();
     let cloud = LocalCloud::start();
     cloud.prepare_for_ballast("nodeup-bench").await;
     let name = "bench.example.com";
@@ -63,17 +31,8 @@ async fn bench() {
             "us-west-2a",
             "--yes",
         ])
-        .env("AWS_ACCESS_KEY_ID", &cloud.record.admin.access_key_id)
-        .env(
-            "AWS_SECRET_ACCESS_KEY",
-            &cloud.record.admin.secret_access_key,
-        )
-        .env("AWS_REGION", &cloud.record.region)
-        .env("AWS_ENDPOINT_URL", &cloud.record.endpoint)
-        .env("BALLAST_NETWORK_CIDR", "127.42.0.0/16")
-        .env("BALLAST_STATE", "s3://nodeup-bench/clusters")
-        .env_remove("AWS_PROFILE")
-        .env_remove("AWS_SESSION_TOKEN")
+        .env_clear()
+        .envs(cloud.operator_env("s3://nodeup-bench/clusters"))
         .output()
         .expect("ballast");
     assert!(

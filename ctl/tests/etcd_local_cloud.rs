@@ -1,0 +1,269 @@
+//! etcd on a cluster of three control-plane groups on the local cloud, driven the way an operator would
+//! (`ballast create cluster --yes`, EC2 TerminateInstances, `ballast etcd ...`), with IAM enforced: every
+//! supervisor finds its peers through the EC2 API with its own instance role's credentials.
+//!
+//! What is checked against etcd itself (mutual TLS, with a client certificate nodeup issued): the members are
+//! exactly the live control-plane instances, all voting, in one cluster with one leader; and no key written
+//! (and acknowledged) before a termination is ever lost.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use ballast_e2e::cluster_etcd::{connect, control_plane, wait_for_settled};
+use ballast_e2e::localcloud::LocalCloud;
+use etcd_client::{Client, GetOptions};
+
+const CLUSTER: &str = "local.example.com";
+const STATE: &str = "s3://ballast-state/clusters";
+/// Generous: a settled cluster is usually back within seconds; a busy 2-core CI machine is slower.
+const SETTLE: Duration = Duration::from_secs(180);
+
+fn ballast(cloud: &LocalCloud) -> Command {
+    let mut cmd = Command::cargo_bin("ballast").expect("binary");
+    cmd.env_clear()
+        .envs(cloud.operator_env(STATE))
+        .timeout(Duration::from_secs(300));
+    cmd
+}
+
+/// A cluster of three control-plane groups (one per zone) and no workers, created with `--yes`.
+async fn three_control_planes() -> LocalCloud {
+    let cloud = LocalCloud::start();
+    cloud.prepare_for_ballast("ballast-state").await;
+    ballast(&cloud)
+        .args([
+            "create",
+            "cluster",
+            "--name",
+            CLUSTER,
+            "--zones",
+            "us-west-2a,us-west-2b,us-west-2c",
+            "--node-count",
+            "0",
+            "--yes",
+        ])
+        .assert()
+        .success();
+    cloud
+}
+
+async fn terminate(cloud: &LocalCloud, ids: &[String]) {
+    cloud
+        .ec2()
+        .terminate_instances()
+        .set_instance_ids(Some(ids.to_vec()))
+        .send()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "TerminateInstances {ids:?}: {}",
+                aws_sdk_ec2::error::DisplayErrorContext(e)
+            )
+        });
+}
+
+async fn client(cloud: &LocalCloud) -> Client {
+    connect(cloud).await.expect("an etcd client")
+}
+
+/// Puts `prefix/0..n` (each acknowledged: put returns only once a majority has it).
+async fn write_keys(cloud: &LocalCloud, prefix: &str, n: usize) {
+    let mut c = client(cloud).await;
+    for i in 0..n {
+        c.put(format!("{prefix}/{i:05}"), format!("value-{i}"), None)
+            .await
+            .unwrap_or_else(|e| panic!("put {prefix}/{i}: {e}"));
+    }
+}
+
+/// The keys under `prefix`, read linearizably.
+async fn keys(cloud: &LocalCloud, prefix: &str) -> BTreeSet<String> {
+    let mut c = client(cloud).await;
+    let got = c
+        .get(format!("{prefix}/"), Some(GetOptions::new().with_prefix()))
+        .await
+        .unwrap_or_else(|e| panic!("get {prefix}/: {e}"));
+    got.kvs()
+        .iter()
+        .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
+        .collect()
+}
+
+fn expected_keys(prefix: &str, n: usize) -> BTreeSet<String> {
+    (0..n).map(|i| format!("{prefix}/{i:05}")).collect()
+}
+
+/// Waits until every member has applied revision `rev` (serializable reads are served from the member's own
+/// state), so that losing any two of them loses nothing that was written.
+async fn wait_applied_everywhere(cloud: &LocalCloud, rev: i64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for r in control_plane(cloud) {
+        let tls = ballast_etcd::client::ClientTls::load(&ballast_etcd::process::EtcdTls::in_dir(
+            &r.root.join("etc/kubernetes/pki/etcd"),
+        ))
+        .expect("client certificates");
+        let endpoint = format!("https://{}:2379", r.private_ip);
+        let mut one = tls
+            .connect(&[endpoint.clone()], Duration::from_secs(2))
+            .await
+            .expect("connect");
+        loop {
+            let at = one
+                .get("probe", Some(GetOptions::new().with_serializable()))
+                .await
+                .ok()
+                .and_then(|g| g.header().map(|h| h.revision()))
+                .unwrap_or(0);
+            if at >= rev {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{endpoint} applied only revision {at}, not {rev}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Writes `writer/<n>` one after the other until told to stop; returns every key whose put was acknowledged.
+/// A put that fails (the leader died, no quorum for a moment) is retried under a new key: an unacknowledged
+/// write may or may not be there, an acknowledged one must be.
+async fn continuous_writer(cloud: &LocalCloud, stop: &AtomicBool) -> (Vec<String>, usize) {
+    let mut acknowledged = Vec::new();
+    let mut failures = 0;
+    let mut c = client(cloud).await;
+    let mut n = 0u32;
+    while !stop.load(Ordering::Relaxed) {
+        let key = format!("writer/{n:06}");
+        n += 1;
+        match tokio::time::timeout(Duration::from_secs(5), c.put(key.clone(), "w", None)).await {
+            Ok(Ok(_)) => acknowledged.push(key),
+            _ => {
+                failures += 1;
+                // Reconnect over whoever is alive now.
+                if let Some(fresh) = connect(cloud).await {
+                    c = fresh;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    (acknowledged, failures)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn etcd_forms_heals_after_replacements_and_survives_losing_its_majority() {
+    let cloud = three_control_planes().await;
+
+    // Create: three voting members over TLS.
+    let formed = wait_for_settled(&cloud, 3, SETTLE).await;
+    assert_eq!(formed.voters.len(), 3);
+    write_keys(&cloud, "before", 200).await;
+
+    // Ten replacements in a row, one instance at a time; during the first, a client keeps writing.
+    let replacements: usize = std::env::var("BALLAST_E2E_REPLACEMENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let mut writer_report = None;
+    for round in 0..replacements {
+        let live = control_plane(&cloud);
+        let victim = live[round % live.len()].instance_id.clone();
+        let started = Instant::now();
+        let healed = if round == 0 {
+            let stop = AtomicBool::new(false);
+            let (report, healed) = tokio::join!(continuous_writer(&cloud, &stop), async {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                terminate(&cloud, std::slice::from_ref(&victim)).await;
+                let healed = wait_for_settled_without(&cloud, std::slice::from_ref(&victim)).await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                stop.store(true, Ordering::Relaxed);
+                healed
+            });
+            writer_report = Some(report);
+            healed
+        } else {
+            terminate(&cloud, std::slice::from_ref(&victim)).await;
+            wait_for_settled_without(&cloud, std::slice::from_ref(&victim)).await
+        };
+        eprintln!(
+            "replacement {}: {victim} terminated, 3 voting members again after {:?}",
+            round + 1,
+            started.elapsed()
+        );
+        assert!(!healed.voters.contains(&victim));
+        assert_eq!(keys(&cloud, "before").await, expected_keys("before", 200));
+    }
+    let (acknowledged, failures) = writer_report.expect("the writer ran");
+    eprintln!(
+        "continuous writer: {} writes acknowledged, {failures} failed through the termination",
+        acknowledged.len()
+    );
+    assert!(acknowledged.len() > 10, "the writer hardly wrote");
+    let stored = keys(&cloud, "writer").await;
+    let lost: Vec<&String> = acknowledged.iter().filter(|k| !stored.contains(*k)).collect();
+    assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
+
+    // Two at once: the survivor's data carries the cluster.
+    write_keys(&cloud, "majority", 100).await;
+    let rev = client(&cloud)
+        .await
+        .get("probe", None)
+        .await
+        .expect("get")
+        .header()
+        .map_or(0, |h| h.revision());
+    wait_applied_everywhere(&cloud, rev).await;
+    let live = control_plane(&cloud);
+    let victims: Vec<String> = live[..2].iter().map(|r| r.instance_id.clone()).collect();
+    let survivor = live[2].instance_id.clone();
+    let started = Instant::now();
+    terminate(&cloud, &victims).await;
+    let healed = wait_for_settled_without(&cloud, &victims).await;
+    let gone: Vec<_> = victims.iter().filter(|v| healed.voters.contains(*v)).collect();
+    assert!(gone.is_empty(), "terminated members still listed: {gone:?}");
+    assert!(healed.voters.contains(&survivor), "{healed:?}");
+    eprintln!(
+        "two terminated at once: 3 voting members again after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(keys(&cloud, "before").await, expected_keys("before", 200));
+    assert_eq!(keys(&cloud, "majority").await, expected_keys("majority", 100));
+    let stored = keys(&cloud, "writer").await;
+    assert!(acknowledged.iter().all(|k| stored.contains(k)));
+
+    // What was done is reported: the record says the survivor forced a new cluster.
+    let record = cloud
+        .s3()
+        .get_object()
+        .bucket("ballast-state")
+        .key(format!("clusters/{CLUSTER}/etcd/cluster.json"))
+        .send()
+        .await
+        .expect("etcd/cluster.json");
+    let record = record.body.collect().await.expect("body").into_bytes();
+    let record: serde_json::Value = serde_json::from_slice(&record).expect("json");
+    assert_eq!(record["origin"]["kind"], "forceNewCluster", "{record}");
+}
+
+/// Waits until three voting members are back and none of `victims` is among them.
+async fn wait_for_settled_without(
+    cloud: &LocalCloud,
+    victims: &[String],
+) -> ballast_e2e::cluster_etcd::Membership {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let m = wait_for_settled(cloud, 3, SETTLE).await;
+        if !victims.iter().any(|v| m.voters.contains(v)) {
+            return m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{victims:?} still members: {m:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
