@@ -1,14 +1,16 @@
 //! The command line: clap definitions only. Each command's work is in `commands`.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Ballast: production Kubernetes clusters on AWS.
 ///
 /// Exit codes: 0 success; 1 failure (state store or AWS); 2 usage error (bad flag or argument);
-/// 3 invalid spec (nothing was changed); 4 conflict (a concurrent change, or the object already exists);
-/// 5 not found.
+/// 3 invalid spec (nothing was changed); 4 conflict (a concurrent change, the object already exists, or a
+/// refused etcd restore); 5 not found; 6 not ready (`validate cluster` found a failing check, or a --wait ran
+/// out).
 #[derive(Debug, Parser)]
 #[command(name = "ballast", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
@@ -46,6 +48,10 @@ pub enum Command {
     Update(UpdateArgs),
     /// Delete a cluster or an instance group.
     Delete(DeleteArgs),
+    /// etcd's backups and restores, and its health as the supervisors publish it.
+    Etcd(EtcdArgs),
+    /// Check that a cluster is up: its instances, their nodeup reports, and etcd.
+    Validate(ValidateArgs),
     /// Print a shell completion script.
     Completion {
         #[arg(value_enum)]
@@ -277,4 +283,117 @@ pub struct UpdateClusterArgs {
     /// Print the AWS calls made, by operation, on stderr.
     #[arg(long)]
     pub stats: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct EtcdArgs {
+    #[command(subcommand)]
+    pub what: EtcdWhat,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EtcdWhat {
+    /// Ask the cluster's etcd supervisors for a backup now (the leader's takes it), and wait for it.
+    Backup(EtcdBackupArgs),
+    /// The cluster's etcd backups in the state store, oldest first.
+    #[command(visible_aliases = ["backups"])]
+    ListBackups(EtcdListArgs),
+    /// Rebuild etcd from a backup, for a cluster that lost all its etcd members. Without --yes, only verifies
+    /// the backup and shows what would be done.
+    ///
+    /// Refused (exit 4) while any member reports a healthy etcd: a restore discards the running cluster's
+    /// data. An unknown backup is exit 5, a corrupted one (sha256 mismatch, missing snapshot) exit 1.
+    RestoreBackup(EtcdRestoreArgs),
+    /// The etcd record (epoch, origin, seed) and each member's published health.
+    Status(EtcdListArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EtcdBackupArgs {
+    #[arg(value_name = "CLUSTER")]
+    pub cluster_name: Option<String>,
+    /// How long to wait for the backup, e.g. 30s, 2m, 1h30m; 0 only asks for it.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_wait)]
+    pub wait: Duration,
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub output: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct EtcdListArgs {
+    #[arg(value_name = "CLUSTER")]
+    pub cluster_name: Option<String>,
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub output: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct EtcdRestoreArgs {
+    /// The cluster, always named here: a restore discards data, so it never takes the cluster from
+    /// BALLAST_CLUSTER_NAME alone (a different --name is an error).
+    #[arg(value_name = "CLUSTER")]
+    pub cluster_name: String,
+    /// The backup's id, as `ballast etcd list-backups` shows it.
+    #[arg(value_name = "ID")]
+    pub backup_id: String,
+    /// Record the restore (the supervisors carry it out).
+    #[arg(long)]
+    pub yes: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    #[command(subcommand)]
+    pub what: ValidateWhat,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ValidateWhat {
+    /// Check every instance group's Auto Scaling Group has its minSize in service, every such instance's
+    /// nodeup report says Configured with its group's current node spec, and etcd is healthy with every
+    /// member voting. Exit 0 when all pass, 6 when one fails (a check that cannot be made, AWS unreachable
+    /// say, fails with the reason).
+    Cluster(ValidateClusterArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateClusterArgs {
+    #[arg(value_name = "NAME")]
+    pub cluster_name: Option<String>,
+    /// Check again every 2 s until every check passes or this long has passed, e.g. 5m.
+    #[arg(long, value_name = "DURATION", value_parser = parse_wait)]
+    pub wait: Option<Duration>,
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub output: OutputFormat,
+}
+
+/// A `--wait` duration: `30s`, `2m`, `1h30m`, or `0` (do not wait).
+pub fn parse_wait(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if text.starts_with('0') && text.chars().all(|c| c == '0' || "smhd".contains(c)) {
+        return Ok(Duration::ZERO);
+    }
+    ballast_etcd::backup::parse_duration(text).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn waits() {
+        assert_eq!(parse_wait("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_wait("0s"), Ok(Duration::ZERO));
+        assert_eq!(parse_wait("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_wait("1h30m"), Ok(Duration::from_secs(5400)));
+        assert!(parse_wait("2").is_err());
+        assert!(parse_wait("soon").is_err());
+        assert!(parse_wait("").is_err());
+    }
 }

@@ -1,5 +1,6 @@
 //! The CLI's one error type and its documented exit codes.
 
+use ballast_etcd::backup::BackupError;
 use ballast_state::error::SpecErrors;
 use ballast_state::registry::RegistryError;
 use ballast_state::store::StoreError;
@@ -11,6 +12,8 @@ pub mod exit_code {
     pub const INVALID_SPEC: i32 = 3;
     pub const CONFLICT: i32 = 4;
     pub const NOT_FOUND: i32 = 5;
+    /// `validate cluster` found a failing check, or a `--wait` ran out.
+    pub const NOT_READY: i32 = 6;
 }
 
 /// Why a command failed.
@@ -35,6 +38,17 @@ pub enum CommandError {
         #[source]
         source: std::io::Error,
     },
+    /// An etcd backup or restore of `cluster` failed or was refused; `hint` says what to do.
+    #[error("cluster {cluster}: {source}{hint}")]
+    Etcd {
+        cluster: String,
+        #[source]
+        source: Box<BackupError>,
+        hint: String,
+    },
+    /// The cluster is not (yet) as asked: a failing check, or a wait that ran out.
+    #[error("{0}")]
+    NotReady(String),
     /// Anything else, with its explanation.
     #[error("{0}")]
     Failed(String),
@@ -67,6 +81,18 @@ impl CommandError {
             CommandError::Update(crate::cloud::engine::UpdateError::Store(
                 StoreError::Conflict { .. },
             )) => CONFLICT,
+            CommandError::Etcd { source, .. } => match source.as_ref() {
+                BackupError::UnknownBackup { .. } => NOT_FOUND,
+                BackupError::ClusterHealthy { .. } | BackupError::Raced => CONFLICT,
+                BackupError::BadDuration(_)
+                | BackupError::Store(StoreError::NotConfigured | StoreError::InvalidUrl { .. }) => {
+                    USAGE
+                }
+                BackupError::Store(StoreError::Conflict { .. }) => CONFLICT,
+                // Corrupted and BadMetadata included: the backup is unusable, choose another.
+                _ => FAILURE,
+            },
+            CommandError::NotReady(_) => NOT_READY,
             CommandError::Store(_)
             | CommandError::Update(_)
             | CommandError::Io { .. }

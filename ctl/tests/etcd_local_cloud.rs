@@ -106,7 +106,7 @@ async fn wait_applied_everywhere(cloud: &LocalCloud, rev: i64) {
         .expect("client certificates");
         let endpoint = format!("https://{}:2379", r.private_ip);
         let mut one = tls
-            .connect(&[endpoint.clone()], Duration::from_secs(2))
+            .connect(std::slice::from_ref(&endpoint), Duration::from_secs(2))
             .await
             .expect("connect");
         loop {
@@ -204,7 +204,10 @@ async fn etcd_forms_heals_after_replacements_and_survives_losing_its_majority() 
     );
     assert!(acknowledged.len() > 10, "the writer hardly wrote");
     let stored = keys(&cloud, "writer").await;
-    let lost: Vec<&String> = acknowledged.iter().filter(|k| !stored.contains(*k)).collect();
+    let lost: Vec<&String> = acknowledged
+        .iter()
+        .filter(|k| !stored.contains(*k))
+        .collect();
     assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
 
     // Two at once: the survivor's data carries the cluster.
@@ -223,7 +226,10 @@ async fn etcd_forms_heals_after_replacements_and_survives_losing_its_majority() 
     let started = Instant::now();
     terminate(&cloud, &victims).await;
     let healed = wait_for_settled_without(&cloud, &victims).await;
-    let gone: Vec<_> = victims.iter().filter(|v| healed.voters.contains(*v)).collect();
+    let gone: Vec<_> = victims
+        .iter()
+        .filter(|v| healed.voters.contains(*v))
+        .collect();
     assert!(gone.is_empty(), "terminated members still listed: {gone:?}");
     assert!(healed.voters.contains(&survivor), "{healed:?}");
     eprintln!(
@@ -231,7 +237,10 @@ async fn etcd_forms_heals_after_replacements_and_survives_losing_its_majority() 
         started.elapsed()
     );
     assert_eq!(keys(&cloud, "before").await, expected_keys("before", 200));
-    assert_eq!(keys(&cloud, "majority").await, expected_keys("majority", 100));
+    assert_eq!(
+        keys(&cloud, "majority").await,
+        expected_keys("majority", 100)
+    );
     let stored = keys(&cloud, "writer").await;
     assert!(acknowledged.iter().all(|k| stored.contains(k)));
 
@@ -266,4 +275,109 @@ async fn wait_for_settled_without(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The ids of the cluster's backups, oldest first (`ballast etcd list-backups -o json`).
+fn backup_ids(cloud: &LocalCloud) -> Vec<String> {
+    let out = ballast(cloud)
+        .args(["etcd", "list-backups", CLUSTER, "-o", "json"])
+        .assert()
+        .success();
+    let list: serde_json::Value =
+        serde_json::from_slice(&out.get_output().stdout).expect("list-backups -o json");
+    list.as_array()
+        .expect("a JSON array")
+        .iter()
+        .map(|b| b["id"].as_str().expect("an id").to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn restore_backup_brings_the_cluster_back_after_losing_every_member() {
+    let cloud = three_control_planes().await;
+    let original = wait_for_settled(&cloud, 3, SETTLE).await;
+    write_keys(&cloud, "kept", 100).await;
+
+    // A backup on demand: the leader's supervisor takes it and `--wait` returns once it is stored.
+    ballast(&cloud)
+        .args(["etcd", "backup", CLUSTER, "--wait", "2m"])
+        .assert()
+        .success();
+    let id = backup_ids(&cloud).pop().expect("a backup");
+    write_keys(&cloud, "after-backup", 10).await;
+
+    // Refused: an unknown id (the available ones are named), and a restore over a healthy cluster.
+    let unknown = ballast(&cloud)
+        .args([
+            "etcd",
+            "restore-backup",
+            CLUSTER,
+            "20200101T000000.000Z",
+            "--yes",
+        ])
+        .assert()
+        .code(5);
+    let stderr = String::from_utf8_lossy(&unknown.get_output().stderr).into_owned();
+    assert!(stderr.contains(&id), "{stderr}");
+    ballast(&cloud)
+        .args(["etcd", "restore-backup", CLUSTER, &id, "--yes"])
+        .assert()
+        .code(4);
+
+    // Every control-plane instance terminated at once: the replacements find no member to join, and wait (a
+    // new cluster is never created because peers are unreachable).
+    let victims: Vec<String> = control_plane(&cloud)
+        .into_iter()
+        .map(|r| r.instance_id)
+        .collect();
+    terminate(&cloud, &victims).await;
+    cloud
+        .wait_for("three replacement control-plane instances", SETTLE, |c| {
+            let live = control_plane(c);
+            (live.len() == 3 && live.iter().all(|r| !victims.contains(&r.instance_id)))
+                .then_some(())
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        ballast_e2e::cluster_etcd::settled_membership(&cloud, 3)
+            .await
+            .is_err(),
+        "a cluster formed without a restore"
+    );
+
+    // The restore: the supervisors carry it out. (Reports of the dead members stay fresh for a while: the
+    // command is retried until it is accepted, as an operator would after reading its message.)
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let out = ballast(&cloud)
+            .args(["etcd", "restore-backup", CLUSTER, &id, "--yes"])
+            .output()
+            .expect("ballast");
+        if out.status.success() {
+            break;
+        }
+        assert_eq!(
+            out.status.code(),
+            Some(4),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the restore was refused for 90 s"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let restored = wait_for_settled(&cloud, 3, SETTLE).await;
+    assert_ne!(restored.cluster_id, original.cluster_id, "a new cluster");
+    assert_eq!(keys(&cloud, "kept").await, expected_keys("kept", 100));
+    assert!(
+        keys(&cloud, "after-backup").await.is_empty(),
+        "writes after the backup cannot be in it"
+    );
+    ballast(&cloud)
+        .args(["validate", "cluster", CLUSTER, "--wait", "2m"])
+        .assert()
+        .success();
 }

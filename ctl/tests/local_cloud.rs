@@ -38,7 +38,12 @@ async fn create_cluster_yes_boots_every_instance_on_the_local_cloud() {
     let booted = cloud.wait_for_booted(6, Duration::from_secs(60)).await;
     let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (record, identity) in &booted {
-        assert!(record.private_ip.starts_with("127.16."), "{record:?}");
+        let network = cloud.record.network_cidr.trim_end_matches(".0.0/16");
+        assert!(
+            record.private_ip.starts_with(&format!("{network}.")),
+            "{record:?} is not in {}",
+            cloud.record.network_cidr
+        );
         let boot =
             BootConfig::from_user_data(&identity.user_data).expect("user-data is a boot config");
         assert_eq!(boot.cluster_name, "local.example.com");

@@ -761,3 +761,236 @@ async fn a_private_topology_gets_a_nat_gateway_per_zone() {
     }
     assert!(cluster.plan().starts_with("No changes"));
 }
+
+/// `validate cluster` against the emulator: it names what is missing (the AWS resources, then each instance's
+/// nodeup report, an outdated node spec, etcd) until everything the supervisors and nodeup would publish is
+/// there. The reports and etcd's health are written here as nodeup and the supervisors write them.
+#[tokio::test(flavor = "multi_thread")]
+async fn validate_names_what_is_missing_until_the_cluster_is_up() {
+    use ballast_etcd::record::{publish_health, write_record, ClusterRecord, HealthReport, Origin};
+    use ballast_state::layout::ClusterPaths;
+    use ballast_state::report::{NodeReport, Phase};
+    use ballast_state::store::{sha256_hex, Precondition, StateStore, StoreOptions};
+
+    let cluster = Cluster::new("validate").await;
+    cluster
+        .ballast()
+        .args(["create", "cluster", "--zones", ZONES])
+        .assert()
+        .success();
+    // No AWS resources yet.
+    cluster
+        .ballast()
+        .args(["validate", "cluster"])
+        .assert()
+        .code(6)
+        .stdout(predicate::str::contains(format!(
+            "instance group nodes                      fail     AutoScalingGroup nodes.{0} does not exist: run \
+             `ballast update cluster {0} --yes`",
+            cluster.name
+        )))
+        .stdout(predicate::str::contains("etcd was never bootstrapped"))
+        .stderr(predicate::str::contains("is not valid: 5 of 5 checks failed"));
+
+    // The groups are in service, but no instance reported and etcd never started.
+    cluster
+        .ballast()
+        .args(["update", "cluster", "--yes"])
+        .assert()
+        .success();
+    let paths = ClusterPaths::new(&cluster.name);
+    let validation = |code: i32| {
+        let out = cluster
+            .ballast()
+            .args(["validate", "cluster", "-o", "json"])
+            .assert()
+            .code(code);
+        let json: serde_json::Value =
+            serde_json::from_slice(&out.get_output().stdout).expect("json");
+        json["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .map(|c| {
+                (
+                    c["name"].as_str().unwrap_or("").to_string(),
+                    (
+                        c["ok"].as_bool().unwrap_or(false),
+                        c["reason"].as_str().unwrap_or("").to_string(),
+                    ),
+                )
+            })
+            .collect::<BTreeMap<String, (bool, String)>>()
+    };
+    let checks = validation(6);
+    let instances: Vec<(String, String)> = running_instances(&cluster.name)
+        .await
+        .iter()
+        .map(|i| {
+            let group = tags_of(i.tags())["ballast.dev/instance-group"].clone();
+            (i.instance_id().expect("id").to_string(), group)
+        })
+        .collect();
+    assert_eq!(instances.len(), 6);
+    for group in [
+        "control-plane-us-west-2a",
+        "control-plane-us-west-2b",
+        "control-plane-us-west-2c",
+        "nodes",
+    ] {
+        let (ok, reason) = &checks[&format!("instance group {group}")];
+        assert!(ok, "{reason}");
+    }
+    for (id, group) in &instances {
+        let (ok, reason) = &checks[&format!("node {id} ({group})")];
+        assert!(!ok);
+        assert_eq!(
+            reason,
+            &format!(
+                "no nodeup report ({}): nodeup has not finished its first run on it, or cannot reach the state \
+                 store (see the instance's console output)",
+                paths.report(id)
+            )
+        );
+    }
+    assert!(!checks["etcd"].0, "{checks:?}");
+    assert_eq!(checks.len(), 4 + 6 + 1, "{checks:?}");
+
+    // Every node reports Configured, one of them with an older node spec.
+    let store = StateStore::open(&cluster.state, StoreOptions::default())
+        .await
+        .expect("store");
+    for (i, (id, group)) in instances.iter().enumerate() {
+        let spec = store
+            .get(&paths.node_spec(group))
+            .await
+            .expect("read")
+            .expect("node spec");
+        let mut report = NodeReport::new(id, "0.1.0", "2025-01-01T00:00:00Z");
+        report.phase = Phase::Configured;
+        report.instance_group = Some(group.clone());
+        report.node_spec_sha256 = Some(if i == 0 {
+            sha256_hex(b"an older spec")
+        } else {
+            sha256_hex(&spec.data)
+        });
+        store
+            .put(
+                &paths.report(id),
+                &report.to_json().expect("json"),
+                &Precondition::None,
+            )
+            .await
+            .expect("report");
+    }
+    let checks = validation(6);
+    let (first, first_group) = &instances[0];
+    let (ok, reason) = &checks[&format!("node {first} ({first_group})")];
+    assert!(
+        !ok && reason.contains("Configured with an older node spec"),
+        "{reason}"
+    );
+    let failing: Vec<&String> = checks
+        .iter()
+        .filter(|(_, (ok, _))| !ok)
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(failing.len(), 2, "{failing:?}");
+
+    // The outdated instance is replaced in the spec's stead (its report now names the current spec), and
+    // etcd comes up while `validate --wait` watches.
+    let spec = store
+        .get(&paths.node_spec(first_group))
+        .await
+        .expect("read")
+        .expect("node spec");
+    let mut report = NodeReport::new(first, "0.1.0", "2025-01-01T00:00:00Z");
+    report.phase = Phase::Configured;
+    report.node_spec_sha256 = Some(sha256_hex(&spec.data));
+    store
+        .put(
+            &paths.report(first),
+            &report.to_json().expect("json"),
+            &Precondition::None,
+        )
+        .await
+        .expect("report");
+    let waiting = std::process::Command::new(assert_cmd::cargo::cargo_bin("ballast"))
+        .env("BALLAST_STATE", &cluster.state)
+        .env("BALLAST_CLUSTER_NAME", &cluster.name)
+        .args(["validate", "cluster", "--wait", "90s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn ballast");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let leader = instances
+        .iter()
+        .find(|(_, g)| g.starts_with("control-plane-"))
+        .map(|(id, _)| id.clone())
+        .expect("a control-plane instance");
+    write_record(
+        &store,
+        &paths,
+        &ClusterRecord {
+            epoch: 1,
+            origin: Origin::Bootstrap,
+            seed: Some(leader.clone()),
+            decided_at: "2025-01-01T00:00:00Z".to_string(),
+            decided_by: format!("instance {leader}"),
+        },
+        None,
+    )
+    .await
+    .expect("record");
+    let voting: Vec<String> = instances
+        .iter()
+        .filter(|(_, g)| g.starts_with("control-plane-"))
+        .map(|(id, _)| id.clone())
+        .collect();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_secs() as i64;
+    publish_health(
+        &store,
+        &paths,
+        &HealthReport {
+            instance_id: leader.clone(),
+            peer_url: "https://10.0.0.1:2380".to_string(),
+            client_url: "https://10.0.0.1:2379".to_string(),
+            updated_at: "now".to_string(),
+            updated_unix: now,
+            local_epoch: Some(1),
+            running: true,
+            member_id: Some("1".to_string()),
+            is_learner: false,
+            is_leader: true,
+            raft_index: 10,
+            cluster_healthy: true,
+            voting_members: voting,
+            learners: vec![],
+            last_step: "steady".to_string(),
+            last_error: None,
+        },
+    )
+    .await
+    .expect("health");
+    let output = tokio::task::spawn_blocking(move || waiting.wait_with_output())
+        .await
+        .expect("join")
+        .expect("wait");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("validate: 1 of 11 checks failing: etcd; checking again every 2s"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("is valid"), "{stderr}");
+    assert!(!stdout.contains("fail"), "{stdout}");
+    assert!(
+        stdout.contains("healthy, 3 voting members of 3 (epoch 1)"),
+        "{stdout}"
+    );
+}

@@ -59,7 +59,7 @@ pub enum BackupError {
     #[error("backup {id:?} has unreadable metadata: {message}")]
     BadMetadata { id: String, message: String },
     /// etcd is healthy: restoring would throw away everything written since the backup.
-    #[error("refusing to restore: etcd is healthy (reported by {}); a restore replaces the cluster's data with the backup's, and is only for a cluster that lost all its members", instances.join(", "))]
+    #[error("refusing to restore: etcd is healthy (reported within the last {}s by {}); a restore replaces the cluster's data with the backup's, and is only for a cluster that lost all its members (if those instances were just terminated, run the command again once their reports are older than that)", REPORT_FRESHNESS.as_secs(), instances.join(", "))]
     ClusterHealthy { instances: Vec<String> },
     /// Someone changed `etcd/cluster.json` meanwhile.
     #[error(
@@ -286,6 +286,60 @@ pub async fn request_backup(
         .put(&request_key(paths), &json_bytes(&body), &Precondition::None)
         .await?;
     Ok(unix)
+}
+
+/// The ids of every stored backup with metadata (complete ones), from one listing: cheap enough to poll.
+pub async fn backup_ids(
+    store: &StateStore,
+    paths: &ClusterPaths,
+) -> Result<std::collections::BTreeSet<String>, BackupError> {
+    let prefix = format!("{}etcd/backups/", paths.prefix());
+    Ok(store
+        .list(&prefix)
+        .await?
+        .iter()
+        .filter_map(|key| key.strip_prefix(&prefix)?.strip_suffix("/metadata.json"))
+        .filter(|id| !id.contains('/'))
+        .map(str::to_string)
+        .collect())
+}
+
+/// Waits up to `timeout` for the backup [`request_backup`] asked for at `requested_unix` (`ballast etcd
+/// backup --wait`): the first backup not among `before` (the ids listed before the request) that was created
+/// at or after the request, or, should the node's clock be behind the operator's, once the leader has taken
+/// the request (deleted it). Each round lists the backups once and reads only new ones' metadata; rounds are
+/// `poll` apart. `None` when the time ran out.
+pub async fn wait_for_backup(
+    store: &StateStore,
+    paths: &ClusterPaths,
+    before: &std::collections::BTreeSet<String>,
+    requested_unix: i64,
+    timeout: Duration,
+    poll: Duration,
+) -> Result<Option<BackupMetadata>, BackupError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        for id in backup_ids(store, paths).await?.difference(before) {
+            let Some(object) = store.get(&metadata_key(paths, id)).await? else {
+                continue; // pruned since listed
+            };
+            let metadata: BackupMetadata =
+                serde_json::from_slice(&object.data).map_err(|e| BackupError::BadMetadata {
+                    id: id.clone(),
+                    message: e.to_string(),
+                })?;
+            if metadata.created_unix >= requested_unix
+                || store.get(&request_key(paths)).await?.is_none()
+            {
+                return Ok(Some(metadata));
+            }
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            return Ok(None);
+        }
+        tokio::time::sleep(poll.min(deadline - now)).await;
+    }
 }
 
 /// A backup's snapshot, checked against its metadata's sha256.

@@ -532,11 +532,24 @@ fn lost_majority(o: &Observation, st: MemberStatus) -> Step {
 }
 
 /// The seed died before its cluster was joined by anyone: a new epoch seeded elsewhere.
+///
+/// Only then: a cluster that had members besides its seed and lost them all waits for `ballast etcd
+/// restore-backup`.
 fn reseed(o: &Observation, record: &ClusterRecord, seed: &str) -> Option<Step> {
     if matches!(record.origin, Origin::ForceNewCluster { .. }) || o.cluster.is_some() {
         return None;
     }
     if !o.instance_state(seed).is_some_and(|s| s.is_terminated()) {
+        return None;
+    }
+    // Once anyone joined the epoch, its data may matter (every member terminated at once, say): no automatic
+    // re-seed then, which would bring back an empty etcd; an operator restores a backup instead. Reports of
+    // terminated instances count too: they are the only trace left of who held the data.
+    let joined = o.reports.iter().any(|r| {
+        r.local_epoch == Some(record.epoch)
+            && (r.instance_id != seed || r.voting_members.len() + r.learners.len() > 1)
+    });
+    if joined {
         return None;
     }
     // Every other alive instance must have said, recently, that it holds no data of this epoch.

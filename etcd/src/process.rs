@@ -153,9 +153,19 @@ impl LocalState {
         }
         let epoch = self.epoch_file();
         match std::fs::remove_file(&epoch) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io(&epoch)(e)),
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(&epoch)(e)),
+        }
+        // A fresh instance has no state dir yet; what follows a wipe (a restore's snapshot file, the epoch)
+        // is written into it. Private: etcd's data is the cluster's secrets.
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&self.dir)
+                .map_err(io(&self.dir))
         }
     }
 

@@ -20,8 +20,8 @@ use crate::decide::{
 use crate::peers::{Peers, PeersError};
 use crate::process::{EtcdProcess, EtcdTls, LocalState, ProcessError, StartMode, StartSpec};
 use crate::record::{
-    now_stamp, publish_health, read_health, read_record, write_record, ClusterRecord, HealthReport,
-    Origin, RecordError, VersionedRecord,
+    delete_health, now_stamp, publish_health, read_health, read_record, write_record,
+    ClusterRecord, HealthReport, Origin, RecordError, VersionedRecord,
 };
 
 /// How a supervisor is set up; nodeup fills it from the node spec and the instance's identity.
@@ -275,8 +275,22 @@ impl Supervisor {
         let cluster = self.cluster_view(&statuses).await;
         self.view = cluster.clone();
 
+        let has_member_data = self.local.has_member_data();
+        if let Some(record) = &self.record {
+            let seed_of_epoch = record.record.seed.as_deref() == Some(self.me.instance_id.as_str())
+                && self.local.epoch() == Some(record.record.epoch)
+                && (has_member_data || matches!(local_etcd, LocalEtcd::Running(_)));
+            if seed_of_epoch
+                && self
+                    .local
+                    .seeded_epoch()
+                    .is_none_or(|e| e < record.record.epoch)
+            {
+                self.local.set_seeded(record.record.epoch)?;
+            }
+        }
         let local_data = LocalData {
-            present: self.local.has_member_data() || (running && self.local.epoch().is_some()),
+            present: has_member_data || (running && self.local.epoch().is_some()),
             epoch: self.local.epoch(),
             seeded_epoch: self.local.seeded_epoch(),
         };
@@ -533,8 +547,9 @@ impl Supervisor {
                 let me = vec![(self.me.instance_id.clone(), self.me.peer_url())];
                 self.stop_etcd().await;
                 self.local.wipe()?;
-                // Recorded before anything happens: whatever follows, this epoch is never seeded twice here.
-                self.local.set_seeded(record.epoch)?;
+                // `seeded` is recorded once etcd has data of this epoch (see `observe`), not here: an etcd that
+                // never started (a port in use, a bad flag) served no one, so no one can have joined it, and
+                // seeding again is the only way forward. Once it has data, the epoch is never seeded twice here.
                 match &record.origin {
                     Origin::Restore { backup_id, sha256 } => {
                         let (metadata, data) =
@@ -725,6 +740,13 @@ impl Supervisor {
                 })
                 .await?;
                 tracing::warn!(member = %label, %reason, "removed etcd member");
+                // Its health report goes with it (`ballast etcd status` shows members, not ghosts). Best effort:
+                // a report left behind is only stale.
+                if *label != self.me.instance_id {
+                    if let Err(e) = delete_health(&self.store, &self.paths, label).await {
+                        tracing::warn!(member = %label, error = %e, "deleting the removed member's health report");
+                    }
+                }
                 Ok(None)
             }
             Step::Backup => {

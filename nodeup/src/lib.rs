@@ -280,7 +280,11 @@ pub async fn run(
         match supervisor {
             // The supervisor stops etcd when SIGTERM comes (etcd is in nodeup's process group, so a power cut
             // takes it down too).
-            Some(supervisor) => supervisor.run(wait_for_termination(state.manager.as_mut())).await,
+            Some(supervisor) => {
+                supervisor
+                    .run(wait_for_termination(state.manager.as_mut()))
+                    .await
+            }
             None => wait_for_termination(state.manager.as_mut()).await,
         }
         tracing::info!("terminating");

@@ -94,13 +94,14 @@ pub async fn settled_membership(cloud: &LocalCloud, expected: usize) -> Result<M
     let mut leaders = BTreeSet::new();
     for r in &live {
         let endpoint = format!("https://{}:2379", r.private_ip);
-        let mut one = match ClientTls::load(&EtcdTls::in_dir(&r.root.join("etc/kubernetes/pki/etcd"))) {
-            Ok(tls) => tls
-                .connect(std::slice::from_ref(&endpoint), Duration::from_secs(2))
-                .await
-                .map_err(|e| format!("{endpoint}: {e}"))?,
-            Err(e) => return Err(format!("{}: {e}", r.instance_id)),
-        };
+        let mut one =
+            match ClientTls::load(&EtcdTls::in_dir(&r.root.join("etc/kubernetes/pki/etcd"))) {
+                Ok(tls) => tls
+                    .connect(std::slice::from_ref(&endpoint), Duration::from_secs(2))
+                    .await
+                    .map_err(|e| format!("{endpoint}: {e}"))?,
+                Err(e) => return Err(format!("{}: {e}", r.instance_id)),
+            };
         let own = one
             .status()
             .await
@@ -127,7 +128,11 @@ pub async fn settled_membership(cloud: &LocalCloud, expected: usize) -> Result<M
 }
 
 /// Waits until [`settled_membership`] holds; panics after `timeout` with the last reason.
-pub async fn wait_for_settled(cloud: &LocalCloud, expected: usize, timeout: Duration) -> Membership {
+pub async fn wait_for_settled(
+    cloud: &LocalCloud,
+    expected: usize,
+    timeout: Duration,
+) -> Membership {
     let deadline = Instant::now() + timeout;
     loop {
         match settled_membership(cloud, expected).await {

@@ -166,6 +166,16 @@ impl std::fmt::Debug for LocalCloud {
     }
 }
 
+/// A VPC CIDR of its own for each local cloud of this test process (`127.X.0.0/16`, X in 100..=239), handed to
+/// `ballast` as `BALLAST_NETWORK_CIDR`: clouds that run at the same time must not hand out the same private IPs,
+/// or their instances' etcd (which binds `IP:2379` and `IP:2380`) would collide.
+fn unique_network_cidr() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed) + std::process::id();
+    format!("127.{}.0.0/16", 100 + n % 140)
+}
+
 /// Panics unless the emulator's venv exists: tests that need it fail loudly, never skip.
 pub fn require_emulator_venv() {
     let python = localcloud::emulator::python_path();
@@ -232,6 +242,7 @@ impl LocalCloud {
             ),
         }
         cloud.record = state.read_cloud().expect("the runner's record after ready");
+        cloud.record.network_cidr = unique_network_cidr();
         cloud
     }
 

@@ -1,4 +1,4 @@
-//! `get clusters` and `get instancegroups`.
+//! `get clusters`, `get instancegroups` and `get instances`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -6,6 +6,7 @@ use ballast_state::defaults::complete;
 use ballast_state::registry::RegistryError;
 use ballast_state::spec::{Cluster, ClusterConfig, InstanceGroup, Role};
 
+use super::nodes::{read_report, NodeSpecs, SpecState};
 use super::Context;
 use crate::cli::{GetArgs, GetObjectArgs, GetWhat, OutputFormat};
 use crate::error::CommandError;
@@ -203,7 +204,7 @@ async fn instances(context: &Context, args: GetObjectArgs) -> Result<String, Com
         );
     }
     let paths = ballast_state::layout::ClusterPaths::new(&name);
-    let mut current_specs: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut node_specs = NodeSpecs::new(registry.store(), &paths);
     let mut views = Vec::new();
     for instance in found {
         let tags: BTreeMap<String, String> = instance
@@ -216,25 +217,11 @@ async fn instances(context: &Context, args: GetObjectArgs) -> Result<String, Com
             continue;
         }
         let group = tags.get(GROUP_TAG).cloned().unwrap_or_default();
-        if !current_specs.contains_key(&group) {
-            let spec = registry.store().get(&paths.node_spec(&group)).await?;
-            current_specs.insert(
-                group.clone(),
-                spec.map(|o| ballast_state::store::sha256_hex(&o.data)),
-            );
-        }
-        let node_spec = match (
-            tags.get(NODE_SPEC_HASH_TAG),
-            current_specs.get(&group).cloned().flatten(),
-        ) {
-            (Some(have), Some(want)) if *have == want => "current",
-            (Some(_), Some(_)) => "outdated",
-            _ => "unknown",
-        };
-        let report = match registry.store().get(&paths.report(&id)).await? {
-            Some(object) => ballast_state::report::NodeReport::from_json(&object.data).ok(),
-            None => None,
-        };
+        let node_spec = SpecState::judge(
+            tags.get(NODE_SPEC_HASH_TAG).map(String::as_str),
+            node_specs.current(&group).await?.as_deref(),
+        );
+        let report = read_report(registry.store(), &paths, &id).await?.found();
         views.push(InstanceView {
             instance_id: id,
             instance_group: group,
@@ -253,7 +240,7 @@ async fn instances(context: &Context, args: GetObjectArgs) -> Result<String, Com
                 .and_then(|s| s.name())
                 .map(|n| n.as_str().to_string())
                 .unwrap_or_default(),
-            node_spec: node_spec.to_string(),
+            node_spec: node_spec.as_str().to_string(),
             report,
         });
     }

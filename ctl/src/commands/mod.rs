@@ -4,13 +4,17 @@
 mod create;
 mod delete;
 mod edit;
+mod etcd;
 mod get;
+mod nodes;
 mod update;
+mod validate;
 
 use std::path::Path;
 
 use ballast_state::document::{parse_objects, SpecObject};
-use ballast_state::registry::{Registry, Writer};
+use ballast_state::layout::ClusterPaths;
+use ballast_state::registry::{Registry, RegistryError, Writer};
 use ballast_state::store::{StateStore, StoreError, StoreOptions};
 
 use crate::cli::{Cli, Command};
@@ -31,6 +35,8 @@ pub async fn dispatch(cli: Cli, command_line: &str) -> Result<(), CommandError> 
         Command::Edit(args) => edit::run(&context, args).await,
         Command::Delete(args) => delete::run(&context, args).await,
         Command::Update(args) => update::run(&context, args).await,
+        Command::Etcd(args) => etcd::run(&context, args).await,
+        Command::Validate(args) => validate::run(&context, args).await,
         Command::Completion { shell } => {
             let mut command = crate::command();
             clap_complete::generate(shell, &mut command, "ballast", &mut std::io::stdout());
@@ -73,6 +79,23 @@ impl Context {
             )),
         }
     }
+}
+
+/// Fails with "not found" unless cluster `name` exists (its `cluster.yaml`, the commit point of a create).
+pub async fn require_cluster(registry: &Registry, name: &str) -> Result<(), CommandError> {
+    let store = registry.store();
+    if store
+        .get(&ClusterPaths::new(name).cluster_spec())
+        .await?
+        .is_none()
+    {
+        return Err(RegistryError::ClusterNotFound {
+            cluster: name.to_string(),
+            store: store.url(),
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// Reads and parses a spec file (`-` for stdin).

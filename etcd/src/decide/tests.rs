@@ -526,6 +526,21 @@ fn a_dead_seed_is_replaced_only_when_no_one_holds_its_data() {
     assert!(is_wait(&decide(&o)), "stale report");
     o.reports = vec![report("i-b", None, 995)];
     assert!(matches!(decide(&o), Step::ClaimReseed { .. }));
+
+    // Someone joined the epoch once (here the terminated i-c; or the seed saw a second member): every member
+    // is gone, and an automatic re-seed would bring back an empty etcd. Wait for a restore instead.
+    o.reports = vec![report("i-b", None, 995), report("i-c", Some(1), 100)];
+    assert!(is_wait(&decide(&o)), "i-c held the epoch's data once");
+    let mut seed = report("i-a", Some(1), 100);
+    seed.voting_members = vec!["i-a".into(), "i-c".into()];
+    o.reports = vec![report("i-b", None, 995), seed.clone()];
+    assert!(is_wait(&decide(&o)), "the seed had a second member");
+    seed.voting_members = vec!["i-a".into()];
+    o.reports = vec![report("i-b", None, 995), seed];
+    assert!(
+        matches!(decide(&o), Step::ClaimReseed { .. }),
+        "the seed alone, never joined"
+    );
 }
 
 #[test]

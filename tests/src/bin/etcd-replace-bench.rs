@@ -92,7 +92,11 @@ async fn bench(replacements: usize, keys: usize) {
     for round in 1..=replacements {
         let live = control_plane(&cloud);
         let victim = live[round % live.len()].instance_id.clone();
-        let before: Vec<String> = cloud.instances().into_iter().map(|r| r.instance_id).collect();
+        let before: Vec<String> = cloud
+            .instances()
+            .into_iter()
+            .map(|r| r.instance_id)
+            .collect();
         let terminated_at = now_unix();
         cloud
             .ec2()
@@ -108,7 +112,10 @@ async fn bench(replacements: usize, keys: usize) {
                     break now_unix();
                 }
             }
-            assert!(Instant::now() < deadline, "round {round}: no settled cluster in 180 s");
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: no settled cluster in 180 s"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
         let replacement = cloud
@@ -132,7 +139,11 @@ async fn bench(replacements: usize, keys: usize) {
     let count = client
         .get(
             "bench/",
-            Some(etcd_client::GetOptions::new().with_prefix().with_count_only()),
+            Some(
+                etcd_client::GetOptions::new()
+                    .with_prefix()
+                    .with_count_only(),
+            ),
         )
         .await
         .expect("count")

@@ -1,0 +1,458 @@
+//! `validate cluster`: is the cluster up? Every instance group's Auto Scaling Group has its minSize in
+//! service; every such instance's nodeup reported it Configured with its group's current node spec; etcd is
+//! healthy with every member voting. Each check prints ok or fail with its reason. A check that cannot be made
+//! (AWS or the state store failed) fails, with the failure as its reason: `--wait` then tries again.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use aws_sdk_autoscaling::types::{AutoScalingGroup, LifecycleState};
+use ballast_etcd::backup::{cluster_health, EtcdHealthSummary};
+use ballast_state::layout::ClusterPaths;
+use ballast_state::report::Phase;
+use ballast_state::spec::{ClusterConfig, Role};
+use ballast_state::store::StateStore;
+use serde::Serialize;
+
+use super::etcd::{expected_members, human_duration};
+use super::nodes::{read_report, NodeSpecs, ReportRead, SpecState};
+use super::{require_cluster, Context};
+use crate::cli::{OutputFormat, ValidateArgs, ValidateWhat};
+use crate::cloud::engine::{call, UpdateError};
+use crate::cloud::{CallLog, Cloud};
+use crate::error::CommandError;
+use crate::output;
+
+/// How often `--wait` checks again.
+const RECHECK: Duration = Duration::from_secs(2);
+
+/// One check and its outcome.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Check {
+    /// What was checked: `instance group nodes`, `node i-0abc (nodes)`, `etcd`.
+    name: String,
+    ok: bool,
+    /// Why it passed or failed, in words (and what to do about a failure).
+    reason: String,
+}
+
+/// What `validate cluster -o json|yaml` prints.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Validation {
+    cluster: String,
+    valid: bool,
+    checks: Vec<Check>,
+    /// etcd's health as judged from the supervisors' reports (absent when it could not be read).
+    etcd: Option<EtcdHealthSummary>,
+}
+
+impl Validation {
+    fn failures(&self) -> usize {
+        self.checks.iter().filter(|c| !c.ok).count()
+    }
+}
+
+pub async fn run(context: &Context, args: ValidateArgs) -> Result<(), CommandError> {
+    let ValidateWhat::Cluster(args) = args.what;
+    let name = context.cluster_name(args.cluster_name.as_deref())?;
+    let registry = context.registry().await?;
+    require_cluster(&registry, &name).await?;
+    let completed = registry.load_completed(&name).await?;
+    let region = completed.cluster.spec.region.clone().unwrap_or_default();
+    let cloud = Cloud::connect(&region, CallLog::new()).await;
+    let deadline = args.wait.map(|w| tokio::time::Instant::now() + w);
+    let mut last_progress = String::new();
+    let validation = loop {
+        let validation = validate(&cloud, registry.store(), &completed).await;
+        let now = tokio::time::Instant::now();
+        match deadline {
+            Some(deadline) if !validation.valid && now < deadline => {
+                // Said again only when what fails changes: a long wait does not flood the terminal.
+                let failing: Vec<&str> = validation
+                    .checks
+                    .iter()
+                    .filter(|c| !c.ok)
+                    .map(|c| c.name.as_str())
+                    .collect();
+                let progress = format!(
+                    "{} of {} checks failing: {}",
+                    failing.len(),
+                    validation.checks.len(),
+                    failing.join(", ")
+                );
+                if progress != last_progress {
+                    eprintln!(
+                        "validate: {progress}; checking again every {}s for up to {} more",
+                        RECHECK.as_secs(),
+                        human_duration(Duration::from_secs(
+                            (deadline - now).as_secs_f64().ceil() as u64
+                        ))
+                    );
+                    last_progress = progress;
+                }
+                tokio::time::sleep(RECHECK.min(deadline - now)).await;
+            }
+            _ => break validation,
+        }
+    };
+    let text = match args.output {
+        OutputFormat::Json => output::json(&[&validation])?,
+        OutputFormat::Yaml => output::yaml_documents(&[&validation])?,
+        OutputFormat::Table => {
+            let rows: Vec<Vec<String>> = validation
+                .checks
+                .iter()
+                .map(|c| {
+                    vec![
+                        c.name.clone(),
+                        if c.ok { "ok" } else { "fail" }.to_string(),
+                        c.reason.clone(),
+                    ]
+                })
+                .collect();
+            output::table(&["CHECK", "RESULT", "REASON"], &rows)
+        }
+    };
+    print!("{text}");
+    if validation.valid {
+        eprintln!("Cluster {name} is valid.");
+        return Ok(());
+    }
+    let waited = args
+        .wait
+        .filter(|w| !w.is_zero())
+        .map_or(String::new(), |w| {
+            format!(" after waiting {}", human_duration(w))
+        });
+    Err(CommandError::NotReady(format!(
+        "cluster {name} is not valid{waited}: {} of {} checks failed (the reasons are above)",
+        validation.failures(),
+        validation.checks.len()
+    )))
+}
+
+/// Makes every check once.
+async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) -> Validation {
+    let name = completed.name().to_string();
+    let paths = ClusterPaths::new(&name);
+    let mut checks = Vec::new();
+    // The control-plane instances in service, to hold etcd's reported members against (None: unknown).
+    let mut control_plane: Option<BTreeSet<String>> = None;
+
+    // (a) and (b): each group's Auto Scaling Group, and the reports of its instances in service.
+    let resource_names: Vec<String> = completed
+        .instance_groups
+        .iter()
+        .map(|ig| format!("{}.{name}", ig.metadata.name))
+        .collect();
+    match describe_groups(cloud, &name, &resource_names).await {
+        Err(reason) => checks.push(Check {
+            name: "instance groups".to_string(),
+            ok: false,
+            reason,
+        }),
+        Ok(found) => {
+            let mut node_specs = NodeSpecs::new(store, &paths);
+            for (ig, resource) in completed.instance_groups.iter().zip(&resource_names) {
+                let group = &ig.metadata.name;
+                let min = ig.spec.min_size.unwrap_or(0) as usize;
+                let Some(asg) = found
+                    .iter()
+                    .find(|g| g.auto_scaling_group_name() == Some(resource.as_str()))
+                else {
+                    checks.push(Check {
+                        name: format!("instance group {group}"),
+                        ok: false,
+                        reason: format!(
+                            "AutoScalingGroup {resource} does not exist: run `ballast update cluster {name} --yes`"
+                        ),
+                    });
+                    continue;
+                };
+                let mut in_service: Vec<&str> = asg
+                    .instances()
+                    .iter()
+                    .filter(|i| i.lifecycle_state() == Some(&LifecycleState::InService))
+                    .filter_map(|i| i.instance_id())
+                    .collect();
+                in_service.sort_unstable();
+                if ig.spec.role == Role::ControlPlane {
+                    control_plane
+                        .get_or_insert_with(BTreeSet::new)
+                        .extend(in_service.iter().map(|id| id.to_string()));
+                }
+                let others = asg.instances().len() - in_service.len();
+                let others = if others > 0 {
+                    format!(", {others} other (pending, terminating or on standby)")
+                } else {
+                    String::new()
+                };
+                checks.push(Check {
+                    name: format!("instance group {group}"),
+                    ok: in_service.len() >= min,
+                    reason: format!(
+                        "{} InService of minSize {min} in AutoScalingGroup {resource}{others}",
+                        in_service.len()
+                    ),
+                });
+                let want = node_specs.current(group).await;
+                for id in in_service {
+                    let judged = match &want {
+                        Ok(want) => read_report(store, &paths, id)
+                            .await
+                            .map(|report| judge_report(&paths, id, &report, want.as_deref(), &name))
+                            .map_err(|e| e.to_string()),
+                        Err(e) => Err(e.to_string()),
+                    };
+                    let (ok, reason) = judged
+                        .unwrap_or_else(|e| (false, format!("cannot read the state store: {e}")));
+                    checks.push(Check {
+                        name: format!("node {id} ({group})"),
+                        ok,
+                        reason,
+                    });
+                }
+            }
+        }
+    }
+
+    // (c) etcd.
+    let expected = expected_members(completed);
+    let etcd = match cluster_health(store, &paths, expected).await {
+        Ok(summary) => {
+            // A report outlives its instance by up to its freshness window: members must be the control-plane
+            // instances in service now, or a cluster that just lost one would pass.
+            let mismatch = control_plane
+                .as_ref()
+                .filter(|_| summary.healthy)
+                .and_then(|live| members_mismatch(&summary.voting_members, live));
+            let healthy = summary.healthy && mismatch.is_none();
+            checks.push(Check {
+                name: "etcd".to_string(),
+                ok: healthy,
+                reason: if let Some(mismatch) = mismatch {
+                    format!(
+                        "{mismatch} (the supervisors are healing it; `ballast etcd status {name}`)"
+                    )
+                } else if healthy {
+                    format!(
+                        "healthy, {} voting members of {expected} (epoch {})",
+                        summary.voting_members.len(),
+                        summary.epoch.unwrap_or_default()
+                    )
+                } else {
+                    format!(
+                        "{} (`ballast etcd status {name}` shows each member's report)",
+                        summary.problems.join("; ")
+                    )
+                },
+            });
+            Some(summary)
+        }
+        Err(e) => {
+            checks.push(Check {
+                name: "etcd".to_string(),
+                ok: false,
+                reason: format!("cannot read etcd's health: {e}"),
+            });
+            None
+        }
+    };
+    Validation {
+        cluster: name,
+        valid: checks.iter().all(|c| c.ok),
+        checks,
+        etcd,
+    }
+}
+
+/// How etcd's voting members differ from the control-plane instances in service, in words; `None` when they
+/// are the same.
+fn members_mismatch(voters: &[String], in_service: &BTreeSet<String>) -> Option<String> {
+    let voters: BTreeSet<&String> = voters.iter().collect();
+    let gone: Vec<&str> = voters
+        .iter()
+        .filter(|v| !in_service.contains(v.as_str()))
+        .map(|v| v.as_str())
+        .collect();
+    let missing: Vec<&str> = in_service
+        .iter()
+        .filter(|i| !voters.contains(i))
+        .map(String::as_str)
+        .collect();
+    let mut problems = Vec::new();
+    if !gone.is_empty() {
+        problems.push(format!(
+            "voting members not in service: {}",
+            gone.join(", ")
+        ));
+    }
+    if !missing.is_empty() {
+        problems.push(format!(
+            "control-plane instances not yet voting members: {}",
+            missing.join(", ")
+        ));
+    }
+    (!problems.is_empty()).then(|| problems.join("; "))
+}
+
+/// The Auto Scaling Groups of these names that exist; `Err` is the reason the call failed.
+async fn describe_groups(
+    cloud: &Cloud,
+    cluster: &str,
+    names: &[String],
+) -> Result<Vec<AutoScalingGroup>, String> {
+    let mut found = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = call(
+            &format!("auto scaling groups of {cluster}"),
+            "DescribeAutoScalingGroups",
+            || {
+                cloud
+                    .autoscaling
+                    .describe_auto_scaling_groups()
+                    .set_auto_scaling_group_names(Some(names.to_vec()))
+                    .set_next_token(token.clone())
+                    .send()
+            },
+        )
+        .await
+        .map_err(|e| {
+            tracing::info!(error = %e, "validate: describing the auto scaling groups failed");
+            match e {
+                // The hint says what to do; the SDK's whole message (with -v above) can run to many lines.
+                UpdateError::Aws {
+                    resource,
+                    operation,
+                    message,
+                    hint,
+                } => {
+                    let first_line = message.lines().next().unwrap_or_default();
+                    if hint.is_empty() {
+                        format!("{resource}: {operation} failed: {first_line}")
+                    } else {
+                        format!("{resource}: {operation} failed{hint}")
+                    }
+                }
+                other => other.to_string(),
+            }
+        })?;
+        found.extend(page.auto_scaling_groups().iter().cloned());
+        token = page.next_token().map(str::to_string);
+        if token.is_none() {
+            return Ok(found);
+        }
+    }
+}
+
+/// Whether instance `id`'s nodeup report says it is configured with its group's current node spec (`want`),
+/// and why.
+fn judge_report(
+    paths: &ClusterPaths,
+    id: &str,
+    report: &ReportRead,
+    want: Option<&str>,
+    cluster: &str,
+) -> (bool, String) {
+    let key = paths.report(id);
+    let report = match report {
+        ReportRead::Missing => {
+            return (
+                false,
+                format!(
+                    "no nodeup report ({key}): nodeup has not finished its first run on it, or cannot reach the \
+                     state store (see the instance's console output)"
+                ),
+            )
+        }
+        ReportRead::Unreadable(e) => return (false, format!("{key} is not a nodeup report: {e}")),
+        ReportRead::Found(report) => report,
+    };
+    if report.phase == Phase::Failed {
+        let error = report
+            .errors
+            .first()
+            .map_or("no error recorded".to_string(), Clone::clone);
+        return (false, format!("nodeup failed: {error}"));
+    }
+    let have = report.node_spec_sha256.as_deref();
+    match SpecState::judge(have, want) {
+        SpecState::Current => (true, "Configured with the current node spec".to_string()),
+        SpecState::Outdated => (
+            false,
+            format!(
+                "Configured with an older node spec (sha256 {}, the group's is now {}): replace the instance so \
+                 that it boots with the current one",
+                have.unwrap_or_default(),
+                want.unwrap_or_default()
+            ),
+        ),
+        SpecState::Unknown if want.is_none() => (
+            false,
+            format!(
+                "its group has no node spec in the state store: run `ballast update cluster {cluster} --yes`"
+            ),
+        ),
+        SpecState::Unknown => (
+            false,
+            "Configured, but its report names no node spec sha256".to_string(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ballast_state::report::NodeReport;
+
+    #[test]
+    fn etcd_members_are_held_against_the_instances_in_service() {
+        let live: BTreeSet<String> = ["i-a", "i-b", "i-c"].map(String::from).into();
+        let voters = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            members_mismatch(&voters(&["i-c", "i-a", "i-b"]), &live),
+            None
+        );
+        // Just terminated: its report (or a survivor's) still lists it; its replacement is not in yet.
+        let mut replaced = live.clone();
+        replaced.remove("i-a");
+        replaced.insert("i-d".into());
+        assert_eq!(
+            members_mismatch(&voters(&["i-a", "i-b", "i-c"]), &replaced).as_deref(),
+            Some(
+                "voting members not in service: i-a; control-plane instances not yet voting members: i-d"
+            )
+        );
+    }
+
+    #[test]
+    fn reports_are_judged_against_the_current_node_spec() {
+        let paths = ClusterPaths::new("c.example.com");
+        let judge = |r: &ReportRead, want: Option<&str>| judge_report(&paths, "i-1", r, want, "c");
+        let (ok, reason) = judge(&ReportRead::Missing, Some("a"));
+        assert!(!ok);
+        assert!(
+            reason.contains("c.example.com/reports/i-1.json"),
+            "{reason}"
+        );
+
+        let mut report = NodeReport::new("i-1", "0.1.0", "2025-01-01T00:00:00Z");
+        report.phase = Phase::Configured;
+        report.node_spec_sha256 = Some("a".into());
+        let found = ReportRead::Found(Box::new(report.clone()));
+        assert!(judge(&found, Some("a")).0);
+        let (ok, reason) = judge(&found, Some("b"));
+        assert!(!ok && reason.contains("older node spec"), "{reason}");
+        let (ok, reason) = judge(&found, None);
+        assert!(!ok && reason.contains("update cluster c --yes"), "{reason}");
+
+        report.phase = Phase::Failed;
+        report.errors.push("fetching the node spec: denied".into());
+        let (ok, reason) = judge(&ReportRead::Found(Box::new(report)), Some("a"));
+        assert!(!ok);
+        assert_eq!(reason, "nodeup failed: fetching the node spec: denied");
+    }
+}
