@@ -338,7 +338,7 @@ fn restore_is_refused_while_etcd_is_healthy() {
         .assert()
         .code(4)
         .stderr(predicate::str::contains(
-            "refusing to restore: etcd is healthy (reported by i-0leader)",
+            "refusing to restore: etcd is healthy (reported within the last 30s by i-0leader)",
         ))
         .stderr(predicate::str::contains(
             "would discard the running cluster's data",

@@ -166,6 +166,9 @@ pub struct Observation {
     pub cluster: Option<ClusterView>,
     /// Other members' published health (for re-seeding a cluster whose seed died before forming it).
     pub reports: Vec<HealthReport>,
+    /// The highest etcd revision among the backups of the current epoch (read with `reports`, only when no
+    /// cluster answers and there is no local data): above 1, the epoch held writes.
+    pub epoch_backup_revision: Option<i64>,
     pub now_unix: i64,
     /// A scheduled backup is due (the leader takes it).
     pub backup_due: bool,
@@ -549,7 +552,10 @@ fn reseed(o: &Observation, record: &ClusterRecord, seed: &str) -> Option<Step> {
         r.local_epoch == Some(record.epoch)
             && (r.instance_id != seed || r.voting_members.len() + r.learners.len() > 1)
     });
-    if joined {
+    // A one-member cluster (one control-plane group) never has a second member: a backup with writes in it
+    // says the epoch was in use.
+    let written = o.epoch_backup_revision.is_some_and(|r| r > 1);
+    if joined || written {
         return None;
     }
     // Every other alive instance must have said, recently, that it holds no data of this epoch.

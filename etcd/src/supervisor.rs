@@ -295,10 +295,17 @@ impl Supervisor {
             seeded_epoch: self.local.seeded_epoch(),
         };
         let (_, now_unix) = now_stamp();
-        let reports = if cluster.is_none() && !local_data.present {
-            read_health(&self.store, &self.paths).await?
+        let (reports, epoch_backup_revision) = if cluster.is_none() && !local_data.present {
+            let epoch = self.record.as_ref().map(|r| r.record.epoch);
+            let revision = backup::list_backups(&self.store, &self.paths)
+                .await?
+                .iter()
+                .filter(|b| Some(b.epoch) == epoch)
+                .map(|b| b.revision)
+                .max();
+            (read_health(&self.store, &self.paths).await?, revision)
         } else {
-            Vec::new()
+            (Vec::new(), None)
         };
         let leader =
             matches!(local_etcd, LocalEtcd::Running(s) if s.leader == s.member_id && s.leader != 0);
@@ -311,6 +318,7 @@ impl Supervisor {
             instances,
             cluster,
             reports,
+            epoch_backup_revision,
             now_unix,
             backup_due,
         })

@@ -75,6 +75,7 @@ fn joiner() -> Observation {
             member(2, "i-b", "127.0.0.12", false, Some(1)),
         ]),
         reports: vec![],
+        epoch_backup_revision: None,
         now_unix: 1000,
         backup_due: false,
     }
@@ -541,6 +542,14 @@ fn a_dead_seed_is_replaced_only_when_no_one_holds_its_data() {
         matches!(decide(&o), Step::ClaimReseed { .. }),
         "the seed alone, never joined"
     );
+    // ... unless the epoch held writes (a one-member cluster in use): its backups say so.
+    o.epoch_backup_revision = Some(1);
+    assert!(
+        matches!(decide(&o), Step::ClaimReseed { .. }),
+        "an empty backup"
+    );
+    o.epoch_backup_revision = Some(250);
+    assert!(is_wait(&decide(&o)), "a backup with writes");
 }
 
 #[test]
