@@ -161,6 +161,23 @@ async fn etcd_forms_heals_after_replacements_and_survives_losing_its_majority() 
     // Create: three voting members over TLS.
     let formed = wait_for_settled(&cloud, 3, SETTLE).await;
     assert_eq!(formed.voters.len(), 3);
+    // Each member's supervisor also keeps its health report on the node.
+    for r in control_plane(&cloud) {
+        let path = r.root.join("var/lib/etcd/health.json");
+        cloud
+            .wait_for(
+                "a healthy local health report",
+                Duration::from_secs(30),
+                |_| {
+                    let report: serde_json::Value =
+                        serde_json::from_slice(&std::fs::read(&path).ok()?).ok()?;
+                    (report["clusterHealthy"] == true
+                        && report["votingMembers"].as_array().map(Vec::len) == Some(3))
+                    .then_some(())
+                },
+            )
+            .await;
+    }
     write_keys(&cloud, "before", 200).await;
 
     // Ten replacements in a row, one instance at a time; during the first, a client keeps writing.

@@ -5,6 +5,7 @@
 //! <state_dir>/epoch     the epoch of that data (written before etcd starts on it)
 //! <state_dir>/seeded    the last epoch this instance seeded (survives wipes: a seed never seeds twice)
 //! <state_dir>/etcd.log  etcd's own log (zap, JSON lines)
+//! <state_dir>/health.json  the supervisor's last health report (also published to the state store)
 //! ```
 //!
 //! etcd is torn down with SIGKILL: it is crash-safe by design, and SIGTERM to a leader whose peers are gone
@@ -144,6 +145,17 @@ impl LocalState {
     }
 
     /// Removes the data dir and its epoch (never the seeded marker).
+    /// The node's copy of the last health report, replaced atomically (`<state_dir>/health.json`).
+    pub fn write_health(&self, report: &crate::record::HealthReport) -> Result<(), ProcessError> {
+        let path = self.dir.join("health.json");
+        let tmp = self.dir.join("health.json.tmp");
+        let mut json = serde_json::to_vec_pretty(report).unwrap_or_default();
+        json.push(b'\n');
+        std::fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
+        std::fs::write(&tmp, &json).map_err(io(&tmp))?;
+        std::fs::rename(&tmp, &path).map_err(io(&path))
+    }
+
     pub fn wipe(&self) -> Result<(), ProcessError> {
         let data = self.data_dir();
         match std::fs::remove_dir_all(&data) {

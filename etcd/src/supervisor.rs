@@ -871,6 +871,10 @@ impl Supervisor {
             last_step: described.clone(),
             last_error: error,
         };
+        // The node's own copy first (operators on the instance, and a store that cannot be reached): best effort.
+        if let Err(e) = self.local.write_health(&report) {
+            tracing::warn!(error = %e, "writing the local etcd health report");
+        }
         publish_health(&self.store, &self.paths, &report).await?;
         self.last_published = Some((Instant::now(), described));
         Ok(())
