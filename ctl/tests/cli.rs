@@ -1,6 +1,6 @@
 //! `ballast` end to end, as an operator runs it: the real binary against a file state store in a temp dir.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use assert_cmd::Command;
 use predicates::prelude::*;
@@ -51,29 +51,7 @@ impl Env {
 
     /// Every file of the store with its content: what "changes nothing" is checked against.
     fn snapshot(&self) -> Vec<(String, Vec<u8>)> {
-        let mut out = Vec::new();
-        walk(&self.store_dir(), &self.store_dir(), &mut out);
-        out.sort();
-        out
-    }
-}
-
-fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries {
-        let path = entry.expect("entry").path();
-        if path.is_dir() {
-            walk(root, &path, out);
-        } else {
-            let rel = path
-                .strip_prefix(root)
-                .expect("under root")
-                .display()
-                .to_string();
-            out.push((rel, std::fs::read(&path).expect("read")));
-        }
+        ballast_e2e::files::snapshot(&self.store_dir())
     }
 }
 

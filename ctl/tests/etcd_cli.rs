@@ -2,7 +2,7 @@
 //! dir. What the etcd supervisors would write (backups, health reports, `etcd/cluster.json`) is written here
 //! directly into the store's layout, well-formed by construction (the supervisors' own types).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
@@ -142,28 +142,7 @@ impl Env {
 
     /// Every file of the store with its content: what "changes nothing" is checked against.
     fn snapshot(&self) -> Vec<(String, Vec<u8>)> {
-        let mut out = Vec::new();
-        walk(&self.store_dir(), &self.store_dir(), &mut out);
-        out.sort();
-        out
-    }
-}
-
-fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries {
-        let path = entry.expect("entry").path();
-        if path.is_dir() {
-            walk(root, &path, out);
-        } else {
-            let rel = path.strip_prefix(root).expect("under root");
-            out.push((
-                rel.display().to_string(),
-                std::fs::read(&path).expect("read"),
-            ));
-        }
+        ballast_e2e::files::snapshot(&self.store_dir())
     }
 }
 
