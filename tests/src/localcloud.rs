@@ -64,38 +64,34 @@ fn build_binaries() -> PathBuf {
         .and_then(Path::parent)
         .expect("the test executable lives in TARGET/PROFILE/deps")
         .to_owned();
-    let target_dir = profile_dir
-        .parent()
-        .expect("TARGET/PROFILE has a parent")
-        .to_owned();
+    cargo_build_bins(&profile_dir, &["localcloud", "nodeup"]);
+    profile_dir
+}
+
+/// `cargo build --bins` of `packages` into `profile_dir` (`TARGET/PROFILE`), with that profile.
+fn cargo_build_bins(profile_dir: &Path, packages: &[&str]) {
+    let target_dir = profile_dir.parent().expect("TARGET/PROFILE has a parent");
     let profile = profile_dir
         .file_name()
         .and_then(|n| n.to_str())
         .expect("a UTF-8 profile directory name");
     let profile = if profile == "debug" { "dev" } else { profile };
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "-p",
-            "localcloud",
-            "-p",
-            "nodeup",
-            "--bins",
-            "--profile",
-            profile,
-        ])
-        .arg("--manifest-path")
-        .arg(&manifest)
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.arg("build");
+    for package in packages {
+        cmd.args(["-p", package]);
+    }
+    let status = cmd
+        .args(["--bins", "--profile", profile, "--manifest-path"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml"))
         .arg("--target-dir")
-        .arg(&target_dir)
+        .arg(target_dir)
         .status()
-        .expect("running cargo build for localcloud and nodeup");
+        .expect("running cargo build");
     assert!(
         status.success(),
-        "cargo build -p localcloud -p nodeup failed: {status}"
+        "cargo build of {packages:?} failed: {status}"
     );
-    profile_dir
 }
 
 /// For benchmark binaries: builds `localcloud`, `nodeup` and `ballast` next to the running binary (same
@@ -103,28 +99,7 @@ fn build_binaries() -> PathBuf {
 pub fn bench_binaries() -> PathBuf {
     let exe = std::env::current_exe().expect("the benchmark's path");
     let dir = exe.parent().expect("TARGET/PROFILE").to_owned();
-    let profile = dir.file_name().and_then(|n| n.to_str()).expect("profile");
-    let profile = if profile == "debug" { "dev" } else { profile };
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "-p",
-            "localcloud",
-            "-p",
-            "nodeup",
-            "-p",
-            "ballast",
-            "--bins",
-            "--profile",
-            profile,
-        ])
-        .arg("--manifest-path")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
-        .arg("--target-dir")
-        .arg(dir.parent().expect("target"))
-        .status()
-        .expect("cargo build");
-    assert!(status.success(), "cargo build failed: {status}");
+    cargo_build_bins(&dir, &["localcloud", "nodeup", "ballast"]);
     std::env::set_var("BALLAST_BIN_DIR", &dir);
     dir.join("ballast")
 }
