@@ -351,9 +351,9 @@ pub fn snapshot_diff(
     diff
 }
 
-/// nodeup as built from this tree: the local cloud harness's build (`cargo build -p localcloud -p nodeup
-/// --bins` into this test binary's target dir and profile, a no-op when fresh; `BALLAST_BIN_DIR` overrides), so
-/// both tiers share one build with one feature set.
+/// nodeup as built from this tree: the local cloud harness's shared build (`BALLAST_BIN_DIR` from `tools/test`,
+/// else `cargo build --workspace --all-targets` into this test binary's target dir and profile, a no-op when
+/// fresh), so both tiers share one build with one feature set.
 pub fn nodeup_binary() -> &'static Path {
     &crate::localcloud::binaries().nodeup
 }

@@ -29,15 +29,21 @@ const READY_TIMEOUT: Duration = Duration::from_secs(120);
 pub struct Binaries {
     pub localcloud: PathBuf,
     pub nodeup: PathBuf,
+    pub ballast: PathBuf,
 }
 
-/// `localcloud` and `nodeup`, built once per test process.
+/// The cargo arguments of the one build every tier shares: `tools/test` runs exactly this before the tests, and
+/// the harness runs it when no prebuilt binaries are given. One package set and one target set mean one feature
+/// set: building `-p localcloud -p nodeup` here and `-p ballast` there unified features differently, so each set
+/// compiled the AWS SDK crates again (about 5 minutes each on 2 cores).
+pub const SHARED_BUILD_ARGS: [&str; 3] = ["build", "--workspace", "--all-targets"];
+
+/// `localcloud`, `nodeup` and `ballast`, found once per test process.
 ///
-/// Cargo builds only the tested package's own binaries for its integration tests, and these live in other
-/// packages; so the harness runs `cargo build -p localcloud -p nodeup` (a no-op when they are fresh, which keeps
-/// tests from running stale binaries) into the target directory the tests themselves were built in. Its output
-/// shows in the test output, e.g. "Blocking waiting for file lock" while another cargo builds.
-/// `BALLAST_BIN_DIR` overrides this with a directory holding both (e.g. prebuilt release binaries).
+/// `BALLAST_BIN_DIR` names a directory holding all three (`tools/test` builds the workspace once and sets it;
+/// prebuilt release binaries work too). Without it, the harness runs the shared build ([`SHARED_BUILD_ARGS`]) into
+/// the target directory and profile this test binary was built in: a no-op when fresh, which keeps tests from
+/// running stale binaries. Its output shows in the test output, e.g. "Blocking waiting for file lock".
 pub fn binaries() -> &'static Binaries {
     static BINS: OnceLock<Binaries> = OnceLock::new();
     BINS.get_or_init(|| {
@@ -48,41 +54,43 @@ pub fn binaries() -> &'static Binaries {
         let bins = Binaries {
             localcloud: dir.join("localcloud"),
             nodeup: dir.join("nodeup"),
+            ballast: dir.join("ballast"),
         };
-        for bin in [&bins.localcloud, &bins.nodeup] {
-            assert!(bin.is_file(), "{} does not exist", bin.display());
+        for bin in [&bins.localcloud, &bins.nodeup, &bins.ballast] {
+            assert!(
+                bin.is_file(),
+                "{} does not exist (BALLAST_BIN_DIR must hold localcloud, nodeup and ballast)",
+                bin.display()
+            );
         }
         bins
     })
 }
 
 fn build_binaries() -> PathBuf {
-    // The test executable is TARGET/PROFILE/deps/NAME-HASH.
+    // A test executable is TARGET/PROFILE/deps/NAME-HASH; a benchmark binary is TARGET/PROFILE/NAME.
     let exe = std::env::current_exe().expect("the test executable's path");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("the test executable lives in TARGET/PROFILE/deps")
-        .to_owned();
-    cargo_build_bins(&profile_dir, &["localcloud", "nodeup"]);
+    let parent = exe.parent().expect("the executable's directory");
+    let profile_dir = if parent.file_name().is_some_and(|name| name == "deps") {
+        parent.parent().expect("TARGET/PROFILE").to_owned()
+    } else {
+        parent.to_owned()
+    };
+    shared_build(&profile_dir);
     profile_dir
 }
 
-/// `cargo build --bins` of `packages` into `profile_dir` (`TARGET/PROFILE`), with that profile.
-fn cargo_build_bins(profile_dir: &Path, packages: &[&str]) {
+/// The shared build into `profile_dir` (`TARGET/PROFILE`), with that profile.
+fn shared_build(profile_dir: &Path) {
     let target_dir = profile_dir.parent().expect("TARGET/PROFILE has a parent");
     let profile = profile_dir
         .file_name()
         .and_then(|n| n.to_str())
         .expect("a UTF-8 profile directory name");
     let profile = if profile == "debug" { "dev" } else { profile };
-    let mut cmd = Command::new(env!("CARGO"));
-    cmd.arg("build");
-    for package in packages {
-        cmd.args(["-p", package]);
-    }
-    let status = cmd
-        .args(["--bins", "--profile", profile, "--manifest-path"])
+    let status = Command::new(env!("CARGO"))
+        .args(SHARED_BUILD_ARGS)
+        .args(["--profile", profile, "--manifest-path"])
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml"))
         .arg("--target-dir")
         .arg(target_dir)
@@ -90,18 +98,18 @@ fn cargo_build_bins(profile_dir: &Path, packages: &[&str]) {
         .expect("running cargo build");
     assert!(
         status.success(),
-        "cargo build of {packages:?} failed: {status}"
+        "cargo {} failed: {status}",
+        SHARED_BUILD_ARGS.join(" ")
     );
 }
 
-/// For benchmark binaries: builds `localcloud`, `nodeup` and `ballast` next to the running binary (same
-/// profile), points the harness at them through `BALLAST_BIN_DIR`, and returns the path of `ballast`.
+/// For benchmark binaries: the binaries of this profile (the shared build next to the running benchmark unless
+/// `BALLAST_BIN_DIR` is set), with `BALLAST_BIN_DIR` pointing at them; returns the path of `ballast`.
 pub fn bench_binaries() -> PathBuf {
-    let exe = std::env::current_exe().expect("the benchmark's path");
-    let dir = exe.parent().expect("TARGET/PROFILE").to_owned();
-    cargo_build_bins(&dir, &["localcloud", "nodeup", "ballast"]);
-    std::env::set_var("BALLAST_BIN_DIR", &dir);
-    dir.join("ballast")
+    let bins = binaries();
+    let dir = bins.ballast.parent().expect("the binaries' directory");
+    std::env::set_var("BALLAST_BIN_DIR", dir);
+    bins.ballast.clone()
 }
 
 /// Options of a test's local cloud.

@@ -3,9 +3,8 @@
 //! instance's nodeup configures it: its boot report in the state store says Configured, and its files are under
 //! its root. Needs the emulator's venv; fails (never skips) without it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use ballast_e2e::localcloud::{binaries, LocalCloud};
@@ -13,33 +12,9 @@ use ballast_state::layout::ClusterPaths;
 use ballast_state::report::{NodeReport, Phase, ServiceState};
 use ballast_state::spec::Role;
 
-/// The `ballast` binary, built next to the harness's binaries (a no-op when fresh).
+/// The `ballast` binary of the harness's shared build.
 fn ballast_binary() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let dir = binaries()
-            .nodeup
-            .parent()
-            .expect("the binaries' directory")
-            .to_owned();
-        if std::env::var_os("BALLAST_BIN_DIR").is_none() {
-            let target = dir.parent().expect("TARGET/PROFILE").to_owned();
-            let profile = dir.file_name().and_then(|n| n.to_str()).expect("profile");
-            let profile = if profile == "debug" { "dev" } else { profile };
-            let status = Command::new(env!("CARGO"))
-                .args(["build", "-p", "ballast", "--bins", "--profile", profile])
-                .arg("--manifest-path")
-                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml"))
-                .arg("--target-dir")
-                .arg(&target)
-                .status()
-                .expect("running cargo build -p ballast");
-            assert!(status.success(), "cargo build -p ballast failed: {status}");
-        }
-        let bin = dir.join("ballast");
-        assert!(bin.is_file(), "{} does not exist", bin.display());
-        bin
-    })
+    &binaries().ballast
 }
 
 /// `ballast ARGS` with the local cloud's operator environment.
