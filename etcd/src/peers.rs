@@ -5,6 +5,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
+use aws_sdk_ec2::error::{DisplayErrorContext, SdkError};
+use aws_sdk_ec2::operation::describe_instances::DescribeInstancesError;
+
 /// An instance's lifecycle state, as EC2 reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -59,8 +62,13 @@ pub struct PeerInstance {
 /// Failures finding the control plane.
 #[derive(Debug, thiserror::Error)]
 pub enum PeersError {
-    #[error("listing the control-plane instances of cluster {cluster:?}: {message}")]
-    Describe { cluster: String, message: String },
+    /// DescribeInstances failed; the message carries the SDK's whole context (its `Display` alone says little).
+    #[error("listing the control-plane instances of cluster {cluster:?}: {}", DisplayErrorContext(source.as_ref()))]
+    Describe {
+        cluster: String,
+        #[source]
+        source: Box<SdkError<DescribeInstancesError>>,
+    },
 }
 
 /// The boxed future of [`Peers::instances`].
@@ -128,9 +136,9 @@ impl Ec2Peers {
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| PeersError::Describe {
+            let page = page.map_err(|source| PeersError::Describe {
                 cluster: self.cluster.clone(),
-                message: aws_sdk_ec2::error::DisplayErrorContext(e).to_string(),
+                source: Box::new(source),
             })?;
             for reservation in page.reservations() {
                 for instance in reservation.instances() {

@@ -1,0 +1,83 @@
+//! The health report each supervisor publishes (to the state store, and a copy on the node) for `ballast etcd
+//! status` and for peers deciding a re-seed.
+
+use std::time::Instant;
+
+use super::Supervisor;
+use crate::decide::{ClusterView, LocalEtcd, MemberView, Observation, Step};
+use crate::record::{now_stamp, publish_health, HealthReport, RecordError};
+
+impl Supervisor {
+    /// Publishes when the step changed, on error, or at least every `publish_interval`.
+    pub(super) async fn maybe_publish(
+        &mut self,
+        o: &Observation,
+        step: &Step,
+        error: Option<String>,
+    ) -> Result<(), RecordError> {
+        let described = step.describe();
+        let error = error.or_else(|| self.last_error.clone());
+        let due = match &self.last_published {
+            None => true,
+            Some((at, last)) => {
+                *last != described
+                    || at.elapsed() >= self.config.publish_interval
+                    || error.is_some()
+            }
+        };
+        if !due {
+            return Ok(());
+        }
+        let (updated_at, updated_unix) = now_stamp();
+        let (status, running) = match o.local_etcd {
+            LocalEtcd::Running(s) => (Some(s), true),
+            LocalEtcd::Unresponsive => (None, true),
+            LocalEtcd::Stopped => (None, false),
+        };
+        let view = o.cluster.as_ref();
+        let healthy = view.is_some_and(ClusterView::is_healthy)
+            && status.is_some_and(|s| view.is_some_and(|v| v.cluster_id == s.cluster_id));
+        let label = |m: &MemberView| {
+            if m.name.is_empty() {
+                m.peer_url.clone()
+            } else {
+                m.name.clone()
+            }
+        };
+        let report = HealthReport {
+            instance_id: self.me.instance_id.clone(),
+            peer_url: self.me.peer_url(),
+            client_url: self.me.client_url(),
+            updated_at,
+            updated_unix,
+            local_epoch: o.local_data.present.then_some(o.local_data.epoch).flatten(),
+            running,
+            member_id: status.map(|s| format!("{:x}", s.member_id)),
+            is_learner: status.is_some_and(|s| s.is_learner),
+            is_leader: status.is_some_and(|s| s.leader == s.member_id && s.leader != 0),
+            raft_index: status.map_or(0, |s| s.raft_index),
+            cluster_healthy: healthy,
+            voting_members: view
+                .map(|v| v.voters().map(label).collect())
+                .unwrap_or_default(),
+            learners: view
+                .map(|v| {
+                    v.members
+                        .iter()
+                        .filter(|m| m.is_learner)
+                        .map(label)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            last_step: described.clone(),
+            last_error: error,
+        };
+        // The node's own copy first (operators on the instance, and a store that cannot be reached): best effort.
+        if let Err(e) = self.local.write_health(&report) {
+            tracing::warn!(error = %e, "writing the local etcd health report");
+        }
+        publish_health(&self.store, &self.paths, &report).await?;
+        self.last_published = Some((Instant::now(), described));
+        Ok(())
+    }
+}

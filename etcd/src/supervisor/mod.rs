@@ -1,0 +1,337 @@
+//! The reconcile loop: observe, decide one step, act, requeue. Errors are logged, published and retried with
+//! backoff; they never end the loop.
+//!
+//! `act` only dispatches: each step is a method of its own, grouped by what it touches:
+//! - `observe`: one round's [`Observation`](crate::decide::Observation);
+//! - `claims`: conditional writes of `etcd/cluster.json`;
+//! - `start`: (re)starting the local etcd (seed, restore, forced new cluster, restart, join) and wiping it;
+//! - `membership`: learners added and promoted, members removed, through the voters;
+//! - `backups`: scheduled and on-demand backups;
+//! - `health`: the published health report.
+
+mod backups;
+mod claims;
+mod health;
+mod membership;
+mod observe;
+mod start;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ballast_state::layout::ClusterPaths;
+use ballast_state::node::EtcdSettings;
+use ballast_state::store::StateStore;
+use etcd_client::Client;
+
+use crate::backup::{parse_duration, BackupError};
+use crate::client::{ClientError, ClientTls};
+use crate::decide::{decide, ClusterView, Me, Step};
+use crate::peers::{Peers, PeersError};
+use crate::process::{EtcdProcess, EtcdTls, LocalState, ProcessError, StartMode, StartSpec};
+use crate::record::{ClusterRecord, RecordError, VersionedRecord};
+
+/// How a supervisor is set up; nodeup fills it from the node spec and the instance's identity.
+#[derive(Debug, Clone)]
+pub struct SupervisorConfig {
+    pub cluster_name: String,
+    pub instance_id: String,
+    /// The instance's private IP: etcd listens on it only.
+    pub ip: String,
+    /// Local state: etcd's data dir, its epoch, its log (`/var/lib/etcd` on a node).
+    pub state_dir: PathBuf,
+    pub tls: EtcdTls,
+    pub etcd_binary: PathBuf,
+    pub etcdctl_binary: PathBuf,
+    /// Scheduled backups (taken by the leader); `None` disables them.
+    pub backup_interval: Option<Duration>,
+    pub backup_retention: Duration,
+    /// Requeue when steady.
+    pub steady_interval: Duration,
+    /// Health is published at least this often (and whenever the step changes).
+    pub publish_interval: Duration,
+    /// Timeout of one etcd request while observing.
+    pub request_timeout: Duration,
+}
+
+impl SupervisorConfig {
+    /// Defaults for a node: Debian's binaries, 2 s steady requeue, health every 10 s.
+    pub fn new(
+        cluster_name: &str,
+        instance_id: &str,
+        ip: &str,
+        state_dir: PathBuf,
+        tls: EtcdTls,
+    ) -> Self {
+        SupervisorConfig {
+            cluster_name: cluster_name.to_string(),
+            instance_id: instance_id.to_string(),
+            ip: ip.to_string(),
+            state_dir,
+            tls,
+            etcd_binary: PathBuf::from("/usr/bin/etcd"),
+            etcdctl_binary: PathBuf::from("/usr/bin/etcdctl"),
+            backup_interval: None,
+            backup_retention: Duration::from_secs(7 * 86400),
+            steady_interval: Duration::from_secs(2),
+            publish_interval: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(2),
+        }
+    }
+
+    /// Backup interval and retention from the node spec's etcd settings.
+    pub fn with_settings(mut self, settings: &EtcdSettings) -> Result<Self, BackupError> {
+        self.backup_interval = Some(parse_duration(&settings.backup_interval)?);
+        self.backup_retention = parse_duration(&settings.backup_retention)?;
+        Ok(self)
+    }
+}
+
+/// Failures of one round (the loop logs them and tries again).
+#[derive(Debug, thiserror::Error)]
+pub enum SupervisorError {
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    #[error(transparent)]
+    Peers(#[from] PeersError),
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error(transparent)]
+    Process(#[from] ProcessError),
+    #[error(transparent)]
+    Backup(#[from] BackupError),
+    #[error("writing the restore snapshot to {path}: {source}")]
+    SnapshotFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A step needs the record, and this round read none (it was deleted after `decide` saw it).
+    #[error("no etcd/cluster.json (needed to {step})")]
+    MissingRecord { step: &'static str },
+    /// Starting as a joined member needs the member list, and no member answered with one this round.
+    #[error("no member list to start etcd as member {member_id:x}")]
+    MissingMemberList { member_id: u64 },
+    /// The local etcd gave no snapshot in time before a forced new cluster.
+    #[error("no snapshot from the local etcd within {timeout:?}")]
+    ForceSnapshotTimeout { timeout: Duration },
+}
+
+/// The supervisor of one control-plane instance's etcd.
+pub struct Supervisor {
+    config: SupervisorConfig,
+    me: Me,
+    store: StateStore,
+    paths: ClusterPaths,
+    peers: Arc<dyn Peers>,
+    tls: ClientTls,
+    local: LocalState,
+    process: Option<EtcdProcess>,
+    clients: HashMap<String, Client>,
+    record: Option<VersionedRecord>,
+    view: Option<ClusterView>,
+    last_backup_unix: Option<i64>,
+    last_published: Option<(Instant, String)>,
+    last_error: Option<String>,
+    force_snapshot_failures: u32,
+}
+
+/// The requeue after etcd was (re)started, or a learner is not ready to promote: its next state comes quickly.
+const LOOK_AGAIN_SOON: Duration = Duration::from_millis(100);
+
+impl Supervisor {
+    pub fn new(
+        config: SupervisorConfig,
+        store: StateStore,
+        peers: Arc<dyn Peers>,
+    ) -> Result<Self, SupervisorError> {
+        let tls = ClientTls::load(&config.tls)?;
+        Ok(Supervisor {
+            me: Me {
+                instance_id: config.instance_id.clone(),
+                ip: config.ip.clone(),
+            },
+            paths: ClusterPaths::new(&config.cluster_name),
+            local: LocalState::new(config.state_dir.clone()),
+            config,
+            store,
+            peers,
+            tls,
+            process: None,
+            clients: HashMap::new(),
+            record: None,
+            view: None,
+            last_backup_unix: None,
+            last_published: None,
+            last_error: None,
+            force_snapshot_failures: 0,
+        })
+    }
+
+    /// The local etcd's PID, while it runs.
+    pub fn etcd_pid(&self) -> Option<u32> {
+        self.process.as_ref().and_then(EtcdProcess::pid)
+    }
+
+    /// Runs until `shutdown` completes, then kills etcd.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut failures = 0u32;
+        loop {
+            let delay = match self.reconcile().await {
+                Ok((step, delay)) => {
+                    failures = 0;
+                    self.last_error = None;
+                    tracing::debug!(step = %step.describe(), "etcd supervisor");
+                    delay
+                }
+                Err(e) => {
+                    failures = failures.saturating_add(1);
+                    tracing::warn!(error = %e, "etcd supervisor round failed; retrying");
+                    self.last_error = Some(e.to_string());
+                    self.clients.clear();
+                    Duration::from_millis(200 * u64::from(failures.min(25)))
+                }
+            };
+            tokio::select! {
+                _ = &mut shutdown => break,
+                _ = tokio::time::sleep(delay) => {}
+            }
+        }
+        self.stop_etcd().await;
+    }
+
+    /// One round: observe, decide, act. Returns the step and how long to wait before the next round.
+    pub async fn reconcile(&mut self) -> Result<(Step, Duration), SupervisorError> {
+        let observation = self.observe().await?;
+        let step = decide(&observation);
+        if !matches!(step, Step::Steady) {
+            tracing::info!(instance = %self.me.instance_id, step = %step.describe(), "etcd supervisor");
+        }
+        let result = self.act(&step).await;
+        let (delay, error) = match &result {
+            Ok(d) => (d.unwrap_or(step.requeue(self.config.steady_interval)), None),
+            Err(e) => (Duration::ZERO, Some(e.to_string())),
+        };
+        if let Err(e) = self.maybe_publish(&observation, &step, error).await {
+            tracing::warn!(error = %e, "publishing etcd health failed");
+        }
+        result?;
+        Ok((step, delay))
+    }
+
+    async fn client_for(&mut self, endpoint: &str) -> Result<Client, ClientError> {
+        if let Some(c) = self.clients.get(endpoint) {
+            return Ok(c.clone());
+        }
+        let c = self
+            .tls
+            .connect(&[endpoint.to_string()], self.config.request_timeout)
+            .await?;
+        self.clients.insert(endpoint.to_string(), c.clone());
+        Ok(c)
+    }
+
+    /// The record read this round; `step` says what needs it.
+    fn current_record(&self, step: &'static str) -> Result<&VersionedRecord, SupervisorError> {
+        self.record
+            .as_ref()
+            .ok_or(SupervisorError::MissingRecord { step })
+    }
+
+    fn start_spec(
+        &self,
+        record: &ClusterRecord,
+        initial_cluster: Vec<(String, String)>,
+        mode: StartMode,
+    ) -> StartSpec {
+        StartSpec {
+            name: self.me.instance_id.clone(),
+            ip: self.me.ip.clone(),
+            initial_cluster,
+            token: record.cluster_token(&self.config.cluster_name),
+            mode,
+        }
+    }
+
+    fn start(&mut self, spec: &StartSpec) -> Result<(), SupervisorError> {
+        let process = EtcdProcess::start(
+            &self.config.etcd_binary,
+            &self.local,
+            &self.config.tls,
+            spec,
+        )?;
+        self.process = Some(process);
+        self.clients.remove(&self.me.client_url());
+        Ok(())
+    }
+
+    async fn stop_etcd(&mut self) {
+        if let Some(p) = self.process.take() {
+            p.kill().await;
+        }
+        self.clients.remove(&self.me.client_url());
+    }
+
+    /// A client over the voters that answered (never learners).
+    async fn voters_client(&self, operation: &'static str) -> Result<Client, SupervisorError> {
+        let endpoints = self
+            .view
+            .as_ref()
+            .map(ClusterView::voter_endpoints)
+            .unwrap_or_default();
+        if endpoints.is_empty() {
+            return Err(ClientError::NoEndpoints { operation }.into());
+        }
+        Ok(self
+            .tls
+            .connect(&endpoints, self.config.request_timeout)
+            .await?)
+    }
+
+    /// Acts on one step. `Ok(Some(d))` overrides the requeue.
+    async fn act(&mut self, step: &Step) -> Result<Option<Duration>, SupervisorError> {
+        match step {
+            Step::Wait { .. } | Step::Steady => Ok(None),
+            Step::ClaimBootstrap => self.claim_bootstrap().await.map(|()| None),
+            Step::ClaimSeed => self.claim_seed().await.map(|()| None),
+            Step::ClaimReseed { .. } => self.claim_reseed().await.map(|()| None),
+            Step::ClaimForceNewCluster {
+                raft_index,
+                lost_members,
+            } => self
+                .claim_force_new_cluster(*raft_index, lost_members)
+                .await
+                .map(|()| None),
+            Step::Seed => self.seed().await.map(|()| Some(LOOK_AGAIN_SOON)),
+            Step::ForceNewCluster => self
+                .force_new_cluster()
+                .await
+                .map(|()| Some(LOOK_AGAIN_SOON)),
+            Step::Restart => self.restart().map(|()| Some(LOOK_AGAIN_SOON)),
+            Step::StartJoined { member_id } => self
+                .start_joined(*member_id)
+                .map(|()| Some(LOOK_AGAIN_SOON)),
+            Step::Wipe { reason } => self.wipe(reason).await.map(|()| None),
+            Step::AddLearner => self.add_learner().await.map(|()| None),
+            Step::Promote { member_id } => self.promote(*member_id).await,
+            Step::RemoveMember {
+                member_id,
+                label,
+                reason,
+            } => self
+                .remove_member(*member_id, label, reason)
+                .await
+                .map(|()| None),
+            Step::Backup => self.scheduled_backup().await.map(|()| None),
+        }
+    }
+
+    /// Kills etcd (SIGKILL) and waits for it: the supervisor's last act.
+    pub async fn shutdown(mut self) {
+        self.stop_etcd().await;
+    }
+}

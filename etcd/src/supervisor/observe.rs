@@ -1,0 +1,229 @@
+//! Observing: the record, the control-plane instances, the members that answer, the local etcd and data dir,
+//! and whether a backup is due. Everything `decide` needs, read in one round.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use etcd_client::Client;
+
+use super::{Supervisor, SupervisorError};
+use crate::backup;
+use crate::decide::{
+    client_url, ClusterView, LocalData, LocalEtcd, MemberStatus, MemberView, Observation,
+};
+use crate::process::EtcdProcess;
+use crate::record::{now_stamp, read_health, read_record};
+
+impl Supervisor {
+    pub(super) async fn observe(&mut self) -> Result<Observation, SupervisorError> {
+        let (record, instances) = tokio::join!(
+            read_record(&self.store, &self.paths),
+            self.peers.instances()
+        );
+        self.record = record?;
+        let instances = instances?;
+        let running = self.process.as_mut().is_some_and(EtcdProcess::is_running);
+        if !running {
+            if let Some(p) = self.process.take() {
+                tracing::warn!(pid = p.pid(), "etcd exited");
+                p.kill().await;
+            }
+        }
+
+        // Ask every alive control-plane instance (and ourselves while etcd runs) for its status, concurrently.
+        let mut ips: Vec<String> = instances
+            .iter()
+            .filter(|i| {
+                i.state.is_alive() && !i.private_ip.is_empty() && i.private_ip != self.me.ip
+            })
+            .map(|i| i.private_ip.clone())
+            .collect();
+        ips.sort();
+        ips.dedup();
+        if running {
+            ips.push(self.me.ip.clone());
+        }
+        let mut clients = Vec::new();
+        for ip in &ips {
+            let endpoint = client_url(ip);
+            clients.push((ip.clone(), self.client_for(&endpoint).await.ok()));
+        }
+        let timeout = self.config.request_timeout;
+        let answers = member_statuses(clients, timeout).await;
+        let mut statuses: Vec<(String, MemberStatus)> = Vec::new();
+        for (ip, status) in answers {
+            match status {
+                Some(s) => statuses.push((ip, s)),
+                None => {
+                    self.clients.remove(&client_url(&ip));
+                }
+            }
+        }
+        let local_etcd = if !running {
+            LocalEtcd::Stopped
+        } else {
+            statuses
+                .iter()
+                .find(|(ip, _)| *ip == self.me.ip)
+                .map_or(LocalEtcd::Unresponsive, |(_, s)| LocalEtcd::Running(*s))
+        };
+        let cluster = self.cluster_view(&statuses).await;
+        self.view = cluster.clone();
+
+        let has_member_data = self.local.has_member_data();
+        if let Some(record) = &self.record {
+            let seed_of_epoch = record.record.seed.as_deref() == Some(self.me.instance_id.as_str())
+                && self.local.epoch() == Some(record.record.epoch)
+                && (has_member_data || matches!(local_etcd, LocalEtcd::Running(_)));
+            if seed_of_epoch
+                && self
+                    .local
+                    .seeded_epoch()
+                    .is_none_or(|e| e < record.record.epoch)
+            {
+                self.local.set_seeded(record.record.epoch)?;
+            }
+        }
+        let local_data = LocalData {
+            present: has_member_data || (running && self.local.epoch().is_some()),
+            epoch: self.local.epoch(),
+            seeded_epoch: self.local.seeded_epoch(),
+        };
+        let (_, now_unix) = now_stamp();
+        let (reports, epoch_backup_revision) = if cluster.is_none() && !local_data.present {
+            let epoch = self.record.as_ref().map(|r| r.record.epoch);
+            let revision = backup::list_backups(&self.store, &self.paths)
+                .await?
+                .iter()
+                .filter(|b| Some(b.epoch) == epoch)
+                .map(|b| b.revision)
+                .max();
+            (read_health(&self.store, &self.paths).await?, revision)
+        } else {
+            (Vec::new(), None)
+        };
+        let leader =
+            matches!(local_etcd, LocalEtcd::Running(s) if s.leader == s.member_id && s.leader != 0);
+        let backup_due = self.backup_due(now_unix, leader).await;
+        Ok(Observation {
+            me: self.me.clone(),
+            record: self.record.as_ref().map(|r| r.record.clone()),
+            local_data,
+            local_etcd,
+            instances,
+            cluster,
+            reports,
+            epoch_backup_revision,
+            now_unix,
+            backup_due,
+        })
+    }
+
+    /// The member list of the cluster that answers best: one with a leader, the most members answering, ours
+    /// on a tie.
+    async fn cluster_view(&mut self, statuses: &[(String, MemberStatus)]) -> Option<ClusterView> {
+        let mut groups: HashMap<u64, Vec<&(String, MemberStatus)>> = HashMap::new();
+        for s in statuses {
+            groups.entry(s.1.cluster_id).or_default().push(s);
+        }
+        let cluster_id = groups
+            .iter()
+            .max_by_key(|(_, g)| {
+                (
+                    g.iter().any(|(_, s)| s.leader != 0),
+                    g.len(),
+                    g.iter().any(|(ip, _)| *ip == self.me.ip),
+                )
+            })
+            .map(|(id, _)| *id)?;
+        let mut group: Vec<(String, MemberStatus)> =
+            groups.remove(&cluster_id)?.into_iter().cloned().collect();
+        // Ask the leader first, then voters, then anyone (3.4 serves the member list locally).
+        group.sort_by_key(|(_, s)| (s.member_id != s.leader, s.is_learner));
+        for (ip, _) in &group {
+            let endpoint = client_url(ip);
+            let Ok(mut client) = self.client_for(&endpoint).await else {
+                continue;
+            };
+            let timeout = self.config.request_timeout;
+            let Ok(Ok(list)) = tokio::time::timeout(timeout, client.member_list()).await else {
+                self.clients.remove(&endpoint);
+                continue;
+            };
+            let members = list
+                .members()
+                .iter()
+                .map(|m| MemberView {
+                    id: m.id(),
+                    name: m.name().to_string(),
+                    peer_url: m.peer_urls().first().cloned().unwrap_or_default(),
+                    is_learner: m.is_learner(),
+                    status: group
+                        .iter()
+                        .find(|(_, s)| s.member_id == m.id())
+                        .map(|(_, s)| *s),
+                })
+                .collect();
+            return Some(ClusterView {
+                cluster_id,
+                members,
+            });
+        }
+        None
+    }
+
+    async fn backup_due(&mut self, now_unix: i64, leader: bool) -> bool {
+        if leader
+            && matches!(
+                self.store.get(&backup::request_key(&self.paths)).await,
+                Ok(Some(_))
+            )
+        {
+            return true;
+        }
+        let Some(interval) = self.config.backup_interval else {
+            return false;
+        };
+        if self.last_backup_unix.is_none() {
+            // Once per process: the newest backup in the store.
+            if let Ok(list) = backup::list_backups(&self.store, &self.paths).await {
+                self.last_backup_unix = Some(list.last().map_or(0, |b| b.created_unix));
+            }
+        }
+        self.last_backup_unix
+            .is_some_and(|last| now_unix - last >= interval.as_secs() as i64)
+    }
+}
+
+/// Status of every client concurrently, each bounded by `timeout`.
+async fn member_statuses(
+    clients: Vec<(String, Option<Client>)>,
+    timeout: Duration,
+) -> Vec<(String, Option<MemberStatus>)> {
+    let mut set = tokio::task::JoinSet::new();
+    for (ip, client) in clients {
+        set.spawn(async move {
+            let Some(mut client) = client else {
+                return (ip, None);
+            };
+            let status = match tokio::time::timeout(timeout, client.status()).await {
+                Ok(Ok(s)) => Some(MemberStatus {
+                    member_id: s.header().map_or(0, |h| h.member_id()),
+                    cluster_id: s.header().map_or(0, |h| h.cluster_id()),
+                    raft_index: s.raft_index(),
+                    is_learner: s.is_learner(),
+                    leader: s.leader(),
+                }),
+                _ => None,
+            };
+            (ip, status)
+        });
+    }
+    let mut out = Vec::new();
+    while let Some(r) = set.join_next().await {
+        if let Ok(r) = r {
+            out.push(r);
+        }
+    }
+    out
+}
