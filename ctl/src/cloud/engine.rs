@@ -1,55 +1,22 @@
-//! Runs an update: stage by stage, find the actual state, compare it with the model, and plan or apply.
+//! Runs an update: stage by stage, each kind finds its actual state, diffs it with the model (pure), records
+//! the typed changes in the plan, and with `--yes` applies them before the next kind (whose wanted state may
+//! need the ids they made). The same path plans against a recorded actual state, without AWS.
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::time::Duration;
 
-use aws_smithy_runtime_api::client::result::SdkError;
-use aws_smithy_types::error::metadata::ProvideErrorMetadata;
-use ballast_state::spec::{ClusterConfig, Role};
-use ballast_state::store::{StateStore, StoreError};
+use ballast_state::spec::ClusterConfig;
+use ballast_state::store::StateStore;
 
+use super::aws::{cluster_instances, tag_map, GROUP_TAG, NODE_SPEC_HASH_TAG};
+use super::kinds::{
+    auto_scaling_groups, iam, launch_templates, leftovers, load_balancer, network, node_specs,
+    routes, security_groups, subnets, ActualState, Known, Target,
+};
 use super::model::ClusterModel;
-use super::plan::Plan;
+use super::plan::{Plan, Stage};
 use super::Cloud;
 
-/// Failures of `update cluster`, each naming the resource and saying what to do.
-#[derive(Debug, thiserror::Error)]
-pub enum UpdateError {
-    /// An AWS call failed.
-    #[error("{resource}: {operation} failed: {message}{hint}")]
-    Aws {
-        resource: String,
-        operation: &'static str,
-        message: String,
-        hint: String,
-    },
-    /// The spec asks to change something AWS cannot change in place.
-    #[error(
-        "{resource}: {field} cannot be changed in place ({from} -> {to}): revert the spec, or delete the resource \
-         (and what depends on it) so it is created again"
-    )]
-    Immutable {
-        resource: String,
-        field: &'static str,
-        from: String,
-        to: String,
-    },
-    /// Something the spec names does not exist.
-    #[error("{resource}: {message}")]
-    Missing { resource: String, message: String },
-    /// More than one resource claims to be the same one.
-    #[error("{resource}: {count} resources are tagged as this one ({ids}): delete the extra ones")]
-    Duplicate {
-        resource: String,
-        count: usize,
-        ids: String,
-    },
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("{0}")]
-    Render(String),
-}
+pub use super::error::UpdateError;
 
 /// Options of one run.
 #[derive(Debug, Clone, Copy, Default)]
@@ -60,36 +27,35 @@ pub struct UpdateOptions {
     pub prune: bool,
 }
 
-/// Values that exist only once resources do: found, or made by this run.
-#[derive(Debug, Clone, Default)]
-pub struct Known {
-    pub vpc_id: Option<String>,
-    pub subnet_ids: BTreeMap<String, String>,
-    pub security_group_ids: BTreeMap<Role, String>,
-    pub profile_arns: BTreeMap<Role, String>,
-    pub load_balancer_dns: Option<String>,
-    pub target_group_arn: Option<String>,
-    pub node_spec_hashes: BTreeMap<String, String>,
-    pub launch_template_ids: BTreeMap<String, String>,
-}
-
-/// One run's context.
-pub struct Run<'a> {
-    pub cloud: &'a Cloud,
-    pub store: &'a StateStore,
-    pub model: &'a ClusterModel,
-    pub completed: &'a ClusterConfig,
-    pub options: UpdateOptions,
-    pub known: Known,
-    pub plan: Plan,
-}
-
 /// What an update did or would do.
 #[derive(Debug, Clone)]
 pub struct UpdateReport {
     pub plan: Plan,
     /// Per group: instances running with a node spec other than the group's current one.
     pub out_of_date: BTreeMap<String, Vec<String>>,
+}
+
+/// Where actual states come from.
+enum Source<'a> {
+    /// Found in AWS and the state store; changes can be applied.
+    Live {
+        cloud: &'a Cloud,
+        store: &'a StateStore,
+    },
+    /// Recorded: plans only.
+    Recorded(&'a ActualState),
+}
+
+/// One run's context.
+struct Run<'a> {
+    source: Source<'a>,
+    model: &'a ClusterModel,
+    completed: &'a ClusterConfig,
+    options: UpdateOptions,
+    known: Known,
+    /// What was found, kind by kind.
+    actual: ActualState,
+    plan: Plan,
 }
 
 /// Plans (and with `options.apply`, applies) the cluster's resources.
@@ -101,37 +67,12 @@ pub async fn update(
     options: UpdateOptions,
     progress: &dyn Fn(&str),
 ) -> Result<UpdateReport, UpdateError> {
-    let mut run = Run {
-        cloud,
-        store,
-        model,
-        completed,
-        options,
-        known: Known::default(),
-        plan: Plan::default(),
-    };
-    let stages: [(&str, u8); 7] = [
-        ("network", 0),
-        ("security groups and IAM", 2),
-        ("API load balancer", 3),
-        ("node specs", 4),
-        ("launch templates", 5),
-        ("auto scaling groups", 6),
-        ("leftovers", 7),
-    ];
-    for (name, stage) in stages {
+    let mut run = Run::new(Source::Live { cloud, store }, model, completed, options);
+    for stage in Stage::ALL {
         if options.apply {
-            progress(&format!("reconciling {name}"));
+            progress(&format!("reconciling {}", stage.describe()));
         }
-        match stage {
-            0 => run.network().await?,
-            2 => run.security_and_iam().await?,
-            3 => run.load_balancer().await?,
-            4 => run.node_specs().await?,
-            5 => run.launch_templates().await?,
-            6 => run.auto_scaling_groups().await?,
-            _ => run.leftovers().await?,
-        }
+        run.stage(stage).await?;
     }
     let out_of_date = run.out_of_date_instances().await?;
     Ok(UpdateReport {
@@ -140,151 +81,255 @@ pub async fn update(
     })
 }
 
-/// A message an operator can act on from any SDK error.
-pub fn describe<E, R>(err: &SdkError<E, R>) -> (String, String)
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
-{
-    match err {
-        SdkError::ServiceError(service) => {
-            let e = service.err();
-            let code = e.code().unwrap_or("UnknownError").to_string();
-            let message = format!("{code}: {}", e.message().unwrap_or(""));
-            let hint = match code.as_str() {
-                "AuthFailure" | "InvalidClientTokenId" | "SignatureDoesNotMatch" | "UnrecognizedClientException" => {
-                    ": check the AWS credentials in use (AWS_ACCESS_KEY_ID / AWS_PROFILE)"
-                }
-                "AccessDenied" | "UnauthorizedOperation" | "AccessDeniedException" => {
-                    ": the credentials in use are not allowed this call; use an identity with the needed permissions"
-                }
-                "InvalidSubnet.Range" | "InvalidSubnet.Conflict" => {
-                    ": check spec.subnets: each cidr must be inside spec.networkCIDR and must not overlap another"
-                }
-                _ => "",
-            };
-            (message, hint.to_string())
-        }
-        SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => {
-            let context = aws_smithy_types::error::display::DisplayErrorContext(err).to_string();
-            let hint = if context.to_lowercase().contains("credentials") {
-                ": no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
-            } else {
-                ": cannot reach the AWS endpoint: check the network, AWS_REGION and AWS_ENDPOINT_URL"
-            };
-            (context, hint.to_string())
-        }
-        other => (
-            aws_smithy_types::error::display::DisplayErrorContext(other).to_string(),
-            String::new(),
-        ),
+/// The plan against a recorded actual state: what `update cluster` would print were AWS and the state store
+/// in that state. Makes no call.
+pub async fn plan_recorded(
+    model: &ClusterModel,
+    completed: &ClusterConfig,
+    actual: &ActualState,
+) -> Result<Plan, UpdateError> {
+    let mut run = Run::new(
+        Source::Recorded(actual),
+        model,
+        completed,
+        UpdateOptions::default(),
+    );
+    for stage in Stage::ALL {
+        run.stage(stage).await?;
     }
+    Ok(run.plan)
 }
 
-/// An AWS error code, if the error has one.
-pub fn code_of<E, R>(err: &SdkError<E, R>) -> Option<String>
-where
-    E: ProvideErrorMetadata,
-{
-    match err {
-        SdkError::ServiceError(service) => service.err().code().map(str::to_string),
-        _ => None,
-    }
+/// A kind's actual state: found live by `$find` (which may use the AWS clients `$cloud` and the state store
+/// `$store`), or taken from the recording. Kept in `run.actual` either way.
+macro_rules! actual {
+    ($run:ident.$field:ident, |$cloud:ident, $store:ident| $find:expr) => {{
+        let found = match $run.source {
+            Source::Live {
+                cloud: $cloud,
+                store: $store,
+            } => {
+                let _ = (&$cloud, &$store);
+                $find.await?
+            }
+            Source::Recorded(recorded) => recorded.$field.clone(),
+        };
+        $run.actual.$field = found.clone();
+        found
+    }};
 }
 
-/// Codes meaning "not ready yet": IAM and EC2 are eventually consistent, deletes wait on dependents.
-const RETRYABLE: [&str; 10] = [
-    "DependencyViolation",
-    "ResourceInUse",
-    "ResourceInUseFault",
-    "ScalingActivityInProgress",
-    "ResourceContention",
-    "IncorrectInstanceState",
-    "InvalidGroup.NotFound",
-    "InvalidInstanceProfile",
-    "Throttling",
-    "RequestLimitExceeded",
-];
+impl<'a> Run<'a> {
+    fn new(
+        source: Source<'a>,
+        model: &'a ClusterModel,
+        completed: &'a ClusterConfig,
+        options: UpdateOptions,
+    ) -> Self {
+        Run {
+            source,
+            model,
+            completed,
+            options,
+            known: Known::default(),
+            actual: ActualState::default(),
+            plan: Plan::default(),
+        }
+    }
 
-/// Runs an AWS call, retrying "not ready yet" failures with backoff (about 30 s in all), and turns a final
-/// failure into an [`UpdateError`] naming `resource`.
-pub async fn call<T, E, R, F, Fut>(
-    resource: &str,
-    operation: &'static str,
-    mut f: F,
-) -> Result<T, UpdateError>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, SdkError<E, R>>>,
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
-{
-    let mut delay = Duration::from_millis(200);
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        match f().await {
-            Ok(v) => return Ok(v),
-            Err(e) => {
-                let retryable = is_not_ready(&e);
-                if retryable && attempt < 8 {
-                    tracing::info!(resource, operation, attempt, "not ready yet, retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(5));
-                    continue;
-                }
-                let (message, hint) = describe(&e);
-                return Err(UpdateError::Aws {
-                    resource: resource.to_string(),
-                    operation,
-                    message,
-                    hint,
-                });
+    /// What the kinds apply to; none for a recorded state.
+    fn target(&self) -> Result<Target<'a>, UpdateError> {
+        match self.source {
+            Source::Live { cloud, store } => Ok(Target {
+                cloud,
+                store,
+                model: self.model,
+            }),
+            Source::Recorded(_) => Err(UpdateError::RecordedState),
+        }
+    }
+
+    /// The one place stages map to kinds.
+    async fn stage(&mut self, stage: Stage) -> Result<(), UpdateError> {
+        match stage {
+            Stage::Vpc => self.vpc().await,
+            Stage::Network => self.network().await,
+            Stage::SecurityAndIam => self.security_and_iam().await,
+            Stage::LoadBalancer => self.load_balancer().await,
+            Stage::NodeSpecs => self.node_specs().await,
+            Stage::LaunchTemplates => self.launch_templates().await,
+            Stage::AutoScalingGroups => self.auto_scaling_groups().await,
+            Stage::Leftovers => self.leftovers().await,
+        }
+    }
+
+    async fn vpc(&mut self) -> Result<(), UpdateError> {
+        let model = self.model;
+        let actual = actual!(self.network, |cloud, store| network::find(cloud, model));
+        let changes = network::diff(model, &actual)?;
+        self.known.vpc_id = network::vpc_id(model, &actual);
+        self.plan.record(&changes);
+        if self.options.apply {
+            network::apply(&self.target()?, &changes, &mut self.known).await?;
+        }
+        Ok(())
+    }
+
+    async fn network(&mut self) -> Result<(), UpdateError> {
+        let model = self.model;
+        let actual = actual!(self.subnets, |cloud, store| subnets::find(cloud, model));
+        let changes = subnets::diff(model, &actual)?;
+        self.known.subnet_ids = subnets::subnet_ids(model, &actual);
+        self.plan.record(&changes);
+        if self.options.apply {
+            subnets::apply(&self.target()?, &changes, &mut self.known).await?;
+        }
+
+        let vpc_id = self.known.vpc_id.clone();
+        let actual = actual!(self.routes, |cloud, store| routes::find(
+            cloud,
+            model,
+            vpc_id.as_deref()
+        ));
+        routes::learn(model, &actual, &mut self.known);
+        let changes = routes::diff(model, &self.known, &actual);
+        self.plan.record(&changes);
+        if self.options.apply {
+            routes::apply(&self.target()?, &changes, &mut self.known).await?;
+        }
+        Ok(())
+    }
+
+    async fn security_and_iam(&mut self) -> Result<(), UpdateError> {
+        let model = self.model;
+        let vpc_id = self.known.vpc_id.clone();
+        let actual = actual!(self.security_groups, |cloud, store| {
+            security_groups::find(cloud, model, vpc_id.as_deref())
+        });
+        security_groups::learn(model, &actual, &mut self.known);
+        // Groups first: their rules refer to each other.
+        let groups = security_groups::diff_groups(model, &actual);
+        self.plan.record(&groups);
+        if self.options.apply {
+            security_groups::apply(&self.target()?, &groups, &mut self.known).await?;
+        }
+        let rules = security_groups::diff_rules(model, &self.known, &actual);
+        self.plan.record(&rules);
+        if self.options.apply {
+            security_groups::apply(&self.target()?, &rules, &mut self.known).await?;
+        }
+
+        let actual = actual!(self.iam, |cloud, store| iam::find(cloud, model));
+        iam::learn(model, &actual, &mut self.known);
+        let changes = iam::diff(model, &actual);
+        self.plan.record(&changes);
+        if self.options.apply {
+            iam::apply(&self.target()?, &changes, &mut self.known).await?;
+        }
+        Ok(())
+    }
+
+    async fn load_balancer(&mut self) -> Result<(), UpdateError> {
+        let model = self.model;
+        let actual = actual!(self.load_balancer, |cloud, store| load_balancer::find(
+            cloud, model
+        ));
+        let changes = load_balancer::diff(model, &actual)?;
+        load_balancer::learn(&actual, &mut self.known);
+        self.plan.record(&changes);
+        if self.options.apply {
+            load_balancer::apply(&self.target()?, &changes, &mut self.known).await?;
+        }
+        Ok(())
+    }
+
+    async fn node_specs(&mut self) -> Result<(), UpdateError> {
+        let model = self.model;
+        // Plan of a new cluster: the specs name the load balancer, which does not exist yet.
+        let Some(dns) = self.known.load_balancer_dns.clone() else {
+            self.plan
+                .record(&node_specs::diff(model, None, &Default::default()));
+            return Ok(());
+        };
+        let rendered = node_specs::render(self.completed, model, &dns)?;
+        let actual = actual!(self.node_specs, |cloud, store| {
+            node_specs::find(store, model)
+        });
+        let changes = node_specs::diff(model, Some(&rendered), &actual);
+        node_specs::learn(model, &rendered, &mut self.known);
+        self.plan.record(&changes);
+        if self.options.apply {
+            node_specs::apply(&self.target()?, &changes).await?;
+        }
+        Ok(())
+    }
+
+    async fn launch_templates(&mut self) -> Result<(), UpdateError> {
+        let model = self.model;
+        let actual = actual!(self.launch_templates, |cloud, store| {
+            launch_templates::find(cloud, model)
+        });
+        launch_templates::learn(model, &actual, &mut self.known);
+        let changes = launch_templates::diff(model, &self.known, &actual)?;
+        self.plan.record(&changes);
+        if self.options.apply {
+            launch_templates::apply(&self.target()?, &changes, &mut self.known).await?;
+        }
+        Ok(())
+    }
+
+    async fn auto_scaling_groups(&mut self) -> Result<(), UpdateError> {
+        let model = self.model;
+        let actual = actual!(self.auto_scaling_groups, |cloud, store| {
+            auto_scaling_groups::find(cloud, model)
+        });
+        let changes = auto_scaling_groups::diff(model, &self.known, &actual);
+        self.plan.record(&changes);
+        if self.options.apply {
+            auto_scaling_groups::apply(&self.target()?, &changes).await?;
+        }
+        Ok(())
+    }
+
+    /// Owned groups the spec no longer has: found among the launch templates already read.
+    async fn leftovers(&mut self) -> Result<(), UpdateError> {
+        let changes = leftovers::diff(self.model, &self.actual.launch_templates);
+        self.plan.record(&changes);
+        if self.options.apply && self.options.prune {
+            leftovers::apply(&self.target()?, &changes).await?;
+        }
+        Ok(())
+    }
+
+    /// Running instances of each group whose node-spec tag differs from the group's current node spec.
+    async fn out_of_date_instances(&self) -> Result<BTreeMap<String, Vec<String>>, UpdateError> {
+        let mut out_of_date: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let Source::Live { cloud, .. } = self.source else {
+            return Ok(out_of_date);
+        };
+        if self.known.node_spec_hashes.is_empty() || self.known.vpc_id.is_none() {
+            return Ok(out_of_date);
+        }
+        let instances =
+            cluster_instances(cloud, &self.model.cluster, &["pending", "running"]).await?;
+        for instance in instances {
+            let tags = tag_map(instance.tags());
+            let (Some(group), Some(hash)) = (tags.get(GROUP_TAG), tags.get(NODE_SPEC_HASH_TAG))
+            else {
+                continue;
+            };
+            if self
+                .known
+                .node_spec_hashes
+                .get(group)
+                .is_some_and(|want| want != hash)
+            {
+                out_of_date
+                    .entry(group.clone())
+                    .or_default()
+                    .push(instance.instance_id().unwrap_or_default().to_string());
             }
         }
-    }
-}
-
-/// True for failures that mean "not ready yet" rather than "wrong": a new instance profile that EC2 does not
-/// see yet is an invalid parameter only for a few seconds.
-fn is_not_ready<E, R>(err: &SdkError<E, R>) -> bool
-where
-    E: ProvideErrorMetadata,
-{
-    let SdkError::ServiceError(service) = err else {
-        return false;
-    };
-    let code = service.err().code().unwrap_or("");
-    let message = service.err().message().unwrap_or("").to_lowercase();
-    RETRYABLE.contains(&code)
-        || (code.starts_with("InvalidParameter")
-            && (message.contains("instance profile") || message.contains("iaminstanceprofile")))
-}
-
-/// Like [`call`], but a "not found" code is `Ok(None)`.
-pub async fn find<T, E, R, F, Fut>(
-    resource: &str,
-    operation: &'static str,
-    not_found: &[&str],
-    f: F,
-) -> Result<Option<T>, UpdateError>
-where
-    F: FnOnce() -> Fut,
-    Fut: Future<Output = Result<T, SdkError<E, R>>>,
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
-{
-    match f().await {
-        Ok(v) => Ok(Some(v)),
-        Err(e) if code_of(&e).is_some_and(|c| not_found.contains(&c.as_str())) => Ok(None),
-        Err(e) => {
-            let (message, hint) = describe(&e);
-            Err(UpdateError::Aws {
-                resource: resource.to_string(),
-                operation,
-                message,
-                hint,
-            })
-        }
+        Ok(out_of_date)
     }
 }

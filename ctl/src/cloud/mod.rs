@@ -1,18 +1,20 @@
 //! `update cluster`: from the completed spec to the cluster's AWS resources.
 //!
-//! The engine in the spirit of kops's tasks: each resource kind finds its actual state (by tags or by its
-//! deterministic name), compares it with the desired state (built purely in [`model`]), refuses changes to
-//! immutable fields, and either reports the change (a plan) or makes it (an apply). The same code path serves
-//! both, so what a plan shows is what an apply does. Resources are reconciled in stages (the levels of their
-//! dependency graph: network, security groups and IAM, load balancer, node specs, launch templates, Auto Scaling
-//! Groups), independent resources of a stage in parallel, and calls that fail because something is not ready
-//! yet are retried.
+//! The engine in the spirit of kops's tasks and Terraform's plans. [`model`] builds (purely) what the cluster
+//! wants; each kind of resource in [`kinds`] finds its actual state (by tags or by its deterministic name),
+//! diffs it with the wanted state (pure: typed changes, or a refusal of a change AWS cannot make in place), and
+//! applies those changes. [`engine`] runs the kinds in [`plan::Stage`] order (the levels of their dependency
+//! graph), records every change in the [`plan::Plan`], and applies only with `--yes`, so what a plan shows is
+//! what an apply does. [`aws`] holds the AWS reads and helpers the engine and the commands share; [`calls`]
+//! counts the calls.
 
+pub mod aws;
 pub mod calls;
 pub mod engine;
+pub mod error;
+pub mod kinds;
 pub mod model;
 pub mod plan;
-mod resources;
 
 use aws_config::SdkConfig;
 

@@ -8,18 +8,9 @@ use ballast_state::spec::{
 };
 use ballast_state::store::sha256_hex;
 
-/// Tag naming the cluster a resource belongs to.
-pub const CLUSTER_TAG: &str = "ballast.dev/cluster";
-pub const ROLE_TAG: &str = "ballast.dev/role";
-pub const GROUP_TAG: &str = "ballast.dev/instance-group";
-/// On instances (through the launch template's TagSpecifications): the hash of the node spec they booted with,
-/// so drift is visible per instance (the emulator misreports launch template versions; this tag does not lie).
-pub const NODE_SPEC_HASH_TAG: &str = "ballast.dev/node-spec-hash";
-
-/// `kubernetes.io/cluster/NAME`: `owned` on what the cluster owns, `shared` on what it only uses.
-pub fn ownership_tag(cluster: &str) -> String {
-    format!("kubernetes.io/cluster/{cluster}")
-}
+pub use super::aws::{
+    group_resource_name, ownership_tag, CLUSTER_TAG, GROUP_TAG, NODE_SPEC_HASH_TAG, ROLE_TAG,
+};
 
 /// Where the state store is, for IAM policies and boot configs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -422,7 +413,7 @@ fn group_model(
     let spec = &ig.spec;
     let volume = spec.root_volume.clone().unwrap_or_default();
     let metadata = spec.instance_metadata.clone().unwrap_or_default();
-    let resource_name = format!("{}.{cluster}", ig.metadata.name);
+    let resource_name = group_resource_name(&ig.metadata.name, cluster);
     let mut tags = cluster_tags.clone();
     tags.extend(spec.cloud_labels.clone());
     tags.insert(ROLE_TAG.to_string(), spec.role.tag_value().to_string());

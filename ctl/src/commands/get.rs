@@ -1,6 +1,6 @@
 //! `get clusters`, `get instancegroups` and `get instances`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use ballast_state::defaults::complete;
 use ballast_state::registry::RegistryError;
@@ -9,6 +9,8 @@ use ballast_state::spec::{Cluster, ClusterConfig, InstanceGroup, Role};
 use super::nodes::{read_report, NodeSpecs, SpecState};
 use super::Context;
 use crate::cli::{GetArgs, GetObjectArgs, GetWhat, OutputFormat};
+use crate::cloud::aws::{cluster_instances, tag_map, GROUP_TAG, NODE_SPEC_HASH_TAG, ROLE_TAG};
+use crate::cloud::{CallLog, Cloud};
 use crate::error::CommandError;
 use crate::output;
 
@@ -162,56 +164,22 @@ struct InstanceView {
 }
 
 async fn instances(context: &Context, args: GetObjectArgs) -> Result<String, CommandError> {
-    use crate::cloud::model::{CLUSTER_TAG, GROUP_TAG, NODE_SPEC_HASH_TAG, ROLE_TAG};
     let name = context.cluster_name(None)?;
     let registry = context.registry().await?;
     let completed = registry.load_completed(&name).await?;
     let region = completed.cluster.spec.region.clone().unwrap_or_default();
-    let cloud = crate::cloud::Cloud::connect(&region, crate::cloud::CallLog::new()).await;
-    let filter = |key: &str, values: &[&str]| {
-        let mut f = aws_sdk_ec2::types::Filter::builder().name(key);
-        for v in values {
-            f = f.values(*v);
-        }
-        f.build()
-    };
-    let resource = format!("instances of {name}");
-    let mut found = Vec::new();
-    let mut pages = cloud
-        .ec2
-        .describe_instances()
-        .filters(filter(&format!("tag:{CLUSTER_TAG}"), &[&name]))
-        .filters(filter(
-            "instance-state-name",
-            &["pending", "running", "stopping", "stopped"],
-        ))
-        .into_paginator()
-        .send();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| {
-            let (message, hint) = crate::cloud::engine::describe(&e);
-            crate::cloud::engine::UpdateError::Aws {
-                resource: resource.clone(),
-                operation: "DescribeInstances",
-                message,
-                hint,
-            }
-        })?;
-        found.extend(
-            page.reservations()
-                .iter()
-                .flat_map(|r| r.instances().to_vec()),
-        );
-    }
+    let cloud = Cloud::connect(&region, CallLog::new()).await;
+    let found = cluster_instances(
+        &cloud,
+        &name,
+        &["pending", "running", "stopping", "stopped"],
+    )
+    .await?;
     let paths = ballast_state::layout::ClusterPaths::new(&name);
     let mut node_specs = NodeSpecs::new(registry.store(), &paths);
     let mut views = Vec::new();
     for instance in found {
-        let tags: BTreeMap<String, String> = instance
-            .tags()
-            .iter()
-            .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
-            .collect();
+        let tags = tag_map(instance.tags());
         let id = instance.instance_id().unwrap_or_default().to_string();
         if args.object.as_deref().is_some_and(|o| o != id) {
             continue;

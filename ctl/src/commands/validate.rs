@@ -8,17 +8,18 @@ use std::time::Duration;
 
 use aws_sdk_autoscaling::types::{AutoScalingGroup, LifecycleState};
 use ballast_etcd::backup::{cluster_health, EtcdHealthSummary};
+use super::etcd::{expected_members, human_duration};
 use ballast_state::layout::ClusterPaths;
 use ballast_state::report::Phase;
 use ballast_state::spec::{ClusterConfig, Role};
 use ballast_state::store::StateStore;
 use serde::Serialize;
 
-use super::etcd::{expected_members, human_duration};
 use super::nodes::{read_report, NodeSpecs, ReportRead, SpecState};
 use super::{require_cluster, Context};
 use crate::cli::{OutputFormat, ValidateArgs, ValidateWhat};
-use crate::cloud::engine::{call, UpdateError};
+use crate::cloud::aws::auto_scaling_groups;
+use crate::cloud::error::UpdateError;
 use crate::cloud::{CallLog, Cloud};
 use crate::error::CommandError;
 use crate::output;
@@ -304,21 +305,7 @@ async fn describe_groups(
     cluster: &str,
     names: &[String],
 ) -> Result<Vec<AutoScalingGroup>, String> {
-    let mut found = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
-        let page = call(
-            &format!("auto scaling groups of {cluster}"),
-            "DescribeAutoScalingGroups",
-            || {
-                cloud
-                    .autoscaling
-                    .describe_auto_scaling_groups()
-                    .set_auto_scaling_group_names(Some(names.to_vec()))
-                    .set_next_token(token.clone())
-                    .send()
-            },
-        )
+    auto_scaling_groups(cloud, cluster, names)
         .await
         .map_err(|e| {
             tracing::info!(error = %e, "validate: describing the auto scaling groups failed");
@@ -329,6 +316,7 @@ async fn describe_groups(
                     operation,
                     message,
                     hint,
+                    ..
                 } => {
                     let first_line = message.lines().next().unwrap_or_default();
                     if hint.is_empty() {
@@ -339,13 +327,7 @@ async fn describe_groups(
                 }
                 other => other.to_string(),
             }
-        })?;
-        found.extend(page.auto_scaling_groups().iter().cloned());
-        token = page.next_token().map(str::to_string);
-        if token.is_none() {
-            return Ok(found);
-        }
-    }
+        })
 }
 
 /// Whether instance `id`'s nodeup report says it is configured with its group's current node spec (`want`),

@@ -1,0 +1,308 @@
+//! The AWS reads and helpers every part of the CLI shares: names and tags of Ballast's resources, tag maps and
+//! filters, calls with retries and operator-readable errors, and the reads more than one command makes (the
+//! cluster's instances, its Auto Scaling Groups, its launch templates). Commands call AWS only through here or
+//! through the engine.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+use aws_sdk_autoscaling::types::AutoScalingGroup;
+use aws_sdk_ec2::types::{self as ec2, Filter};
+use aws_smithy_runtime_api::client::result::SdkError;
+use aws_smithy_types::error::display::DisplayErrorContext;
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+
+use super::error::UpdateError;
+use super::Cloud;
+
+/// Tag naming the cluster a resource belongs to.
+pub const CLUSTER_TAG: &str = "ballast.dev/cluster";
+pub const ROLE_TAG: &str = "ballast.dev/role";
+pub const GROUP_TAG: &str = "ballast.dev/instance-group";
+/// On instances (through the launch template's TagSpecifications): the hash of the node spec they booted with,
+/// so drift is visible per instance (the emulator misreports launch template versions; this tag does not lie).
+pub const NODE_SPEC_HASH_TAG: &str = "ballast.dev/node-spec-hash";
+
+/// `kubernetes.io/cluster/NAME`: `owned` on what the cluster owns, `shared` on what it only uses.
+pub fn ownership_tag(cluster: &str) -> String {
+    format!("kubernetes.io/cluster/{cluster}")
+}
+
+/// `<group>.<cluster>`: the name of a group's launch template and Auto Scaling Group.
+pub fn group_resource_name(group: &str, cluster: &str) -> String {
+    format!("{group}.{cluster}")
+}
+
+/// Tags in the EC2 form.
+pub fn ec2_tags(tags: &BTreeMap<String, String>) -> Vec<ec2::Tag> {
+    tags.iter()
+        .map(|(k, v)| ec2::Tag::builder().key(k).value(v).build())
+        .collect()
+}
+
+/// EC2 tags as a map (a tag without a value maps to "").
+pub fn tag_map(tags: &[ec2::Tag]) -> BTreeMap<String, String> {
+    tags.iter()
+        .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
+        .collect()
+}
+
+/// Tags to set on a resource as it is created.
+pub fn tag_spec(
+    resource: ec2::ResourceType,
+    tags: &BTreeMap<String, String>,
+) -> ec2::TagSpecification {
+    ec2::TagSpecification::builder()
+        .resource_type(resource)
+        .set_tags(Some(ec2_tags(tags)))
+        .build()
+}
+
+/// A filter matching any of `values`.
+pub fn filter(name: &str, values: &[&str]) -> Filter {
+    let mut filter = Filter::builder().name(name);
+    for value in values {
+        filter = filter.values(*value);
+    }
+    filter.build()
+}
+
+/// Resources tagged as owned by `cluster`.
+pub fn owned_filter(cluster: &str) -> Filter {
+    filter(&format!("tag:{}", ownership_tag(cluster)), &["owned"])
+}
+
+/// A message an operator can act on from any SDK error: the error, and a hint saying what to do (may be empty).
+pub fn describe<E, R>(err: &SdkError<E, R>) -> (String, String)
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    match err {
+        SdkError::ServiceError(service) => {
+            let e = service.err();
+            let code = e.code().unwrap_or("UnknownError").to_string();
+            let message = format!("{code}: {}", e.message().unwrap_or(""));
+            let hint = match code.as_str() {
+                "AuthFailure" | "InvalidClientTokenId" | "SignatureDoesNotMatch" | "UnrecognizedClientException" => {
+                    ": check the AWS credentials in use (AWS_ACCESS_KEY_ID / AWS_PROFILE)"
+                }
+                "AccessDenied" | "UnauthorizedOperation" | "AccessDeniedException" => {
+                    ": the credentials in use are not allowed this call; use an identity with the needed permissions"
+                }
+                "InvalidSubnet.Range" | "InvalidSubnet.Conflict" => {
+                    ": check spec.subnets: each cidr must be inside spec.networkCIDR and must not overlap another"
+                }
+                _ => "",
+            };
+            (message, hint.to_string())
+        }
+        SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => {
+            let context = DisplayErrorContext(err).to_string();
+            let hint = if context.to_lowercase().contains("credentials") {
+                ": no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
+            } else {
+                ": cannot reach the AWS endpoint: check the network, AWS_REGION and AWS_ENDPOINT_URL"
+            };
+            (context, hint.to_string())
+        }
+        other => (DisplayErrorContext(other).to_string(), String::new()),
+    }
+}
+
+/// The failure of `operation` on `resource`, with the SDK error as its cause.
+pub fn failure<E, R>(resource: &str, operation: &'static str, err: SdkError<E, R>) -> UpdateError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    let (message, hint) = describe(&err);
+    UpdateError::Aws {
+        resource: resource.to_string(),
+        operation,
+        message,
+        hint,
+        source: Box::new(err),
+    }
+}
+
+/// An AWS error code, if the error has one.
+pub fn code_of<E, R>(err: &SdkError<E, R>) -> Option<String>
+where
+    E: ProvideErrorMetadata,
+{
+    match err {
+        SdkError::ServiceError(service) => service.err().code().map(str::to_string),
+        _ => None,
+    }
+}
+
+/// Codes meaning "not ready yet": IAM and EC2 are eventually consistent, deletes wait on dependents.
+const RETRYABLE: [&str; 10] = [
+    "DependencyViolation",
+    "ResourceInUse",
+    "ResourceInUseFault",
+    "ScalingActivityInProgress",
+    "ResourceContention",
+    "IncorrectInstanceState",
+    "InvalidGroup.NotFound",
+    "InvalidInstanceProfile",
+    "Throttling",
+    "RequestLimitExceeded",
+];
+
+/// Runs an AWS call, retrying "not ready yet" failures with backoff (about 30 s in all), and turns a final
+/// failure into an [`UpdateError`] naming `resource`.
+pub async fn call<T, E, R, F, Fut>(
+    resource: &str,
+    operation: &'static str,
+    mut f: F,
+) -> Result<T, UpdateError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, SdkError<E, R>>>,
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    let mut delay = Duration::from_millis(200);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match f().await {
+            Ok(v) => return Ok(v),
+            Err(e) => {
+                if is_not_ready(&e) && attempt < 8 {
+                    tracing::info!(resource, operation, attempt, "not ready yet, retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                    continue;
+                }
+                return Err(failure(resource, operation, e));
+            }
+        }
+    }
+}
+
+/// True for failures that mean "not ready yet" rather than "wrong": a new instance profile that EC2 does not
+/// see yet is an invalid parameter only for a few seconds.
+fn is_not_ready<E, R>(err: &SdkError<E, R>) -> bool
+where
+    E: ProvideErrorMetadata,
+{
+    let SdkError::ServiceError(service) = err else {
+        return false;
+    };
+    let code = service.err().code().unwrap_or("");
+    let message = service.err().message().unwrap_or("").to_lowercase();
+    RETRYABLE.contains(&code)
+        || (code.starts_with("InvalidParameter")
+            && (message.contains("instance profile") || message.contains("iaminstanceprofile")))
+}
+
+/// Like [`call`] without retries, but a "not found" code is `Ok(None)`.
+pub async fn find<T, E, R, F, Fut>(
+    resource: &str,
+    operation: &'static str,
+    not_found: &[&str],
+    f: F,
+) -> Result<Option<T>, UpdateError>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<T, SdkError<E, R>>>,
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    match f().await {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if code_of(&e).is_some_and(|c| not_found.contains(&c.as_str())) => Ok(None),
+        Err(e) => Err(failure(resource, operation, e)),
+    }
+}
+
+/// The cluster's instances (by its cluster tag) in any of `states`, every page of them.
+pub async fn cluster_instances(
+    cloud: &Cloud,
+    cluster: &str,
+    states: &[&str],
+) -> Result<Vec<ec2::Instance>, UpdateError> {
+    let mut found = Vec::new();
+    let mut pages = cloud
+        .ec2
+        .describe_instances()
+        .filters(filter(&format!("tag:{CLUSTER_TAG}"), &[cluster]))
+        .filters(filter("instance-state-name", states))
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page =
+            page.map_err(|e| failure(&format!("instances of {cluster}"), "DescribeInstances", e))?;
+        found.extend(
+            page.reservations()
+                .iter()
+                .flat_map(|r| r.instances().iter().cloned()),
+        );
+    }
+    Ok(found)
+}
+
+/// The Auto Scaling Groups of these names that exist, every page of them.
+pub async fn auto_scaling_groups(
+    cloud: &Cloud,
+    cluster: &str,
+    names: &[String],
+) -> Result<Vec<AutoScalingGroup>, UpdateError> {
+    let mut found = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = call(
+            &format!("auto scaling groups of {cluster}"),
+            "DescribeAutoScalingGroups",
+            || {
+                cloud
+                    .autoscaling
+                    .describe_auto_scaling_groups()
+                    .set_auto_scaling_group_names(Some(names.to_vec()))
+                    .set_next_token(token.clone())
+                    .send()
+            },
+        )
+        .await?;
+        found.extend(page.auto_scaling_groups().iter().cloned());
+        token = page.next_token().map(str::to_string);
+        if token.is_none() {
+            return Ok(found);
+        }
+    }
+}
+
+/// The cluster's launch templates (tagged as owned), every page of them.
+pub async fn owned_launch_templates(
+    cloud: &Cloud,
+    cluster: &str,
+) -> Result<Vec<ec2::LaunchTemplate>, UpdateError> {
+    let mut templates = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = call(
+            &format!("launch templates of {cluster}"),
+            "DescribeLaunchTemplates",
+            || {
+                // The largest page AWS allows; the emulator also never returns a NextToken past it.
+                cloud
+                    .ec2
+                    .describe_launch_templates()
+                    .filters(owned_filter(cluster))
+                    .max_results(200)
+                    .set_next_token(token.clone())
+                    .send()
+            },
+        )
+        .await?;
+        templates.extend(page.launch_templates().iter().cloned());
+        token = page.next_token().map(str::to_string);
+        if token.is_none() {
+            return Ok(templates);
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! Failures of `update cluster`, each naming the resource and saying what to do.
+
+use ballast_state::node::NodeSpecError;
+use ballast_state::store::StoreError;
+
+/// An AWS SDK error, kept as the cause of the failure it led to.
+pub type SdkFailure = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Failures of `update cluster`, each naming the resource and saying what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum UpdateError {
+    /// An AWS call failed. `message` and `hint` are what an operator reads; `source` is the SDK's error.
+    #[error("{resource}: {operation} failed: {message}{hint}")]
+    Aws {
+        resource: String,
+        operation: &'static str,
+        message: String,
+        hint: String,
+        #[source]
+        source: SdkFailure,
+    },
+    /// The spec asks to change something AWS cannot change in place.
+    #[error(
+        "{resource}: {field} cannot be changed in place ({from} -> {to}): revert the spec, or delete the resource \
+         (and what depends on it) so it is created again"
+    )]
+    Immutable {
+        resource: String,
+        field: &'static str,
+        from: String,
+        to: String,
+    },
+    /// Something the spec names does not exist.
+    #[error("{resource}: {message}")]
+    Missing { resource: String, message: String },
+    /// More than one resource claims to be the same one.
+    #[error("{resource}: {count} resources are tagged as this one ({ids}): delete the extra ones")]
+    Duplicate {
+        resource: String,
+        count: usize,
+        ids: String,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A group's node spec could not be rendered from the completed spec.
+    #[error("{source}")]
+    NodeSpec {
+        group: String,
+        #[source]
+        source: NodeSpecError,
+    },
+    /// A plan made from a recorded state cannot be applied: there is nothing to apply it to.
+    #[error("a plan made from a recorded actual state cannot be applied")]
+    RecordedState,
+}

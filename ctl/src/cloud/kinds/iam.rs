@@ -1,0 +1,334 @@
+//! IAM, per role: the role (trusting EC2), its inline policy `ballast`, and its instance profile. Found by their
+//! deterministic names.
+
+use std::collections::BTreeMap;
+
+use ballast_state::store::sha256_hex;
+use serde::{Deserialize, Serialize};
+
+use super::{Known, Target};
+use crate::cloud::aws::{call, find as find_optional};
+use crate::cloud::error::UpdateError;
+use crate::cloud::model::{ClusterModel, IamRoleModel};
+use crate::cloud::plan::{Action, Change as PlanChange, Kind, Planned, Stage};
+use crate::cloud::Cloud;
+
+/// The name of every role's inline policy.
+const POLICY_NAME: &str = "ballast";
+
+/// An instance profile as found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Profile {
+    pub arn: String,
+    /// Names of the roles in it.
+    #[serde(default)]
+    pub roles: Vec<String>,
+}
+
+/// One role's IAM resources as found. Policy documents are kept decoded (IAM returns them URL-encoded).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RoleActual {
+    #[serde(default)]
+    pub exists: bool,
+    #[serde(default)]
+    pub trust_policy: Option<String>,
+    /// The inline policy `ballast`, if the role has it.
+    #[serde(default)]
+    pub policy: Option<String>,
+    #[serde(default)]
+    pub profile: Option<Profile>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Actual {
+    /// By role name; a role left out has nothing.
+    #[serde(default)]
+    pub roles: BTreeMap<String, RoleActual>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    CreateRole(IamRoleModel),
+    UpdateTrust(IamRoleModel),
+    PutPolicy {
+        role: IamRoleModel,
+        exists: bool,
+    },
+    /// Creates the profile when `create`, and puts the role in it.
+    Profile {
+        role: IamRoleModel,
+        create: bool,
+    },
+}
+
+impl Planned for Change {
+    fn planned(&self) -> Vec<PlanChange> {
+        let stage = Stage::SecurityAndIam;
+        let change = match self {
+            Change::CreateRole(role) => {
+                PlanChange::new(stage, Kind::IamRole, &role.name, Action::Create).field(
+                    "trust",
+                    None,
+                    "ec2.amazonaws.com",
+                )
+            }
+            Change::UpdateTrust(role) => {
+                PlanChange::new(stage, Kind::IamRole, &role.name, Action::Update).field(
+                    "trust",
+                    None,
+                    "ec2.amazonaws.com",
+                )
+            }
+            Change::PutPolicy { role, exists } => PlanChange::new(
+                stage,
+                Kind::IamRolePolicy,
+                &role.name,
+                if *exists {
+                    Action::Update
+                } else {
+                    Action::Create
+                },
+            )
+            .field(
+                "policy",
+                None,
+                format!("sha256 {}", &sha256_hex(role.policy.as_bytes())[..12]),
+            ),
+            Change::Profile { role, create } => PlanChange::new(
+                stage,
+                Kind::InstanceProfile,
+                &role.name,
+                if *create {
+                    Action::Create
+                } else {
+                    Action::Update
+                },
+            )
+            .field("role", None, &role.name),
+        };
+        vec![change]
+    }
+}
+
+pub async fn find(cloud: &Cloud, model: &ClusterModel) -> Result<Actual, UpdateError> {
+    let iam = &cloud.iam;
+    let mut actual = Actual::default();
+    for role in &model.roles {
+        let resource = format!("IamRole {}", role.name);
+        let found = find_optional(&resource, "GetRole", &["NoSuchEntity"], || {
+            iam.get_role().role_name(&role.name).send()
+        })
+        .await?
+        .and_then(|o| o.role().cloned());
+        let policy = find_optional(&resource, "GetRolePolicy", &["NoSuchEntity"], || {
+            iam.get_role_policy()
+                .role_name(&role.name)
+                .policy_name(POLICY_NAME)
+                .send()
+        })
+        .await?;
+        let profile = find_optional(
+            &format!("InstanceProfile {}", role.name),
+            "GetInstanceProfile",
+            &["NoSuchEntity"],
+            || {
+                iam.get_instance_profile()
+                    .instance_profile_name(&role.name)
+                    .send()
+            },
+        )
+        .await?
+        .and_then(|o| o.instance_profile().cloned());
+        actual.roles.insert(
+            role.name.clone(),
+            RoleActual {
+                exists: found.is_some(),
+                trust_policy: found
+                    .as_ref()
+                    .and_then(|r| r.assume_role_policy_document())
+                    .map(percent_decode),
+                policy: policy.map(|p| percent_decode(p.policy_document())),
+                profile: profile.map(|p| Profile {
+                    arn: p.arn().to_string(),
+                    roles: p
+                        .roles()
+                        .iter()
+                        .map(|r| r.role_name().to_string())
+                        .collect(),
+                }),
+            },
+        );
+    }
+    Ok(actual)
+}
+
+/// The instance profiles' ARNs, by role.
+pub fn learn(model: &ClusterModel, actual: &Actual, known: &mut Known) {
+    for role in &model.roles {
+        let profile = actual
+            .roles
+            .get(&role.name)
+            .and_then(|r| r.profile.as_ref());
+        if let Some(profile) = profile {
+            known.profile_arns.insert(role.role, profile.arn.clone());
+        }
+    }
+}
+
+pub fn diff(model: &ClusterModel, actual: &Actual) -> Vec<Change> {
+    let mut changes = Vec::new();
+    let nothing = RoleActual::default();
+    for role in &model.roles {
+        let found = actual.roles.get(&role.name).unwrap_or(&nothing);
+        if !found.exists {
+            changes.push(Change::CreateRole(role.clone()));
+        } else if found.trust_policy.as_deref().map(parse_policy)
+            != Some(parse_policy(&role.assume_role_policy))
+        {
+            changes.push(Change::UpdateTrust(role.clone()));
+        }
+        let policy = found.policy.as_deref().map(parse_policy);
+        if policy.as_ref() != Some(&parse_policy(&role.policy)) {
+            changes.push(Change::PutPolicy {
+                role: role.clone(),
+                exists: policy.is_some(),
+            });
+        }
+        let has_role = found
+            .profile
+            .as_ref()
+            .is_some_and(|p| p.roles.contains(&role.name));
+        if !has_role {
+            changes.push(Change::Profile {
+                role: role.clone(),
+                create: found.profile.is_none(),
+            });
+        }
+    }
+    changes
+}
+
+pub async fn apply(
+    target: &Target<'_>,
+    changes: &[Change],
+    known: &mut Known,
+) -> Result<(), UpdateError> {
+    let iam = &target.cloud.iam;
+    for change in changes {
+        match change {
+            Change::CreateRole(role) => {
+                let tags: Vec<aws_sdk_iam::types::Tag> = target
+                    .model
+                    .tags
+                    .iter()
+                    .filter_map(|(k, v)| {
+                        aws_sdk_iam::types::Tag::builder()
+                            .key(k)
+                            .value(v)
+                            .build()
+                            .ok()
+                    })
+                    .collect();
+                call(&format!("IamRole {}", role.name), "CreateRole", || {
+                    iam.create_role()
+                        .role_name(&role.name)
+                        .assume_role_policy_document(&role.assume_role_policy)
+                        .set_permissions_boundary(role.permissions_boundary.clone())
+                        .set_tags(Some(tags.clone()))
+                        .send()
+                })
+                .await?;
+            }
+            Change::UpdateTrust(role) => {
+                call(
+                    &format!("IamRole {}", role.name),
+                    "UpdateAssumeRolePolicy",
+                    || {
+                        iam.update_assume_role_policy()
+                            .role_name(&role.name)
+                            .policy_document(&role.assume_role_policy)
+                            .send()
+                    },
+                )
+                .await?;
+            }
+            Change::PutPolicy { role, .. } => {
+                call(&format!("IamRole {}", role.name), "PutRolePolicy", || {
+                    iam.put_role_policy()
+                        .role_name(&role.name)
+                        .policy_name(POLICY_NAME)
+                        .policy_document(&role.policy)
+                        .send()
+                })
+                .await?;
+            }
+            Change::Profile { role, create } => {
+                let resource = format!("InstanceProfile {}", role.name);
+                if *create {
+                    let created = call(&resource, "CreateInstanceProfile", || {
+                        iam.create_instance_profile()
+                            .instance_profile_name(&role.name)
+                            .send()
+                    })
+                    .await?;
+                    if let Some(profile) = created.instance_profile() {
+                        known
+                            .profile_arns
+                            .insert(role.role, profile.arn().to_string());
+                    }
+                }
+                call(&resource, "AddRoleToInstanceProfile", || {
+                    iam.add_role_to_instance_profile()
+                        .instance_profile_name(&role.name)
+                        .role_name(&role.name)
+                        .send()
+                })
+                .await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Policy documents compare as JSON values, whatever their formatting.
+fn parse_policy(document: &str) -> serde_json::Value {
+    serde_json::from_str(document).unwrap_or(serde_json::Value::String(document.to_string()))
+}
+
+/// IAM returns policy documents URL-encoded.
+fn percent_decode(text: &str) -> String {
+    if !text.contains('%') {
+        return text.to_string();
+    }
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(byte) = u8::from_str_radix(&text[i + 1..i + 3], 16) {
+                out.push(byte);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_compare_whatever_their_encoding() {
+        let plain = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:GetObject","Resource":"*"}]}"#;
+        let encoded = "%7B%22Version%22%3A%222012-10-17%22%2C%20%22Statement%22%3A%5B%7B%22Effect%22%3A%22Allow%22%2C%22Action%22%3A%22s3%3AGetObject%22%2C%22Resource%22%3A%22%2A%22%7D%5D%7D";
+        assert_eq!(parse_policy(&percent_decode(encoded)), parse_policy(plain));
+        assert_eq!(parse_policy(&percent_decode(plain)), parse_policy(plain));
+    }
+}

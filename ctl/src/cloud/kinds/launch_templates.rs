@@ -1,0 +1,549 @@
+//! Launch templates, one per group: AMI, instance type, security group, instance profile, IMDSv2 with the
+//! group's hop limit, an encrypted root volume, the boot config as user-data, and TagSpecifications carrying
+//! the node spec's hash. Compared with the default version's own data (not a tag of ours), so a change made by
+//! hand shows too. A change is a new version made the default. Groups are found and applied in parallel.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use aws_sdk_ec2::types as ec2;
+use ballast_state::node::BootConfig;
+use base64::Engine as _;
+use futures_util::future::join_all;
+use serde::{Deserialize, Serialize};
+
+use super::{Known, Target};
+use crate::cloud::aws::{
+    call, ec2_tags, filter, owned_launch_templates, tag_map, tag_spec, GROUP_TAG,
+    NODE_SPEC_HASH_TAG,
+};
+use crate::cloud::error::UpdateError;
+use crate::cloud::model::{ClusterModel, GroupModel};
+use crate::cloud::plan::{
+    or_known_after_apply, Action, Change as PlanChange, Kind, Planned, Stage, KNOWN_AFTER_APPLY,
+};
+use crate::cloud::Cloud;
+
+/// A launch template of the cluster as found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Template {
+    pub id: String,
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+    /// Its default version's fields, as a plan names them (`imageId`, `instanceType`, ...); read only for the
+    /// templates of groups the spec has.
+    #[serde(default)]
+    pub default_version: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Actual {
+    /// The cluster's launch templates (tagged as owned), by name.
+    #[serde(default)]
+    pub templates: BTreeMap<String, Template>,
+    /// AMI names the groups use, resolved to the newest image of that name (a name left out has none).
+    #[serde(default)]
+    pub images: BTreeMap<String, String>,
+}
+
+/// Everything an instance launches with: what a launch template version holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchSpec {
+    image_id: String,
+    instance_type: String,
+    security_group: Option<String>,
+    instance_profile: Option<String>,
+    http_tokens: String,
+    hop_limit: i32,
+    volume_size: i32,
+    volume_type: String,
+    encrypted: bool,
+    kms_key: Option<String>,
+    user_data: Option<String>,
+    node_spec_hash: Option<String>,
+    instance_tags: BTreeMap<String, String>,
+}
+
+/// One group's launch template to create (no `id`) or to give a new default version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub group: String,
+    pub name: String,
+    pub id: Option<String>,
+    pub spec: LaunchSpec,
+    /// Fields that differ: (field, value found, value wanted).
+    pub fields: Vec<(&'static str, Option<String>, String)>,
+}
+
+impl Planned for Change {
+    fn planned(&self) -> Vec<PlanChange> {
+        let action = if self.id.is_some() {
+            Action::Update
+        } else {
+            Action::Create
+        };
+        let mut change = PlanChange::new(
+            Stage::LaunchTemplates,
+            Kind::LaunchTemplate,
+            &self.name,
+            action,
+        );
+        for (field, from, to) in &self.fields {
+            change = change.field(field, from.clone(), to);
+        }
+        vec![change]
+    }
+}
+
+pub async fn find(cloud: &Cloud, model: &ClusterModel) -> Result<Actual, UpdateError> {
+    let templates = owned_launch_templates(cloud, &model.cluster).await?;
+    let wanted: BTreeSet<&str> = model
+        .groups
+        .iter()
+        .map(|g| g.resource_name.as_str())
+        .collect();
+    let found: Vec<(String, String, BTreeMap<String, String>)> = templates
+        .iter()
+        .map(|t| {
+            (
+                t.launch_template_name().unwrap_or_default().to_string(),
+                t.launch_template_id().unwrap_or_default().to_string(),
+                tag_map(t.tags()),
+            )
+        })
+        .collect();
+    let wanted = &wanted;
+    let versions = join_all(found.iter().map(|(name, id, _)| async move {
+        if wanted.contains(name.as_str()) {
+            default_version(cloud, &format!("LaunchTemplate {name}"), id).await
+        } else {
+            Ok(BTreeMap::new())
+        }
+    }))
+    .await;
+    let mut actual = Actual::default();
+    for ((name, id, tags), version) in found.into_iter().zip(versions) {
+        actual.templates.insert(
+            name,
+            Template {
+                id,
+                tags,
+                default_version: version?,
+            },
+        );
+    }
+    actual.images = resolve_images(cloud, model).await?;
+    Ok(actual)
+}
+
+/// AMI names resolve to the newest image of that name the account can use.
+async fn resolve_images(
+    cloud: &Cloud,
+    model: &ClusterModel,
+) -> Result<BTreeMap<String, String>, UpdateError> {
+    let mut images = BTreeMap::new();
+    let names: BTreeSet<&String> = model
+        .groups
+        .iter()
+        .map(|g| &g.image)
+        .filter(|i| !i.starts_with("ami-"))
+        .collect();
+    for name in names {
+        let out = call(&format!("image {name:?}"), "DescribeImages", || {
+            cloud
+                .ec2
+                .describe_images()
+                .filters(filter("name", &[name]))
+                .send()
+        })
+        .await?;
+        let newest = out
+            .images()
+            .iter()
+            .max_by(|a, b| a.creation_date().cmp(&b.creation_date()))
+            .and_then(|i| i.image_id());
+        if let Some(id) = newest {
+            images.insert(name.clone(), id.to_string());
+        }
+    }
+    Ok(images)
+}
+
+/// The fields of a launch template's default version, as [`LaunchSpec::fields`] names them.
+async fn default_version(
+    cloud: &Cloud,
+    resource: &str,
+    id: &str,
+) -> Result<BTreeMap<String, String>, UpdateError> {
+    let out = call(resource, "DescribeLaunchTemplateVersions", || {
+        cloud
+            .ec2
+            .describe_launch_template_versions()
+            .launch_template_id(id)
+            .versions("$Default")
+            .send()
+    })
+    .await?;
+    Ok(out
+        .launch_template_versions()
+        .first()
+        .and_then(|v| v.launch_template_data())
+        .map(version_fields)
+        .unwrap_or_default())
+}
+
+fn version_fields(data: &ec2::ResponseLaunchTemplateData) -> BTreeMap<String, String> {
+    let mut fields = BTreeMap::new();
+    let mut set = |field: &str, value: String| fields.insert(field.to_string(), value);
+    set("imageId", data.image_id().unwrap_or_default().to_string());
+    set(
+        "instanceType",
+        data.instance_type()
+            .map(|t| t.as_str().to_string())
+            .unwrap_or_default(),
+    );
+    if let Some(group) = data.security_group_ids().first() {
+        set("securityGroup", group.clone());
+    }
+    if let Some(profile) = data.iam_instance_profile() {
+        let profile = profile.arn().or(profile.name()).unwrap_or_default();
+        set("instanceProfile", profile.to_string());
+    }
+    if let Some(metadata) = data.metadata_options() {
+        set(
+            "metadata",
+            format!(
+                "httpTokens={} hopLimit={}",
+                metadata.http_tokens().map(|t| t.as_str()).unwrap_or(""),
+                metadata.http_put_response_hop_limit().unwrap_or(0)
+            ),
+        );
+    }
+    if let Some(ebs) = data.block_device_mappings().first().and_then(|b| b.ebs()) {
+        set(
+            "rootVolume",
+            format!(
+                "{} GiB {}{}",
+                ebs.volume_size().unwrap_or(0),
+                ebs.volume_type().map(|t| t.as_str()).unwrap_or(""),
+                if ebs.encrypted() == Some(true) {
+                    " encrypted"
+                } else {
+                    ""
+                }
+            ),
+        );
+    }
+    if let Some(spec) = data
+        .tag_specifications()
+        .iter()
+        .find(|t| t.resource_type() == Some(&ec2::ResourceType::Instance))
+    {
+        let tags: Vec<String> = tag_map(spec.tags())
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        set("instanceTags", tags.join(" "));
+    }
+    if let Some(user_data) = data.user_data() {
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(user_data)
+            .unwrap_or_default();
+        if let Ok(boot) = BootConfig::from_user_data(&String::from_utf8_lossy(&decoded)) {
+            let hash = &boot.node_spec_sha256;
+            set("nodeSpecSha256", hash[..12.min(hash.len())].to_string());
+        }
+    }
+    fields
+}
+
+/// Fails when a group's AMI name matches no image.
+fn check_images(
+    model: &ClusterModel,
+    images: &BTreeMap<String, String>,
+) -> Result<(), UpdateError> {
+    let names: BTreeSet<&String> = model
+        .groups
+        .iter()
+        .map(|g| &g.image)
+        .filter(|i| !i.starts_with("ami-"))
+        .collect();
+    let Some(name) = names.into_iter().find(|n| !images.contains_key(*n)) else {
+        return Ok(());
+    };
+    let groups: Vec<&str> = model
+        .groups
+        .iter()
+        .filter(|g| &g.image == name)
+        .map(|g| g.name.as_str())
+        .collect();
+    Err(UpdateError::Missing {
+        resource: format!("InstanceGroup/{}: spec.image", groups.join(", InstanceGroup/")),
+        message: format!(
+            "no AMI named {name:?} in {}: bake one (packer/README.md) or set spec.image to an AMI id",
+            model.region
+        ),
+    })
+}
+
+/// The launch templates' ids, by group.
+pub fn learn(model: &ClusterModel, actual: &Actual, known: &mut Known) {
+    for group in &model.groups {
+        if let Some(template) = actual.templates.get(&group.resource_name) {
+            known
+                .launch_template_ids
+                .insert(group.name.clone(), template.id.clone());
+        }
+    }
+}
+
+pub fn diff(
+    model: &ClusterModel,
+    known: &Known,
+    actual: &Actual,
+) -> Result<Vec<Change>, UpdateError> {
+    check_images(model, &actual.images)?;
+    let mut changes = Vec::new();
+    for group in &model.groups {
+        let spec = launch_spec(model, group, &actual.images, known);
+        let found = actual.templates.get(&group.resource_name);
+        let fields: Vec<(&'static str, Option<String>, String)> = spec
+            .fields()
+            .into_iter()
+            .filter_map(|(field, value)| {
+                let from = found.and_then(|t| t.default_version.get(field)).cloned();
+                (from.as_deref() != Some(value.as_str())).then_some((field, from, value))
+            })
+            .collect();
+        if fields.is_empty() && spec.is_complete() {
+            continue;
+        }
+        changes.push(Change {
+            group: group.name.clone(),
+            name: group.resource_name.clone(),
+            id: found.map(|t| t.id.clone()),
+            spec,
+            fields,
+        });
+    }
+    Ok(changes)
+}
+
+fn launch_spec(
+    model: &ClusterModel,
+    group: &GroupModel,
+    images: &BTreeMap<String, String>,
+    known: &Known,
+) -> LaunchSpec {
+    let image = if group.image.starts_with("ami-") {
+        group.image.clone()
+    } else {
+        images.get(&group.image).cloned().unwrap_or_default()
+    };
+    let node_spec_hash = known.node_spec_hashes.get(&group.name).cloned();
+    let user_data = node_spec_hash.as_ref().and_then(|hash| {
+        BootConfig::for_group(
+            &model.cluster,
+            &group.name,
+            group.role,
+            &model.state.url(),
+            hash,
+        )
+        .to_user_data()
+        .ok()
+    });
+    let profile = group
+        .shared_profile
+        .clone()
+        .or_else(|| known.profile_arns.get(&group.role).cloned());
+    let mut instance_tags = group.tags.clone();
+    if let Some(hash) = &node_spec_hash {
+        instance_tags.insert(NODE_SPEC_HASH_TAG.to_string(), hash.clone());
+    }
+    LaunchSpec {
+        image_id: image,
+        instance_type: group.machine_type.clone(),
+        security_group: known.security_group_ids.get(&group.role).cloned(),
+        instance_profile: profile,
+        http_tokens: if group.http_tokens_required {
+            "required"
+        } else {
+            "optional"
+        }
+        .to_string(),
+        hop_limit: group.hop_limit,
+        volume_size: group.root_volume_size,
+        volume_type: group.root_volume_type.clone(),
+        encrypted: group.root_volume_encrypted,
+        kms_key: group.root_volume_kms_key.clone(),
+        user_data,
+        node_spec_hash,
+        instance_tags,
+    }
+}
+
+impl LaunchSpec {
+    /// False while a value it needs only exists after apply.
+    fn is_complete(&self) -> bool {
+        self.security_group.is_some() && self.instance_profile.is_some() && self.user_data.is_some()
+    }
+
+    /// The fields shown in a plan, in order.
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        let tags: Vec<String> = self
+            .instance_tags
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        vec![
+            ("imageId", self.image_id.clone()),
+            ("instanceType", self.instance_type.clone()),
+            (
+                "securityGroup",
+                or_known_after_apply(self.security_group.as_ref()),
+            ),
+            (
+                "instanceProfile",
+                or_known_after_apply(self.instance_profile.as_ref()),
+            ),
+            (
+                "metadata",
+                format!(
+                    "httpTokens={} hopLimit={}",
+                    self.http_tokens, self.hop_limit
+                ),
+            ),
+            (
+                "rootVolume",
+                format!(
+                    "{} GiB {}{}",
+                    self.volume_size,
+                    self.volume_type,
+                    if self.encrypted { " encrypted" } else { "" }
+                ),
+            ),
+            ("instanceTags", tags.join(" ")),
+            (
+                "nodeSpecSha256",
+                self.node_spec_hash.as_ref().map_or_else(
+                    || KNOWN_AFTER_APPLY.to_string(),
+                    |h| h[..12.min(h.len())].to_string(),
+                ),
+            ),
+        ]
+    }
+
+    fn request_data(&self) -> ec2::RequestLaunchTemplateData {
+        let mut ebs = ec2::LaunchTemplateEbsBlockDeviceRequest::builder()
+            .volume_size(self.volume_size)
+            .volume_type(ec2::VolumeType::from(self.volume_type.as_str()))
+            .encrypted(self.encrypted)
+            .delete_on_termination(true);
+        if let Some(key) = &self.kms_key {
+            ebs = ebs.kms_key_id(key);
+        }
+        let profile = self.instance_profile.clone().unwrap_or_default();
+        let profile_spec = if profile.starts_with("arn:") {
+            ec2::LaunchTemplateIamInstanceProfileSpecificationRequest::builder().arn(profile)
+        } else {
+            ec2::LaunchTemplateIamInstanceProfileSpecificationRequest::builder().name(profile)
+        };
+        let tags = ec2_tags(&self.instance_tags);
+        let tagged = |resource| {
+            ec2::LaunchTemplateTagSpecificationRequest::builder()
+                .resource_type(resource)
+                .set_tags(Some(tags.clone()))
+                .build()
+        };
+        ec2::RequestLaunchTemplateData::builder()
+            .image_id(&self.image_id)
+            .instance_type(ec2::InstanceType::from(self.instance_type.as_str()))
+            .security_group_ids(self.security_group.clone().unwrap_or_default())
+            .iam_instance_profile(profile_spec.build())
+            .metadata_options(
+                ec2::LaunchTemplateInstanceMetadataOptionsRequest::builder()
+                    .http_endpoint(ec2::LaunchTemplateInstanceMetadataEndpointState::Enabled)
+                    .http_tokens(ec2::LaunchTemplateHttpTokensState::from(
+                        self.http_tokens.as_str(),
+                    ))
+                    .http_put_response_hop_limit(self.hop_limit)
+                    .build(),
+            )
+            .block_device_mappings(
+                ec2::LaunchTemplateBlockDeviceMappingRequest::builder()
+                    .device_name("/dev/xvda")
+                    .ebs(ebs.build())
+                    .build(),
+            )
+            .user_data(
+                base64::engine::general_purpose::STANDARD
+                    .encode(self.user_data.clone().unwrap_or_default()),
+            )
+            .tag_specifications(tagged(ec2::ResourceType::Instance))
+            .tag_specifications(tagged(ec2::ResourceType::Volume))
+            .build()
+    }
+}
+
+/// Creates or versions every group's template, in parallel.
+pub async fn apply(
+    target: &Target<'_>,
+    changes: &[Change],
+    known: &mut Known,
+) -> Result<(), UpdateError> {
+    let results = join_all(changes.iter().map(|change| apply_one(target, change))).await;
+    for (change, result) in changes.iter().zip(results) {
+        known
+            .launch_template_ids
+            .insert(change.group.clone(), result?);
+    }
+    Ok(())
+}
+
+/// One group's template; returns its id.
+async fn apply_one(target: &Target<'_>, change: &Change) -> Result<String, UpdateError> {
+    let ec2c = &target.cloud.ec2;
+    let resource = format!("LaunchTemplate {}", change.name);
+    let data = change.spec.request_data();
+    match &change.id {
+        None => {
+            let mut tags = target.tags_named(&change.name);
+            tags.insert(GROUP_TAG.to_string(), change.group.clone());
+            let created = call(&resource, "CreateLaunchTemplate", || {
+                ec2c.create_launch_template()
+                    .launch_template_name(&change.name)
+                    .launch_template_data(data.clone())
+                    .tag_specifications(tag_spec(ec2::ResourceType::LaunchTemplate, &tags))
+                    .send()
+            })
+            .await?;
+            Ok(created
+                .launch_template()
+                .and_then(|t| t.launch_template_id())
+                .unwrap_or_default()
+                .to_string())
+        }
+        Some(id) => {
+            let version = call(&resource, "CreateLaunchTemplateVersion", || {
+                ec2c.create_launch_template_version()
+                    .launch_template_id(id)
+                    .launch_template_data(data.clone())
+                    .send()
+            })
+            .await?;
+            let number = version
+                .launch_template_version()
+                .and_then(|v| v.version_number())
+                .unwrap_or_default();
+            call(&resource, "ModifyLaunchTemplate", || {
+                ec2c.modify_launch_template()
+                    .launch_template_id(id)
+                    .default_version(number.to_string())
+                    .send()
+            })
+            .await?;
+            Ok(id.clone())
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Owned groups the spec no longer has, found by their launch templates' group tag: their Auto Scaling Group,
+//! launch template and node spec are listed in every plan, and deleted only with `--prune`.
+
+use std::collections::BTreeSet;
+
+use ballast_state::layout::ClusterPaths;
+
+use super::{launch_templates, Target};
+use crate::cloud::aws::{call, find as find_optional, GROUP_TAG};
+use crate::cloud::error::UpdateError;
+use crate::cloud::model::ClusterModel;
+use crate::cloud::plan::{Action, Change as PlanChange, Kind, Planned, Stage};
+
+/// A group to delete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub group: String,
+    /// Its launch template's and Auto Scaling Group's name.
+    pub name: String,
+    pub launch_template_id: String,
+}
+
+impl Planned for Change {
+    fn planned(&self) -> Vec<PlanChange> {
+        let delete =
+            |kind, name: &str| PlanChange::new(Stage::Leftovers, kind, name, Action::Delete);
+        vec![
+            delete(Kind::AutoScalingGroup, &self.name),
+            delete(Kind::LaunchTemplate, &self.name),
+            delete(Kind::NodeSpec, &self.group),
+        ]
+    }
+}
+
+/// The groups whose launch templates remain though the spec no longer has them.
+pub fn diff(model: &ClusterModel, templates: &launch_templates::Actual) -> Vec<Change> {
+    let wanted: BTreeSet<&String> = model.groups.iter().map(|g| &g.name).collect();
+    templates
+        .templates
+        .iter()
+        .filter_map(|(name, template)| {
+            let group = template.tags.get(GROUP_TAG)?;
+            (!wanted.contains(group)).then(|| Change {
+                group: group.clone(),
+                name: name.clone(),
+                launch_template_id: template.id.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Deletes each group: its Auto Scaling Group (emptied first; gone already is fine), launch template and node
+/// spec.
+pub async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), UpdateError> {
+    let client = &target.cloud.autoscaling;
+    let paths = ClusterPaths::new(&target.model.cluster);
+    for change in changes {
+        let name = &change.name;
+        let resource = format!("AutoScalingGroup {name}");
+        find_optional(
+            &resource,
+            "UpdateAutoScalingGroup",
+            &["ValidationError"],
+            || {
+                client
+                    .update_auto_scaling_group()
+                    .auto_scaling_group_name(name)
+                    .min_size(0)
+                    .max_size(0)
+                    .desired_capacity(0)
+                    .send()
+            },
+        )
+        .await?;
+        find_optional(
+            &resource,
+            "DeleteAutoScalingGroup",
+            &["ValidationError"],
+            || {
+                client
+                    .delete_auto_scaling_group()
+                    .auto_scaling_group_name(name)
+                    .force_delete(true)
+                    .send()
+            },
+        )
+        .await?;
+        if !change.launch_template_id.is_empty() {
+            call(
+                &format!("LaunchTemplate {name}"),
+                "DeleteLaunchTemplate",
+                || {
+                    target
+                        .cloud
+                        .ec2
+                        .delete_launch_template()
+                        .launch_template_id(&change.launch_template_id)
+                        .send()
+                },
+            )
+            .await?;
+        }
+        target.store.delete(&paths.node_spec(&change.group)).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,324 @@
+//! The API's network load balancer, its target group (TCP 443, instances) and its listener forwarding to it.
+//! Found by their deterministic names. The scheme (internet-facing or internal) cannot change in place.
+
+use aws_sdk_elasticloadbalancingv2::types as elb;
+use serde::{Deserialize, Serialize};
+
+use super::{Known, Target};
+use crate::cloud::aws::{call, find as find_optional};
+use crate::cloud::error::UpdateError;
+use crate::cloud::model::{ClusterModel, LoadBalancerModel};
+use crate::cloud::plan::{Action, Change as PlanChange, Kind, Planned, Stage};
+use crate::cloud::Cloud;
+
+/// The load balancer as found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LoadBalancer {
+    pub arn: String,
+    pub dns_name: String,
+    /// `internet-facing` or `internal`.
+    pub scheme: String,
+}
+
+/// A listener as found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Listener {
+    pub arn: String,
+    pub port: i32,
+    /// The target groups its default actions forward to.
+    #[serde(default)]
+    pub forwards_to: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Actual {
+    #[serde(default)]
+    pub load_balancer: Option<LoadBalancer>,
+    /// The target group's ARN, if it exists.
+    #[serde(default)]
+    pub target_group: Option<String>,
+    #[serde(default)]
+    pub listeners: Vec<Listener>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    CreateLoadBalancer(LoadBalancerModel),
+    CreateTargetGroup(LoadBalancerModel),
+    /// The TCP 443 listener: created, or (with its ARN) pointed at the target group.
+    Listener {
+        model: LoadBalancerModel,
+        arn: Option<String>,
+    },
+}
+
+fn scheme(model: &LoadBalancerModel) -> elb::LoadBalancerSchemeEnum {
+    if model.internal {
+        elb::LoadBalancerSchemeEnum::Internal
+    } else {
+        elb::LoadBalancerSchemeEnum::InternetFacing
+    }
+}
+
+impl Planned for Change {
+    fn planned(&self) -> Vec<PlanChange> {
+        let stage = Stage::LoadBalancer;
+        let change = match self {
+            Change::CreateLoadBalancer(lb) => {
+                PlanChange::new(stage, Kind::LoadBalancer, &lb.name, Action::Create)
+                    .field("type", None, "network")
+                    .field("scheme", None, scheme(lb).as_str())
+                    .field("subnets", None, lb.subnets.join(", "))
+            }
+            Change::CreateTargetGroup(lb) => PlanChange::new(
+                stage,
+                Kind::TargetGroup,
+                &lb.target_group_name,
+                Action::Create,
+            )
+            .field("port", None, "TCP 443"),
+            Change::Listener { model, arn } => PlanChange::new(
+                stage,
+                Kind::Listener,
+                format!("{} TCP 443", model.name),
+                if arn.is_some() {
+                    Action::Update
+                } else {
+                    Action::Create
+                },
+            )
+            .field("forward", None, &model.target_group_name),
+        };
+        vec![change]
+    }
+}
+
+pub async fn find(cloud: &Cloud, model: &ClusterModel) -> Result<Actual, UpdateError> {
+    let client = &cloud.elb;
+    let lb = &model.load_balancer;
+    let found = find_optional(
+        &format!("LoadBalancer {}", lb.name),
+        "DescribeLoadBalancers",
+        &["LoadBalancerNotFound"],
+        || client.describe_load_balancers().names(&lb.name).send(),
+    )
+    .await?
+    .and_then(|o| o.load_balancers().first().cloned());
+    let target_group = find_optional(
+        &format!("TargetGroup {}", lb.target_group_name),
+        "DescribeTargetGroups",
+        &["TargetGroupNotFound"],
+        || {
+            client
+                .describe_target_groups()
+                .names(&lb.target_group_name)
+                .send()
+        },
+    )
+    .await?
+    .and_then(|o| o.target_groups().first().cloned());
+    let load_balancer = found.map(|l| LoadBalancer {
+        arn: l.load_balancer_arn().unwrap_or_default().to_string(),
+        dns_name: l.dns_name().unwrap_or_default().to_string(),
+        scheme: l
+            .scheme()
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_default(),
+    });
+    let listeners = match &load_balancer {
+        Some(found) => call(
+            &format!("Listener {} TCP 443", lb.name),
+            "DescribeListeners",
+            || {
+                client
+                    .describe_listeners()
+                    .load_balancer_arn(&found.arn)
+                    .send()
+            },
+        )
+        .await?
+        .listeners()
+        .iter()
+        .map(|l| Listener {
+            arn: l.listener_arn().unwrap_or_default().to_string(),
+            port: l.port().unwrap_or_default(),
+            forwards_to: l
+                .default_actions()
+                .iter()
+                .filter_map(|a| a.target_group_arn().map(str::to_string))
+                .collect(),
+        })
+        .collect(),
+        None => Vec::new(),
+    };
+    Ok(Actual {
+        load_balancer,
+        target_group: target_group.and_then(|t| t.target_group_arn().map(str::to_string)),
+        listeners,
+    })
+}
+
+/// The load balancer's ARN and DNS name and the target group's ARN, of those that exist.
+pub fn learn(actual: &Actual, known: &mut Known) {
+    if let Some(lb) = &actual.load_balancer {
+        known.load_balancer_arn = Some(lb.arn.clone());
+        known.load_balancer_dns = Some(lb.dns_name.clone());
+    }
+    known.target_group_arn = actual.target_group.clone();
+}
+
+pub fn diff(model: &ClusterModel, actual: &Actual) -> Result<Vec<Change>, UpdateError> {
+    let lb = &model.load_balancer;
+    let mut changes = Vec::new();
+    let want_scheme = scheme(lb);
+    match &actual.load_balancer {
+        Some(found) if found.scheme != want_scheme.as_str() => {
+            return Err(UpdateError::Immutable {
+                resource: format!("LoadBalancer {}", lb.name),
+                field: "spec.api.loadBalancer.type",
+                from: found.scheme.clone(),
+                to: want_scheme.as_str().to_string(),
+            });
+        }
+        Some(_) => {}
+        None => changes.push(Change::CreateLoadBalancer(lb.clone())),
+    }
+    if actual.target_group.is_none() {
+        changes.push(Change::CreateTargetGroup(lb.clone()));
+    }
+    let listener = actual.listeners.iter().find(|l| l.port == 443);
+    let forwards = listener.is_some_and(|l| {
+        actual
+            .target_group
+            .as_ref()
+            .is_some_and(|tg| l.forwards_to.contains(tg))
+    });
+    if !forwards {
+        changes.push(Change::Listener {
+            model: lb.clone(),
+            arn: listener.map(|l| l.arn.clone()),
+        });
+    }
+    Ok(changes)
+}
+
+pub async fn apply(
+    target: &Target<'_>,
+    changes: &[Change],
+    known: &mut Known,
+) -> Result<(), UpdateError> {
+    let client = &target.cloud.elb;
+    for change in changes {
+        match change {
+            Change::CreateLoadBalancer(lb) => {
+                let tags = elb_tags(target, &lb.name);
+                let subnet_ids: Vec<String> = lb
+                    .subnets
+                    .iter()
+                    .filter_map(|s| known.subnet_ids.get(s).cloned())
+                    .collect();
+                let created = call(
+                    &format!("LoadBalancer {}", lb.name),
+                    "CreateLoadBalancer",
+                    || {
+                        client
+                            .create_load_balancer()
+                            .name(&lb.name)
+                            .r#type(elb::LoadBalancerTypeEnum::Network)
+                            .scheme(scheme(lb))
+                            .set_subnets(Some(subnet_ids.clone()))
+                            .set_tags(Some(tags.clone()))
+                            .send()
+                    },
+                )
+                .await?;
+                let made = created.load_balancers().first();
+                known.load_balancer_arn =
+                    made.and_then(|l| l.load_balancer_arn()).map(str::to_string);
+                known.load_balancer_dns = made.and_then(|l| l.dns_name()).map(str::to_string);
+            }
+            Change::CreateTargetGroup(lb) => {
+                // Tagged like the load balancer: they are one resource to the operator.
+                let tags = elb_tags(target, &lb.name);
+                let vpc = known.vpc_id.clone().unwrap_or_default();
+                let created = call(
+                    &format!("TargetGroup {}", lb.target_group_name),
+                    "CreateTargetGroup",
+                    || {
+                        client
+                            .create_target_group()
+                            .name(&lb.target_group_name)
+                            .protocol(elb::ProtocolEnum::Tcp)
+                            .port(443)
+                            .vpc_id(&vpc)
+                            .target_type(elb::TargetTypeEnum::Instance)
+                            .health_check_protocol(elb::ProtocolEnum::Tcp)
+                            .set_tags(Some(tags.clone()))
+                            .send()
+                    },
+                )
+                .await?;
+                known.target_group_arn = created
+                    .target_groups()
+                    .first()
+                    .and_then(|t| t.target_group_arn())
+                    .map(str::to_string);
+            }
+            Change::Listener { model, arn } => {
+                apply_listener(target.cloud, model, arn.as_deref(), known).await?
+            }
+        }
+    }
+    Ok(())
+}
+
+fn elb_tags(target: &Target<'_>, name: &str) -> Vec<elb::Tag> {
+    target
+        .tags_named(name)
+        .iter()
+        .map(|(k, v)| elb::Tag::builder().key(k).value(v).build())
+        .collect()
+}
+
+async fn apply_listener(
+    cloud: &Cloud,
+    lb: &LoadBalancerModel,
+    arn: Option<&str>,
+    known: &Known,
+) -> Result<(), UpdateError> {
+    let client = &cloud.elb;
+    let resource = format!("Listener {} TCP 443", lb.name);
+    let forward = elb::Action::builder()
+        .r#type(elb::ActionTypeEnum::Forward)
+        .target_group_arn(known.target_group_arn.clone().unwrap_or_default())
+        .build();
+    match arn {
+        Some(listener_arn) => {
+            call(&resource, "ModifyListener", || {
+                client
+                    .modify_listener()
+                    .listener_arn(listener_arn)
+                    .default_actions(forward.clone())
+                    .send()
+            })
+            .await?;
+        }
+        None => {
+            let lb_arn = known.load_balancer_arn.clone().unwrap_or_default();
+            call(&resource, "CreateListener", || {
+                client
+                    .create_listener()
+                    .load_balancer_arn(&lb_arn)
+                    .protocol(elb::ProtocolEnum::Tcp)
+                    .port(443)
+                    .default_actions(forward.clone())
+                    .send()
+            })
+            .await?;
+        }
+    }
+    Ok(())
+}

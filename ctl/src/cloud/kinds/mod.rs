@@ -1,0 +1,154 @@
+//! One module per kind of AWS resource (and the node specs in the state store), in the shape of kops's tasks:
+//!
+//! - `find`: read-only I/O, returns the kind's `Actual` (plain data: serializable, so a recorded actual state
+//!   can be planned against without AWS, which the plan golden tests do);
+//! - `diff(wanted, actual)`: pure, returns the kind's typed changes, or refuses a change AWS cannot make in
+//!   place ([`UpdateError::Immutable`](super::error::UpdateError::Immutable), naming the resource and spec field);
+//! - `apply`: I/O, performs those changes and records the ids it made in [`Known`].
+//!
+//! Deleting a cluster's resources (a later issue) goes beside `apply`, as each kind's `delete`.
+//! The engine (`super::engine`) runs the kinds in [`Stage`](super::plan::Stage) order.
+
+pub mod auto_scaling_groups;
+pub mod iam;
+pub mod launch_templates;
+pub mod leftovers;
+pub mod load_balancer;
+pub mod network;
+pub mod node_specs;
+pub mod routes;
+pub mod security_groups;
+pub mod subnets;
+
+use std::collections::BTreeMap;
+
+use aws_sdk_ec2::types as ec2;
+use ballast_state::spec::Role;
+use ballast_state::store::StateStore;
+use serde::{Deserialize, Serialize};
+
+use super::aws::{call, ownership_tag};
+use super::error::UpdateError;
+use super::model::ClusterModel;
+use super::plan::{Action, Change, Kind, Planned, Stage};
+use super::Cloud;
+
+/// Values that exist only once resources do: found, or made by this run. Later kinds' wanted state uses them.
+#[derive(Debug, Clone, Default)]
+pub struct Known {
+    pub vpc_id: Option<String>,
+    pub subnet_ids: BTreeMap<String, String>,
+    pub internet_gateway_id: Option<String>,
+    /// By zone.
+    pub nat_gateway_ids: BTreeMap<String, String>,
+    pub security_group_ids: BTreeMap<Role, String>,
+    pub profile_arns: BTreeMap<Role, String>,
+    pub load_balancer_arn: Option<String>,
+    pub load_balancer_dns: Option<String>,
+    pub target_group_arn: Option<String>,
+    pub node_spec_hashes: BTreeMap<String, String>,
+    pub launch_template_ids: BTreeMap<String, String>,
+}
+
+/// What the kinds' `apply` works on: the AWS clients, the state store and the model (for names and tags).
+pub struct Target<'a> {
+    pub cloud: &'a Cloud,
+    pub store: &'a StateStore,
+    pub model: &'a ClusterModel,
+}
+
+impl Target<'_> {
+    /// The cluster's tags and `Name`.
+    pub fn tags_named(&self, name: &str) -> BTreeMap<String, String> {
+        let mut tags = self.model.tags.clone();
+        tags.insert("Name".to_string(), name.to_string());
+        tags
+    }
+}
+
+/// Everything `find` found, kind by kind: what a plan is made against. Serialized, it is a recorded actual
+/// state (`ctl/tests/data/<case>/actual.yaml`); a kind left out is one with nothing found.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ActualState {
+    #[serde(default)]
+    pub network: network::Actual,
+    #[serde(default)]
+    pub subnets: subnets::Actual,
+    #[serde(default)]
+    pub routes: routes::Actual,
+    #[serde(default)]
+    pub security_groups: security_groups::Actual,
+    #[serde(default)]
+    pub iam: iam::Actual,
+    #[serde(default)]
+    pub load_balancer: load_balancer::Actual,
+    #[serde(default)]
+    pub node_specs: node_specs::Actual,
+    #[serde(default)]
+    pub launch_templates: launch_templates::Actual,
+    #[serde(default)]
+    pub auto_scaling_groups: auto_scaling_groups::Actual,
+}
+
+/// A shared resource (the VPC or a subnet the spec names by id) getting the cluster's `shared` tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedTag {
+    /// How errors name it: `Vpc vpc-1 (spec.networkID)`.
+    pub resource: String,
+    pub kind: Kind,
+    pub id: String,
+    pub key: String,
+}
+
+impl SharedTag {
+    /// Shared resources get `kubernetes.io/cluster/NAME=shared`, once; nothing else about them changes. One
+    /// tagged as owned is refused: Ballast would delete it with the cluster.
+    pub fn wanted(
+        resource: &str,
+        kind: Kind,
+        id: &str,
+        tags: &BTreeMap<String, String>,
+        cluster: &str,
+    ) -> Result<Option<SharedTag>, UpdateError> {
+        let key = ownership_tag(cluster);
+        match tags.get(&key).map(String::as_str) {
+            Some("shared") => Ok(None),
+            Some("owned") => Err(UpdateError::Missing {
+                resource: resource.to_string(),
+                message: "is tagged as owned by this cluster, but the spec names it as shared: Ballast would \
+                          delete it with the cluster; retag it or remove it from the spec"
+                    .to_string(),
+            }),
+            _ => Ok(Some(SharedTag {
+                resource: resource.to_string(),
+                kind,
+                id: id.to_string(),
+                key,
+            })),
+        }
+    }
+
+    pub async fn apply(&self, cloud: &Cloud) -> Result<(), UpdateError> {
+        call(&self.resource, "CreateTags", || {
+            cloud
+                .ec2
+                .create_tags()
+                .resources(&self.id)
+                .tags(ec2::Tag::builder().key(&self.key).value("shared").build())
+                .send()
+        })
+        .await?;
+        Ok(())
+    }
+}
+
+impl Planned for SharedTag {
+    fn planned(&self) -> Vec<Change> {
+        // Shared resources are tagged in the first level of the plan, whatever their kind.
+        vec![
+            Change::new(Stage::Vpc, self.kind, &self.id, Action::TagShared)
+                .field(&self.key, None, "shared"),
+        ]
+    }
+}

@@ -1,0 +1,190 @@
+//! Node specs in the state store (`nodes/<group>/spec.yaml`), one per group, rendered from the completed spec.
+//! They name the load balancer, so they are only rendered once it exists; until then the plan says their hash
+//! is known after apply.
+
+use std::collections::BTreeMap;
+
+use ballast_state::layout::ClusterPaths;
+use ballast_state::node::{render_node_spec, RenderedNodeSpec};
+use ballast_state::spec::ClusterConfig;
+use ballast_state::store::{sha256_hex, Precondition, StateStore, Version};
+use serde::{Deserialize, Serialize};
+
+use super::{Known, Target};
+use crate::cloud::error::UpdateError;
+use crate::cloud::model::ClusterModel;
+use crate::cloud::plan::{Action, Change as PlanChange, Kind, Planned, Stage, KNOWN_AFTER_APPLY};
+
+/// A group's node spec object as found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StoredSpec {
+    pub sha256: String,
+    /// The object's version, for the conditional write that replaces it (not recorded).
+    #[serde(skip)]
+    pub version: Option<Version>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Actual {
+    /// By group; a group left out has none.
+    #[serde(default)]
+    pub specs: BTreeMap<String, StoredSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// The load balancer does not exist yet, so neither does the spec's content.
+    CreateLater { group: String },
+    /// Writes the rendered spec over `previous` (`None`: there is none).
+    Put {
+        group: String,
+        rendered: RenderedNodeSpec,
+        previous: Option<StoredSpec>,
+    },
+}
+
+impl Planned for Change {
+    fn planned(&self) -> Vec<PlanChange> {
+        let stage = Stage::NodeSpecs;
+        let change = match self {
+            Change::CreateLater { group } => {
+                PlanChange::new(stage, Kind::NodeSpec, group, Action::Create).field(
+                    "sha256",
+                    None,
+                    KNOWN_AFTER_APPLY,
+                )
+            }
+            Change::Put {
+                group,
+                rendered,
+                previous,
+            } => PlanChange::new(
+                stage,
+                Kind::NodeSpec,
+                group,
+                if previous.is_some() {
+                    Action::Update
+                } else {
+                    Action::Create
+                },
+            )
+            .field(
+                "sha256",
+                previous
+                    .as_ref()
+                    .map(|p| p.sha256[..12.min(p.sha256.len())].to_string()),
+                &rendered.sha256[..12],
+            ),
+        };
+        vec![change]
+    }
+}
+
+/// Reads each group's node spec.
+pub async fn find(store: &StateStore, model: &ClusterModel) -> Result<Actual, UpdateError> {
+    let paths = ClusterPaths::new(&model.cluster);
+    let mut actual = Actual::default();
+    for group in &model.groups {
+        if let Some(object) = store.get(&paths.node_spec(&group.name)).await? {
+            actual.specs.insert(
+                group.name.clone(),
+                StoredSpec {
+                    sha256: sha256_hex(&object.data),
+                    version: Some(object.version),
+                },
+            );
+        }
+    }
+    Ok(actual)
+}
+
+/// Every group's node spec, rendered for the load balancer at `api_dns` (pure).
+pub fn render(
+    completed: &ClusterConfig,
+    model: &ClusterModel,
+    api_dns: &str,
+) -> Result<Vec<RenderedNodeSpec>, UpdateError> {
+    let state_url = model.state.url();
+    model
+        .groups
+        .iter()
+        .map(|group| {
+            render_node_spec(completed, &group.name, &state_url, api_dns).map_err(|source| {
+                UpdateError::NodeSpec {
+                    group: group.name.clone(),
+                    source,
+                }
+            })
+        })
+        .collect()
+}
+
+/// The specs to write; `rendered` is `None` while the load balancer does not exist.
+pub fn diff(
+    model: &ClusterModel,
+    rendered: Option<&[RenderedNodeSpec]>,
+    actual: &Actual,
+) -> Vec<Change> {
+    let Some(rendered) = rendered else {
+        return model
+            .groups
+            .iter()
+            .map(|g| Change::CreateLater {
+                group: g.name.clone(),
+            })
+            .collect();
+    };
+    model
+        .groups
+        .iter()
+        .zip(rendered)
+        .filter_map(|(group, rendered)| {
+            let previous = actual.specs.get(&group.name);
+            (previous.map(|p| p.sha256.as_str()) != Some(rendered.sha256.as_str())).then(|| {
+                Change::Put {
+                    group: group.name.clone(),
+                    rendered: rendered.clone(),
+                    previous: previous.cloned(),
+                }
+            })
+        })
+        .collect()
+}
+
+/// The hashes launch templates carry.
+pub fn learn(model: &ClusterModel, rendered: &[RenderedNodeSpec], known: &mut Known) {
+    for (group, rendered) in model.groups.iter().zip(rendered) {
+        known
+            .node_spec_hashes
+            .insert(group.name.clone(), rendered.sha256.clone());
+    }
+}
+
+pub async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), UpdateError> {
+    let paths = ClusterPaths::new(&target.model.cluster);
+    for change in changes {
+        let Change::Put {
+            group,
+            rendered,
+            previous,
+        } = change
+        else {
+            continue;
+        };
+        let precondition = match previous.as_ref().and_then(|p| p.version.clone()) {
+            Some(version) => Precondition::MustMatch(version),
+            None => Precondition::MustNotExist,
+        };
+        target
+            .store
+            .put(
+                &paths.node_spec(group),
+                rendered.yaml.as_bytes(),
+                &precondition,
+            )
+            .await?;
+    }
+    Ok(())
+}

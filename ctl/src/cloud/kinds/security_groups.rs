@@ -1,0 +1,411 @@
+//! Security groups, one per role, and their ingress rules. The groups are made first (their rules refer to each
+//! other), so the engine diffs and applies them in two steps: [`diff_groups`], then [`diff_rules`].
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use aws_sdk_ec2::types as ec2;
+use ballast_state::spec::Role;
+use serde::{Deserialize, Serialize};
+
+use super::{Known, Target};
+use crate::cloud::aws::{call, filter, owned_filter, tag_spec};
+use crate::cloud::error::UpdateError;
+use crate::cloud::model::{ClusterModel, IngressRule, SecurityGroupModel, Source};
+use crate::cloud::plan::{
+    or_known_after_apply, Action, Change as PlanChange, Kind, Planned, Stage,
+};
+use crate::cloud::Cloud;
+
+/// One source of one ingress permission, as found (AWS groups sources; they are compared one by one).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Rule {
+    /// `tcp`, `udp` or `-1` (all).
+    pub protocol: String,
+    #[serde(default)]
+    pub from_port: Option<i32>,
+    #[serde(default)]
+    pub to_port: Option<i32>,
+    /// An IPv4 or IPv6 CIDR, or a security group id.
+    #[serde(default)]
+    pub cidr: Option<String>,
+    #[serde(default)]
+    pub group: Option<String>,
+}
+
+impl Rule {
+    /// How rules are compared and shown: `tcp 443-443 from 0.0.0.0/0`, `all from sg-123`.
+    pub fn key(&self) -> String {
+        let source = self.cidr.as_deref().or(self.group.as_deref()).unwrap_or("");
+        rule_key(
+            &self.protocol,
+            self.from_port.unwrap_or(-1),
+            self.to_port.unwrap_or(-1),
+            source,
+        )
+    }
+
+    /// The permission that revokes exactly this rule.
+    fn permission(&self) -> ec2::IpPermission {
+        let mut permission = ec2::IpPermission::builder()
+            .ip_protocol(&self.protocol)
+            .set_from_port(self.from_port)
+            .set_to_port(self.to_port);
+        if let Some(cidr) = &self.cidr {
+            permission = if cidr.contains(':') {
+                permission.ipv6_ranges(ec2::Ipv6Range::builder().cidr_ipv6(cidr).build())
+            } else {
+                permission.ip_ranges(ec2::IpRange::builder().cidr_ip(cidr).build())
+            };
+        }
+        if let Some(group) = &self.group {
+            permission = permission
+                .user_id_group_pairs(ec2::UserIdGroupPair::builder().group_id(group).build());
+        }
+        permission.build()
+    }
+}
+
+fn rule_key(protocol: &str, from: i32, to: i32, source: &str) -> String {
+    if protocol == "-1" {
+        format!("all from {source}")
+    } else {
+        format!("{protocol} {from}-{to} from {source}")
+    }
+}
+
+/// An actual permission split into one rule per source.
+fn rules_of(permission: &ec2::IpPermission) -> Vec<Rule> {
+    let base = || Rule {
+        protocol: permission.ip_protocol().unwrap_or("-1").to_string(),
+        from_port: permission.from_port(),
+        to_port: permission.to_port(),
+        cidr: None,
+        group: None,
+    };
+    let mut rules = Vec::new();
+    for range in permission.ip_ranges() {
+        rules.push(Rule {
+            cidr: Some(range.cidr_ip().unwrap_or_default().to_string()),
+            ..base()
+        });
+    }
+    for range in permission.ipv6_ranges() {
+        rules.push(Rule {
+            cidr: Some(range.cidr_ipv6().unwrap_or_default().to_string()),
+            ..base()
+        });
+    }
+    for pair in permission.user_id_group_pairs() {
+        rules.push(Rule {
+            group: Some(pair.group_id().unwrap_or_default().to_string()),
+            ..base()
+        });
+    }
+    rules
+}
+
+/// A security group as found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecurityGroup {
+    pub id: String,
+    #[serde(default)]
+    pub rules: Vec<Rule>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Actual {
+    /// The cluster's security groups in its VPC, by group name.
+    #[serde(default)]
+    pub groups: BTreeMap<String, SecurityGroup>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    CreateGroup(SecurityGroupModel),
+    Rules {
+        role: Role,
+        name: String,
+        /// False while the group itself is being created.
+        group_exists: bool,
+        /// Rules to authorize, with their keys.
+        add: Vec<(String, IngressRule)>,
+        /// Rules to revoke, as found.
+        remove: Vec<Rule>,
+    },
+}
+
+impl Planned for Change {
+    fn planned(&self) -> Vec<PlanChange> {
+        let change = match self {
+            Change::CreateGroup(group) => PlanChange::new(
+                Stage::SecurityAndIam,
+                Kind::SecurityGroup,
+                &group.name,
+                Action::Create,
+            )
+            .field("description", None, &group.description),
+            Change::Rules {
+                name,
+                group_exists,
+                add,
+                remove,
+                ..
+            } => {
+                let action = if *group_exists {
+                    Action::Update
+                } else {
+                    Action::Create
+                };
+                let mut change = PlanChange::new(
+                    Stage::SecurityAndIam,
+                    Kind::SecurityGroupRules,
+                    name,
+                    action,
+                );
+                for (key, _) in add {
+                    change = change.field("ingress", None, format!("+ {key}"));
+                }
+                let stale: BTreeSet<String> = remove.iter().map(Rule::key).collect();
+                for key in stale {
+                    change = change.field("ingress", None, format!("- {key}"));
+                }
+                change
+            }
+        };
+        vec![change]
+    }
+}
+
+/// Reads the cluster's groups in the VPC (none while there is no VPC).
+pub async fn find(
+    cloud: &Cloud,
+    model: &ClusterModel,
+    vpc_id: Option<&str>,
+) -> Result<Actual, UpdateError> {
+    let Some(vpc) = vpc_id else {
+        return Ok(Actual::default());
+    };
+    let out = call(
+        &format!("security groups of {}", model.cluster),
+        "DescribeSecurityGroups",
+        || {
+            cloud
+                .ec2
+                .describe_security_groups()
+                .filters(owned_filter(&model.cluster))
+                .filters(filter("vpc-id", &[vpc]))
+                .send()
+        },
+    )
+    .await?;
+    let groups = out
+        .security_groups()
+        .iter()
+        .map(|g| {
+            let group = SecurityGroup {
+                id: g.group_id().unwrap_or_default().to_string(),
+                rules: g.ip_permissions().iter().flat_map(rules_of).collect(),
+            };
+            (g.group_name().unwrap_or_default().to_string(), group)
+        })
+        .collect();
+    Ok(Actual { groups })
+}
+
+/// Ids of the groups that exist, by role.
+pub fn learn(model: &ClusterModel, actual: &Actual, known: &mut Known) {
+    for group in &model.security_groups {
+        if let Some(found) = actual.groups.get(&group.name) {
+            known
+                .security_group_ids
+                .insert(group.role, found.id.clone());
+        }
+    }
+}
+
+/// The groups to create.
+pub fn diff_groups(model: &ClusterModel, actual: &Actual) -> Vec<Change> {
+    model
+        .security_groups
+        .iter()
+        .filter(|g| !actual.groups.contains_key(&g.name))
+        .map(|g| Change::CreateGroup(g.clone()))
+        .collect()
+}
+
+/// The rules to authorize and revoke, group by group; `known` has the groups' ids (rules name each other).
+pub fn diff_rules(model: &ClusterModel, known: &Known, actual: &Actual) -> Vec<Change> {
+    let mut changes = Vec::new();
+    for group in &model.security_groups {
+        let found = actual.groups.get(&group.name);
+        let have: BTreeMap<String, &Rule> = found
+            .map(|g| g.rules.iter().map(|r| (r.key(), r)).collect())
+            .unwrap_or_default();
+        let want: BTreeMap<String, &IngressRule> = group
+            .rules
+            .iter()
+            .map(|r| (wanted_key(r, known), r))
+            .collect();
+        let add: Vec<(String, IngressRule)> = want
+            .iter()
+            .filter(|(k, _)| !have.contains_key(*k))
+            .map(|(k, r)| (k.clone(), (*r).clone()))
+            .collect();
+        let remove_keys: BTreeSet<&String> =
+            have.keys().filter(|k| !want.contains_key(*k)).collect();
+        // Every source found under a stale key (a key may appear more than once: AWS does not merge them).
+        let remove: Vec<Rule> = found
+            .map(|g| {
+                g.rules
+                    .iter()
+                    .filter(|r| remove_keys.contains(&r.key()))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        if add.is_empty() && remove.is_empty() {
+            continue;
+        }
+        changes.push(Change::Rules {
+            role: group.role,
+            name: group.name.clone(),
+            group_exists: found.is_some(),
+            add,
+            remove,
+        });
+    }
+    changes
+}
+
+/// A wanted rule's key; a group source is the group's id, once it exists.
+fn wanted_key(rule: &IngressRule, known: &Known) -> String {
+    let source = match &rule.source {
+        Source::Cidr(cidr) => cidr.clone(),
+        Source::Group(role) => or_known_after_apply(known.security_group_ids.get(role)),
+    };
+    rule_key(&rule.protocol, rule.from_port, rule.to_port, &source)
+}
+
+/// The permission that authorizes a wanted rule.
+fn permission(rule: &IngressRule, known: &Known) -> ec2::IpPermission {
+    let mut permission = ec2::IpPermission::builder().ip_protocol(&rule.protocol);
+    if rule.protocol != "-1" {
+        permission = permission.from_port(rule.from_port).to_port(rule.to_port);
+    }
+    match &rule.source {
+        Source::Cidr(cidr) if cidr.contains(':') => {
+            permission = permission.ipv6_ranges(ec2::Ipv6Range::builder().cidr_ipv6(cidr).build())
+        }
+        Source::Cidr(cidr) => {
+            permission = permission.ip_ranges(ec2::IpRange::builder().cidr_ip(cidr).build())
+        }
+        Source::Group(role) => {
+            let id = known
+                .security_group_ids
+                .get(role)
+                .cloned()
+                .unwrap_or_default();
+            permission =
+                permission.user_id_group_pairs(ec2::UserIdGroupPair::builder().group_id(id).build())
+        }
+    }
+    permission.build()
+}
+
+pub async fn apply(
+    target: &Target<'_>,
+    changes: &[Change],
+    known: &mut Known,
+) -> Result<(), UpdateError> {
+    let ec2c = &target.cloud.ec2;
+    for change in changes {
+        match change {
+            Change::CreateGroup(group) => {
+                let resource = format!("SecurityGroup {}", group.name);
+                let tags = target.tags_named(&group.name);
+                let vpc = known.vpc_id.clone().unwrap_or_default();
+                let created = call(&resource, "CreateSecurityGroup", || {
+                    ec2c.create_security_group()
+                        .group_name(&group.name)
+                        .description(&group.description)
+                        .vpc_id(&vpc)
+                        .tag_specifications(tag_spec(ec2::ResourceType::SecurityGroup, &tags))
+                        .send()
+                })
+                .await?;
+                known.security_group_ids.insert(
+                    group.role,
+                    created.group_id().unwrap_or_default().to_string(),
+                );
+            }
+            Change::Rules {
+                role,
+                name,
+                add,
+                remove,
+                ..
+            } => {
+                let resource = format!("SecurityGroup {name}");
+                let group_id = known
+                    .security_group_ids
+                    .get(role)
+                    .cloned()
+                    .unwrap_or_default();
+                let permissions: Vec<ec2::IpPermission> =
+                    add.iter().map(|(_, r)| permission(r, known)).collect();
+                if !permissions.is_empty() {
+                    call(&resource, "AuthorizeSecurityGroupIngress", || {
+                        ec2c.authorize_security_group_ingress()
+                            .group_id(&group_id)
+                            .set_ip_permissions(Some(permissions.clone()))
+                            .send()
+                    })
+                    .await?;
+                }
+                let stale: Vec<ec2::IpPermission> = remove.iter().map(Rule::permission).collect();
+                if !stale.is_empty() {
+                    call(&resource, "RevokeSecurityGroupIngress", || {
+                        ec2c.revoke_security_group_ingress()
+                            .group_id(&group_id)
+                            .set_ip_permissions(Some(stale.clone()))
+                            .send()
+                    })
+                    .await?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_have_one_key_per_source() {
+        let permission = ec2::IpPermission::builder()
+            .ip_protocol("tcp")
+            .from_port(443)
+            .to_port(443)
+            .ip_ranges(ec2::IpRange::builder().cidr_ip("0.0.0.0/0").build())
+            .user_id_group_pairs(ec2::UserIdGroupPair::builder().group_id("sg-1").build())
+            .build();
+        let rules = rules_of(&permission);
+        assert_eq!(
+            rules.iter().map(Rule::key).collect::<Vec<_>>(),
+            vec!["tcp 443-443 from 0.0.0.0/0", "tcp 443-443 from sg-1"]
+        );
+        let all = ec2::IpPermission::builder()
+            .ip_protocol("-1")
+            .user_id_group_pairs(ec2::UserIdGroupPair::builder().group_id("sg-2").build())
+            .build();
+        assert_eq!(
+            rules_of(&all).iter().map(Rule::key).collect::<Vec<_>>(),
+            vec!["all from sg-2"]
+        );
+    }
+}

@@ -1,0 +1,217 @@
+//! Subnets: the cluster's own (found by their ownership tag and `Name`), or shared ones the spec names by id
+//! (only tagged `shared`). A subnet's CIDR and zone cannot change in place.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_ec2::types as ec2;
+use serde::{Deserialize, Serialize};
+
+use super::{Known, SharedTag, Target};
+use crate::cloud::aws::{call, owned_filter, tag_map, tag_spec};
+use crate::cloud::error::UpdateError;
+use crate::cloud::model::{ClusterModel, SubnetModel};
+use crate::cloud::plan::{Action, Change as PlanChange, Kind, Planned, Stage};
+use crate::cloud::Cloud;
+
+/// A subnet as found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Subnet {
+    pub id: String,
+    pub cidr: String,
+    pub zone: String,
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Actual {
+    /// Owned subnets by their `Name` tag (`<name>.<cluster>`).
+    #[serde(default)]
+    pub owned: BTreeMap<String, Subnet>,
+    /// Shared subnets (`spec.subnets[].id`) that exist, by id.
+    #[serde(default)]
+    pub shared: BTreeMap<String, Subnet>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Create(SubnetModel),
+    TagShared(SharedTag),
+}
+
+impl Planned for Change {
+    fn planned(&self) -> Vec<PlanChange> {
+        match self {
+            Change::Create(subnet) => vec![PlanChange::new(
+                Stage::Network,
+                Kind::Subnet,
+                &subnet.resource_name,
+                Action::Create,
+            )
+            .field("zone", None, &subnet.zone)
+            .field("cidr", None, subnet.cidr.clone().unwrap_or_default())
+            .field(
+                "type",
+                None,
+                if subnet.public { "Public" } else { "Private" },
+            )],
+            Change::TagShared(tag) => tag.planned(),
+        }
+    }
+}
+
+fn subnet_of(subnet: &ec2::Subnet) -> Subnet {
+    Subnet {
+        id: subnet.subnet_id().unwrap_or_default().to_string(),
+        cidr: subnet.cidr_block().unwrap_or_default().to_string(),
+        zone: subnet.availability_zone().unwrap_or_default().to_string(),
+        tags: tag_map(subnet.tags()),
+    }
+}
+
+pub async fn find(cloud: &Cloud, model: &ClusterModel) -> Result<Actual, UpdateError> {
+    let ec2c = &cloud.ec2;
+    let cluster = &model.cluster;
+    let out = call(&format!("subnets of {cluster}"), "DescribeSubnets", || {
+        ec2c.describe_subnets()
+            .filters(owned_filter(cluster))
+            .send()
+    })
+    .await?;
+    let mut actual = Actual::default();
+    for subnet in out.subnets() {
+        if let Some(name) = tag_map(subnet.tags()).get("Name") {
+            actual.owned.insert(name.clone(), subnet_of(subnet));
+        }
+    }
+    let shared_ids: Vec<String> = model
+        .subnets
+        .iter()
+        .filter_map(|s| s.shared_id.clone())
+        .collect();
+    if !shared_ids.is_empty() {
+        let out = call(
+            "shared subnets (spec.subnets[].id)",
+            "DescribeSubnets",
+            || {
+                ec2c.describe_subnets()
+                    .set_subnet_ids(Some(shared_ids.clone()))
+                    .send()
+            },
+        )
+        .await?;
+        for subnet in out.subnets() {
+            let subnet = subnet_of(subnet);
+            actual.shared.insert(subnet.id.clone(), subnet);
+        }
+    }
+    Ok(actual)
+}
+
+/// The ids of the spec's subnets that exist, by the spec's subnet name.
+pub fn subnet_ids(model: &ClusterModel, actual: &Actual) -> BTreeMap<String, String> {
+    model
+        .subnets
+        .iter()
+        .filter_map(|subnet| {
+            let id = match &subnet.shared_id {
+                Some(id) => actual.shared.get(id).map(|s| s.id.clone()),
+                None => actual
+                    .owned
+                    .get(&subnet.resource_name)
+                    .map(|s| s.id.clone()),
+            };
+            Some((subnet.name.clone(), id?))
+        })
+        .collect()
+}
+
+pub fn diff(model: &ClusterModel, actual: &Actual) -> Result<Vec<Change>, UpdateError> {
+    let mut changes = Vec::new();
+    for subnet in &model.subnets {
+        let resource = format!("Subnet {}", subnet.resource_name);
+        if let Some(id) = &subnet.shared_id {
+            let found = actual.shared.get(id).ok_or_else(|| UpdateError::Missing {
+                resource: resource.clone(),
+                message: format!("shared subnet {id} does not exist: check spec.subnets[].id"),
+            })?;
+            if found.zone != subnet.zone {
+                return Err(UpdateError::Missing {
+                    resource,
+                    message: format!(
+                        "shared subnet {id} is in {}, but the spec says {}: fix spec.subnets[].zone",
+                        if found.zone.is_empty() { "?" } else { &found.zone },
+                        subnet.zone
+                    ),
+                });
+            }
+            let tag = SharedTag::wanted(&resource, Kind::Subnet, id, &found.tags, &model.cluster)?;
+            changes.extend(tag.map(Change::TagShared));
+            continue;
+        }
+        let cidr = subnet.cidr.clone().unwrap_or_default();
+        let Some(found) = actual.owned.get(&subnet.resource_name) else {
+            changes.push(Change::Create(subnet.clone()));
+            continue;
+        };
+        for (field, from, to) in [
+            ("spec.subnets[].cidr", &found.cidr, &cidr),
+            ("spec.subnets[].zone", &found.zone, &subnet.zone),
+        ] {
+            if from != to {
+                return Err(UpdateError::Immutable {
+                    resource,
+                    field,
+                    from: from.clone(),
+                    to: to.clone(),
+                });
+            }
+        }
+    }
+    Ok(changes)
+}
+
+pub async fn apply(
+    target: &Target<'_>,
+    changes: &[Change],
+    known: &mut Known,
+) -> Result<(), UpdateError> {
+    let ec2c = &target.cloud.ec2;
+    for change in changes {
+        let subnet = match change {
+            Change::TagShared(tag) => {
+                tag.apply(target.cloud).await?;
+                continue;
+            }
+            Change::Create(subnet) => subnet,
+        };
+        let resource = format!("Subnet {}", subnet.resource_name);
+        let vpc_id = known.vpc_id.clone().unwrap_or_default();
+        let cidr = subnet.cidr.clone().unwrap_or_default();
+        let mut tags = target.tags_named(&subnet.resource_name);
+        let role_tag = if subnet.public {
+            "kubernetes.io/role/elb"
+        } else {
+            "kubernetes.io/role/internal-elb"
+        };
+        tags.insert(role_tag.into(), "1".into());
+        let created = call(&resource, "CreateSubnet", || {
+            ec2c.create_subnet()
+                .vpc_id(&vpc_id)
+                .cidr_block(&cidr)
+                .availability_zone(&subnet.zone)
+                .tag_specifications(tag_spec(ec2::ResourceType::Subnet, &tags))
+                .send()
+        })
+        .await?;
+        let id = created
+            .subnet()
+            .and_then(|s| s.subnet_id())
+            .unwrap_or_default()
+            .to_string();
+        known.subnet_ids.insert(subnet.name.clone(), id);
+    }
+    Ok(())
+}
