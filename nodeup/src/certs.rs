@@ -1,208 +1,24 @@
-//! Certificates a control-plane node issues for itself, from the CA keys only control-plane roles may read:
-//! the API server's serving certificate (the load balancer's name among its SANs), its clients of the kubelets
-//! and of etcd, etcd's server, peer and client certificates, and the client certificates of the controller
-//! manager, the scheduler and the node's own kubelet.
+//! Issuing the certificates [`crate::cert_plan`] plans, with rcgen and the clock, from the CA keys only
+//! control-plane roles may read.
 //!
-//! [`plan`] is pure (what each certificate must say); [`issue_all`] keeps a certificate already on the node
-//! when it still says exactly that (same names, same issuer, matching key, valid for 30 days more) and issues a
-//! new one otherwise: an unchanged node rewrites no certificate and restarts nothing.
+//! [`issue_all`] keeps a certificate already on the node when it still says exactly what its plan says (same
+//! names, same issuer, matching key, valid for [`CertPlan::renew_before`] more) and issues a new one otherwise:
+//! an unchanged node rewrites no certificate and restarts nothing.
 
 use std::collections::BTreeSet;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
-use ballast_state::node::NodeSpec;
 use rcgen::{
     CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 use time::{Duration, OffsetDateTime};
 
-use crate::render::{ControlPlaneSecrets, NodeFacts, RenderedFile};
+use crate::model::{ControlPlaneSecrets, RenderedFile};
 
-/// Leaf certificates live a year; nodeup renews them when fewer than 30 days are left.
-pub const VALIDITY: Duration = Duration::days(365);
-pub const RENEW_BEFORE: Duration = Duration::days(30);
-
-/// Path stems (`<stem>.crt`, `<stem>.key`) of the certificates.
-pub mod names {
-    pub const API_SERVER: &str = "/etc/kubernetes/pki/apiserver";
-    pub const API_SERVER_KUBELET_CLIENT: &str = "/etc/kubernetes/pki/apiserver-kubelet-client";
-    pub const API_SERVER_ETCD_CLIENT: &str = "/etc/kubernetes/pki/apiserver-etcd-client";
-    pub const CONTROLLER_MANAGER: &str = "/etc/kubernetes/pki/controller-manager";
-    pub const SCHEDULER: &str = "/etc/kubernetes/pki/scheduler";
-    pub const ETCD_SERVER: &str = "/etc/kubernetes/pki/etcd/server";
-    pub const ETCD_PEER: &str = "/etc/kubernetes/pki/etcd/peer";
-    pub const ETCD_CLIENT: &str = "/etc/kubernetes/pki/etcd/client";
-    pub const KUBELET_CLIENT: &str = "/var/lib/kubelet/pki/kubelet-client";
-}
-
-/// Which CA signs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Signer {
-    Kubernetes,
-    Etcd,
-}
-
-/// What one certificate must say.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CertPlan {
-    pub cert_path: String,
-    pub key_path: String,
-    pub signer: Signer,
-    pub common_name: String,
-    pub organization: Option<String>,
-    /// Sorted.
-    pub dns_names: Vec<String>,
-    /// Sorted.
-    pub ips: Vec<IpAddr>,
-    pub server: bool,
-    pub client: bool,
-}
-
-impl CertPlan {
-    fn new(
-        stem: &str,
-        signer: Signer,
-        cn: &str,
-        org: Option<&str>,
-        server: bool,
-        client: bool,
-    ) -> Self {
-        CertPlan {
-            cert_path: format!("{stem}.crt"),
-            key_path: format!("{stem}.key"),
-            signer,
-            common_name: cn.to_string(),
-            organization: org.map(str::to_string),
-            dns_names: Vec::new(),
-            ips: Vec::new(),
-            server,
-            client,
-        }
-    }
-
-    fn names(mut self, dns: &[&str], ips: &[IpAddr]) -> Self {
-        let dns: BTreeSet<String> = dns
-            .iter()
-            .filter(|d| !d.is_empty())
-            .map(|d| d.to_string())
-            .collect();
-        let ips: BTreeSet<IpAddr> = ips.iter().copied().collect();
-        self.dns_names = dns.into_iter().collect();
-        self.ips = ips.into_iter().collect();
-        self
-    }
-
-    /// One line for the golden files: path, signer, subject and names.
-    pub fn summary(&self) -> String {
-        let ips: Vec<String> = self.ips.iter().map(IpAddr::to_string).collect();
-        format!(
-            "{} signer={:?} cn={} o={} server={} client={} dns=[{}] ip=[{}]",
-            self.cert_path,
-            self.signer,
-            self.common_name,
-            self.organization.as_deref().unwrap_or("-"),
-            self.server,
-            self.client,
-            self.dns_names.join(","),
-            ips.join(",")
-        )
-    }
-}
-
-/// The first address of a CIDR (`100.64.0.0/13` -> `100.64.0.1`): the `kubernetes` service's IP.
-pub fn first_service_ip(cidr: &str) -> Option<IpAddr> {
-    let base: Ipv4Addr = cidr.split('/').next()?.parse().ok()?;
-    Some(IpAddr::V4(Ipv4Addr::from(u32::from(base).checked_add(1)?)))
-}
-
-/// The certificates of a control-plane node (none for workers: their kubelets bootstrap).
-pub fn plan(spec: &NodeSpec, node: &NodeFacts) -> Vec<CertPlan> {
-    if spec.control_plane.is_none() {
-        return Vec::new();
-    }
-    let ip: Option<IpAddr> = node.private_ip.parse().ok();
-    let own_ips: Vec<IpAddr> = ip.into_iter().collect();
-    let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
-    let lb_name = spec
-        .api_server_endpoint
-        .rsplit_once(':')
-        .map(|(host, _)| host)
-        .unwrap_or(&spec.api_server_endpoint);
-    let svc_domain = format!("kubernetes.default.svc.{}", spec.cluster_domain);
-    let mut api_ips = own_ips.clone();
-    api_ips.push(loopback);
-    api_ips.extend(first_service_ip(&spec.service_cidr));
-    // etcd 3.4+ checks a peer's source address against its certificate: on the local cloud every connection
-    // leaves from 127.0.0.1, so a member on a loopback private IP needs it among its peer SANs. On AWS the
-    // private IP is not loopback and nothing is added.
-    let mut peer_ips = own_ips.clone();
-    if ip.is_some_and(|ip| ip.is_loopback()) {
-        peer_ips.push(loopback);
-    }
-    let mut server_ips = own_ips.clone();
-    server_ips.push(loopback);
-    let host = node.hostname.as_str();
-    use names::*;
-    use Signer::*;
-    vec![
-        CertPlan::new(API_SERVER, Kubernetes, "kube-apiserver", None, true, false).names(
-            &[
-                lb_name,
-                host,
-                "kubernetes",
-                "kubernetes.default",
-                "kubernetes.default.svc",
-                &svc_domain,
-                "localhost",
-            ],
-            &api_ips,
-        ),
-        CertPlan::new(
-            API_SERVER_KUBELET_CLIENT,
-            Kubernetes,
-            "kube-apiserver-kubelet-client",
-            Some("system:masters"),
-            false,
-            true,
-        ),
-        CertPlan::new(
-            API_SERVER_ETCD_CLIENT,
-            Etcd,
-            "kube-apiserver-etcd-client",
-            None,
-            false,
-            true,
-        ),
-        CertPlan::new(
-            CONTROLLER_MANAGER,
-            Kubernetes,
-            "system:kube-controller-manager",
-            None,
-            false,
-            true,
-        ),
-        CertPlan::new(
-            SCHEDULER,
-            Kubernetes,
-            "system:kube-scheduler",
-            None,
-            false,
-            true,
-        ),
-        CertPlan::new(
-            KUBELET_CLIENT,
-            Kubernetes,
-            &format!("system:node:{host}"),
-            Some("system:nodes"),
-            false,
-            true,
-        ),
-        CertPlan::new(ETCD_SERVER, Etcd, host, None, true, true)
-            .names(&[host, "localhost"], &server_ips),
-        CertPlan::new(ETCD_PEER, Etcd, host, None, true, true).names(&[host], &peer_ips),
-        CertPlan::new(ETCD_CLIENT, Etcd, "nodeup-etcd-client", None, false, true),
-    ]
-}
+// The plan is made in `cert_plan` (pure); these names stay readable from here, where certificates are issued.
+pub use crate::cert_plan::{first_service_ip, plan, CertPlan, Signer, RENEW_BEFORE, VALIDITY};
+/// Path stems (`<stem>.crt`, `<stem>.key`) of the certificates: the node's one PKI list.
+pub use crate::model::pki as names;
 
 /// Failures issuing certificates.
 #[derive(Debug, thiserror::Error)]
@@ -268,23 +84,14 @@ pub fn issue_all(
                 (cert.into_bytes(), key.into_bytes())
             }
         };
-        files.push(file(&plan.cert_path, 0o644, cert_pem));
-        files.push(file(&plan.key_path, 0o600, key_pem));
+        files.push(RenderedFile::new(&plan.cert_path, 0o644, cert_pem));
+        files.push(RenderedFile::new(&plan.key_path, 0o600, key_pem));
         outcomes.push(CertOutcome {
             cert_path: plan.cert_path.clone(),
             kept,
         });
     }
     Ok((files, outcomes))
-}
-
-fn file(path: &str, mode: u32, content: Vec<u8>) -> RenderedFile {
-    RenderedFile {
-        path: path.to_string(),
-        mode,
-        owner: crate::render::Owner::ROOT,
-        content,
-    }
 }
 
 fn issue(
@@ -325,7 +132,7 @@ fn issue(
     }
     params.use_authority_key_identifier_extension = true;
     params.not_before = now - Duration::hours(1);
-    params.not_after = now + VALIDITY;
+    params.not_after = now + plan.validity;
     let cert = params.signed_by(&key, issuer).map_err(err)?;
     Ok((cert.pem(), key.serialize_pem()))
 }
@@ -408,7 +215,7 @@ pub fn cert_facts(pem: &[u8]) -> Option<CertFacts> {
 }
 
 /// A certificate on the node still fits its plan: same subject and names, issued by this CA, for this key, and
-/// valid for at least [`RENEW_BEFORE`] more.
+/// valid for at least its [`CertPlan::renew_before`] more.
 fn still_fits(plan: &CertPlan, ca_pem: &str, cert: &[u8], key: &[u8], now: OffsetDateTime) -> bool {
     let (Some(facts), Some(ca)) = (cert_facts(cert), cert_facts(ca_pem.as_bytes())) else {
         return false;
@@ -428,5 +235,5 @@ fn still_fits(plan: &CertPlan, ca_pem: &str, cert: &[u8], key: &[u8], now: Offse
         && facts.authority_key_id.is_some()
         && facts.authority_key_id == ca.subject_key_id
         && facts.public_key == key.public_key_raw()
-        && facts.not_after > (now + RENEW_BEFORE).unix_timestamp()
+        && facts.not_after > (now + plan.renew_before).unix_timestamp()
 }

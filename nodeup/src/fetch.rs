@@ -6,11 +6,11 @@
 use std::time::{Duration, Instant};
 
 use ballast_state::node::{BootConfig, NodeSpec};
-use ballast_state::pki::{BootstrapToken, EncryptionKeys};
+use ballast_state::pki::{BadBootstrapToken, BootstrapToken, EncryptionKeys};
 use ballast_state::spec::Role;
 use ballast_state::store::{sha256_hex, StateStore, StoreError, StoreOptions};
 
-use crate::render::{ControlPlaneSecrets, Secrets};
+use crate::model::{ControlPlaneSecrets, Secrets};
 
 /// Failures fetching what the node needs.
 #[derive(Debug, thiserror::Error)]
@@ -20,7 +20,7 @@ pub enum FetchError {
     Open {
         url: String,
         #[source]
-        source: StoreError,
+        source: Box<StoreError>,
     },
     /// The store did not answer (or refused) before the deadline.
     #[error("the state store {url} is unreachable: reading {key} failed for {waited:?} ({attempts} attempts); last error: {last}")]
@@ -29,7 +29,8 @@ pub enum FetchError {
         key: String,
         waited: Duration,
         attempts: u32,
-        last: String,
+        #[source]
+        last: ReadFailure,
     },
     /// The object does not exist.
     #[error("{key} does not exist in the state store {url}: run `ballast update cluster --yes` to write it")]
@@ -43,11 +44,62 @@ pub enum FetchError {
         actual: String,
     },
     /// The node spec does not parse, or is not this node's.
-    #[error("the node spec {key} is invalid: {message}")]
-    BadSpec { key: String, message: String },
+    #[error("the node spec {key} is invalid: {problem}")]
+    BadSpec {
+        key: String,
+        #[source]
+        problem: SpecProblem,
+    },
     /// A secret does not parse.
-    #[error("the secret {key} is invalid: {message}")]
-    BadSecret { key: String, message: String },
+    #[error("the secret {key} is invalid: {problem}")]
+    BadSecret {
+        key: String,
+        #[source]
+        problem: SecretProblem,
+    },
+}
+
+/// Why one read of the state store failed (the last one, when the retries ran out).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadFailure {
+    #[error("{0}")]
+    Store(#[source] Box<StoreError>),
+    /// The read did not finish before the deadline.
+    #[error("timed out")]
+    TimedOut,
+}
+
+/// What is wrong with a node spec.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecProblem {
+    #[error("{0}")]
+    NotUtf8(#[source] std::str::Utf8Error),
+    #[error("{0}")]
+    Yaml(#[source] yaml_serde::Error),
+    /// The spec names another cluster, group or role than the boot config.
+    #[error("it is for {spec} ({spec_role:?}), but this node is {node} ({node_role:?})")]
+    NotThisNode {
+        /// `cluster/group` of the spec.
+        spec: String,
+        spec_role: Role,
+        /// `cluster/group` of the boot config.
+        node: String,
+        node_role: Role,
+    },
+    /// A control-plane spec leaves a secret it needs unnamed.
+    #[error("a control-plane spec must name it")]
+    Unnamed,
+}
+
+/// What is wrong with a secret.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretProblem {
+    #[error("{0}")]
+    NotUtf8(#[source] std::string::FromUtf8Error),
+    #[error("{0}")]
+    BootstrapToken(#[source] BadBootstrapToken),
+    #[error("{0}")]
+    Yaml(#[source] yaml_serde::Error),
 }
 
 /// Opens the boot config's state store.
@@ -56,7 +108,7 @@ pub async fn open(url: &str) -> Result<StateStore, FetchError> {
         .await
         .map_err(|source| FetchError::Open {
             url: url.to_string(),
-            source,
+            source: Box::new(source),
         })
 }
 
@@ -77,8 +129,8 @@ pub async fn get(store: &StateStore, key: &str, deadline: Instant) -> Result<Vec
                         key: key.to_string(),
                     })
                 }
-                Ok(Err(e)) => e.to_string(),
-                Err(_) => "timed out".to_string(),
+                Ok(Err(e)) => ReadFailure::Store(Box::new(e)),
+                Err(_) => ReadFailure::TimedOut,
             };
         if Instant::now() + backoff >= deadline {
             return Err(FetchError::Unreachable {
@@ -111,25 +163,22 @@ pub async fn node_spec(
             actual,
         });
     }
-    let bad = |message: String| FetchError::BadSpec {
+    let bad = |problem: SpecProblem| FetchError::BadSpec {
         key: key.clone(),
-        message,
+        problem,
     };
-    let text = std::str::from_utf8(&data).map_err(|e| bad(e.to_string()))?;
-    let spec: NodeSpec = yaml_serde::from_str(text).map_err(|e| bad(e.to_string()))?;
+    let text = std::str::from_utf8(&data).map_err(|e| bad(SpecProblem::NotUtf8(e)))?;
+    let spec: NodeSpec = yaml_serde::from_str(text).map_err(|e| bad(SpecProblem::Yaml(e)))?;
     if spec.cluster_name != boot.cluster_name
         || spec.instance_group != boot.instance_group
         || spec.role != boot.role
     {
-        return Err(bad(format!(
-            "it is for {}/{} ({:?}), but this node is {}/{} ({:?})",
-            spec.cluster_name,
-            spec.instance_group,
-            spec.role,
-            boot.cluster_name,
-            boot.instance_group,
-            boot.role
-        )));
+        return Err(bad(SpecProblem::NotThisNode {
+            spec: format!("{}/{}", spec.cluster_name, spec.instance_group),
+            spec_role: spec.role,
+            node: format!("{}/{}", boot.cluster_name, boot.instance_group),
+            node_role: boot.role,
+        }));
     }
     Ok(spec)
 }
@@ -137,7 +186,7 @@ pub async fn node_spec(
 fn text(key: &str, data: Vec<u8>) -> Result<String, FetchError> {
     String::from_utf8(data).map_err(|e| FetchError::BadSecret {
         key: key.to_string(),
-        message: e.to_string(),
+        problem: SecretProblem::NotUtf8(e),
     })
 }
 
@@ -152,7 +201,7 @@ pub async fn secrets(
     let required = |key: &Option<String>, what: &str| {
         key.clone().ok_or_else(|| FetchError::BadSpec {
             key: format!("pki.{what}"),
-            message: "a control-plane spec must name it".to_string(),
+            problem: SpecProblem::Unnamed,
         })
     };
     let fetch = |key: String| async move {
@@ -167,7 +216,7 @@ pub async fn secrets(
                     .map(Some)
                     .map_err(|e| FetchError::BadSecret {
                         key: key.clone(),
-                        message: e.to_string(),
+                        problem: SecretProblem::BootstrapToken(e),
                     })
             }
             None => Ok(None),
@@ -195,7 +244,7 @@ pub async fn secrets(
             .map(Some)
             .map_err(|e| FetchError::BadSecret {
                 key,
-                message: e.to_string(),
+                problem: SecretProblem::Yaml(e),
             })
     };
     let (ca, token, ca_key, etcd_cert, etcd_key, sa_key, sa_pub, encryption_keys) = tokio::try_join!(

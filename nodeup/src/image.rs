@@ -5,7 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use ballast_state::components::{ComponentManifest, ImageComponents, IMAGE_RECORD_PATH};
+use ballast_state::components::{
+    ComponentManifest, ImageComponents, ImageRecordError, LookupError, ManifestError,
+    IMAGE_RECORD_PATH,
+};
 use ballast_state::node::NodeSpec;
 
 /// What the check found.
@@ -26,10 +29,22 @@ pub enum ImageError {
         version: String,
         mismatches: Vec<String>,
     },
+    /// The image's record exists but cannot be read.
+    #[error("{}: {source}", path.display())]
+    UnreadableRecord {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The image's record does not parse.
     #[error("{0}")]
-    UnreadableRecord(String),
+    BadRecord(#[source] ImageRecordError),
+    /// The component manifest built into nodeup does not parse (a build that skipped its tests).
     #[error("the component manifest has no release for the node spec: {0}")]
-    NoRelease(String),
+    BadManifest(#[source] ManifestError),
+    /// No release of the manifest fits the node spec's Kubernetes version.
+    #[error("the component manifest has no release for the node spec: {0}")]
+    NoRelease(#[source] LookupError),
 }
 
 /// Compares the image record under `root` with the release the node spec's Kubernetes version names.
@@ -40,20 +55,14 @@ pub fn check_image(root: &Path, spec: &NodeSpec) -> Result<ImageCheck, ImageErro
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(ImageCheck::NoRecord(path))
         }
-        Err(e) => {
-            return Err(ImageError::UnreadableRecord(format!(
-                "{}: {e}",
-                path.display()
-            )))
-        }
+        Err(source) => return Err(ImageError::UnreadableRecord { path, source }),
     };
     let record = ImageComponents::parse(&text, &path.display().to_string())
-        .map_err(|e| ImageError::UnreadableRecord(e.to_string()))?;
-    let manifest =
-        ComponentManifest::embedded().map_err(|e| ImageError::NoRelease(e.to_string()))?;
+        .map_err(ImageError::BadRecord)?;
+    let manifest = ComponentManifest::embedded().map_err(ImageError::BadManifest)?;
     let (_, release) = manifest
         .release_for_minor(&spec.kubernetes_version)
-        .map_err(|e| ImageError::NoRelease(e.to_string()))?;
+        .map_err(ImageError::NoRelease)?;
     let mismatches: Vec<String> = record
         .mismatches(release)
         .iter()

@@ -13,8 +13,12 @@ pub const ENDPOINT_ENV: &str = "AWS_EC2_METADATA_SERVICE_ENDPOINT";
 #[derive(Debug, thiserror::Error)]
 pub enum ImdsError {
     /// `AWS_EC2_METADATA_SERVICE_ENDPOINT` is not a valid URL.
-    #[error("{ENDPOINT_ENV}={endpoint} is not a valid endpoint: {message}")]
-    BadEndpoint { endpoint: String, message: String },
+    #[error("{ENDPOINT_ENV}={endpoint} is not a valid endpoint: {source}")]
+    BadEndpoint {
+        endpoint: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// No answer (connection refused, timeouts, 5xx, token failures) before the deadline.
     #[error("IMDS at {endpoint} did not answer {path} within {timeout:?} ({attempts} attempts); last error: {last}")]
     Unavailable {
@@ -22,7 +26,8 @@ pub enum ImdsError {
         path: String,
         timeout: Duration,
         attempts: u32,
-        last: String,
+        #[source]
+        last: ImdsFailure,
     },
     /// IMDS refused the request (a 4xx other than 404, e.g. 403 for a proxied request).
     #[error("IMDS at {endpoint} refused {path}: HTTP {status}")]
@@ -34,6 +39,22 @@ pub enum ImdsError {
     /// A required entry is missing (404).
     #[error("IMDS at {endpoint} has no {path} (HTTP 404)")]
     Missing { endpoint: String, path: String },
+}
+
+/// Why one request to IMDS failed (the last one, when the retries ran out).
+#[derive(Debug, thiserror::Error)]
+pub enum ImdsFailure {
+    /// IMDS answered with a server error.
+    #[error("HTTP {0}")]
+    Status(u16),
+    /// No answer: connection refused, a timeout, a token failure. The message carries the SDK error's whole chain
+    /// (its own text says little: "failed to load IMDS session token").
+    #[error("{}", sdk_error_text(.0))]
+    Sdk(#[source] Box<SdkImdsError>),
+}
+
+fn sdk_error_text(e: &SdkImdsError) -> String {
+    error_chain(e)
 }
 
 /// An IMDSv2 client with an overall deadline per value.
@@ -57,9 +78,9 @@ impl Imds {
         if let Some(endpoint) = endpoint {
             builder = builder
                 .endpoint(endpoint)
-                .map_err(|e| ImdsError::BadEndpoint {
+                .map_err(|source| ImdsError::BadEndpoint {
                     endpoint: endpoint.to_owned(),
-                    message: e.to_string(),
+                    source,
                 })?;
         }
         Ok(Imds {
@@ -111,10 +132,10 @@ impl Imds {
                                 status,
                             })
                         }
-                        _ => format!("HTTP {status}"),
+                        _ => ImdsFailure::Status(status),
                     }
                 }
-                Err(e) => error_chain(&e),
+                Err(e) => ImdsFailure::Sdk(Box::new(e)),
             };
             let now = Instant::now();
             if now + backoff >= deadline {

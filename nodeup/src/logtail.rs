@@ -63,3 +63,30 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogTail {
         }
     }
 }
+
+/// Installs nodeup's logging: an env filter (`RUST_LOG`, `info` by default), formatted to stderr and teed into
+/// the returned tail for the boot report.
+pub fn init_logging() -> LogTail {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let tail = LogTail::default();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // A second init (a test that already installed a subscriber) is not an error worth stopping a boot for.
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                // Logs usually go to files (the runner's, each instance's): colours only on a terminal.
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+        )
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(tail.clone())
+                .with_ansi(false)
+                .with_target(false),
+        )
+        .try_init();
+    tail
+}

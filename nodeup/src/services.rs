@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use ballast_state::report::{ServiceReport, ServiceState};
 
-use crate::render::ServiceDef;
+use crate::model::ServiceDef;
 use crate::write::WriteOutcome;
 
 /// How services are run.

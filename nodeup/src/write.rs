@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use ballast_state::report::{FileAction, FileWritten};
 
-use crate::render::RenderedFile;
+use crate::model::RenderedFile;
 
 /// Failures writing a file.
 #[derive(Debug, thiserror::Error)]
@@ -110,7 +110,7 @@ fn write_one(root: &Path, file: &RenderedFile) -> Result<(), WriteFileError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::Owner;
+    use crate::model::Owner;
 
     fn file(path: &str, mode: u32, content: &str) -> RenderedFile {
         RenderedFile {

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use ballast_state::node::{ControlPlaneSettings, NodeSpec};
+use ballast_state::pki::BootstrapToken;
 use ballast_state::spec::EncryptionProvider;
 use k8s_openapi::api::core::v1::{
     Container, HTTPGetAction, HostPathVolumeSource, Pod, PodSecurityContext, PodSpec, Probe,
@@ -16,10 +17,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::types::*;
-use super::{
-    kubeconfig, paths, to_yaml, ControlPlaneSecrets, NodeFacts, RenderError, RenderedFile, Secrets,
-};
-use crate::certs::names as cert;
+use super::{kubeconfig, to_yaml, RenderError};
+use crate::model::{paths, pki, ControlPlaneSecrets, NodeFacts, RenderedFile, Secrets};
 
 pub const API_SERVER_PORT: i32 = 443;
 pub const CONTROLLER_MANAGER_PORT: i32 = 10257;
@@ -36,39 +35,35 @@ pub(super) fn files(
 ) -> Result<Vec<RenderedFile>, RenderError> {
     let local_api = format!("https://{}:{API_SERVER_PORT}", node.private_ip);
     let mut files = vec![
+        RenderedFile::new(pki::KUBERNETES_CA_KEY, 0o600, cp.kubernetes_ca_key.clone()),
         RenderedFile::new(
-            paths::KUBERNETES_CA_KEY,
-            0o600,
-            cp.kubernetes_ca_key.clone(),
-        ),
-        RenderedFile::new(
-            paths::SERVICE_ACCOUNT_KEY,
+            pki::SERVICE_ACCOUNT_KEY,
             0o600,
             cp.service_account_key.clone(),
         ),
         RenderedFile::new(
-            paths::SERVICE_ACCOUNT_PUB,
+            pki::SERVICE_ACCOUNT_PUB,
             0o644,
             cp.service_account_public_key.clone(),
         ),
-        RenderedFile::new(paths::ETCD_CA_CERT, 0o644, cp.etcd_ca_cert.clone()),
+        RenderedFile::new(pki::ETCD_CA_CERT, 0o644, cp.etcd_ca_cert.clone()),
         RenderedFile::new(paths::AUDIT_POLICY, 0o644, AUDIT_POLICY),
     ];
     for (path, user, pair) in [
         (
             paths::CONTROLLER_MANAGER_KUBECONFIG,
             "system:kube-controller-manager",
-            cert::CONTROLLER_MANAGER,
+            pki::CONTROLLER_MANAGER,
         ),
         (
             paths::SCHEDULER_KUBECONFIG,
             "system:kube-scheduler",
-            cert::SCHEDULER,
+            pki::SCHEDULER,
         ),
     ] {
         let user_creds = KubeconfigUser {
-            client_certificate: Some(format!("{pair}.crt")),
-            client_key: Some(format!("{pair}.key")),
+            client_certificate: Some(pki::cert(pair)),
+            client_key: Some(pki::key(pair)),
             token: None,
         };
         files.push(RenderedFile::new(
@@ -103,31 +98,44 @@ pub(super) fn files(
     }
     if let Some(token) = &secrets.bootstrap_token {
         let path = format!("{}/bootstrap-token.yaml", paths::BOOTSTRAP_DIR);
-        let secret = Secret {
-            metadata: ObjectMeta {
-                name: Some(format!("bootstrap-token-{}", token.id)),
-                namespace: Some("kube-system".into()),
-                ..Default::default()
-            },
-            type_: Some("bootstrap.kubernetes.io/token".into()),
-            string_data: Some(BTreeMap::from([
-                ("token-id".to_string(), token.id.clone()),
-                ("token-secret".to_string(), token.secret.clone()),
-                (
-                    "usage-bootstrap-authentication".to_string(),
-                    "true".to_string(),
-                ),
-                ("auth-extra-groups".to_string(), BOOTSTRAP_GROUP.to_string()),
-                (
-                    "description".to_string(),
-                    "Ballast: kubelet TLS bootstrapping of worker nodes".to_string(),
-                ),
-            ])),
-            ..Default::default()
-        };
+        let secret = bootstrap_token_secret(token);
         files.push(RenderedFile::new(&path, 0o600, to_yaml(&path, &secret)?));
     }
     let rbac_path = format!("{}/rbac.yaml", paths::BOOTSTRAP_DIR);
+    let rbac = bootstrap_rbac(&rbac_path)?;
+    files.push(RenderedFile::new(&rbac_path, 0o644, rbac));
+    Ok(files)
+}
+
+/// The bootstrap token as the Secret the API server reads it from (`kube-system/bootstrap-token-<id>`).
+fn bootstrap_token_secret(token: &BootstrapToken) -> Secret {
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(format!("bootstrap-token-{}", token.id)),
+            namespace: Some("kube-system".into()),
+            ..Default::default()
+        },
+        type_: Some("bootstrap.kubernetes.io/token".into()),
+        string_data: Some(BTreeMap::from([
+            ("token-id".to_string(), token.id.clone()),
+            ("token-secret".to_string(), token.secret.clone()),
+            (
+                "usage-bootstrap-authentication".to_string(),
+                "true".to_string(),
+            ),
+            ("auth-extra-groups".to_string(), BOOTSTRAP_GROUP.to_string()),
+            (
+                "description".to_string(),
+                "Ballast: kubelet TLS bootstrapping of worker nodes".to_string(),
+            ),
+        ])),
+        ..Default::default()
+    }
+}
+
+/// The bindings that let bootstrapping kubelets ask for their client certificate, and have it (and its
+/// renewals) approved: one YAML stream of ClusterRoleBindings.
+fn bootstrap_rbac(rbac_path: &str) -> Result<String, RenderError> {
     let mut rbac = String::new();
     for (name, role, group) in [
         (
@@ -164,10 +172,9 @@ pub(super) fn files(
             }]),
         };
         rbac.push_str("---\n");
-        rbac.push_str(&to_yaml(&rbac_path, &binding)?);
+        rbac.push_str(&to_yaml(rbac_path, &binding)?);
     }
-    files.push(RenderedFile::new(&rbac_path, 0o644, rbac));
-    Ok(files)
+    Ok(rbac)
 }
 
 /// The first key encrypts, every key decrypts; `identity` last, so data written before encryption was enabled
@@ -242,34 +249,34 @@ fn api_server(spec: &NodeSpec, settings: &ControlPlaneSettings, node: &NodeFacts
         "--allow-privileged=true".to_string(),
         "--anonymous-auth=true".to_string(),
         "--authorization-mode=Node,RBAC".to_string(),
-        format!("--client-ca-file={}", paths::KUBERNETES_CA_CERT),
+        format!("--client-ca-file={}", pki::KUBERNETES_CA_CERT),
         "--enable-admission-plugins=NodeRestriction".to_string(),
         "--enable-bootstrap-token-auth=true".to_string(),
-        format!("--etcd-cafile={}", paths::ETCD_CA_CERT),
-        format!("--etcd-certfile={}.crt", cert::API_SERVER_ETCD_CLIENT),
-        format!("--etcd-keyfile={}.key", cert::API_SERVER_ETCD_CLIENT),
+        format!("--etcd-cafile={}", pki::ETCD_CA_CERT),
+        format!("--etcd-certfile={}.crt", pki::API_SERVER_ETCD_CLIENT),
+        format!("--etcd-keyfile={}.key", pki::API_SERVER_ETCD_CLIENT),
         format!("--etcd-servers=https://{}:2379", node.private_ip),
         format!(
             "--kubelet-client-certificate={}.crt",
-            cert::API_SERVER_KUBELET_CLIENT
+            pki::API_SERVER_KUBELET_CLIENT
         ),
         format!(
             "--kubelet-client-key={}.key",
-            cert::API_SERVER_KUBELET_CLIENT
+            pki::API_SERVER_KUBELET_CLIENT
         ),
         "--kubelet-preferred-address-types=InternalIP,Hostname".to_string(),
         format!(
             "--service-account-issuer=https://kubernetes.default.svc.{}",
             spec.cluster_domain
         ),
-        format!("--service-account-key-file={}", paths::SERVICE_ACCOUNT_PUB),
+        format!("--service-account-key-file={}", pki::SERVICE_ACCOUNT_PUB),
         format!(
             "--service-account-signing-key-file={}",
-            paths::SERVICE_ACCOUNT_KEY
+            pki::SERVICE_ACCOUNT_KEY
         ),
         format!("--service-cluster-ip-range={}", spec.service_cidr),
-        format!("--tls-cert-file={}.crt", cert::API_SERVER),
-        format!("--tls-private-key-file={}.key", cert::API_SERVER),
+        format!("--tls-cert-file={}.crt", pki::API_SERVER),
+        format!("--tls-private-key-file={}.key", pki::API_SERVER),
         "--tls-min-version=VersionTLS12".to_string(),
         format!("--audit-policy-file={}", paths::AUDIT_POLICY),
         format!("--audit-log-path={}", settings.audit_log_path),
@@ -310,17 +317,17 @@ fn controller_manager(spec: &NodeSpec, node: &NodeFacts) -> Pod {
         format!("--authentication-kubeconfig={kc}"),
         format!("--authorization-kubeconfig={kc}"),
         format!("--bind-address={}", node.private_ip),
-        format!("--client-ca-file={}", paths::KUBERNETES_CA_CERT),
+        format!("--client-ca-file={}", pki::KUBERNETES_CA_CERT),
         format!("--cluster-name={}", spec.cluster_name),
-        format!("--cluster-signing-cert-file={}", paths::KUBERNETES_CA_CERT),
-        format!("--cluster-signing-key-file={}", paths::KUBERNETES_CA_KEY),
+        format!("--cluster-signing-cert-file={}", pki::KUBERNETES_CA_CERT),
+        format!("--cluster-signing-key-file={}", pki::KUBERNETES_CA_KEY),
         "--controllers=*,bootstrapsigner,tokencleaner".to_string(),
         format!("--kubeconfig={kc}"),
         "--leader-elect=true".to_string(),
-        format!("--root-ca-file={}", paths::KUBERNETES_CA_CERT),
+        format!("--root-ca-file={}", pki::KUBERNETES_CA_CERT),
         format!(
             "--service-account-private-key-file={}",
-            paths::SERVICE_ACCOUNT_KEY
+            pki::SERVICE_ACCOUNT_KEY
         ),
         format!("--service-cluster-ip-range={}", spec.service_cidr),
         "--use-service-account-credentials=true".to_string(),

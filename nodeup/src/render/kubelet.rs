@@ -12,10 +12,9 @@ use ballast_state::spec::Role;
 use k8s_openapi::api::core::v1::Taint;
 
 use super::types::*;
-use super::{
-    kubeconfig, paths, to_yaml, NodeFacts, RenderError, RenderedFile, Secrets, ServiceDef,
-};
-use crate::certs::CertPlan;
+use super::{kubeconfig, to_yaml, RenderError};
+use crate::cert_plan::CertPlan;
+use crate::model::{paths, pki, NodeFacts, RenderedFile, Secrets, ServiceDef};
 
 /// The label every node gets with its instance group (not under kubernetes.io: the NodeRestriction admission
 /// plugin forbids kubelets to set those).
@@ -52,8 +51,8 @@ pub(super) fn files(
     match spec.role {
         Role::ControlPlane => {
             let user = KubeconfigUser {
-                client_certificate: Some(format!("{}/kubelet-client.crt", paths::KUBELET_PKI_DIR)),
-                client_key: Some(format!("{}/kubelet-client.key", paths::KUBELET_PKI_DIR)),
+                client_certificate: Some(pki::cert(pki::KUBELET_CLIENT)),
+                client_key: Some(pki::key(pki::KUBELET_CLIENT)),
                 token: None,
             };
             let kc = kubeconfig(&server, "kubelet", user);
@@ -91,7 +90,7 @@ pub(super) fn service(spec: &NodeSpec, node: &NodeFacts, certificates: &[CertPla
         paths::KUBELET_UNIT.to_string(),
         paths::KUBELET_ENV.to_string(),
         paths::KUBELET_CONFIG.to_string(),
-        paths::KUBERNETES_CA_CERT.to_string(),
+        pki::KUBERNETES_CA_CERT.to_string(),
     ];
     match spec.role {
         Role::ControlPlane => triggers.push(paths::KUBELET_KUBECONFIG.to_string()),
@@ -100,7 +99,7 @@ pub(super) fn service(spec: &NodeSpec, node: &NodeFacts, certificates: &[CertPla
     triggers.extend(
         certificates
             .iter()
-            .filter(|c| c.cert_path.starts_with(paths::KUBELET_PKI_DIR))
+            .filter(|c| c.cert_path.starts_with(pki::KUBELET_DIR))
             .flat_map(|c| [c.cert_path.clone(), c.key_path.clone()]),
     );
     ServiceDef {
@@ -178,7 +177,7 @@ fn configuration(spec: &NodeSpec) -> Result<KubeletConfiguration, RenderError> {
                 cache_ttl: "2m0s".into(),
             },
             x509: KubeletX509Authentication {
-                client_ca_file: paths::KUBERNETES_CA_CERT.into(),
+                client_ca_file: pki::KUBERNETES_CA_CERT.into(),
             },
         },
         authorization: KubeletAuthorization {

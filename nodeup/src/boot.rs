@@ -1,0 +1,428 @@
+//! The boot, step by step: identity, fetch, render (and certificates), write, services, each timed into the
+//! boot report; then the report, `READY=1`, and what runs until SIGTERM (the services' supervisor, and on a
+//! control-plane node the etcd supervisor). Every failure stops before anything is written to the node.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ballast_etcd::peers::Ec2Peers;
+use ballast_etcd::process::EtcdTls;
+use ballast_etcd::supervisor::{Supervisor as EtcdSupervisor, SupervisorConfig};
+use ballast_state::node::{BootConfig, ControlPlaneSettings, NodeSpec};
+use ballast_state::report::{NodeReport, Phase, ServiceState, Step};
+use ballast_state::store::StateStore;
+
+use crate::cli::Cli;
+use crate::credentials::check_credentials;
+use crate::error::{BootConfigError, FailedService, NodeupError};
+use crate::fetch::{self, FetchError};
+use crate::identity::{Identity, IdentityReport};
+use crate::image::{self, ImageCheck};
+use crate::imds::Imds;
+use crate::logtail::LogTail;
+use crate::model::{paths, pki, NodeFacts, Secrets};
+use crate::render::{self, Rendered};
+use crate::report::{self, step, ReportDestination};
+use crate::services::{self, ServiceManager, ServiceMode, Supervisor, Systemd};
+use crate::write::{self, WriteOutcome};
+use crate::{certs, notify};
+
+/// What a run carries from step to step, for its report and for what runs after.
+struct Run {
+    report: NodeReport,
+    store: Option<StateStore>,
+    cluster: Option<String>,
+    manager: Option<Box<dyn ServiceManager>>,
+    /// On a control-plane node: the etcd supervisor to run once configured, and the instance's region.
+    etcd: Option<(SupervisorConfig, String)>,
+}
+
+impl Run {
+    fn report_destination(&self) -> Option<ReportDestination<'_>> {
+        match (&self.store, &self.cluster) {
+            (Some(store), Some(cluster)) => Some(ReportDestination { store, cluster }),
+            _ => None,
+        }
+    }
+}
+
+/// Configures the node, reports, then waits for SIGTERM (unless `--once`).
+pub async fn run(
+    cli: &Cli,
+    tail: &LogTail,
+    started: Instant,
+    started_at: &str,
+) -> Result<(), NodeupError> {
+    let mut state = Run {
+        report: NodeReport::new("unknown", env!("CARGO_PKG_VERSION"), started_at),
+        store: None,
+        cluster: None,
+        manager: None,
+        etcd: None,
+    };
+    let result = configure(cli, &mut state).await;
+    match &result {
+        Ok(()) => {
+            state.report.phase = Phase::Configured;
+            tracing::info!(millis = started.elapsed().as_millis() as u64, "configured");
+        }
+        Err(e) => {
+            state.report.phase = Phase::Failed;
+            state.report.errors = report::error_lines(e);
+            tracing::error!("{e}");
+        }
+    }
+    state.report.total_millis = started.elapsed().as_millis() as u64;
+    state.report.finished_at = report::now_rfc3339();
+    state.report.log_tail = tail.lines();
+    report::publish(&cli.root, &state.report, state.report_destination()).await;
+    if result.is_ok() {
+        notify::notify_ready();
+    }
+    // Without --once nodeup stays up once it knows what it was asked to be, configured or not: on a failure the
+    // instance keeps running (its report says why) and systemd's start timeout restarts nodeup later. Only
+    // failures before that (IMDS, no user-data) exit at once.
+    let stays_up = result
+        .as_ref()
+        .map_or_else(|e| !e.exits_at_once(), |()| true);
+    if stays_up && !cli.once {
+        stay_up(&mut state, result.is_ok()).await;
+        tracing::info!("terminating");
+    }
+    if let Some(manager) = state.manager.as_mut() {
+        manager.shutdown();
+    }
+    result
+}
+
+/// Until SIGTERM: the services' supervisor ticks, and a configured control-plane node runs its etcd supervisor.
+async fn stay_up(state: &mut Run, configured: bool) {
+    let supervisor = match (configured, state.etcd.take(), &state.store) {
+        (true, Some((config, region)), Some(store)) => {
+            start_etcd_supervisor(config, &region, store.clone()).await
+        }
+        _ => None,
+    };
+    match supervisor {
+        // The supervisor stops etcd when SIGTERM comes (etcd is in nodeup's process group, so a power cut
+        // takes it down too).
+        Some(supervisor) => {
+            supervisor
+                .run(wait_for_termination(state.manager.as_mut()))
+                .await
+        }
+        None => wait_for_termination(state.manager.as_mut()).await,
+    }
+}
+
+async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
+    // 1. Identity and boot config.
+    let (identity, boot) = step(&mut state.report, Step::Identity, identity_and_boot(cli)).await?;
+    report::record_identity(&mut state.report, &identity, &boot);
+
+    // 2. Node spec and secrets.
+    let (spec, secrets) = fetch_spec_and_secrets(cli, state, &boot).await?;
+
+    // The AMI must carry what this node spec runs (a node downloads nothing at boot).
+    match image::check_image(&cli.root, &spec)? {
+        ImageCheck::Matches => tracing::info!("the AMI carries the node spec's components"),
+        ImageCheck::NoRecord(path) => tracing::warn!(
+            record = %path.display(),
+            "no image component record: not an AMI baked by Ballast's recipe, components not checked"
+        ),
+    }
+
+    // 3. Render (pure) and certificates.
+    let node = NodeFacts {
+        instance_id: identity.instance_id.clone(),
+        private_ip: identity.local_ipv4.clone(),
+        hostname: identity.local_hostname.clone(),
+        availability_zone: identity.availability_zone.clone(),
+    };
+    let rendered = step(&mut state.report, Step::Render, async {
+        render_with_certificates(&cli.root, &spec, &node, &secrets)
+    })
+    .await?;
+
+    // 4. Write what differs.
+    let written = step(&mut state.report, Step::Write, async {
+        write::write_files(&cli.root, &rendered.files)
+    })
+    .await?;
+    for f in &written.written {
+        tracing::info!(path = %f.path, action = ?f.action, mode = %f.mode, "wrote");
+    }
+    tracing::info!(
+        written = written.written.len(),
+        unchanged = written.unchanged,
+        "files"
+    );
+    state.report.files_written = written.written.clone();
+    state.report.files_unchanged = written.unchanged;
+
+    // 5. Services.
+    start_services(cli, state, &rendered, &written).await?;
+
+    // 6. On a control-plane node, what its etcd supervisor needs (it starts once the report is out).
+    if let Some(cp) = &spec.control_plane {
+        let config = etcd_supervisor_config(cli, &boot, &identity, cp)?;
+        state.etcd = Some((config, identity.region.clone()));
+    }
+    Ok(())
+}
+
+/// Step 2: the node spec, verified against the boot config, and the secrets it names.
+async fn fetch_spec_and_secrets(
+    cli: &Cli,
+    state: &mut Run,
+    boot: &BootConfig,
+) -> Result<(NodeSpec, Secrets), NodeupError> {
+    let deadline = Instant::now() + Duration::from_secs(cli.store_timeout_secs);
+    let store = fetch::open(&boot.state_store).await?;
+    state.store = Some(store.clone());
+    state.cluster = Some(boot.cluster_name.clone());
+    let fetched = step(&mut state.report, Step::Fetch, async {
+        let spec = fetch::node_spec(&store, boot, deadline).await?;
+        tracing::info!(key = %boot.node_spec, sha256 = %boot.node_spec_sha256, "node spec verified");
+        let secrets = fetch::secrets(&store, &spec, deadline).await?;
+        Ok::<_, FetchError>((spec, secrets))
+    })
+    .await?;
+    Ok(fetched)
+}
+
+/// Step 3: every file (pure), and on a control-plane node its certificates, issued or kept, among them.
+fn render_with_certificates(
+    root: &Path,
+    spec: &NodeSpec,
+    node: &NodeFacts,
+    secrets: &Secrets,
+) -> Result<Rendered, NodeupError> {
+    let mut rendered = render::render(spec, node, secrets)?;
+    if let Some(cp) = &secrets.control_plane {
+        let existing = |path: &str| std::fs::read(write::under_root(root, path)).ok();
+        let (files, outcomes) = certs::issue_all(
+            &rendered.certificates,
+            cp,
+            &secrets.kubernetes_ca_cert,
+            existing,
+            time::OffsetDateTime::now_utc(),
+        )?;
+        let kept = outcomes.iter().filter(|o| o.kept).count();
+        tracing::info!(kept, issued = outcomes.len() - kept, "certificates");
+        rendered.files.extend(files);
+        rendered.files.sort_by(|a, b| a.path.cmp(&b.path));
+    }
+    Ok(rendered)
+}
+
+/// Step 5: start or restart, through systemd or the built-in supervisor, the services whose files changed.
+async fn start_services(
+    cli: &Cli,
+    state: &mut Run,
+    rendered: &Rendered,
+    written: &WriteOutcome,
+) -> Result<(), NodeupError> {
+    let mode = cli.services.resolve(&cli.root);
+    let mut manager: Box<dyn ServiceManager> = match mode {
+        ServiceMode::Systemd => Box::new(Systemd),
+        _ => Box::new(Supervisor::new(&cli.root)),
+    };
+    let (decisions, reload) = services::decide(&rendered.services, written);
+    let reports = step(&mut state.report, Step::Services, async {
+        Ok::<_, NodeupError>(manager.apply(&decisions, reload))
+    })
+    .await?;
+    for r in &reports {
+        tracing::info!(service = %r.name, state = ?r.state, detail = r.detail.as_deref().unwrap_or(""), mode = ?mode, "service");
+    }
+    state.report.services = reports;
+    state.manager = Some(manager);
+    let failed: Vec<FailedService> = state
+        .report
+        .services
+        .iter()
+        .filter(|s| s.state == ServiceState::Failed)
+        .map(|s| FailedService {
+            name: s.name.clone(),
+            detail: s.detail.clone().unwrap_or_else(|| "failed".to_string()),
+        })
+        .collect();
+    if !failed.is_empty() {
+        return Err(NodeupError::Services { failed });
+    }
+    Ok(())
+}
+
+/// What the etcd supervisor of this control-plane node needs: its identity, its state dir, the certificates
+/// nodeup issued, the binaries and the node spec's etcd settings.
+fn etcd_supervisor_config(
+    cli: &Cli,
+    boot: &BootConfig,
+    identity: &Identity,
+    cp: &ControlPlaneSettings,
+) -> Result<SupervisorConfig, NodeupError> {
+    let (etcd_binary, etcdctl_binary) = cli.etcd_binaries();
+    let mut config = SupervisorConfig::new(
+        &boot.cluster_name,
+        &identity.instance_id,
+        &identity.local_ipv4,
+        write::under_root(&cli.root, paths::ETCD_STATE_DIR),
+        etcd_tls(&cli.root),
+    )
+    .with_settings(&cp.etcd)
+    .map_err(NodeupError::EtcdSettings)?;
+    config.etcd_binary = etcd_binary;
+    config.etcdctl_binary = etcdctl_binary;
+    Ok(config)
+}
+
+/// The etcd certificates nodeup writes, under the root, named from the node's one PKI list.
+fn etcd_tls(root: &Path) -> EtcdTls {
+    let at = |node_path: &str| write::under_root(root, node_path);
+    EtcdTls {
+        ca_cert: at(pki::ETCD_CA_CERT),
+        server_cert: at(&pki::cert(pki::ETCD_SERVER)),
+        server_key: at(&pki::key(pki::ETCD_SERVER)),
+        peer_cert: at(&pki::cert(pki::ETCD_PEER)),
+        peer_key: at(&pki::key(pki::ETCD_PEER)),
+        client_cert: at(&pki::cert(pki::ETCD_CLIENT)),
+        client_key: at(&pki::key(pki::ETCD_CLIENT)),
+    }
+}
+
+/// The etcd supervisor of this control-plane instance, its peers found through the EC2 API with the instance
+/// role's credentials. `None` (logged) when the certificates nodeup just wrote cannot be read.
+async fn start_etcd_supervisor(
+    config: SupervisorConfig,
+    region: &str,
+    store: StateStore,
+) -> Option<EtcdSupervisor> {
+    let peers = Ec2Peers::in_region(&config.cluster_name, region).await;
+    tracing::info!(
+        etcd = %config.etcd_binary.display(),
+        state_dir = %config.state_dir.display(),
+        "starting the etcd supervisor"
+    );
+    match EtcdSupervisor::new(config, store, Arc::new(peers)) {
+        Ok(supervisor) => Some(supervisor),
+        Err(e) => {
+            tracing::error!("the etcd supervisor cannot start: {e}");
+            None
+        }
+    }
+}
+
+/// Step 1: identity, user-data, the identity file, the boot config.
+async fn identity_and_boot(cli: &Cli) -> Result<(Identity, BootConfig), NodeupError> {
+    let imds = Imds::from_env(Duration::from_secs(cli.imds_timeout_secs))?;
+    tracing::info!(endpoint = imds.endpoint(), root = %cli.root.display(), "nodeup starting: reading identity");
+    let identity = Identity::fetch(&imds).await?;
+    tracing::info!(
+        instance_id = %identity.instance_id,
+        availability_zone = %identity.availability_zone,
+        local_ipv4 = %identity.local_ipv4,
+        instance_type = %identity.instance_type,
+        ami_id = %identity.ami_id,
+        iam_role = identity.iam_role.as_deref().unwrap_or("-"),
+        "identity"
+    );
+    let user_data = imds
+        .get_optional("/latest/user-data")
+        .await?
+        .ok_or_else(|| NodeupError::NoUserData {
+            endpoint: imds.endpoint().to_owned(),
+        })?;
+    tracing::info!(
+        bytes = user_data.len(),
+        "user-data (boot config):\n{user_data}"
+    );
+    let credentials = check_credentials(&identity.region).await;
+    match (&credentials.access_key_id, &credentials.error) {
+        (Some(key), _) => {
+            tracing::info!(access_key_id = %key, "AWS credentials from the default chain")
+        }
+        (None, Some(e)) => tracing::warn!(error = %e, "no AWS credentials from the default chain"),
+        (None, None) => {}
+    }
+    let report = IdentityReport {
+        identity: identity.clone(),
+        user_data: user_data.clone(),
+        credentials,
+        pid: std::process::id(),
+    };
+    let path = report.write(&cli.root)?;
+    tracing::info!(path = %path.display(), "identity written");
+    let boot = parse_boot_config(&user_data)?;
+    Ok((identity, boot))
+}
+
+/// The boot config in user-data (`#ballast-boot-config` + YAML).
+pub fn parse_boot_config(user_data: &str) -> Result<BootConfig, NodeupError> {
+    if !user_data.trim_start().starts_with("#ballast-boot-config") {
+        return Err(NodeupError::BadBootConfig(BootConfigError::NotMarked));
+    }
+    let boot = BootConfig::from_user_data(user_data)
+        .map_err(|e| NodeupError::BadBootConfig(BootConfigError::Parse(e)))?;
+    if boot.kind != ballast_state::node::KIND_BOOT_CONFIG {
+        return Err(NodeupError::BadBootConfig(BootConfigError::WrongKind {
+            kind: boot.kind,
+        }));
+    }
+    Ok(boot)
+}
+
+/// Until SIGTERM or SIGINT, ticking the service manager every second (the supervisor restarts children that
+/// exited).
+async fn wait_for_termination(mut manager: Option<&mut Box<dyn ServiceManager>>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = term.recv() => return,
+            _ = int.recv() => return,
+            _ = tick.tick() => {
+                if let Some(m) = manager.as_mut() {
+                    m.tick();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The etcd supervisor reads exactly the files nodeup issues, where `EtcdTls::in_dir` expects them.
+    #[test]
+    fn etcd_certificates_are_where_the_supervisor_looks() {
+        let root = Path::new("/tmp/node-root");
+        assert_eq!(
+            etcd_tls(root),
+            EtcdTls::in_dir(&write::under_root(root, pki::ETCD_DIR))
+        );
+    }
+
+    #[test]
+    fn a_boot_config_is_marked_and_of_its_kind() {
+        let unmarked = parse_boot_config("#!/bin/sh\necho hi\n").expect_err("not marked");
+        assert!(matches!(
+            unmarked,
+            NodeupError::BadBootConfig(BootConfigError::NotMarked)
+        ));
+        let unparsable = parse_boot_config("#ballast-boot-config\n: : :\n").expect_err("not YAML");
+        assert!(matches!(
+            unparsable,
+            NodeupError::BadBootConfig(BootConfigError::Parse(_))
+        ));
+        assert!(std::error::Error::source(&unparsable).is_some());
+    }
+}

@@ -1,0 +1,370 @@
+//! Which certificates a control-plane node issues for itself, and what each must say: its paths, its signer,
+//! its subject, its names (SANs), its usages and how long it lives. Pure: a node spec and the node's facts in,
+//! a list of [`CertPlan`]s out; no clock, no keys. [`crate::certs`] issues them (rcgen and the clock).
+//!
+//! The certificates: the API server's serving certificate (the load balancer's name among its SANs), its
+//! clients of the kubelets and of etcd, etcd's server, peer and client certificates, and the client
+//! certificates of the controller manager, the scheduler and the node's own kubelet. Workers plan none: their
+//! kubelets bootstrap.
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr};
+
+use ballast_state::node::NodeSpec;
+use time::Duration;
+
+use crate::model::{pki, NodeFacts};
+
+/// Leaf certificates live a year; nodeup renews them when fewer than 30 days are left.
+pub const VALIDITY: Duration = Duration::days(365);
+pub const RENEW_BEFORE: Duration = Duration::days(30);
+
+/// Which CA signs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signer {
+    Kubernetes,
+    Etcd,
+}
+
+/// What one certificate must say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertPlan {
+    pub cert_path: String,
+    pub key_path: String,
+    pub signer: Signer,
+    pub common_name: String,
+    pub organization: Option<String>,
+    /// Sorted.
+    pub dns_names: Vec<String>,
+    /// Sorted.
+    pub ips: Vec<IpAddr>,
+    pub server: bool,
+    pub client: bool,
+    /// How long a new certificate lives.
+    pub validity: Duration,
+    /// A certificate on the node with less than this left is issued again.
+    pub renew_before: Duration,
+}
+
+impl CertPlan {
+    fn new(
+        stem: &str,
+        signer: Signer,
+        cn: &str,
+        org: Option<&str>,
+        server: bool,
+        client: bool,
+    ) -> Self {
+        CertPlan {
+            cert_path: pki::cert(stem),
+            key_path: pki::key(stem),
+            signer,
+            common_name: cn.to_string(),
+            organization: org.map(str::to_string),
+            dns_names: Vec::new(),
+            ips: Vec::new(),
+            server,
+            client,
+            validity: VALIDITY,
+            renew_before: RENEW_BEFORE,
+        }
+    }
+
+    /// The subject alternative names: empty DNS names dropped, both lists sorted and without duplicates.
+    fn names(mut self, dns: &[&str], ips: &[IpAddr]) -> Self {
+        let dns: BTreeSet<String> = dns
+            .iter()
+            .filter(|d| !d.is_empty())
+            .map(|d| d.to_string())
+            .collect();
+        let ips: BTreeSet<IpAddr> = ips.iter().copied().collect();
+        self.dns_names = dns.into_iter().collect();
+        self.ips = ips.into_iter().collect();
+        self
+    }
+
+    /// One line for the golden files: path, signer, subject and names.
+    pub fn summary(&self) -> String {
+        let ips: Vec<String> = self.ips.iter().map(IpAddr::to_string).collect();
+        format!(
+            "{} signer={:?} cn={} o={} server={} client={} dns=[{}] ip=[{}]",
+            self.cert_path,
+            self.signer,
+            self.common_name,
+            self.organization.as_deref().unwrap_or("-"),
+            self.server,
+            self.client,
+            self.dns_names.join(","),
+            ips.join(",")
+        )
+    }
+}
+
+/// The first address of a CIDR (`100.64.0.0/13` -> `100.64.0.1`): the `kubernetes` service's IP.
+pub fn first_service_ip(cidr: &str) -> Option<IpAddr> {
+    let base: Ipv4Addr = cidr.split('/').next()?.parse().ok()?;
+    Some(IpAddr::V4(Ipv4Addr::from(u32::from(base).checked_add(1)?)))
+}
+
+/// The certificates of a control-plane node (none for workers: their kubelets bootstrap).
+pub fn plan(spec: &NodeSpec, node: &NodeFacts) -> Vec<CertPlan> {
+    if spec.control_plane.is_none() {
+        return Vec::new();
+    }
+    let ip: Option<IpAddr> = node.private_ip.parse().ok();
+    let own_ips: Vec<IpAddr> = ip.into_iter().collect();
+    let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let lb_name = spec
+        .api_server_endpoint
+        .rsplit_once(':')
+        .map(|(host, _)| host)
+        .unwrap_or(&spec.api_server_endpoint);
+    let svc_domain = format!("kubernetes.default.svc.{}", spec.cluster_domain);
+    let mut api_ips = own_ips.clone();
+    api_ips.push(loopback);
+    api_ips.extend(first_service_ip(&spec.service_cidr));
+    // etcd 3.4+ checks a peer's source address against its certificate: on the local cloud every connection
+    // leaves from 127.0.0.1, so a member on a loopback private IP needs it among its peer SANs. On AWS the
+    // private IP is not loopback and nothing is added.
+    let mut peer_ips = own_ips.clone();
+    if ip.is_some_and(|ip| ip.is_loopback()) {
+        peer_ips.push(loopback);
+    }
+    let mut server_ips = own_ips.clone();
+    server_ips.push(loopback);
+    let host = node.hostname.as_str();
+    use pki::*;
+    use Signer::*;
+    vec![
+        CertPlan::new(API_SERVER, Kubernetes, "kube-apiserver", None, true, false).names(
+            &[
+                lb_name,
+                host,
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                &svc_domain,
+                "localhost",
+            ],
+            &api_ips,
+        ),
+        CertPlan::new(
+            API_SERVER_KUBELET_CLIENT,
+            Kubernetes,
+            "kube-apiserver-kubelet-client",
+            Some("system:masters"),
+            false,
+            true,
+        ),
+        CertPlan::new(
+            API_SERVER_ETCD_CLIENT,
+            Etcd,
+            "kube-apiserver-etcd-client",
+            None,
+            false,
+            true,
+        ),
+        CertPlan::new(
+            CONTROLLER_MANAGER,
+            Kubernetes,
+            "system:kube-controller-manager",
+            None,
+            false,
+            true,
+        ),
+        CertPlan::new(
+            SCHEDULER,
+            Kubernetes,
+            "system:kube-scheduler",
+            None,
+            false,
+            true,
+        ),
+        CertPlan::new(
+            KUBELET_CLIENT,
+            Kubernetes,
+            &format!("system:node:{host}"),
+            Some("system:nodes"),
+            false,
+            true,
+        ),
+        CertPlan::new(ETCD_SERVER, Etcd, host, None, true, true)
+            .names(&[host, "localhost"], &server_ips),
+        CertPlan::new(ETCD_PEER, Etcd, host, None, true, true).names(&[host], &peer_ips),
+        CertPlan::new(ETCD_CLIENT, Etcd, "nodeup-etcd-client", None, false, true),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ballast_state::defaults::complete;
+    use ballast_state::generate::{generate, ClusterTemplate};
+    use ballast_state::node::render_node_spec;
+
+    const LB: &str = "api-demo-0123.elb.us-west-2.amazonaws.com";
+
+    fn spec(group: &str, endpoint: &str) -> NodeSpec {
+        let config = complete(
+            &generate(&ClusterTemplate {
+                name: "demo.example.com".into(),
+                zones: vec!["us-west-2a".into()],
+                ..Default::default()
+            })
+            .expect("template"),
+        );
+        render_node_spec(&config, group, "s3://b/p", endpoint)
+            .expect("spec")
+            .spec
+    }
+
+    fn control_plane() -> NodeSpec {
+        spec("control-plane-us-west-2a", LB)
+    }
+
+    fn node(ip: &str, hostname: &str) -> NodeFacts {
+        NodeFacts {
+            instance_id: "i-1".into(),
+            private_ip: ip.into(),
+            hostname: hostname.into(),
+            availability_zone: "us-west-2a".into(),
+        }
+    }
+
+    fn find<'a>(plans: &'a [CertPlan], stem: &str) -> &'a CertPlan {
+        plans
+            .iter()
+            .find(|p| p.cert_path == pki::cert(stem))
+            .unwrap_or_else(|| panic!("no plan for {stem}"))
+    }
+
+    fn ips(list: &[&str]) -> Vec<IpAddr> {
+        list.iter().map(|ip| ip.parse().expect("an ip")).collect()
+    }
+
+    #[test]
+    fn workers_plan_no_certificate() {
+        let worker = spec("nodes", LB);
+        assert!(plan(&worker, &node("10.0.1.10", "ip-10-0-1-10")).is_empty());
+    }
+
+    #[test]
+    fn a_control_plane_plans_nine_certificates_with_their_signers() {
+        let plans = plan(&control_plane(), &node("10.0.1.10", "ip-10-0-1-10"));
+        let signers: Vec<(&str, Signer)> = plans
+            .iter()
+            .map(|p| (p.cert_path.as_str(), p.signer))
+            .collect();
+        assert_eq!(
+            signers,
+            [
+                ("/etc/kubernetes/pki/apiserver.crt", Signer::Kubernetes),
+                (
+                    "/etc/kubernetes/pki/apiserver-kubelet-client.crt",
+                    Signer::Kubernetes
+                ),
+                (
+                    "/etc/kubernetes/pki/apiserver-etcd-client.crt",
+                    Signer::Etcd
+                ),
+                (
+                    "/etc/kubernetes/pki/controller-manager.crt",
+                    Signer::Kubernetes
+                ),
+                ("/etc/kubernetes/pki/scheduler.crt", Signer::Kubernetes),
+                (
+                    "/var/lib/kubelet/pki/kubelet-client.crt",
+                    Signer::Kubernetes
+                ),
+                ("/etc/kubernetes/pki/etcd/server.crt", Signer::Etcd),
+                ("/etc/kubernetes/pki/etcd/peer.crt", Signer::Etcd),
+                ("/etc/kubernetes/pki/etcd/client.crt", Signer::Etcd),
+            ]
+        );
+        for p in &plans {
+            assert_eq!(p.key_path, p.cert_path.replace(".crt", ".key"));
+            assert_eq!((p.validity, p.renew_before), (VALIDITY, RENEW_BEFORE));
+        }
+    }
+
+    #[test]
+    fn the_api_server_is_named_by_the_load_balancer_host_and_the_service_ip() {
+        let spec = spec("control-plane-us-west-2a", &format!("{LB}:443"));
+        let plans = plan(&spec, &node("10.0.1.10", "ip-10-0-1-10"));
+        let api = find(&plans, pki::API_SERVER);
+        assert_eq!(
+            api.dns_names,
+            [
+                LB,
+                "ip-10-0-1-10",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+                "localhost"
+            ]
+        );
+        assert_eq!(api.ips, ips(&["10.0.1.10", "100.64.0.1", "127.0.0.1"]));
+        assert!(api.server && !api.client);
+    }
+
+    #[test]
+    fn client_certificates_carry_their_subjects_and_no_names() {
+        let plans = plan(&control_plane(), &node("10.0.1.10", "ip-10-0-1-10"));
+        let kubelet = find(&plans, pki::KUBELET_CLIENT);
+        assert_eq!(kubelet.common_name, "system:node:ip-10-0-1-10");
+        assert_eq!(kubelet.organization.as_deref(), Some("system:nodes"));
+        let masters = find(&plans, pki::API_SERVER_KUBELET_CLIENT);
+        assert_eq!(masters.organization.as_deref(), Some("system:masters"));
+        for stem in [
+            pki::API_SERVER_KUBELET_CLIENT,
+            pki::API_SERVER_ETCD_CLIENT,
+            pki::CONTROLLER_MANAGER,
+            pki::SCHEDULER,
+            pki::KUBELET_CLIENT,
+            pki::ETCD_CLIENT,
+        ] {
+            let p = find(&plans, stem);
+            assert!(p.client && !p.server, "{stem}");
+            assert!(p.dns_names.is_empty() && p.ips.is_empty(), "{stem}");
+        }
+    }
+
+    #[test]
+    fn a_loopback_member_names_127_0_0_1_among_its_peer_ips_and_a_routable_one_does_not() {
+        let spec = control_plane();
+        let on_loopback = plan(&spec, &node("127.16.1.4", "h"));
+        assert_eq!(
+            find(&on_loopback, pki::ETCD_PEER).ips,
+            ips(&["127.0.0.1", "127.16.1.4"])
+        );
+        let routable = plan(&spec, &node("10.0.1.10", "h"));
+        assert_eq!(find(&routable, pki::ETCD_PEER).ips, ips(&["10.0.1.10"]));
+        assert_eq!(
+            find(&routable, pki::ETCD_SERVER).ips,
+            ips(&["10.0.1.10", "127.0.0.1"])
+        );
+    }
+
+    #[test]
+    fn an_unknown_hostname_or_ip_leaves_no_empty_name() {
+        let plans = plan(&control_plane(), &node("not-an-ip", ""));
+        let server = find(&plans, pki::ETCD_SERVER);
+        assert_eq!(server.dns_names, ["localhost"]);
+        assert_eq!(server.ips, ips(&["127.0.0.1"]));
+    }
+
+    #[test]
+    fn the_service_ip_is_the_first_of_the_cidr() {
+        assert_eq!(
+            first_service_ip("100.64.0.0/13"),
+            Some(ips(&["100.64.0.1"])[0])
+        );
+        assert_eq!(
+            first_service_ip("10.96.0.0/12"),
+            Some(ips(&["10.96.0.1"])[0])
+        );
+        assert_eq!(first_service_ip("255.255.255.255/32"), None);
+        assert_eq!(first_service_ip("not-a-cidr"), None);
+    }
+}

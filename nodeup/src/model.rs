@@ -1,0 +1,172 @@
+//! The types every step of nodeup shares: what the node knows about itself ([`NodeFacts`]), the trust material
+//! fetched for it ([`Secrets`]), a file as it must be on the node ([`RenderedFile`], [`Owner`]), a service and
+//! the files that restart it ([`ServiceDef`]), and where things live on a node ([`paths`], and every PKI file in
+//! one list, [`pki`]).
+//!
+//! A leaf: it imports nothing else from this crate, so that rendering ([`crate::render`]), certificate planning
+//! ([`crate::cert_plan`]), issuing ([`crate::certs`]), fetching and writing all depend on it and not on each
+//! other.
+
+use ballast_state::pki::{BootstrapToken, EncryptionKeys};
+
+/// Where things live on a node (paths without `--root`). The PKI files are in [`pki`].
+pub mod paths {
+    pub const CONTAINERD_CONFIG: &str = "/etc/containerd/config.toml";
+    pub const CONTAINERD_SOCKET: &str = "unix:///run/containerd/containerd.sock";
+    pub const CONTAINERD_BIN: &str = "/usr/local/bin/containerd";
+    pub const KUBELET_BIN: &str = "/usr/local/bin/kubelet";
+    pub const KUBELET_UNIT: &str = "/etc/systemd/system/kubelet.service";
+    pub const KUBELET_ENV: &str = "/etc/ballast/kubelet.env";
+    pub const KUBELET_CONFIG: &str = "/var/lib/kubelet/config.yaml";
+    pub const KUBELET_KUBECONFIG: &str = "/var/lib/kubelet/kubeconfig";
+    pub const KUBELET_BOOTSTRAP_KUBECONFIG: &str = "/var/lib/kubelet/bootstrap-kubeconfig";
+    pub const MANIFESTS_DIR: &str = "/etc/kubernetes/manifests";
+    pub const ENCRYPTION_CONFIG: &str = "/etc/kubernetes/encryption-config.yaml";
+    pub const AUDIT_POLICY: &str = "/etc/kubernetes/audit-policy.yaml";
+    pub const CONTROLLER_MANAGER_KUBECONFIG: &str = "/etc/kubernetes/controller-manager.conf";
+    pub const SCHEDULER_KUBECONFIG: &str = "/etc/kubernetes/scheduler.conf";
+    pub const BOOTSTRAP_DIR: &str = "/etc/kubernetes/bootstrap";
+    /// etcd's data dir, epoch and log on a control-plane node.
+    pub const ETCD_STATE_DIR: &str = "/var/lib/etcd";
+}
+
+/// Every PKI file on a node, in one list: the trust material copied from the state store, and the path stems
+/// (`<stem>.crt`, `<stem>.key`) of the certificates a control-plane node issues for itself.
+pub mod pki {
+    /// The Kubernetes PKI directory.
+    pub const KUBERNETES_DIR: &str = "/etc/kubernetes/pki";
+    /// etcd's CA certificate and the member's certificates, as the etcd supervisor reads them.
+    pub const ETCD_DIR: &str = "/etc/kubernetes/pki/etcd";
+    /// The kubelet's own certificates.
+    pub const KUBELET_DIR: &str = "/var/lib/kubelet/pki";
+
+    // From the state store.
+    pub const KUBERNETES_CA_CERT: &str = "/etc/kubernetes/pki/ca.crt";
+    pub const KUBERNETES_CA_KEY: &str = "/etc/kubernetes/pki/ca.key";
+    pub const SERVICE_ACCOUNT_KEY: &str = "/etc/kubernetes/pki/sa.key";
+    pub const SERVICE_ACCOUNT_PUB: &str = "/etc/kubernetes/pki/sa.pub";
+    pub const ETCD_CA_CERT: &str = "/etc/kubernetes/pki/etcd/ca.crt";
+
+    // Issued on the node: path stems.
+    pub const API_SERVER: &str = "/etc/kubernetes/pki/apiserver";
+    pub const API_SERVER_KUBELET_CLIENT: &str = "/etc/kubernetes/pki/apiserver-kubelet-client";
+    pub const API_SERVER_ETCD_CLIENT: &str = "/etc/kubernetes/pki/apiserver-etcd-client";
+    pub const CONTROLLER_MANAGER: &str = "/etc/kubernetes/pki/controller-manager";
+    pub const SCHEDULER: &str = "/etc/kubernetes/pki/scheduler";
+    pub const ETCD_SERVER: &str = "/etc/kubernetes/pki/etcd/server";
+    pub const ETCD_PEER: &str = "/etc/kubernetes/pki/etcd/peer";
+    pub const ETCD_CLIENT: &str = "/etc/kubernetes/pki/etcd/client";
+    pub const KUBELET_CLIENT: &str = "/var/lib/kubelet/pki/kubelet-client";
+
+    /// A stem's certificate path.
+    pub fn cert(stem: &str) -> String {
+        format!("{stem}.crt")
+    }
+
+    /// A stem's key path.
+    pub fn key(stem: &str) -> String {
+        format!("{stem}.key")
+    }
+}
+
+/// What the node knows about itself (from IMDS).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeFacts {
+    pub instance_id: String,
+    pub private_ip: String,
+    pub hostname: String,
+    pub availability_zone: String,
+}
+
+/// Secrets fetched from the state store for this node. Workers get the CA certificate and the bootstrap
+/// token only.
+#[derive(Clone)]
+pub struct Secrets {
+    pub kubernetes_ca_cert: String,
+    pub bootstrap_token: Option<BootstrapToken>,
+    pub control_plane: Option<ControlPlaneSecrets>,
+}
+
+/// Control-plane nodes' trust material.
+#[derive(Clone)]
+pub struct ControlPlaneSecrets {
+    pub kubernetes_ca_key: String,
+    pub etcd_ca_cert: String,
+    pub etcd_ca_key: String,
+    pub service_account_key: String,
+    pub service_account_public_key: String,
+    pub encryption_keys: Option<EncryptionKeys>,
+}
+
+// Secrets stay out of logs: Debug says which kinds are present, never their content.
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secrets")
+            .field("bootstrap_token", &self.bootstrap_token)
+            .field("control_plane", &self.control_plane.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Owner of a file, numeric (nodeup runs before any service user exists; everything is root's today).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl Owner {
+    pub const ROOT: Owner = Owner { uid: 0, gid: 0 };
+}
+
+/// One file, as it must be on the node.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RenderedFile {
+    /// Absolute path on the node (nodeup prefixes `--root`).
+    pub path: String,
+    pub mode: u32,
+    pub owner: Owner,
+    pub content: Vec<u8>,
+}
+
+impl RenderedFile {
+    /// A file owned by root.
+    pub fn new(path: &str, mode: u32, content: impl Into<Vec<u8>>) -> Self {
+        RenderedFile {
+            path: path.to_string(),
+            mode,
+            owner: Owner::ROOT,
+            content: content.into(),
+        }
+    }
+
+    /// Private files (keys, tokens, encryption keys) are 0600 and never shown.
+    pub fn is_private(&self) -> bool {
+        self.mode & 0o077 == 0
+    }
+}
+
+// File contents may be secret: Debug shows path, mode and size only.
+impl std::fmt::Debug for RenderedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RenderedFile")
+            .field("path", &self.path)
+            .field("mode", &format_args!("{:04o}", self.mode))
+            .field("owner", &self.owner)
+            .field("bytes", &self.content.len())
+            .finish()
+    }
+}
+
+/// A service nodeup starts, and the files whose change restarts it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceDef {
+    pub name: String,
+    /// The systemd unit (`kubelet.service`).
+    pub unit: String,
+    /// The command line: the unit's `ExecStart` with its environment file expanded. The supervisor runs
+    /// exactly this.
+    pub argv: Vec<String>,
+    /// Paths (on the node) whose change restarts the service.
+    pub triggers: Vec<String>,
+}
