@@ -1,3 +1,3 @@
 fn main() {
-    std::process::exit(localcloud::cli::main());
+    std::process::exit(localcloud::run());
 }
