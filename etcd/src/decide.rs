@@ -324,7 +324,6 @@ pub fn decide(o: &Observation) -> Step {
     };
     let epoch = record.epoch;
     let i_am_seed = record.seed.as_deref() == Some(me.instance_id.as_str());
-    let running = !matches!(o.local_etcd, LocalEtcd::Stopped);
 
     // Data of another epoch: the cluster moved on without it (or it carries the new one).
     if o.local_data.present && o.local_data.epoch != Some(epoch) {
@@ -354,7 +353,7 @@ pub fn decide(o: &Observation) -> Step {
 
     if i_am_seed && !o.local_data.present {
         if o.local_data.seeded_epoch.is_some_and(|e| e >= epoch) {
-            // Seeded once and lost the data since: never seed twice; join like anyone else (below).
+            // Seeded once and lost the data since: never seed twice; join like anyone else (`join`).
         } else if matches!(record.origin, Origin::ForceNewCluster { .. }) {
             return wait("this instance won a forced new cluster but its data is gone: waiting for ballast etcd restore-backup");
         } else if o.cluster.is_some() {
@@ -365,54 +364,72 @@ pub fn decide(o: &Observation) -> Step {
     }
 
     if o.local_data.present {
-        // Data of the current epoch.
-        if let Some(view) = healthy {
-            let mine = view.by_peer_url(&me.peer_url());
-            if let LocalEtcd::Running(st) = o.local_etcd {
-                if st.cluster_id != view.cluster_id {
-                    return Step::Wipe {
-                        reason: format!(
-                            "cluster ID mismatch: local etcd is in cluster {:x}, the healthy cluster is {:x}",
-                            st.cluster_id, view.cluster_id
-                        ),
-                    };
-                }
-                if !view.members.iter().any(|m| m.id == st.member_id) {
-                    return Step::Wipe {
-                        reason: "this member was removed from the cluster".to_string(),
-                    };
-                }
-            } else if mine.is_none() {
+        with_current_data(o, healthy)
+    } else {
+        join(o, record, seed, healthy)
+    }
+}
+
+/// Local data of the current epoch: keep it in the healthy cluster, or leave it if the cluster dropped it;
+/// restart it, promote it, or (as leader) remove the dead and take backups.
+fn with_current_data(o: &Observation, healthy: Option<&ClusterView>) -> Step {
+    let me = &o.me;
+    if let Some(view) = healthy {
+        let mine = view.by_peer_url(&me.peer_url());
+        if let LocalEtcd::Running(st) = o.local_etcd {
+            if st.cluster_id != view.cluster_id {
                 return Step::Wipe {
-                    reason: "this member is not in the cluster's member list (removed)".to_string(),
+                    reason: format!(
+                        "cluster ID mismatch: local etcd is in cluster {:x}, the healthy cluster is {:x}",
+                        st.cluster_id, view.cluster_id
+                    ),
                 };
             }
-        }
-        let st = match o.local_etcd {
-            LocalEtcd::Stopped => return Step::Restart,
-            LocalEtcd::Unresponsive => return wait("local etcd is starting"),
-            LocalEtcd::Running(st) => st,
-        };
-        let Some(view) = healthy else {
-            return lost_majority(o, st);
-        };
-        if st.is_learner {
-            return Step::Promote {
-                member_id: st.member_id,
+            if !view.members.iter().any(|m| m.id == st.member_id) {
+                return Step::Wipe {
+                    reason: "this member was removed from the cluster".to_string(),
+                };
+            }
+        } else if mine.is_none() {
+            return Step::Wipe {
+                reason: "this member is not in the cluster's member list (removed)".to_string(),
             };
         }
-        if view.leader() == Some(st.member_id) {
-            if let Some(step) = remove_dead(o, view) {
-                return step;
-            }
-            if o.backup_due {
-                return Step::Backup;
-            }
-        }
-        return Step::Steady;
     }
+    let st = match o.local_etcd {
+        LocalEtcd::Stopped => return Step::Restart,
+        LocalEtcd::Unresponsive => return wait("local etcd is starting"),
+        LocalEtcd::Running(st) => st,
+    };
+    let Some(view) = healthy else {
+        return lost_majority(o, st);
+    };
+    if st.is_learner {
+        return Step::Promote {
+            member_id: st.member_id,
+        };
+    }
+    if view.leader() == Some(st.member_id) {
+        if let Some(step) = remove_dead(o, view) {
+            return step;
+        }
+        if o.backup_due {
+            return Step::Backup;
+        }
+    }
+    Step::Steady
+}
 
-    // No local data: join the cluster.
+/// No local data of the current epoch, and no seeding to do here: join the healthy cluster (as a
+/// learner, after any removal it needs), or re-seed when no one has the seed's data.
+fn join(
+    o: &Observation,
+    record: &ClusterRecord,
+    seed: &str,
+    healthy: Option<&ClusterView>,
+) -> Step {
+    let me = &o.me;
+    let running = !matches!(o.local_etcd, LocalEtcd::Stopped);
     if running {
         return Step::Wipe {
             reason: "etcd runs without data of the current epoch".to_string(),
