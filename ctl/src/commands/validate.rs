@@ -220,53 +220,63 @@ async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) 
     }
 
     // (c) etcd.
-    let expected = expected_members(completed);
-    let etcd = match cluster_health(store, &paths, expected).await {
-        Ok(summary) => {
-            // A report outlives its instance by up to its freshness window: members must be the control-plane
-            // instances in service now, or a cluster that just lost one would pass.
-            let mismatch = control_plane
-                .as_ref()
-                .filter(|_| summary.healthy)
-                .and_then(|live| members_mismatch(&summary.voting_members, live));
-            let healthy = summary.healthy && mismatch.is_none();
-            checks.push(Check {
-                name: "etcd".to_string(),
-                ok: healthy,
-                reason: if let Some(mismatch) = mismatch {
-                    format!(
-                        "{mismatch} (the supervisors are healing it; `ballast etcd status {name}`)"
-                    )
-                } else if healthy {
-                    format!(
-                        "healthy, {} voting members of {expected} (epoch {})",
-                        summary.voting_members.len(),
-                        summary.epoch.unwrap_or_default()
-                    )
-                } else {
-                    format!(
-                        "{} (`ballast etcd status {name}` shows each member's report)",
-                        summary.problems.join("; ")
-                    )
-                },
-            });
-            Some(summary)
-        }
-        Err(e) => {
-            checks.push(Check {
-                name: "etcd".to_string(),
-                ok: false,
-                reason: format!("cannot read etcd's health: {e}"),
-            });
-            None
-        }
-    };
+    let (check, etcd) = etcd_check(store, &paths, completed, control_plane.as_ref()).await;
+    checks.push(check);
     Validation {
         cluster: name,
         valid: checks.iter().all(|c| c.ok),
         checks,
         etcd,
     }
+}
+
+/// Whether etcd is healthy with every member voting, and its health as judged from the supervisors' reports.
+/// `control_plane`: the control-plane instances in service, when known.
+async fn etcd_check(
+    store: &StateStore,
+    paths: &ClusterPaths,
+    completed: &ClusterConfig,
+    control_plane: Option<&BTreeSet<String>>,
+) -> (Check, Option<EtcdHealthSummary>) {
+    let name = completed.name();
+    let expected = expected_members(completed);
+    let summary = match cluster_health(store, paths, expected).await {
+        Ok(summary) => summary,
+        Err(e) => {
+            let check = Check {
+                name: "etcd".to_string(),
+                ok: false,
+                reason: format!("cannot read etcd's health: {e}"),
+            };
+            return (check, None);
+        }
+    };
+    // A report outlives its instance by up to its freshness window: members must be the control-plane
+    // instances in service now, or a cluster that just lost one would pass.
+    let mismatch = control_plane
+        .filter(|_| summary.healthy)
+        .and_then(|live| members_mismatch(&summary.voting_members, live));
+    let healthy = summary.healthy && mismatch.is_none();
+    let reason = if let Some(mismatch) = mismatch {
+        format!("{mismatch} (the supervisors are healing it; `ballast etcd status {name}`)")
+    } else if healthy {
+        format!(
+            "healthy, {} voting members of {expected} (epoch {})",
+            summary.voting_members.len(),
+            summary.epoch.unwrap_or_default()
+        )
+    } else {
+        format!(
+            "{} (`ballast etcd status {name}` shows each member's report)",
+            summary.problems.join("; ")
+        )
+    };
+    let check = Check {
+        name: "etcd".to_string(),
+        ok: healthy,
+        reason,
+    };
+    (check, Some(summary))
 }
 
 /// How etcd's voting members differ from the control-plane instances in service, in words; `None` when they

@@ -40,7 +40,7 @@ pub enum Change {
     /// Writes the rendered spec over `previous` (`None`: there is none).
     Put {
         group: String,
-        rendered: RenderedNodeSpec,
+        rendered: Box<RenderedNodeSpec>,
         previous: Option<StoredSpec>,
     },
 }
@@ -145,7 +145,7 @@ pub fn diff(
             (previous.map(|p| p.sha256.as_str()) != Some(rendered.sha256.as_str())).then(|| {
                 Change::Put {
                     group: group.name.clone(),
-                    rendered: rendered.clone(),
+                    rendered: Box::new(rendered.clone()),
                     previous: previous.cloned(),
                 }
             })

@@ -1,0 +1,329 @@
+//! Golden tests of `update cluster`'s plans, without AWS: each `tests/data/<case>/` holds a spec (`spec.yaml`,
+//! a cluster and its groups as written), a recorded actual state (`actual.yaml`: what each kind's `find` would
+//! return) and `plan.txt`, the exact plan (or `error: ...`) expected from the model diffed against it.
+//! `BALLAST_BLESS=1 cargo test -p ballast --test plan_golden` rewrites the `plan.txt` files; a case without an
+//! `actual.yaml` gets one written then: the state a successful apply of its spec leaves (ids made up), so an
+//! in-sync case starts from it and a drifted case from a copy edited by hand.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use ballast::cloud::aws::{ownership_tag, GROUP_TAG};
+use ballast::cloud::engine::plan_recorded;
+use ballast::cloud::kinds::{
+    auto_scaling_groups, iam, launch_templates, load_balancer, network, node_specs, routes,
+    security_groups, subnets, ActualState,
+};
+use ballast::cloud::model::{cluster_model, ClusterModel, Source, StateLocation, VpcModel};
+use ballast::cloud::plan::Kind;
+use ballast_state::defaults::complete;
+use ballast_state::document::{config_from_objects, parse_objects};
+use ballast_state::spec::{ClusterConfig, Role};
+
+const STATE: &str = "s3://state/clusters";
+
+fn cases() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("tests/data")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.join("spec.yaml").exists())
+        .collect();
+    cases.sort();
+    assert!(!cases.is_empty(), "no cases in {}", root.display());
+    cases
+}
+
+fn load(case: &Path) -> (ClusterConfig, ClusterModel) {
+    let path = case.join("spec.yaml");
+    let text = std::fs::read_to_string(&path).expect("spec.yaml");
+    let name = path.display().to_string();
+    let objects = parse_objects(&name, &text).expect("spec parses");
+    let config = config_from_objects(&name, objects).expect("spec is a cluster");
+    let completed = complete(&config);
+    let state = StateLocation::from_url(STATE).expect("s3 url");
+    let model = cluster_model(&completed, &state);
+    (completed, model)
+}
+
+fn blessing() -> bool {
+    std::env::var_os("BALLAST_BLESS").is_some()
+}
+
+#[tokio::test]
+async fn plans_match_their_golden_files() {
+    let mut failures = Vec::new();
+    for case in cases() {
+        let (completed, model) = load(&case);
+        let actual_path = case.join("actual.yaml");
+        if blessing() && !actual_path.exists() {
+            let applied = applied_state(&model, &completed).await;
+            let yaml = yaml_serde::to_string(&applied).expect("serialize actual state");
+            std::fs::write(&actual_path, yaml).expect("write actual.yaml");
+        }
+        let text = std::fs::read_to_string(&actual_path).expect("actual.yaml");
+        let actual: ActualState = yaml_serde::from_str(&text)
+            .unwrap_or_else(|e| panic!("{}: {e}", actual_path.display()));
+        let got = match plan_recorded(&model, &completed, &actual).await {
+            Ok(plan) => plan.to_string(),
+            Err(e) => format!("error: {e}\n"),
+        };
+        let expected_path = case.join("plan.txt");
+        if blessing() {
+            std::fs::write(&expected_path, &got).expect("write plan.txt");
+            continue;
+        }
+        let expected = std::fs::read_to_string(&expected_path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (run with BALLAST_BLESS=1 to create it)",
+                expected_path.display()
+            )
+        });
+        if expected != got {
+            failures.push(format!(
+                "{} differs:\n--- expected\n{expected}\n--- actual\n{got}",
+                expected_path.display()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The state a successful apply of the spec leaves, with made-up ids: what an in-sync case starts from.
+async fn applied_state(model: &ClusterModel, completed: &ClusterConfig) -> ActualState {
+    let cluster = &model.cluster;
+    let owned = |name: &str| {
+        BTreeMap::from([
+            ("Name".to_string(), name.to_string()),
+            (ownership_tag(cluster), "owned".to_string()),
+        ])
+    };
+    let shared = BTreeMap::from([(ownership_tag(cluster), "shared".to_string())]);
+    let mut state = ActualState::default();
+    let vpc_id = match &model.vpc {
+        VpcModel::Owned { cidr } => {
+            state.network.owned.push(network::Vpc {
+                id: "vpc-1".into(),
+                cidr: cidr.clone(),
+                tags: owned(cluster),
+            });
+            "vpc-1".to_string()
+        }
+        VpcModel::Shared { id } => {
+            state.network.shared = Some(network::Vpc {
+                id: id.clone(),
+                cidr: "10.0.0.0/16".into(),
+                tags: shared.clone(),
+            });
+            id.clone()
+        }
+    };
+
+    let mut subnet_ids = BTreeMap::new();
+    for subnet in &model.subnets {
+        let (id, found) = match &subnet.shared_id {
+            Some(id) => (id.clone(), &mut state.subnets.shared),
+            None => (format!("subnet-{}", subnet.name), &mut state.subnets.owned),
+        };
+        let key = subnet
+            .shared_id
+            .clone()
+            .unwrap_or(subnet.resource_name.clone());
+        found.insert(
+            key,
+            subnets::Subnet {
+                id: id.clone(),
+                cidr: subnet.cidr.clone().unwrap_or_default(),
+                zone: subnet.zone.clone(),
+                tags: if subnet.shared_id.is_some() {
+                    shared.clone()
+                } else {
+                    owned(&subnet.resource_name)
+                },
+            },
+        );
+        subnet_ids.insert(subnet.name.clone(), id);
+    }
+
+    let ids_of = |names: Vec<&String>| names.into_iter().map(|n| subnet_ids[n].clone()).collect();
+    if model.internet_gateway {
+        state
+            .routes
+            .internet_gateways
+            .push(routes::InternetGateway {
+                id: "igw-1".into(),
+                attached_to: vec![vpc_id.clone()],
+            });
+        let public = model
+            .subnets
+            .iter()
+            .filter(|s| s.public && s.shared_id.is_none())
+            .map(|s| &s.name)
+            .collect();
+        state.routes.route_tables.insert(
+            format!("public.{cluster}"),
+            routes::RouteTable {
+                id: "rtb-public".into(),
+                routes: vec![routes::Route {
+                    destination: "0.0.0.0/0".into(),
+                    gateway_id: Some("igw-1".into()),
+                    nat_gateway_id: None,
+                }],
+                associated_subnets: ids_of(public),
+            },
+        );
+    }
+    for zone in model.nat_zones() {
+        let nat = format!("nat-{zone}");
+        state.routes.nat_gateways.push(routes::NatGateway {
+            id: nat.clone(),
+            tags: owned(&format!("{zone}.{cluster}")),
+        });
+        let private = model
+            .subnets
+            .iter()
+            .filter(|s| !s.public && s.shared_id.is_none() && s.zone == zone)
+            .map(|s| &s.name)
+            .collect();
+        state.routes.route_tables.insert(
+            format!("private-{zone}.{cluster}"),
+            routes::RouteTable {
+                id: format!("rtb-{zone}"),
+                routes: vec![routes::Route {
+                    destination: "0.0.0.0/0".into(),
+                    gateway_id: None,
+                    nat_gateway_id: Some(nat),
+                }],
+                associated_subnets: ids_of(private),
+            },
+        );
+    }
+
+    let group_id = |role: Role| format!("sg-{}", role.tag_value());
+    for group in &model.security_groups {
+        let rules = group
+            .rules
+            .iter()
+            .map(|rule| {
+                let ports = (rule.protocol != "-1").then_some((rule.from_port, rule.to_port));
+                let (cidr, group) = match &rule.source {
+                    Source::Cidr(cidr) => (Some(cidr.clone()), None),
+                    Source::Group(role) => (None, Some(group_id(*role))),
+                };
+                security_groups::Rule {
+                    protocol: rule.protocol.clone(),
+                    from_port: ports.map(|p| p.0),
+                    to_port: ports.map(|p| p.1),
+                    cidr,
+                    group,
+                }
+            })
+            .collect();
+        state.security_groups.groups.insert(
+            group.name.clone(),
+            security_groups::SecurityGroup {
+                id: group_id(group.role),
+                rules,
+            },
+        );
+    }
+    for role in &model.roles {
+        state.iam.roles.insert(
+            role.name.clone(),
+            iam::RoleActual {
+                exists: true,
+                trust_policy: Some(role.assume_role_policy.clone()),
+                policy: Some(role.policy.clone()),
+                profile: Some(iam::Profile {
+                    arn: format!("arn:aws:iam::123456789012:instance-profile/{}", role.name),
+                    roles: vec![role.name.clone()],
+                }),
+            },
+        );
+    }
+
+    let lb = &model.load_balancer;
+    let target_group = format!("arn:aws:elasticloadbalancing:tg/{}", lb.target_group_name);
+    let dns = format!("{}.elb.amazonaws.com", lb.name);
+    state.load_balancer = load_balancer::Actual {
+        load_balancer: Some(load_balancer::LoadBalancer {
+            arn: format!("arn:aws:elasticloadbalancing:lb/{}", lb.name),
+            dns_name: dns.clone(),
+            scheme: if lb.internal {
+                "internal"
+            } else {
+                "internet-facing"
+            }
+            .into(),
+        }),
+        target_group: Some(target_group.clone()),
+        listeners: vec![load_balancer::Listener {
+            arn: "arn:aws:elasticloadbalancing:listener/443".into(),
+            port: 443,
+            forwards_to: vec![target_group.clone()],
+        }],
+    };
+    let rendered = node_specs::render(completed, model, &dns).expect("node specs render");
+    for (group, spec) in model.groups.iter().zip(&rendered) {
+        state.node_specs.specs.insert(
+            group.name.clone(),
+            node_specs::StoredSpec {
+                sha256: spec.sha256.clone(),
+                version: None,
+            },
+        );
+    }
+    for group in &model.groups {
+        if !group.image.starts_with("ami-") {
+            state
+                .launch_templates
+                .images
+                .insert(group.image.clone(), "ami-0123456789abcdef0".into());
+        }
+    }
+
+    // A launch template's default version holds what its plan line creates: planned against the state so far.
+    let plan = plan_recorded(model, completed, &state)
+        .await
+        .expect("plan of the applied state");
+    for group in &model.groups {
+        let created = plan
+            .changes
+            .iter()
+            .find(|c| c.kind == Kind::LaunchTemplate && c.name == group.resource_name)
+            .expect("a launch template to create");
+        state.launch_templates.templates.insert(
+            group.resource_name.clone(),
+            launch_templates::Template {
+                id: format!("lt-{}", group.name),
+                tags: BTreeMap::from([(GROUP_TAG.to_string(), group.name.clone())]),
+                default_version: created
+                    .fields
+                    .iter()
+                    .map(|f| (f.field.clone(), f.to.clone()))
+                    .collect(),
+            },
+        );
+        state.auto_scaling_groups.groups.insert(
+            group.resource_name.clone(),
+            auto_scaling_groups::AutoScalingGroup {
+                min_size: Some(group.min_size),
+                max_size: Some(group.max_size),
+                desired_capacity: Some(group.min_size),
+                subnets: group
+                    .subnets
+                    .iter()
+                    .map(|s| subnet_ids[s].clone())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                launch_template_id: Some(format!("lt-{}", group.name)),
+                target_groups: match group.role {
+                    Role::ControlPlane => vec![target_group.clone()],
+                    Role::Node => Vec::new(),
+                },
+                tags: group.tags.clone(),
+            },
+        );
+    }
+    state
+}
