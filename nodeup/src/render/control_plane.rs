@@ -16,8 +16,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::error::{to_yaml, RenderError};
 use super::types::*;
-use super::{kubeconfig, to_yaml, RenderError};
 use crate::model::{paths, pki, ControlPlaneSecrets, NodeFacts, RenderedFile, Secrets};
 
 pub const API_SERVER_PORT: i32 = 443;

@@ -11,8 +11,8 @@ use ballast_state::node::NodeSpec;
 use ballast_state::spec::Role;
 use k8s_openapi::api::core::v1::Taint;
 
+use super::error::{to_yaml, RenderError};
 use super::types::*;
-use super::{kubeconfig, to_yaml, RenderError};
 use crate::cert_plan::CertPlan;
 use crate::model::{paths, pki, NodeFacts, RenderedFile, Secrets, ServiceDef};
 

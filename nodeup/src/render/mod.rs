@@ -5,8 +5,11 @@
 //! non-deterministic output, issued separately ([`crate::certs`]).
 
 pub mod control_plane;
+mod error;
 pub mod kubelet;
 pub mod types;
+
+pub use error::RenderError;
 
 use ballast_state::node::NodeSpec;
 use ballast_state::spec::Role;
@@ -16,33 +19,6 @@ use crate::cert_plan::{self, CertPlan};
 pub use crate::model::{
     paths, pki, ControlPlaneSecrets, NodeFacts, Owner, RenderedFile, Secrets, ServiceDef,
 };
-
-/// Failures rendering (an inconsistent spec or a secret the spec needs but the store did not give).
-#[derive(Debug, thiserror::Error)]
-pub enum RenderError {
-    /// A control-plane spec without control-plane settings, or the reverse.
-    #[error(
-        "the node spec is inconsistent: role {role:?} with{} control-plane settings",
-        if *has_control_plane_settings { "" } else { "out" }
-    )]
-    Inconsistent {
-        role: Role,
-        has_control_plane_settings: bool,
-    },
-    /// The spec needs a secret that was not fetched.
-    #[error("the node spec needs {0}, which was not fetched")]
-    MissingSecret(&'static str),
-    /// A taint is not `key[=value]:Effect`.
-    #[error("taint {0:?} is not key[=value]:Effect")]
-    BadTaint(String),
-    /// Serializing a file.
-    #[error("serializing {path}: {source}")]
-    Serialize {
-        path: String,
-        #[source]
-        source: yaml_serde::Error,
-    },
-}
 
 /// Everything rendered for one node.
 #[derive(Debug, Clone)]
@@ -134,43 +110,4 @@ version = 3
         group = spec.instance_group,
         sandbox = spec.containerd.sandbox_image,
     )
-}
-
-/// A kubeconfig for one user of one server.
-pub(crate) fn kubeconfig(
-    server: &str,
-    user: &str,
-    credentials: types::KubeconfigUser,
-) -> types::Kubeconfig {
-    use types::*;
-    Kubeconfig {
-        api_version: "v1".into(),
-        kind: "Config".into(),
-        clusters: vec![NamedCluster {
-            name: "kubernetes".into(),
-            cluster: KubeconfigCluster {
-                server: server.to_string(),
-                certificate_authority: pki::KUBERNETES_CA_CERT.into(),
-            },
-        }],
-        users: vec![NamedUser {
-            name: user.to_string(),
-            user: credentials,
-        }],
-        contexts: vec![NamedContext {
-            name: "default".into(),
-            context: KubeconfigContext {
-                cluster: "kubernetes".into(),
-                user: user.to_string(),
-            },
-        }],
-        current_context: "default".into(),
-    }
-}
-
-pub(crate) fn to_yaml<T: serde::Serialize>(path: &str, value: &T) -> Result<String, RenderError> {
-    yaml_serde::to_string(value).map_err(|source| RenderError::Serialize {
-        path: path.to_string(),
-        source,
-    })
 }

@@ -7,6 +7,8 @@
 use k8s_openapi::api::core::v1::Taint;
 use serde::{Deserialize, Serialize};
 
+use crate::model::pki;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct KubeletConfiguration {
@@ -172,4 +174,31 @@ pub struct NamedContext {
 pub struct KubeconfigContext {
     pub cluster: String,
     pub user: String,
+}
+
+/// A kubeconfig for one user of one server.
+pub fn kubeconfig(server: &str, user: &str, credentials: KubeconfigUser) -> Kubeconfig {
+    Kubeconfig {
+        api_version: "v1".into(),
+        kind: "Config".into(),
+        clusters: vec![NamedCluster {
+            name: "kubernetes".into(),
+            cluster: KubeconfigCluster {
+                server: server.to_string(),
+                certificate_authority: pki::KUBERNETES_CA_CERT.into(),
+            },
+        }],
+        users: vec![NamedUser {
+            name: user.to_string(),
+            user: credentials,
+        }],
+        contexts: vec![NamedContext {
+            name: "default".into(),
+            context: KubeconfigContext {
+                cluster: "kubernetes".into(),
+                user: user.to_string(),
+            },
+        }],
+        current_context: "default".into(),
+    }
 }

@@ -1,0 +1,39 @@
+//! How rendering fails: a spec that contradicts itself, a secret it needs but was not given, or a value that
+//! does not serialize.
+
+use ballast_state::spec::Role;
+
+/// Failures rendering (an inconsistent spec or a secret the spec needs but the store did not give).
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    /// A control-plane spec without control-plane settings, or the reverse.
+    #[error(
+        "the node spec is inconsistent: role {role:?} with{} control-plane settings",
+        if *has_control_plane_settings { "" } else { "out" }
+    )]
+    Inconsistent {
+        role: Role,
+        has_control_plane_settings: bool,
+    },
+    /// The spec needs a secret that was not fetched.
+    #[error("the node spec needs {0}, which was not fetched")]
+    MissingSecret(&'static str),
+    /// A taint is not `key[=value]:Effect`.
+    #[error("taint {0:?} is not key[=value]:Effect")]
+    BadTaint(String),
+    /// Serializing a file.
+    #[error("serializing {path}: {source}")]
+    Serialize {
+        path: String,
+        #[source]
+        source: yaml_serde::Error,
+    },
+}
+
+/// A value as YAML, a failure named by the file it was for.
+pub fn to_yaml<T: serde::Serialize>(path: &str, value: &T) -> Result<String, RenderError> {
+    yaml_serde::to_string(value).map_err(|source| RenderError::Serialize {
+        path: path.to_string(),
+        source,
+    })
+}
