@@ -367,13 +367,14 @@ pub struct ValidateClusterArgs {
     pub output: OutputFormat,
 }
 
-/// A `--wait` duration: `30s`, `2m`, `1h30m`, or `0` (do not wait).
+/// A `--wait` duration: `30s`, `2m`, `1h30m` (Ballast's one duration grammar, at most 3650d), or `0` (do not
+/// wait). clap names the flag in the error.
 pub fn parse_wait(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if text.starts_with('0') && text.chars().all(|c| c == '0' || "smhd".contains(c)) {
         return Ok(Duration::ZERO);
     }
-    ballast_etcd::backup::parse_duration(text).map_err(|e| e.to_string())
+    ballast_state::duration::parse_duration(text).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -395,5 +396,12 @@ mod tests {
         assert!(parse_wait("2").is_err());
         assert!(parse_wait("soon").is_err());
         assert!(parse_wait("").is_err());
+        assert_eq!(
+            parse_wait("300000000000000d"),
+            Err(
+                "\"300000000000000d\" is longer than the longest duration, 3650d (10 years)"
+                    .to_string()
+            )
+        );
     }
 }

@@ -1,7 +1,9 @@
 //! The CLI's one error type and its documented exit codes.
 
-use ballast_etcd::backup::BackupError;
+use std::process::ExitStatus;
+
 use ballast_state::error::SpecErrors;
+use ballast_state::etcd::backup::BackupError;
 use ballast_state::registry::RegistryError;
 use ballast_state::store::StoreError;
 
@@ -49,9 +51,22 @@ pub enum CommandError {
     /// The cluster is not (yet) as asked: a failing check, or a wait that ran out.
     #[error("{0}")]
     NotReady(String),
-    /// Anything else, with its explanation.
-    #[error("{0}")]
-    Failed(String),
+    /// Rendering data for stdout as `format` (YAML or JSON) failed.
+    #[error("rendering {format}: {source}")]
+    Render {
+        format: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The editor of `edit` did not exit successfully: nothing was saved.
+    #[error("the editor {editor:?} exited with {status}: nothing was saved")]
+    EditorFailed { editor: String, status: ExitStatus },
+    /// An edited file holds no object or several: an edit changes exactly the one object it opened.
+    #[error("the edited file holds {count} objects: edit exactly one ({object})")]
+    EditNotOneObject { count: usize, object: String },
+    /// An edit changed the kind or name of its object (`object` became `became`).
+    #[error("the edit turned {object} into {became}: kind and name cannot be changed by an edit")]
+    EditRenamed { object: String, became: String },
 }
 
 impl CommandError {
@@ -96,7 +111,10 @@ impl CommandError {
             CommandError::Store(_)
             | CommandError::Update(_)
             | CommandError::Io { .. }
-            | CommandError::Failed(_) => FAILURE,
+            | CommandError::Render { .. }
+            | CommandError::EditorFailed { .. }
+            | CommandError::EditNotOneObject { .. }
+            | CommandError::EditRenamed { .. } => FAILURE,
         }
     }
 }
@@ -104,4 +122,20 @@ impl CommandError {
 pub fn io_error(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> CommandError {
     let what = what.into();
     move |source| CommandError::Io { what, source }
+}
+
+/// A failure to render data for stdout as YAML.
+pub fn yaml_error(source: yaml_serde::Error) -> CommandError {
+    CommandError::Render {
+        format: "YAML",
+        source: Box::new(source),
+    }
+}
+
+/// A failure to render data for stdout as JSON.
+pub fn json_error(source: serde_json::Error) -> CommandError {
+    CommandError::Render {
+        format: "JSON",
+        source: Box::new(source),
+    }
 }

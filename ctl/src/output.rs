@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::error::CommandError;
+use crate::error::{json_error, yaml_error, CommandError};
 
 /// Left-aligned columns separated by three spaces, like kops and kubectl.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
@@ -32,8 +32,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 
 /// YAML documents separated by `---`.
 pub fn yaml_documents<T: Serialize>(objects: &[T]) -> Result<String, CommandError> {
-    ballast_state::document::to_yaml_documents(objects)
-        .map_err(|e| CommandError::Failed(format!("rendering YAML: {e}")))
+    ballast_state::document::to_yaml_documents(objects).map_err(yaml_error)
 }
 
 /// Pretty JSON: one object as itself, several as a list.
@@ -43,9 +42,7 @@ pub fn json<T: Serialize>(objects: &[T]) -> Result<String, CommandError> {
     } else {
         serde_json::to_string_pretty(objects)
     };
-    rendered
-        .map(|s| s + "\n")
-        .map_err(|e| CommandError::Failed(format!("rendering JSON: {e}")))
+    rendered.map(|s| s + "\n").map_err(json_error)
 }
 
 #[cfg(test)]

@@ -6,10 +6,12 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
-use ballast_etcd::backup::{backup_id, BackupMetadata};
-use ballast_etcd::record::{ClusterRecord, HealthReport, Origin};
+use ballast_state::etcd::backup::{backup_id, BackupMetadata};
+use ballast_state::etcd::health::HealthReport;
+use ballast_state::etcd::record::{ClusterRecord, Origin};
 use ballast_state::layout::ClusterPaths;
 use ballast_state::store::sha256_hex;
+use ballast_state::timestamp::rfc3339;
 use predicates::prelude::*;
 
 const NAME: &str = "demo.example.com";
@@ -82,9 +84,7 @@ impl Env {
             + time::Duration::milliseconds(ms);
         let metadata = BackupMetadata {
             id: backup_id(at),
-            created_at: at
-                .format(&time::format_description::well_known::Rfc3339)
-                .expect("format"),
+            created_at: rfc3339(at),
             created_unix,
             revision: 4200 + ms,
             sha256: sha256_hex(snapshot),
@@ -429,6 +429,17 @@ fn backup_without_waiting_writes_the_request() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("\"soon\" is not a duration"));
+    // A wait longer than the grammar's maximum is a usage error naming the flag, never a panic.
+    for args in [
+        ["etcd", "backup", NAME, "--wait", "300000000000000d"],
+        ["validate", "cluster", NAME, "--wait", "300000000000000d"],
+    ] {
+        env.ballast().args(args).assert().code(2).stderr(
+            predicate::str::contains("'--wait <DURATION>'").and(predicate::str::contains(
+                "\"300000000000000d\" is longer than the longest duration, 3650d (10 years)",
+            )),
+        );
+    }
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
-use ballast_e2e::cluster_etcd::{connect, control_plane, wait_for_settled};
+use ballast_e2e::cluster_etcd::{connect, connect_member, control_plane, wait_for_settled};
 use ballast_e2e::localcloud::LocalCloud;
 use etcd_client::{Client, GetOptions};
 
@@ -100,15 +100,8 @@ fn expected_keys(prefix: &str, n: usize) -> BTreeSet<String> {
 async fn wait_applied_everywhere(cloud: &LocalCloud, rev: i64) {
     let deadline = Instant::now() + Duration::from_secs(30);
     for r in control_plane(cloud) {
-        let tls = ballast_etcd::client::ClientTls::load(&ballast_etcd::process::EtcdTls::in_dir(
-            &r.root.join("etc/kubernetes/pki/etcd"),
-        ))
-        .expect("client certificates");
         let endpoint = format!("https://{}:2379", r.private_ip);
-        let mut one = tls
-            .connect(std::slice::from_ref(&endpoint), Duration::from_secs(2))
-            .await
-            .expect("connect");
+        let mut one = connect_member(&r).await.expect("connect");
         loop {
             let at = one
                 .get("probe", Some(GetOptions::new().with_serializable()))

@@ -767,7 +767,8 @@ async fn a_private_topology_gets_a_nat_gateway_per_zone() {
 /// there. The reports and etcd's health are written here as nodeup and the supervisors write them.
 #[tokio::test(flavor = "multi_thread")]
 async fn validate_names_what_is_missing_until_the_cluster_is_up() {
-    use ballast_etcd::record::{publish_health, write_record, ClusterRecord, HealthReport, Origin};
+    use ballast_state::etcd::health::{publish_health, HealthReport};
+    use ballast_state::etcd::record::{write_record, ClusterRecord, Origin};
     use ballast_state::layout::ClusterPaths;
     use ballast_state::report::{NodeReport, Phase};
     use ballast_state::store::{sha256_hex, Precondition, StateStore, StoreOptions};

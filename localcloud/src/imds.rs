@@ -568,11 +568,7 @@ async fn credentials(
 
 fn rfc3339(t: SystemTime) -> String {
     // IMDS uses whole seconds with a `Z` suffix.
-    let t = time::OffsetDateTime::from(t)
-        .replace_nanosecond(0)
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
+    ballast_state::timestamp::unix_rfc3339(time::OffsetDateTime::from(t).unix_timestamp())
 }
 
 #[derive(Serialize)]

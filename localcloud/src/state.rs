@@ -16,6 +16,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+/// Now, RFC 3339 (UTC): Ballast's one timestamp writer, for the records here and their callers.
+pub use ballast_state::timestamp::now_rfc3339;
 use serde::{Deserialize, Serialize};
 
 use crate::process::ProcessRecord;
@@ -310,11 +312,4 @@ fn write_json<T: Serialize>(path: &Path, value: &T, private: bool) -> Result<(),
         .map_err(|e| io_err("creating", e))?;
     file.write_all(&data).map_err(|e| io_err("writing", e))?;
     std::fs::rename(&tmp, path).map_err(|e| io_err("renaming into place", e))
-}
-
-/// Now, RFC 3339 (UTC).
-pub fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
 }

@@ -88,9 +88,29 @@ impl ClusterPaths {
         format!("{}/etcd/cluster.json", self.name)
     }
 
+    /// Every etcd backup is under this prefix.
+    pub fn etcd_backups(&self) -> String {
+        format!("{}/etcd/backups/", self.name)
+    }
+
     /// One etcd backup: snapshot and metadata under this prefix.
     pub fn etcd_backup(&self, backup_id: &str) -> String {
         format!("{}/etcd/backups/{backup_id}/", self.name)
+    }
+
+    /// An on-demand etcd backup request (`ballast etcd backup`), taken and deleted by the leader's supervisor.
+    pub fn etcd_backup_request(&self) -> String {
+        format!("{}/etcd/backup-request.json", self.name)
+    }
+
+    /// Every member's published etcd health is under this prefix.
+    pub fn etcd_health_prefix(&self) -> String {
+        format!("{}/etcd/health/", self.name)
+    }
+
+    /// A member's published etcd health (deleted when the member is removed).
+    pub fn etcd_health(&self, instance_id: &str) -> String {
+        format!("{}/etcd/health/{instance_id}.json", self.name)
     }
 }
 

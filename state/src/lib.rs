@@ -5,15 +5,20 @@
 //! - [`defaults`] and [`validate`]: every default and every rule, each in one place;
 //! - [`generate`]: the spec `ballast create cluster` writes from its flags;
 //! - [`pki`]: the cluster's CAs and secrets;
+//! - [`duration`] and [`timestamp`]: the one duration grammar (`15m`, `1h30m`, `7d`) and the one RFC 3339 writer;
 //! - [`store`], [`layout`] and [`registry`]: the state store (S3 or files), where things live in it, and
-//!   safe (locked, conditional) changes to the clusters it holds.
+//!   safe (locked, conditional) changes to the clusters it holds;
+//! - [`etcd`]: etcd's objects in the store (epochs, health reports, backups, restore decisions), shared by the
+//!   supervisors of `ballast-etcd` and the CLI, which needs no etcd client.
 //!
-//! Everything but `store` and `registry` is pure: no I/O.
+//! Everything but `store`, `registry` and `etcd` is pure: no I/O.
 
 pub mod components;
 pub mod defaults;
 pub mod document;
+pub mod duration;
 pub mod error;
+pub mod etcd;
 pub mod generate;
 pub mod layout;
 pub mod node;
@@ -22,4 +27,5 @@ pub mod registry;
 pub mod report;
 pub mod spec;
 pub mod store;
+pub mod timestamp;
 pub mod validate;

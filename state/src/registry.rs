@@ -19,6 +19,7 @@ use crate::layout::{ClusterPaths, CLUSTER_SPEC_SUFFIX};
 use crate::pki::{ClusterSecrets, PkiError};
 use crate::spec::{Cluster, ClusterConfig, InstanceGroup};
 use crate::store::{Precondition, StateStore, StoreError, Version};
+use crate::timestamp::unix_rfc3339;
 use crate::validate::validate;
 
 /// How long a writer's lock holds before another writer may take it over. Writes take seconds; this only
@@ -478,8 +479,8 @@ impl Registry {
                             cluster: cluster.to_string(),
                             holder: h.writer.holder,
                             command: h.writer.command,
-                            since: format_time(h.acquired_at),
-                            expires: format_time(h.expires_at),
+                            since: unix_rfc3339(h.acquired_at),
+                            expires: unix_rfc3339(h.expires_at),
                         })
                     }
                     // Expired or unreadable: take it over, conditionally, so two takers cannot both win.
@@ -578,14 +579,4 @@ fn to_yaml<T: Serialize>(object: &T, what: &str) -> Result<Vec<u8>, RegistryErro
             what: what.to_string(),
             source,
         })
-}
-
-fn format_time(unix: i64) -> String {
-    OffsetDateTime::from_unix_timestamp(unix)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_else(|| unix.to_string())
 }

@@ -72,13 +72,16 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
-    /// An S3 request failed.
+    /// An S3 request failed: `message` says what to do (from [`describe_sdk_error`]), `source` is the SDK's
+    /// error itself, for callers and logs that want its details.
     #[error("state store {operation} of s3://{bucket}/{key} failed: {message}")]
     S3 {
         operation: &'static str,
         bucket: String,
         key: String,
         message: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
 }
 
@@ -390,16 +393,17 @@ impl S3Store {
         }
     }
 
-    fn error<E, R>(&self, operation: &'static str, key: &str, err: &SdkError<E, R>) -> StoreError
+    fn error<E, R>(&self, operation: &'static str, key: &str, err: SdkError<E, R>) -> StoreError
     where
-        E: ProvideErrorMetadata + std::error::Error + 'static,
-        R: fmt::Debug,
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+        R: fmt::Debug + Send + Sync + 'static,
     {
         StoreError::S3 {
             operation,
             bucket: self.bucket.clone(),
             key: self.full_key(key),
-            message: describe_sdk_error(err, &self.bucket),
+            message: describe_sdk_error(&err, &self.bucket),
+            source: Box::new(err),
         }
     }
 
@@ -414,7 +418,7 @@ impl S3Store {
         let output = match result {
             Ok(output) => output,
             Err(SdkError::ServiceError(e)) if e.err().is_no_such_key() => return Ok(None),
-            Err(e) => return Err(self.error("read", key, &e)),
+            Err(e) => return Err(self.error("read", key, e)),
         };
         let version = Version(output.e_tag().unwrap_or_default().to_string());
         let data = output.body.collect().await.map_err(|e| StoreError::S3 {
@@ -422,6 +426,7 @@ impl S3Store {
             bucket: self.bucket.clone(),
             key: self.full_key(key),
             message: format!("reading the body: {e}"),
+            source: Box::new(e),
         })?;
         Ok(Some(StoredObject {
             data: data.into_bytes().to_vec(),
@@ -458,7 +463,7 @@ impl S3Store {
                 key: key.to_string(),
                 reason: conflict_reason(precondition),
             }),
-            Err(e) => Err(self.error("write", key, &e)),
+            Err(e) => Err(self.error("write", key, e)),
         }
     }
 
@@ -469,7 +474,7 @@ impl S3Store {
             .key(self.full_key(key))
             .send()
             .await
-            .map_err(|e| self.error("delete", key, &e))?;
+            .map_err(|e| self.error("delete", key, e))?;
         Ok(())
     }
 
@@ -489,7 +494,7 @@ impl S3Store {
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| self.error("list", prefix, &e))?;
+            let page = page.map_err(|e| self.error("list", prefix, e))?;
             for object in page.contents() {
                 if let Some(key) = object.key() {
                     keys.push(key[strip.min(key.len())..].to_string());

@@ -8,6 +8,7 @@ use ipnet::{IpNet, Ipv4Net};
 use regex::Regex;
 
 use crate::defaults::region_of_zone;
+use crate::duration::{parse_duration, DurationError};
 use crate::error::FieldError;
 use crate::spec::*;
 
@@ -53,8 +54,6 @@ static LABEL_NAME: LazyLock<Regex> = LazyLock::new(|| {
 static LABEL_VALUE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$").expect("static regex")
 });
-static DURATION: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^([1-9][0-9]*)(s|m|h|d)$").expect("static regex"));
 
 /// Collects errors for one object.
 struct Report<'a> {
@@ -120,19 +119,6 @@ fn check_dns_name(report: &mut Report<'_>, path: &str, name: &str) {
     if let Err(message) = check_cluster_name(name) {
         report.error(path, message);
     }
-}
-
-/// Parses a duration such as `15m` or `7d` into seconds.
-pub fn parse_duration_secs(text: &str) -> Option<u64> {
-    let caps = DURATION.captures(text)?;
-    let n: u64 = caps.get(1)?.as_str().parse().ok()?;
-    let unit = match caps.get(2)?.as_str() {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        _ => 86_400,
-    };
-    n.checked_mul(unit)
 }
 
 fn check_cluster_spec(report: &mut Report<'_>, spec: &ClusterSpec) {
@@ -424,16 +410,25 @@ fn check_etcd(report: &mut Report<'_>, etcd: &EtcdSpec) {
     }
 }
 
+/// A duration field, in the grammar of [`crate::duration`]; its length in seconds when valid.
 fn check_duration(report: &mut Report<'_>, path: &str, value: Option<&str>) -> Option<u64> {
     let value = value?;
-    let secs = parse_duration_secs(value);
-    if secs.is_none() {
-        report.error(
-            path,
-            format!("{value:?} is not a duration: use a number and a unit s, m, h or d (e.g. 15m)"),
-        );
+    match parse_duration(value) {
+        Ok(duration) => Some(duration.as_secs()),
+        Err(DurationError::Malformed { .. }) => {
+            report.error(
+                path,
+                format!(
+                    "{value:?} is not a duration: use a number and a unit s, m, h or d (e.g. 15m)"
+                ),
+            );
+            None
+        }
+        Err(too_long @ DurationError::TooLong { .. }) => {
+            report.error(path, too_long.to_string());
+            None
+        }
     }
-    secs
 }
 
 fn check_cloud_labels(report: &mut Report<'_>, path: &str, labels: &BTreeMap<String, String>) {
@@ -687,15 +682,6 @@ fn check_taint(taint: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse_with_units() {
-        assert_eq!(parse_duration_secs("15m"), Some(900));
-        assert_eq!(parse_duration_secs("7d"), Some(604_800));
-        assert_eq!(parse_duration_secs("0m"), None);
-        assert_eq!(parse_duration_secs("15"), None);
-        assert_eq!(parse_duration_secs("1w"), None);
-    }
 
     #[test]
     fn taints_need_a_known_effect() {

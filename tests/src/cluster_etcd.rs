@@ -51,6 +51,17 @@ pub async fn connect(cloud: &LocalCloud) -> Option<Client> {
     tls.connect(&endpoints, Duration::from_secs(2)).await.ok()
 }
 
+/// A client of one control-plane instance's etcd only (reads served from its own state), with its TLS identity.
+pub async fn connect_member(record: &InstanceRecord) -> Result<Client, String> {
+    let dir = record.root.join("etc/kubernetes/pki/etcd");
+    let tls = ClientTls::load(&EtcdTls::in_dir(&dir))
+        .map_err(|e| format!("client certificates in {}: {e}", dir.display()))?;
+    let endpoint = format!("https://{}:2379", record.private_ip);
+    tls.connect(std::slice::from_ref(&endpoint), Duration::from_secs(2))
+        .await
+        .map_err(|e| format!("connecting to {endpoint}: {e}"))
+}
+
 /// The membership, when every live control-plane instance's etcd answers, is in the same cluster, and the
 /// members are exactly those instances (no leftover, no duplicate), all voting.
 pub async fn settled_membership(cloud: &LocalCloud, expected: usize) -> Result<Membership, String> {

@@ -15,7 +15,7 @@ use ballast_state::store::Precondition;
 
 use super::Context;
 use crate::cli::{EditArgs, EditWhat};
-use crate::error::{io_error, CommandError};
+use crate::error::{io_error, yaml_error, CommandError};
 
 const HEADER: &str = "# Edit the object below and save to apply it; it is validated first.\n\
 # Lines starting with '#' are ignored. Save an empty file, or quit without saving, to cancel.\n";
@@ -47,8 +47,7 @@ pub async fn run(context: &Context, args: EditArgs) -> Result<(), CommandError> 
             )
         }
     };
-    let before = object_to_yaml(&original)
-        .map_err(|e| CommandError::Failed(format!("rendering YAML: {e}")))?;
+    let before = object_to_yaml(&original).map_err(yaml_error)?;
     let workdir = tempfile::Builder::new()
         .prefix("ballast-edit-")
         .tempdir()
@@ -95,19 +94,17 @@ async fn save(
     let mut objects =
         parse_objects(&original.reference(), body).map_err(CommandError::InvalidSpec)?;
     if objects.len() != 1 {
-        return Err(CommandError::Failed(format!(
-            "the edited file holds {} objects: edit exactly one ({})",
-            objects.len(),
-            original.reference()
-        )));
+        return Err(CommandError::EditNotOneObject {
+            count: objects.len(),
+            object: original.reference(),
+        });
     }
     let edited = objects.remove(0);
     if edited.reference() != original.reference() {
-        return Err(CommandError::Failed(format!(
-            "the edit turned {} into {}: kind and name cannot be changed by an edit",
-            original.reference(),
-            edited.reference()
-        )));
+        return Err(CommandError::EditRenamed {
+            object: original.reference(),
+            became: edited.reference(),
+        });
     }
     let mut change = SpecChange::default();
     match edited {
@@ -148,9 +145,7 @@ fn run_editor(path: &Path) -> Result<(), CommandError> {
         .status()
         .map_err(io_error(format!("starting the editor {editor:?}")))?;
     if !status.success() {
-        return Err(CommandError::Failed(format!(
-            "the editor {editor:?} exited with {status}: nothing was saved"
-        )));
+        return Err(CommandError::EditorFailed { editor, status });
     }
     Ok(())
 }

@@ -1,21 +1,26 @@
-//! `etcd backup`, `etcd list-backups`, `etcd restore-backup` and `etcd status`: thin, on `ballast_etcd::backup`.
+//! `etcd backup`, `etcd list-backups`, `etcd restore-backup` and `etcd status`: thin, on `ballast_state::etcd`.
 //!
 //! The CLI never talks to etcd: it writes requests and decisions to the state store (`etcd/backup-request.json`,
 //! a new epoch in `etcd/cluster.json`) and reads what the supervisors publish there; the supervisors act.
 
 use std::time::Duration;
 
-use ballast_etcd::backup::{
-    self, fetch_verified_snapshot, list_backups, request_backup, request_restore, BackupError,
-    BackupMetadata, EtcdHealthSummary,
+use ballast_state::duration::human_duration;
+use ballast_state::etcd::backup::{
+    self, fetch_verified_snapshot, list_backups, request_backup, BackupError, BackupMetadata,
 };
-use ballast_etcd::record::{read_health, read_record, ClusterRecord, HealthReport, Origin};
+use ballast_state::etcd::health::{
+    cluster_health, health_prefix, read_health, EtcdHealthSummary, HealthReport,
+};
+use ballast_state::etcd::record::{read_record, ClusterRecord, Origin, RecordError};
+use ballast_state::etcd::restore::request_restore;
 use ballast_state::layout::ClusterPaths;
+use ballast_state::timestamp::unix_rfc3339;
 use serde::Serialize;
 
 use super::{require_cluster, Context};
 use crate::cli::{EtcdArgs, EtcdBackupArgs, EtcdListArgs, EtcdRestoreArgs, EtcdWhat, OutputFormat};
-use crate::error::CommandError;
+use crate::error::{json_error, yaml_error, CommandError};
 use crate::output;
 
 /// How often `etcd backup --wait` looks for the backup.
@@ -144,8 +149,7 @@ fn render_backups(
     match format {
         OutputFormat::Json if listing => json_list(backups),
         OutputFormat::Json => output::json(backups),
-        OutputFormat::Yaml if listing => yaml_serde::to_string(backups)
-            .map_err(|e| CommandError::Failed(format!("rendering YAML: {e}"))),
+        OutputFormat::Yaml if listing => yaml_serde::to_string(backups).map_err(yaml_error),
         OutputFormat::Yaml => output::yaml_documents(backups),
         OutputFormat::Table if listing => {
             let rows: Vec<Vec<String>> = backups
@@ -153,7 +157,7 @@ fn render_backups(
                 .map(|b| {
                     vec![
                         b.id.clone(),
-                        unix_time(b.created_unix),
+                        unix_rfc3339(b.created_unix),
                         b.revision.to_string(),
                         human_size(b.size),
                         b.member_count.to_string(),
@@ -206,7 +210,7 @@ async fn restore(context: &Context, args: EtcdRestoreArgs) -> Result<(), Command
             metadata.revision,
             human_size(metadata.size),
             metadata.taken_by,
-            unix_time(metadata.created_unix),
+            unix_rfc3339(metadata.created_unix),
             metadata.epoch,
             metadata.member_count,
             metadata.sha256,
@@ -257,16 +261,16 @@ async fn status(context: &Context, args: EtcdListArgs) -> Result<(), CommandErro
     let completed = registry.load_completed(&name).await?;
     let expected = expected_members(&completed);
     let (store, paths) = (registry.store(), ClusterPaths::new(&name));
-    let record_error = |e: ballast_etcd::record::RecordError| etcd_error(&name)(e.into());
+    let record_error = |e: RecordError| etcd_error(&name)(e.into());
     let record = read_record(store, &paths)
         .await
         .map_err(record_error)?
         .map(|r| r.record);
     let mut members = read_health(store, &paths).await.map_err(record_error)?;
     members.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
-    let summary = backup::cluster_health(store, &paths, expected)
+    let summary = cluster_health(store, &paths, expected)
         .await
-        .map_err(etcd_error(&name))?;
+        .map_err(record_error)?;
     let status = EtcdStatus {
         cluster: name.clone(),
         record,
@@ -276,7 +280,7 @@ async fn status(context: &Context, args: EtcdListArgs) -> Result<(), CommandErro
     if status.members.is_empty() {
         eprintln!(
             "No etcd member of {name} has published its health ({}): the supervisors may not be running.",
-            ballast_etcd::record::health_prefix(&paths)
+            health_prefix(&paths)
         );
     }
     let text = match args.output {
@@ -382,7 +386,7 @@ pub fn expected_members(completed: &ballast_state::spec::ClusterConfig) -> usize
 fn json_list<T: Serialize>(items: &[T]) -> Result<String, CommandError> {
     serde_json::to_string_pretty(items)
         .map(|s| s + "\n")
-        .map_err(|e| CommandError::Failed(format!("rendering JSON: {e}")))
+        .map_err(json_error)
 }
 
 /// `1.2 MiB`.
@@ -400,47 +404,14 @@ fn human_size(bytes: u64) -> String {
     format!("{value:.1} {}", UNITS[unit])
 }
 
-/// `2m`, `1h30m`, `45s`.
-pub fn human_duration(d: Duration) -> String {
-    let secs = d.as_secs();
-    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
-    let mut out = String::new();
-    if h > 0 {
-        out.push_str(&format!("{h}h"));
-    }
-    if m > 0 {
-        out.push_str(&format!("{m}m"));
-    }
-    if s > 0 || out.is_empty() {
-        out.push_str(&format!("{s}s"));
-    }
-    out
-}
-
-/// Unix seconds as RFC 3339 in UTC, to the second.
-fn unix_time(unix: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp(unix)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_else(|| unix.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn renders_sizes_times_and_durations() {
+    fn renders_sizes() {
         assert_eq!(human_size(512), "512 B");
         assert_eq!(human_size(20 * 1024), "20.0 KiB");
         assert_eq!(human_size(3 * 1024 * 1024 + 512 * 1024), "3.5 MiB");
-        assert_eq!(unix_time(0), "1970-01-01T00:00:00Z");
-        assert_eq!(unix_time(1_735_787_045), "2025-01-02T03:04:05Z");
-        assert_eq!(human_duration(Duration::from_secs(120)), "2m");
-        assert_eq!(human_duration(Duration::from_secs(5430)), "1h30m30s");
-        assert_eq!(human_duration(Duration::ZERO), "0s");
     }
 }

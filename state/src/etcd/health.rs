@@ -1,0 +1,158 @@
+//! Each member's health as its supervisor publishes it (`etcd/health/<instance-id>.json`), and the judgement
+//! of those reports that `ballast validate cluster` and `ballast etcd status` show.
+
+use serde::{Deserialize, Serialize};
+
+use super::json_bytes;
+use super::record::{read_record, RecordError};
+use crate::layout::ClusterPaths;
+use crate::store::{Precondition, StateStore};
+use crate::timestamp::now_stamp;
+
+/// A member's health as its supervisor last published it (`etcd/health/<instance-id>.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthReport {
+    pub instance_id: String,
+    pub peer_url: String,
+    pub client_url: String,
+    /// RFC 3339 time of the report.
+    pub updated_at: String,
+    /// Unix seconds of the report (for freshness checks).
+    pub updated_unix: i64,
+    /// The epoch of the local data, if any.
+    pub local_epoch: Option<u64>,
+    /// Whether this member's etcd answers.
+    pub running: bool,
+    pub member_id: Option<String>,
+    pub is_learner: bool,
+    pub is_leader: bool,
+    pub raft_index: u64,
+    /// Whether the cluster, seen from here, has a leader and a healthy quorum.
+    pub cluster_healthy: bool,
+    /// The voting members and learners, seen from here (instance ids, or peer URLs of unstarted members).
+    pub voting_members: Vec<String>,
+    pub learners: Vec<String>,
+    /// What the supervisor decided last, in words.
+    pub last_step: String,
+    /// The last error of the loop, if the last round failed.
+    pub last_error: Option<String>,
+}
+
+/// A published report older than this is not trusted (for restore refusals and `validate cluster`).
+pub const REPORT_FRESHNESS: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Where a member's health report lives.
+pub fn health_key(paths: &ClusterPaths, instance_id: &str) -> String {
+    paths.etcd_health(instance_id)
+}
+
+/// The prefix of every health report.
+pub fn health_prefix(paths: &ClusterPaths) -> String {
+    paths.etcd_health_prefix()
+}
+
+/// Publishes a member's health (only its own supervisor writes it).
+pub async fn publish_health(
+    store: &StateStore,
+    paths: &ClusterPaths,
+    report: &HealthReport,
+) -> Result<(), RecordError> {
+    store
+        .put(
+            &health_key(paths, &report.instance_id),
+            &json_bytes(report),
+            &Precondition::None,
+        )
+        .await?;
+    Ok(())
+}
+
+/// Every published health report (unreadable ones are skipped with a warning).
+pub async fn read_health(
+    store: &StateStore,
+    paths: &ClusterPaths,
+) -> Result<Vec<HealthReport>, RecordError> {
+    let mut reports = Vec::new();
+    for key in store.list(&health_prefix(paths)).await? {
+        if let Some(object) = store.get(&key).await? {
+            match serde_json::from_slice(&object.data) {
+                Ok(report) => reports.push(report),
+                Err(e) => {
+                    tracing::warn!(%key, error = %e, "skipping an unreadable etcd health report")
+                }
+            }
+        }
+    }
+    Ok(reports)
+}
+
+/// Deletes a member's health report (its instance is gone).
+pub async fn delete_health(
+    store: &StateStore,
+    paths: &ClusterPaths,
+    instance_id: &str,
+) -> Result<(), RecordError> {
+    store.delete(&health_key(paths, instance_id)).await?;
+    Ok(())
+}
+
+/// What `ballast validate cluster` and operators see of etcd: the published reports, judged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdHealthSummary {
+    pub epoch: Option<u64>,
+    pub healthy: bool,
+    pub voting_members: Vec<String>,
+    pub learners: Vec<String>,
+    /// Why it is not healthy, in words.
+    pub problems: Vec<String>,
+}
+
+/// Judges etcd's health from what the supervisors published: healthy when a fresh report of the current
+/// epoch says so and shows `expected_members` voting members and no learner.
+pub async fn cluster_health(
+    store: &StateStore,
+    paths: &ClusterPaths,
+    expected_members: usize,
+) -> Result<EtcdHealthSummary, RecordError> {
+    let record = read_record(store, paths).await?;
+    let (_, now_unix) = now_stamp();
+    let reports = read_health(store, paths).await?;
+    let fresh: Vec<_> = reports
+        .iter()
+        .filter(|r| now_unix - r.updated_unix <= REPORT_FRESHNESS.as_secs() as i64)
+        .collect();
+    let mut problems = Vec::new();
+    let epoch = record.map(|r| r.record.epoch);
+    if epoch.is_none() {
+        problems.push("etcd was never bootstrapped (no etcd/cluster.json)".to_string());
+    }
+    let best = fresh
+        .iter()
+        .filter(|r| r.cluster_healthy && r.local_epoch == epoch)
+        .max_by_key(|r| (r.is_leader, r.updated_unix));
+    let (voting, learners) = best.map_or((vec![], vec![]), |r| {
+        (r.voting_members.clone(), r.learners.clone())
+    });
+    if best.is_none() {
+        problems.push("no control-plane instance reports a healthy etcd recently".to_string());
+    } else {
+        if voting.len() != expected_members {
+            problems.push(format!(
+                "{} voting members, expected {expected_members}",
+                voting.len()
+            ));
+        }
+        if !learners.is_empty() {
+            problems.push(format!("learners still joining: {}", learners.join(", ")));
+        }
+    }
+    Ok(EtcdHealthSummary {
+        epoch,
+        healthy: problems.is_empty(),
+        voting_members: voting,
+        learners,
+        problems,
+    })
+}
