@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use ballast_state::limits::MAX_GROUP_SIZE;
+use ballast_state::validate::CONTROL_PLANE_COUNTS;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Ballast: production Kubernetes clusters on AWS.
@@ -87,10 +89,10 @@ pub struct CreateClusterArgs {
     #[arg(long, value_delimiter = ',')]
     pub control_plane_zones: Vec<String>,
     /// Control-plane instances, one instance group each: 1, 3 or 5 (default 3 with three or more zones, else 1).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_control_plane_count)]
     pub control_plane_count: Option<u32>,
-    /// Worker nodes (default: one per zone).
-    #[arg(long)]
+    /// Worker nodes, 0 to 1000 (default: one per zone).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_GROUP_SIZE)))]
     pub node_count: Option<u32>,
     /// Instance type of the worker nodes.
     #[arg(long)]
@@ -367,6 +369,19 @@ pub struct ValidateClusterArgs {
     pub output: OutputFormat,
 }
 
+/// `--control-plane-count`: etcd keeps a quorum with 1, 3 or 5 members, one per control-plane group. Checked
+/// by clap so a huge count is refused before anything is generated from it.
+pub fn parse_control_plane_count(text: &str) -> Result<u32, String> {
+    let allowed =
+        || "must be 1, 3 or 5 (etcd needs an odd number of members for a quorum)".to_string();
+    let count: u32 = text.trim().parse().map_err(|_| allowed())?;
+    if CONTROL_PLANE_COUNTS.contains(&(count as usize)) {
+        Ok(count)
+    } else {
+        Err(allowed())
+    }
+}
+
 /// A `--wait` duration: `30s`, `2m`, `1h30m` (Ballast's one duration grammar, at most 3650d), or `0` (do not
 /// wait). clap names the flag in the error.
 pub fn parse_wait(text: &str) -> Result<Duration, String> {
@@ -385,6 +400,33 @@ mod tests {
     fn the_command_line_is_well_formed() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn numeric_flags_are_bounded() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(
+                ["ballast", "create", "cluster", "demo.example.com"]
+                    .iter()
+                    .chain(args),
+            )
+        };
+        for count in ["1", "3", "5"] {
+            assert!(parse(&["--control-plane-count", count]).is_ok(), "{count}");
+        }
+        for count in ["0", "2", "4", "6", "4294967295", "-1", "three"] {
+            let error = parse(&["--control-plane-count", count]).expect_err(count);
+            assert!(
+                error.to_string().contains("--control-plane-count"),
+                "{error}"
+            );
+        }
+        assert!(parse(&["--node-count", "0"]).is_ok());
+        assert!(parse(&["--node-count", "1000"]).is_ok());
+        for count in ["1001", "4294967295", "-1"] {
+            let error = parse(&["--node-count", count]).expect_err(count);
+            assert!(error.to_string().contains("--node-count"), "{error}");
+        }
     }
 
     #[test]

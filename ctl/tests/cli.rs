@@ -232,9 +232,9 @@ fn bad_flags_are_usage_errors_and_change_nothing() {
             "2",
         ])
         .assert()
-        .code(3)
+        .code(2)
         .stderr(predicate::str::contains(
-            "has 2 control-plane instance groups",
+            "'--control-plane-count <CONTROL_PLANE_COUNT>': must be 1, 3 or 5",
         ));
     assert_eq!(env.snapshot(), before);
     env.ballast()
@@ -269,7 +269,7 @@ fn invalid_files_report_every_error_and_change_nothing() {
         .assert()
         .code(3)
         .stderr(predicate::str::contains(
-            "spec.machinetype: unknown field `machinetype`",
+            "spec.machinetype: unknown field \"machinetype\"",
         ));
     let file = env.write(
         "bad2.yaml",

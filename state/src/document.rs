@@ -9,6 +9,7 @@ use serde::Serialize;
 use yaml_serde::Value;
 
 use crate::error::{FieldError, SpecErrors};
+use crate::limits::{check_text, path_key, MAX_PARSED_BYTES, MAX_SPEC_FILE_BYTES};
 use crate::spec::{Cluster, InstanceGroup, API_VERSION, KIND_CLUSTER, KIND_INSTANCE_GROUP};
 
 /// At most this many structural errors are collected from one document.
@@ -32,8 +33,29 @@ impl SpecObject {
     }
 }
 
-/// Parses every document of a YAML text. `source` names the text (a file name) in errors.
+/// Parses a spec file an operator gave (`create -f`, `replace -f`): at most
+/// [`MAX_SPEC_FILE_BYTES`](crate::limits::MAX_SPEC_FILE_BYTES). `source` names the file in errors.
+pub fn parse_spec_file(source: &str, text: &str) -> Result<Vec<SpecObject>, SpecErrors> {
+    parse_bounded(source, text, MAX_SPEC_FILE_BYTES)
+}
+
+/// Parses every document of a YAML text, such as a spec Ballast stored itself. `source` names the text (a
+/// file name, a key) in errors.
 pub fn parse_objects(source: &str, text: &str) -> Result<Vec<SpecObject>, SpecErrors> {
+    parse_bounded(source, text, MAX_PARSED_BYTES)
+}
+
+fn parse_bounded(source: &str, text: &str, limit: usize) -> Result<Vec<SpecObject>, SpecErrors> {
+    // Editors on Windows start UTF-8 files with a byte-order mark, which YAML would read as part of the first
+    // key (and then report the document's `kind` missing).
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    // Refused before parsing: the parser's time grows faster than the text on deep nesting.
+    if let Err(refused) = check_text(text, limit) {
+        return Err(SpecErrors::new(
+            source,
+            vec![FieldError::new(source, "", refused.to_string())],
+        ));
+    }
     let mut objects = Vec::new();
     let mut errors = Vec::new();
     for (index, document) in yaml_serde::Deserializer::from_str(text).enumerate() {
@@ -41,7 +63,7 @@ pub fn parse_objects(source: &str, text: &str) -> Result<Vec<SpecObject>, SpecEr
         let value = match <Value as serde::Deserialize>::deserialize(document) {
             Ok(value) => value,
             Err(e) => {
-                errors.push(FieldError::new(&label, "", format!("invalid YAML: {e}")));
+                errors.push(FieldError::new(&label, "", yaml_message(&e)));
                 // A syntax error leaves the rest of the stream unreadable.
                 break;
             }
@@ -69,37 +91,154 @@ pub fn parse_objects(source: &str, text: &str) -> Result<Vec<SpecObject>, SpecEr
 }
 
 fn parse_object(label: &str, value: Value) -> Result<SpecObject, Vec<FieldError>> {
-    let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
-    let name = value
-        .get("metadata")
-        .and_then(|m| m.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let object = if name.is_empty() {
-        format!("{label} ({})", if kind.is_empty() { "?" } else { kind })
-    } else {
-        format!("{kind}/{name}")
-    };
-    let api_version = value.get("apiVersion").and_then(Value::as_str);
-    if api_version != Some(API_VERSION) {
-        let found = api_version.map_or("nothing".to_string(), |v| format!("{v:?}"));
+    if !value.is_mapping() {
         return Err(vec![FieldError::new(
-            &object,
-            "apiVersion",
-            format!("must be {API_VERSION:?}, found {found}"),
+            label,
+            "",
+            format!(
+                "is {}, not an object: expected apiVersion, kind, metadata and spec",
+                found_words(&value_kind(&value))
+            ),
         )]);
     }
-    match kind {
+    let kind = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let kind = kind.as_str();
+    let name_value = value.get("metadata").and_then(|m| m.get("name"));
+    let name = name_value.and_then(Value::as_str).unwrap_or("");
+    let object = object_label(label, kind, name);
+    let errors = identity_errors(&object, &value, kind, name_value);
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let mut value = value;
+    let tags = strip_tags(&object, &mut value);
+    let parsed = match kind {
         KIND_CLUSTER => parse_typed::<Cluster>(&object, value).map(SpecObject::Cluster),
-        KIND_INSTANCE_GROUP => {
-            parse_typed::<InstanceGroup>(&object, value).map(SpecObject::InstanceGroup)
+        _ => parse_typed::<InstanceGroup>(&object, value).map(SpecObject::InstanceGroup),
+    };
+    match parsed {
+        Ok(object) if tags.is_empty() => Ok(object),
+        Ok(_) => Err(tags),
+        Err(errors) => {
+            // A tag's removal may leave a value of the wrong type: the tag is the error to fix there.
+            let tagged: Vec<&str> = tags.iter().map(|e| e.path.as_str()).collect();
+            let mut all = tags.clone();
+            all.extend(
+                errors
+                    .into_iter()
+                    .filter(|e| !tagged.contains(&e.path.as_str())),
+            );
+            Err(all)
         }
-        other => Err(vec![FieldError::new(
-            &object,
+    }
+}
+
+/// `Kind/name` when the document says both; otherwise its place in the file, so a document with neither is
+/// still found (`document 2`, `document 2 (Cluster)`, `document 2 (name "nodes")`).
+fn object_label(label: &str, kind: &str, name: &str) -> String {
+    match (kind.is_empty(), name.is_empty()) {
+        (false, false) => format!("{kind}/{name}"),
+        (false, true) => format!("{label} ({kind})"),
+        (true, false) => format!("{label} (name {name:?})"),
+        (true, true) => label.to_string(),
+    }
+}
+
+/// Problems with what names an object: its apiVersion, kind and metadata.name, all reported at once.
+fn identity_errors(
+    object: &str,
+    value: &Value,
+    kind: &str,
+    name: Option<&Value>,
+) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    match value.get("apiVersion").and_then(Value::as_str) {
+        None => errors.push(FieldError::new(
+            object,
+            "apiVersion",
+            format!("is missing: set it to {API_VERSION:?}"),
+        )),
+        Some(API_VERSION) => {}
+        Some(other) => errors.push(FieldError::new(
+            object,
+            "apiVersion",
+            format!("must be {API_VERSION:?}, found {other:?}"),
+        )),
+    }
+    match kind {
+        KIND_CLUSTER | KIND_INSTANCE_GROUP => {}
+        "" => errors.push(FieldError::new(
+            object,
+            "kind",
+            format!("is missing: set it to {KIND_CLUSTER} or {KIND_INSTANCE_GROUP}"),
+        )),
+        other => errors.push(FieldError::new(
+            object,
             "kind",
             format!("unknown kind {other:?}: expected {KIND_CLUSTER} or {KIND_INSTANCE_GROUP}"),
-        )]),
+        )),
     }
+    match name {
+        None => errors.push(FieldError::new(
+            object,
+            "metadata.name",
+            "is missing: every object needs a name",
+        )),
+        Some(Value::String(name)) if !name.is_empty() => {}
+        Some(other) => errors.push(FieldError::new(
+            object,
+            "metadata.name",
+            format!(
+                "expected a non-empty string, found {}",
+                found_words(&value_kind(other))
+            ),
+        )),
+    }
+    errors
+}
+
+/// YAML tags (`!thing value`) mean nothing in a spec, and serde would read a tagged value as an enum variant
+/// named by the tag: each is an error, with its path, and is removed so the rest of the document is checked.
+fn strip_tags(object: &str, value: &mut Value) -> Vec<FieldError> {
+    fn walk(object: &str, value: &mut Value, path: &str, errors: &mut Vec<FieldError>) {
+        if let Value::Tagged(tagged) = value {
+            errors.push(FieldError::new(
+                object,
+                path,
+                format!(
+                    "has the YAML tag {}: a spec uses plain values, remove the tag",
+                    tagged.tag
+                ),
+            ));
+            let inner = std::mem::take(&mut tagged.value);
+            *value = inner;
+        }
+        match value {
+            Value::Sequence(items) => {
+                for (i, item) in items.iter_mut().enumerate() {
+                    walk(object, item, &format!("{path}[{i}]"), errors);
+                }
+            }
+            Value::Mapping(map) => {
+                for (key, item) in map.iter_mut() {
+                    let key = match key {
+                        Value::String(key) => key.clone(),
+                        other => found_words(&value_kind(other)),
+                    };
+                    walk(object, item, &path_key(path, &key), errors);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut errors = Vec::new();
+    walk(object, value, "", &mut errors);
+    errors.truncate(MAX_ERRORS_PER_DOCUMENT);
+    errors
 }
 
 /// Deserializes `value` as `T`, collecting every structural error with its path.
@@ -115,7 +254,7 @@ pub(crate) fn parse_typed<T: DeserializeOwned>(
             Ok(_) => return Err(errors),
             Err(err) => {
                 let segments = segments_of(err.path());
-                let message = clean_message(&err.inner().to_string());
+                let message = in_project_words(&err.inner().to_string());
                 // Removing a required field that was wrong makes serde then report it "missing": say it once.
                 let is_echo = message.starts_with("missing field")
                     && removed
@@ -160,10 +299,7 @@ pub(crate) fn render_path(segments: &[Segment]) -> String {
     for segment in segments {
         match segment {
             Segment::Key(key) => {
-                if !out.is_empty() {
-                    out.push('.');
-                }
-                out.push_str(key);
+                out = path_key(&out, key);
             }
             Segment::Index(i) => out.push_str(&format!("[{i}]")),
         }
@@ -174,7 +310,7 @@ pub(crate) fn render_path(segments: &[Segment]) -> String {
 fn is_missing_echo(removed: &[Segment], parent: &[Segment], message: &str) -> bool {
     match removed.split_last() {
         Some((Segment::Key(key), removed_parent)) => {
-            removed_parent == parent && message.contains(&format!("`{key}`"))
+            removed_parent == parent && message.contains(&format!("{key:?}"))
         }
         _ => false,
     }
@@ -210,9 +346,97 @@ fn remove_at(value: &mut Value, segments: &[Segment]) -> bool {
     }
 }
 
-/// serde's messages for enums and fields are precise but noisy; trim what adds nothing for an operator.
-fn clean_message(message: &str) -> String {
-    message.trim().to_string()
+/// The YAML parser's message, with the one internal term it uses said plainly.
+fn yaml_message(error: &yaml_serde::Error) -> String {
+    let message = error.to_string();
+    let message = message.replace(
+        "recursion limit exceeded",
+        "nested too deeply (an alias that contains itself does that)",
+    );
+    format!("invalid YAML: {message}")
+}
+
+/// serde's messages name Rust types (`u32`, `struct RootVolumeSpec`, `a Value::Tagged enum`) and quote with
+/// backticks; say the same in the spec's terms: `expected a whole number from 0 to 4294967295, found the
+/// string "three"`.
+fn in_project_words(message: &str) -> String {
+    let message = message.trim();
+    let mismatch = message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "))
+        .and_then(|rest| rest.split_once(", expected "));
+    if let Some((found, expected)) = mismatch {
+        return format!(
+            "expected {}, found {}",
+            expected_words(expected),
+            found_words(found)
+        );
+    }
+    let message = match message.strip_prefix("unknown variant ") {
+        Some(rest) => format!("unknown value {rest}"),
+        None => message.to_string(),
+    };
+    backticks_to_quotes(&message)
+}
+
+fn expected_words(expected: &str) -> String {
+    let range = |max: &str| format!("a whole number from 0 to {max}");
+    match expected {
+        "u8" => range("255"),
+        "u16" => range("65535"),
+        "u32" => range("4294967295"),
+        "u64" => range("18446744073709551615"),
+        "i8" | "i16" | "i32" | "i64" => "a whole number".into(),
+        "f32" | "f64" => "a number".into(),
+        "a boolean" => "true or false".into(),
+        "a sequence" => "a list".into(),
+        "a map" => "a mapping".into(),
+        // An enum field given something other than one of its names.
+        "a Value::Tagged enum" => "one of the allowed names (a string)".into(),
+        other if other.starts_with("struct ") => "a mapping of fields".into(),
+        other if other.starts_with("enum ") => "one of the allowed names (a string)".into(),
+        other => backticks_to_quotes(other),
+    }
+}
+
+/// serde's "found" side (`integer \`3\``, `sequence`, `map`) in plain words.
+fn found_words(found: &str) -> String {
+    let found = backticks_to_quotes(found);
+    let unquoted = |rest: &str| rest.trim_matches('"').to_string();
+    if let Some(rest) = found.strip_prefix("integer ") {
+        format!("the number {}", unquoted(rest))
+    } else if let Some(rest) = found.strip_prefix("floating point ") {
+        format!("the number {}", unquoted(rest))
+    } else if let Some(rest) = found.strip_prefix("boolean ") {
+        unquoted(rest)
+    } else if let Some(rest) = found.strip_prefix("string ") {
+        format!("the string {rest}")
+    } else {
+        match found.as_str() {
+            "sequence" => "a list".into(),
+            "map" => "a mapping".into(),
+            "enum" => "a tagged value".into(),
+            "unit value" | "null" => "nothing".into(),
+            _ => found,
+        }
+    }
+}
+
+/// The serde words [`found_words`] takes, for a value we hold.
+fn value_kind(value: &Value) -> String {
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(b) => format!("boolean `{b}`"),
+        Value::Number(n) => format!("integer `{n}`"),
+        Value::String(s) => format!("string {s:?}"),
+        Value::Sequence(_) => "sequence".into(),
+        Value::Mapping(_) => "map".into(),
+        Value::Tagged(_) => "enum".into(),
+    }
+}
+
+fn backticks_to_quotes(text: &str) -> String {
+    text.replace('`', "\"")
 }
 
 /// Renders objects as one multi-document YAML text, in the order given.

@@ -9,7 +9,9 @@ use crate::defaults::{
     region_of_zone, DEFAULT_KUBERNETES_VERSION, DEFAULT_NETWORK_CIDR, SUBNET_EXTRA_BITS,
 };
 use crate::error::FieldError;
+use crate::limits::MAX_GROUP_SIZE;
 use crate::spec::*;
+use crate::validate::CONTROL_PLANE_COUNTS;
 
 /// What `create cluster`'s flags say. Empty/None means "not given".
 #[derive(Debug, Clone, Default)]
@@ -64,6 +66,24 @@ pub fn generate(template: &ClusterTemplate) -> Result<ClusterConfig, Vec<FieldEr
             ));
         }
     }
+    // Checked here, not left to validation: one group is generated per control-plane instance, so a huge
+    // count would exhaust memory before validation could refuse it.
+    if let Some(count) = template.control_plane_count {
+        if !CONTROL_PLANE_COUNTS.contains(&(count as usize)) {
+            errors.push(flag_error(
+                "--control-plane-count",
+                format!("must be 1, 3 or 5 (etcd needs an odd number of members for a quorum), found {count}"),
+            ));
+        }
+    }
+    if let Some(count) = template.node_count {
+        if count > MAX_GROUP_SIZE {
+            errors.push(flag_error(
+                "--node-count",
+                format!("must be at most {MAX_GROUP_SIZE}, found {count}"),
+            ));
+        }
+    }
     if !template.subnet_ids.is_empty() {
         if template.subnet_ids.len() != template.zones.len() {
             errors.push(flag_error(
@@ -85,7 +105,11 @@ pub fn generate(template: &ClusterTemplate) -> Result<ClusterConfig, Vec<FieldEr
     if !errors.is_empty() {
         return Err(errors);
     }
+    Ok(build(template))
+}
 
+/// The cluster and its groups from flags [`generate`] has checked.
+fn build(template: &ClusterTemplate) -> ClusterConfig {
     let topology = template.topology.unwrap_or(Topology::Public);
     let subnets = subnets_for(template, topology);
     let instance_subnet_type = match topology {
@@ -171,10 +195,10 @@ pub fn generate(template: &ClusterTemplate) -> Result<ClusterConfig, Vec<FieldEr
         cloud_labels: BTreeMap::new(),
         ..Default::default()
     };
-    Ok(ClusterConfig {
+    ClusterConfig {
         cluster: Cluster::new(&template.name, spec),
         instance_groups,
-    })
+    }
 }
 
 /// One subnet per zone for instances; in a private topology also a small public "utility-" subnet per zone
@@ -228,4 +252,67 @@ fn subnets_for(template: &ClusterTemplate, topology: Topology) -> Vec<ClusterSub
         }
     }
     subnets
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn template() -> ClusterTemplate {
+        ClusterTemplate {
+            name: "demo.example.com".into(),
+            zones: vec!["us-west-2a".into()],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_huge_control_plane_count_is_refused_before_any_group_is_made() {
+        // Before the check this allocated 4294967295 instance groups and ran out of memory.
+        let errors = generate(&ClusterTemplate {
+            control_plane_count: Some(u32::MAX),
+            ..template()
+        })
+        .expect_err("refused");
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].path, "--control-plane-count");
+        assert!(errors[0].message.contains("4294967295"), "{}", errors[0]);
+    }
+
+    #[test]
+    fn control_plane_counts_are_1_3_or_5() {
+        for count in [0, 2, 4, 6] {
+            assert!(generate(&ClusterTemplate {
+                control_plane_count: Some(count),
+                ..template()
+            })
+            .is_err());
+        }
+        let config = generate(&ClusterTemplate {
+            control_plane_count: Some(5),
+            ..template()
+        })
+        .expect("five is allowed");
+        let control_planes = config
+            .instance_groups
+            .iter()
+            .filter(|ig| ig.spec.role == Role::ControlPlane)
+            .count();
+        assert_eq!(control_planes, 5);
+    }
+
+    #[test]
+    fn node_counts_are_bounded() {
+        let errors = generate(&ClusterTemplate {
+            node_count: Some(MAX_GROUP_SIZE + 1),
+            ..template()
+        })
+        .expect_err("refused");
+        assert_eq!(errors[0].path, "--node-count");
+        assert!(generate(&ClusterTemplate {
+            node_count: Some(MAX_GROUP_SIZE),
+            ..template()
+        })
+        .is_ok());
+    }
 }

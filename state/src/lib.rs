@@ -5,6 +5,7 @@
 //! - [`defaults`] and [`validate`]: every default and every rule, each in one place;
 //! - [`generate`]: the spec `ballast create cluster` writes from its flags;
 //! - [`pki`]: the cluster's CAs and secrets;
+//! - [`limits`]: every bound on input (spec file size and nesting, counts, AWS tag rules);
 //! - [`duration`] and [`timestamp`]: the one duration grammar (`15m`, `1h30m`, `7d`) and the one RFC 3339 writer;
 //! - [`store`], [`layout`] and [`registry`]: the state store (S3 or files), where things live in it, and
 //!   safe (locked, conditional) changes to the clusters it holds;
@@ -21,6 +22,7 @@ pub mod error;
 pub mod etcd;
 pub mod generate;
 pub mod layout;
+pub mod limits;
 pub mod node;
 pub mod pki;
 pub mod registry;

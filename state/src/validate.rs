@@ -10,6 +10,7 @@ use regex::Regex;
 use crate::defaults::region_of_zone;
 use crate::duration::{parse_duration, DurationError};
 use crate::error::FieldError;
+use crate::limits::MAX_GROUP_SIZE;
 use crate::spec::*;
 
 /// Kubernetes minor versions this release can build nodes for.
@@ -18,7 +19,6 @@ pub const SUPPORTED_MINORS: std::ops::RangeInclusive<u32> = 30..=34;
 pub const CONTROL_PLANE_COUNTS: [usize; 3] = [1, 3, 5];
 /// AWS limits: VPC CIDR blocks are /16 to /28.
 const VPC_PREFIX_RANGE: std::ops::RangeInclusive<u8> = 16..=28;
-const MAX_GROUP_SIZE: u32 = 1000;
 
 // The patterns are literals that are known to compile; `expect` documents that.
 static REGION: LazyLock<Regex> = LazyLock::new(|| {
@@ -432,28 +432,8 @@ fn check_duration(report: &mut Report<'_>, path: &str, value: Option<&str>) -> O
 }
 
 fn check_cloud_labels(report: &mut Report<'_>, path: &str, labels: &BTreeMap<String, String>) {
-    for (key, value) in labels {
-        if key.is_empty() || key.len() > 128 {
-            report.error(
-                format!("{path}.{key}"),
-                "tag keys must be 1 to 128 characters",
-            );
-        }
-        if key.starts_with("aws:")
-            || key.starts_with("kubernetes.io/cluster/")
-            || key.starts_with("ballast.dev/")
-        {
-            report.error(
-                format!("{path}.{key}"),
-                "is reserved for AWS or Ballast's own ownership tags: choose another key",
-            );
-        }
-        if value.len() > 256 {
-            report.error(
-                format!("{path}.{key}"),
-                "tag values must be at most 256 characters",
-            );
-        }
+    for (field, message) in crate::limits::cloud_label_problems(path, labels) {
+        report.error(field, message);
     }
 }
 
@@ -484,6 +464,12 @@ fn check_instance_groups(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
             control_plane_groups.insert(ig.metadata.name.as_str());
         }
         check_instance_group_spec(&mut report, &ig.spec, &subnet_names);
+        if let Some(message) = crate::limits::merged_cloud_labels_problem(
+            &cluster.spec.cloud_labels,
+            &ig.spec.cloud_labels,
+        ) {
+            report.error("spec.cloudLabels", message);
+        }
     }
     let mut report = Report {
         object: format!("{KIND_CLUSTER}/{}", cluster.metadata.name),

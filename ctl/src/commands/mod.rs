@@ -12,7 +12,7 @@ mod validate;
 
 use std::path::Path;
 
-use ballast_state::document::{parse_objects, SpecObject};
+use ballast_state::document::{parse_spec_file, SpecObject};
 use ballast_state::layout::ClusterPaths;
 use ballast_state::registry::{Registry, RegistryError, Writer};
 use ballast_state::store::{StateStore, StoreError, StoreOptions};
@@ -100,10 +100,16 @@ pub async fn require_cluster(registry: &Registry, name: &str) -> Result<(), Comm
 
 /// Reads and parses a spec file (`-` for stdin).
 pub fn read_objects(path: &Path) -> Result<Vec<SpecObject>, CommandError> {
+    // Read no more than the limit (and a byte, to tell a file at the limit from a larger one): a huge file or
+    // an endless stream is refused without being held in memory.
+    let limit = ballast_state::limits::MAX_SPEC_FILE_BYTES;
     let text = if path == Path::new("-") {
-        std::io::read_to_string(std::io::stdin()).map_err(io_error("reading stdin"))?
+        ballast_state::limits::read_bounded(std::io::stdin(), limit)
+            .map_err(io_error("reading stdin"))?
     } else {
-        std::fs::read_to_string(path).map_err(io_error(format!("reading {}", path.display())))?
+        std::fs::File::open(path)
+            .and_then(|file| ballast_state::limits::read_bounded(file, limit))
+            .map_err(io_error(format!("reading {}", path.display())))?
     };
-    parse_objects(&path.display().to_string(), &text).map_err(CommandError::InvalidSpec)
+    parse_spec_file(&path.display().to_string(), &text).map_err(CommandError::InvalidSpec)
 }
