@@ -91,178 +91,11 @@ async fn plans_match_their_golden_files() {
 
 /// The state a successful apply of the spec leaves, with made-up ids: what an in-sync case starts from.
 async fn applied_state(model: &ClusterModel, completed: &ClusterConfig) -> ActualState {
-    let cluster = &model.cluster;
-    let owned = |name: &str| {
-        BTreeMap::from([
-            ("Name".to_string(), name.to_string()),
-            (ownership_tag(cluster), "owned".to_string()),
-        ])
-    };
-    let shared = BTreeMap::from([(ownership_tag(cluster), "shared".to_string())]);
     let mut state = ActualState::default();
-    let vpc_id = match &model.vpc {
-        VpcModel::Owned { cidr } => {
-            state.network.owned.push(network::Vpc {
-                id: "vpc-1".into(),
-                cidr: cidr.clone(),
-                tags: owned(cluster),
-            });
-            "vpc-1".to_string()
-        }
-        VpcModel::Shared { id } => {
-            state.network.shared = Some(network::Vpc {
-                id: id.clone(),
-                cidr: "10.0.0.0/16".into(),
-                tags: shared.clone(),
-            });
-            id.clone()
-        }
-    };
-
-    let mut subnet_ids = BTreeMap::new();
-    for subnet in &model.subnets {
-        let (id, found) = match &subnet.shared_id {
-            Some(id) => (id.clone(), &mut state.subnets.shared),
-            None => (format!("subnet-{}", subnet.name), &mut state.subnets.owned),
-        };
-        let key = subnet
-            .shared_id
-            .clone()
-            .unwrap_or(subnet.resource_name.clone());
-        found.insert(
-            key,
-            subnets::Subnet {
-                id: id.clone(),
-                cidr: subnet.cidr.clone().unwrap_or_default(),
-                zone: subnet.zone.clone(),
-                tags: if subnet.shared_id.is_some() {
-                    shared.clone()
-                } else {
-                    owned(&subnet.resource_name)
-                },
-            },
-        );
-        subnet_ids.insert(subnet.name.clone(), id);
-    }
-
-    let ids_of = |names: Vec<&String>| names.into_iter().map(|n| subnet_ids[n].clone()).collect();
-    if model.internet_gateway {
-        state
-            .routes
-            .internet_gateways
-            .push(routes::InternetGateway {
-                id: "igw-1".into(),
-                attached_to: vec![vpc_id.clone()],
-            });
-        let public = model
-            .subnets
-            .iter()
-            .filter(|s| s.public && s.shared_id.is_none())
-            .map(|s| &s.name)
-            .collect();
-        state.routes.route_tables.insert(
-            format!("public.{cluster}"),
-            routes::RouteTable {
-                id: "rtb-public".into(),
-                routes: vec![routes::Route {
-                    destination: "0.0.0.0/0".into(),
-                    gateway_id: Some("igw-1".into()),
-                    nat_gateway_id: None,
-                }],
-                associated_subnets: ids_of(public),
-            },
-        );
-    }
-    for zone in model.nat_zones() {
-        let nat = format!("nat-{zone}");
-        state.routes.nat_gateways.push(routes::NatGateway {
-            id: nat.clone(),
-            tags: owned(&format!("{zone}.{cluster}")),
-        });
-        let private = model
-            .subnets
-            .iter()
-            .filter(|s| !s.public && s.shared_id.is_none() && s.zone == zone)
-            .map(|s| &s.name)
-            .collect();
-        state.routes.route_tables.insert(
-            format!("private-{zone}.{cluster}"),
-            routes::RouteTable {
-                id: format!("rtb-{zone}"),
-                routes: vec![routes::Route {
-                    destination: "0.0.0.0/0".into(),
-                    gateway_id: None,
-                    nat_gateway_id: Some(nat),
-                }],
-                associated_subnets: ids_of(private),
-            },
-        );
-    }
-
-    let group_id = |role: Role| format!("sg-{}", role.tag_value());
-    for group in &model.security_groups {
-        let rules = group
-            .rules
-            .iter()
-            .map(|rule| {
-                let ports = (rule.protocol != "-1").then_some((rule.from_port, rule.to_port));
-                let (cidr, group) = match &rule.source {
-                    Source::Cidr(cidr) => (Some(cidr.clone()), None),
-                    Source::Group(role) => (None, Some(group_id(*role))),
-                };
-                security_groups::Rule {
-                    protocol: rule.protocol.clone(),
-                    from_port: ports.map(|p| p.0),
-                    to_port: ports.map(|p| p.1),
-                    cidr,
-                    group,
-                }
-            })
-            .collect();
-        state.security_groups.groups.insert(
-            group.name.clone(),
-            security_groups::SecurityGroup {
-                id: group_id(group.role),
-                rules,
-            },
-        );
-    }
-    for role in &model.roles {
-        state.iam.roles.insert(
-            role.name.clone(),
-            iam::RoleActual {
-                exists: true,
-                trust_policy: Some(role.assume_role_policy.clone()),
-                policy: Some(role.policy.clone()),
-                profile: Some(iam::Profile {
-                    arn: format!("arn:aws:iam::123456789012:instance-profile/{}", role.name),
-                    roles: vec![role.name.clone()],
-                }),
-            },
-        );
-    }
-
-    let lb = &model.load_balancer;
-    let target_group = format!("arn:aws:elasticloadbalancing:tg/{}", lb.target_group_name);
-    let dns = format!("{}.elb.amazonaws.com", lb.name);
-    state.load_balancer = load_balancer::Actual {
-        load_balancer: Some(load_balancer::LoadBalancer {
-            arn: format!("arn:aws:elasticloadbalancing:lb/{}", lb.name),
-            dns_name: dns.clone(),
-            scheme: if lb.internal {
-                "internal"
-            } else {
-                "internet-facing"
-            }
-            .into(),
-        }),
-        target_group: Some(target_group.clone()),
-        listeners: vec![load_balancer::Listener {
-            arn: "arn:aws:elasticloadbalancing:listener/443".into(),
-            port: 443,
-            forwards_to: vec![target_group.clone()],
-        }],
-    };
+    let (vpc_id, subnet_ids) = applied_network(model, &mut state);
+    applied_routes(model, &mut state, &vpc_id, &subnet_ids);
+    applied_security_and_iam(model, &mut state);
+    let (dns, target_group) = applied_load_balancer(model, &mut state);
     let rendered = node_specs::render(completed, model, &dns).expect("node specs render");
     for (group, spec) in model.groups.iter().zip(&rendered) {
         state.node_specs.specs.insert(
@@ -326,4 +159,206 @@ async fn applied_state(model: &ClusterModel, completed: &ClusterConfig) -> Actua
         );
     }
     state
+}
+
+/// The VPC and subnets; returns the VPC id and the subnet ids by spec name.
+fn applied_network(
+    model: &ClusterModel,
+    state: &mut ActualState,
+) -> (String, BTreeMap<String, String>) {
+    let cluster = &model.cluster;
+    let owned = |name: &str| {
+        BTreeMap::from([
+            ("Name".to_string(), name.to_string()),
+            (ownership_tag(cluster), "owned".to_string()),
+        ])
+    };
+    let shared = BTreeMap::from([(ownership_tag(cluster), "shared".to_string())]);
+    let vpc_id = match &model.vpc {
+        VpcModel::Owned { cidr } => {
+            state.network.owned.push(network::Vpc {
+                id: "vpc-1".into(),
+                cidr: cidr.clone(),
+                tags: owned(cluster),
+            });
+            "vpc-1".to_string()
+        }
+        VpcModel::Shared { id } => {
+            state.network.shared = Some(network::Vpc {
+                id: id.clone(),
+                cidr: "10.0.0.0/16".into(),
+                tags: shared.clone(),
+            });
+            id.clone()
+        }
+    };
+
+    let mut subnet_ids = BTreeMap::new();
+    for subnet in &model.subnets {
+        let (id, found) = match &subnet.shared_id {
+            Some(id) => (id.clone(), &mut state.subnets.shared),
+            None => (format!("subnet-{}", subnet.name), &mut state.subnets.owned),
+        };
+        let key = subnet
+            .shared_id
+            .clone()
+            .unwrap_or(subnet.resource_name.clone());
+        found.insert(
+            key,
+            subnets::Subnet {
+                id: id.clone(),
+                cidr: subnet.cidr.clone().unwrap_or_default(),
+                zone: subnet.zone.clone(),
+                tags: if subnet.shared_id.is_some() {
+                    shared.clone()
+                } else {
+                    owned(&subnet.resource_name)
+                },
+            },
+        );
+        subnet_ids.insert(subnet.name.clone(), id);
+    }
+
+    (vpc_id, subnet_ids)
+}
+
+/// The internet gateway, NAT gateways and route tables.
+fn applied_routes(
+    model: &ClusterModel,
+    state: &mut ActualState,
+    vpc_id: &str,
+    subnet_ids: &BTreeMap<String, String>,
+) {
+    let cluster = &model.cluster;
+    let owned = |name: &str| {
+        BTreeMap::from([
+            ("Name".to_string(), name.to_string()),
+            (ownership_tag(cluster), "owned".to_string()),
+        ])
+    };
+    let ids_of = |names: Vec<&String>| names.into_iter().map(|n| subnet_ids[n].clone()).collect();
+    if model.internet_gateway {
+        state
+            .routes
+            .internet_gateways
+            .push(routes::InternetGateway {
+                id: "igw-1".into(),
+                attached_to: vec![vpc_id.to_string()],
+            });
+        let public = model
+            .subnets
+            .iter()
+            .filter(|s| s.public && s.shared_id.is_none())
+            .map(|s| &s.name)
+            .collect();
+        state.routes.route_tables.insert(
+            format!("public.{cluster}"),
+            routes::RouteTable {
+                id: "rtb-public".into(),
+                routes: vec![routes::Route {
+                    destination: "0.0.0.0/0".into(),
+                    gateway_id: Some("igw-1".into()),
+                    nat_gateway_id: None,
+                }],
+                associated_subnets: ids_of(public),
+            },
+        );
+    }
+    for zone in model.nat_zones() {
+        let nat = format!("nat-{zone}");
+        state.routes.nat_gateways.push(routes::NatGateway {
+            id: nat.clone(),
+            tags: owned(&format!("{zone}.{cluster}")),
+        });
+        let private = model
+            .subnets
+            .iter()
+            .filter(|s| !s.public && s.shared_id.is_none() && s.zone == zone)
+            .map(|s| &s.name)
+            .collect();
+        state.routes.route_tables.insert(
+            format!("private-{zone}.{cluster}"),
+            routes::RouteTable {
+                id: format!("rtb-{zone}"),
+                routes: vec![routes::Route {
+                    destination: "0.0.0.0/0".into(),
+                    gateway_id: None,
+                    nat_gateway_id: Some(nat),
+                }],
+                associated_subnets: ids_of(private),
+            },
+        );
+    }
+}
+
+/// Security groups with their rules, IAM roles, policies and profiles.
+fn applied_security_and_iam(model: &ClusterModel, state: &mut ActualState) {
+    let group_id = |role: Role| format!("sg-{}", role.tag_value());
+    for group in &model.security_groups {
+        let rules = group
+            .rules
+            .iter()
+            .map(|rule| {
+                let ports = (rule.protocol != "-1").then_some((rule.from_port, rule.to_port));
+                let (cidr, group) = match &rule.source {
+                    Source::Cidr(cidr) => (Some(cidr.clone()), None),
+                    Source::Group(role) => (None, Some(group_id(*role))),
+                };
+                security_groups::Rule {
+                    protocol: rule.protocol.clone(),
+                    from_port: ports.map(|p| p.0),
+                    to_port: ports.map(|p| p.1),
+                    cidr,
+                    group,
+                }
+            })
+            .collect();
+        state.security_groups.groups.insert(
+            group.name.clone(),
+            security_groups::SecurityGroup {
+                id: group_id(group.role),
+                rules,
+            },
+        );
+    }
+    for role in &model.roles {
+        state.iam.roles.insert(
+            role.name.clone(),
+            iam::RoleActual {
+                exists: true,
+                trust_policy: Some(role.assume_role_policy.clone()),
+                policy: Some(role.policy.clone()),
+                profile: Some(iam::Profile {
+                    arn: format!("arn:aws:iam::123456789012:instance-profile/{}", role.name),
+                    roles: vec![role.name.clone()],
+                }),
+            },
+        );
+    }
+}
+
+/// The load balancer, target group and listener; returns its DNS name and the target group ARN.
+fn applied_load_balancer(model: &ClusterModel, state: &mut ActualState) -> (String, String) {
+    let lb = &model.load_balancer;
+    let target_group = format!("arn:aws:elasticloadbalancing:tg/{}", lb.target_group_name);
+    let dns = format!("{}.elb.amazonaws.com", lb.name);
+    state.load_balancer = load_balancer::Actual {
+        load_balancer: Some(load_balancer::LoadBalancer {
+            arn: format!("arn:aws:elasticloadbalancing:lb/{}", lb.name),
+            dns_name: dns.clone(),
+            scheme: if lb.internal {
+                "internal"
+            } else {
+                "internet-facing"
+            }
+            .into(),
+        }),
+        target_group: Some(target_group.clone()),
+        listeners: vec![load_balancer::Listener {
+            arn: "arn:aws:elasticloadbalancing:listener/443".into(),
+            port: 443,
+            forwards_to: vec![target_group.clone()],
+        }],
+    };
+    (dns, target_group)
 }
