@@ -341,6 +341,10 @@ pub struct EtcdRestoreArgs {
     /// Record the restore (the supervisors carry it out).
     #[arg(long)]
     pub yes: bool,
+    /// Restore even if a member reported etcd healthy in the last 30 s (by the state store's clock), and have
+    /// the members of a healthy cluster discard its data for the backup (they refuse an unforced restore).
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]

@@ -134,10 +134,20 @@ impl Env {
             last_step: "steady".to_string(),
             last_error: (!healthy).then(|| "etcd does not answer".to_string()),
         };
-        self.put_json(
-            &format!("{}etcd/health/{instance}.json", self.paths.prefix()),
-            &report,
-        );
+        let key = format!("{}etcd/health/{instance}.json", self.paths.prefix());
+        self.put_json(&key, &report);
+        // The store dates the report too (its mtime, as S3 its LastModified): the same age by its clock.
+        self.set_store_time(&key, now() - age);
+    }
+
+    /// Sets the time the store gives an object (a file store's mtime), as if it had been written then.
+    fn set_store_time(&self, key: &str, unix: i64) {
+        let file = std::fs::File::options()
+            .write(true)
+            .open(self.path(key))
+            .expect("open object");
+        let at = std::time::UNIX_EPOCH + Duration::from_secs(unix as u64);
+        file.set_modified(at).expect("set mtime");
     }
 
     /// Every file of the store with its content: what "changes nothing" is checked against.
@@ -390,7 +400,8 @@ fn restore_records_a_new_epoch_only_with_yes() {
         record.origin,
         Origin::Restore {
             backup_id: backup.id.clone(),
-            sha256: backup.sha256.clone()
+            sha256: backup.sha256.clone(),
+            forced: false,
         }
     );
     assert_eq!(record.seed, None, "a supervisor claims the seed");
@@ -596,4 +607,76 @@ fn validate_without_aws_fails_naming_what_it_could_not_check() {
         .args(["validate", "cluster", "nope.example.com"])
         .assert()
         .code(5);
+}
+
+/// Freshness is judged by the store's clock, not the operator's nor the supervisor's: a report whose own
+/// `updatedUnix` looks ten minutes old (a supervisor's clock behind, or the operator's ahead) but that the
+/// store wrote a second ago still blocks a restore; `--force` records it anyway, marked forced.
+#[test]
+fn restore_judges_health_by_the_store_clock_and_force_overrides() {
+    let env = Env::with_cluster();
+    let backup = env.put_backup(now() - 600, 0, b"snapshot");
+    let record = env.put_record();
+    env.put_health("i-0leader", true, true, 600);
+    let key = format!("{}etcd/health/i-0leader.json", env.paths.prefix());
+    env.set_store_time(&key, now() - 1);
+    let before = env.snapshot();
+    env.ballast()
+        .args(["etcd", "restore-backup", NAME, &backup.id, "--yes"])
+        .assert()
+        .code(4)
+        .stderr(predicate::str::contains("i-0leader"))
+        .stderr(predicate::str::contains("--force"));
+    assert_eq!(env.read(&env.paths.etcd_cluster()), Some(record));
+    assert_eq!(env.snapshot(), before, "a refusal leaves no marker behind");
+
+    // The reverse skew: the report says "now" but the store wrote it ten minutes ago: its member is gone.
+    env.put_health("i-0leader", true, true, 0);
+    env.set_store_time(&key, now() - 600);
+    env.ballast()
+        .args(["etcd", "restore-backup", NAME, &backup.id])
+        .assert()
+        .success();
+
+    // Fresh by every clock, and --force: recorded, marked forced (healthy members then wipe for it).
+    env.put_health("i-0leader", true, true, 0);
+    env.ballast()
+        .args([
+            "etcd",
+            "restore-backup",
+            NAME,
+            &backup.id,
+            "--yes",
+            "--force",
+        ])
+        .assert()
+        .success();
+    let written: ClusterRecord = serde_json::from_slice(
+        &env.read(&env.paths.etcd_cluster())
+            .expect("etcd/cluster.json"),
+    )
+    .expect("a record");
+    assert_eq!(
+        written.origin,
+        Origin::Restore {
+            backup_id: backup.id.clone(),
+            sha256: backup.sha256.clone(),
+            forced: true,
+        }
+    );
+    assert!(
+        env.read(&env.paths.etcd_clock_marker()).is_none(),
+        "the clock marker is deleted"
+    );
+}
+
+#[test]
+fn restore_help_documents_force() {
+    let env = Env::with_cluster();
+    env.ballast()
+        .args(["etcd", "restore-backup", "--help"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("--force"))
+        .stdout(predicate::str::contains("store's clock"));
 }

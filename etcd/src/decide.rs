@@ -334,7 +334,14 @@ pub fn decide(o: &Observation) -> Step {
             ));
         }
         if i_am_seed && matches!(record.origin, Origin::ForceNewCluster { .. }) {
+            // It rebuilds from its own data, never wipes it.
             return Step::ForceNewCluster;
+        }
+        let Some(local_epoch) = o.local_data.epoch else {
+            return wait(UNKNOWN_EPOCH);
+        };
+        if let Some(step) = refuse_unagreed_restore(o, record, local_epoch) {
+            return step;
         }
         return Step::Wipe {
             reason: format!(
@@ -346,6 +353,9 @@ pub fn decide(o: &Observation) -> Step {
 
     // A restore waits for a seed.
     let Some(seed) = record.seed.as_deref() else {
+        if let Some(step) = restore_refused_by_healthy_cluster(o, record) {
+            return step;
+        }
         return Step::ClaimSeed;
     };
 
@@ -368,6 +378,67 @@ pub fn decide(o: &Observation) -> Step {
     } else {
         join(o, record, seed, healthy)
     }
+}
+
+/// Data present, its epoch unknown: the epoch file was lost or torn by a crash. The data may be the only copy
+/// (a one-member cluster, or the survivor of a lost majority), so it is never wiped on a guess.
+pub const UNKNOWN_EPOCH: &str = "local etcd data is present but its epoch file (<state_dir>/epoch, \
+/var/lib/etcd/epoch on a node) is missing or unreadable, likely after a crash: not wiping what may be the only \
+copy. An operator: if this data belongs to the epoch in etcd/cluster.json (ballast etcd status), write that \
+number to the epoch file and the supervisor restarts etcd on it; if the cluster is healthy without this member, \
+move <state_dir>/data aside and it rejoins empty";
+
+/// A restore epoch is recorded while this member runs in a healthy cluster (a quorum of voters answers and
+/// has a leader) and belongs to it: the restore was judged safe on reports that did not see this cluster (a
+/// clock skew, supervisors that could not reach the store). Wiping would discard the live cluster's data for
+/// an older backup, so a member of a healthy quorum wipes for a restore only when the operator asked for it
+/// with `--force`; otherwise it keeps serving and says why. Once the cluster is not healthy (members wiped
+/// for a forced restore, or every member gone) the restore proceeds as before.
+fn refuse_unagreed_restore(
+    o: &Observation,
+    record: &ClusterRecord,
+    local_epoch: u64,
+) -> Option<Step> {
+    let Origin::Restore {
+        backup_id, forced, ..
+    } = &record.origin
+    else {
+        return None;
+    };
+    if *forced || local_epoch >= record.epoch {
+        return None;
+    }
+    let LocalEtcd::Running(st) = o.local_etcd else {
+        return None;
+    };
+    let view = o.cluster.as_ref().filter(|c| c.is_healthy())?;
+    let voter_of_it = st.cluster_id == view.cluster_id
+        && view
+            .voters()
+            .any(|m| m.id == st.member_id && m.status.is_some());
+    if !voter_of_it {
+        return None;
+    }
+    Some(wait(format!(
+        "etcd/cluster.json records a restore of backup {backup_id} (epoch {}) while this member is a voter of a \
+         healthy cluster at epoch {local_epoch}: not discarding live data for it. To restore anyway run \
+         `ballast etcd restore-backup CLUSTER {backup_id} --yes --force`",
+        record.epoch
+    )))
+}
+
+/// An unseeded restore epoch while a healthy cluster answers: its members refuse to wipe for it (see
+/// [`refuse_unagreed_restore`]), so seeding it here would start a second cluster beside the live one.
+fn restore_refused_by_healthy_cluster(o: &Observation, record: &ClusterRecord) -> Option<Step> {
+    let Origin::Restore { forced: false, .. } = &record.origin else {
+        return None;
+    };
+    o.cluster.as_ref().filter(|c| c.is_healthy())?;
+    Some(wait(format!(
+        "etcd/cluster.json records a restore (epoch {}) but a healthy etcd cluster still answers: not seeding a \
+         second cluster beside it (a restore over a healthy cluster needs `ballast etcd restore-backup --force`)",
+        record.epoch
+    )))
 }
 
 /// Local data of the current epoch: keep it in the healthy cluster, or leave it if the cluster dropped it;

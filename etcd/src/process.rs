@@ -132,9 +132,7 @@ impl LocalState {
 
     fn write_number(&self, path: &Path, n: u64) -> Result<(), ProcessError> {
         std::fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, format!("{n}\n")).map_err(io(&tmp))?;
-        std::fs::rename(&tmp, path).map_err(io(path))
+        write_durably(path, format!("{n}\n").as_bytes())
     }
 
     pub fn set_epoch(&self, epoch: u64) -> Result<(), ProcessError> {
@@ -144,18 +142,17 @@ impl LocalState {
         self.write_number(&self.seeded_file(), epoch)
     }
 
-    /// Removes the data dir and its epoch (never the seeded marker).
     /// The node's copy of the last health report, replaced atomically (`<state_dir>/health.json`).
     pub fn write_health(&self, report: &crate::record::HealthReport) -> Result<(), ProcessError> {
         let path = self.dir.join("health.json");
-        let tmp = self.dir.join("health.json.tmp");
         let mut json = serde_json::to_vec_pretty(report).unwrap_or_default();
         json.push(b'\n');
         std::fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
-        std::fs::write(&tmp, &json).map_err(io(&tmp))?;
-        std::fs::rename(&tmp, &path).map_err(io(&path))
+        write_durably(&path, &json)
     }
 
+    /// Removes the data dir and its epoch (never the seeded marker). The data goes first: a crash in between
+    /// leaves an epoch without data (nothing to lose), never data without its epoch.
     pub fn wipe(&self) -> Result<(), ProcessError> {
         let data = self.data_dir();
         match std::fs::remove_dir_all(&data) {
@@ -251,6 +248,39 @@ impl LocalState {
         }
         Ok(())
     }
+}
+
+/// Replaces `path` with `contents` so that a crash or power loss leaves either the old file or the new one,
+/// never a torn or empty one: write a temporary file beside it, fsync it, rename it over `path`, fsync the
+/// directory (the rename itself is only durable once the directory is). The epoch and `seeded` markers decide
+/// whether local data is kept or wiped: a marker lost to a crash must not look like "no data of this epoch".
+pub(crate) fn write_durably(path: &Path, contents: &[u8]) -> Result<(), ProcessError> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().map_or_else(
+        || std::ffi::OsString::from("file"),
+        std::ffi::OsStr::to_os_string,
+    );
+    // Unique per writer: two writers never share (and rename) each other's half-written temporary file.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut tmp_name = name;
+    tmp_name.push(format!(".tmp.{}.{n}", std::process::id()));
+    let tmp = dir.join(tmp_name);
+    let result = (|| {
+        let mut file = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+        file.write_all(contents).map_err(io(&tmp))?;
+        file.sync_all().map_err(io(&tmp))?;
+        std::fs::rename(&tmp, path).map_err(io(path))?;
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io(dir))
+    })();
+    if result.is_err() {
+        // Best effort: a leftover temporary file is only disk space, and the next write replaces it.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }
 
 fn remove_dir_if_present(dir: &Path) -> Result<(), ProcessError> {
@@ -352,5 +382,96 @@ impl EtcdProcess {
         let _ = self.child.start_kill();
         let _ = self.child.wait().await;
         tracing::info!(pid = self.pid, "etcd stopped");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leftovers(dir: &Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .expect("read dir")
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".tmp"))
+            .collect()
+    }
+
+    /// The markers are replaced whole: a reader racing many writers never sees a missing, empty or torn epoch,
+    /// and no temporary file is left behind.
+    #[test]
+    fn markers_are_never_observed_partial_and_leave_no_temp_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let local = LocalState::new(dir.path().join("state"));
+        local.set_epoch(1).expect("first write");
+        local.set_seeded(1).expect("first write");
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let local = local.clone();
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let mut reads = 0u64;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    assert!(local.epoch().is_some(), "epoch observed missing or partial");
+                    assert!(
+                        local.seeded_epoch().is_some(),
+                        "seeded observed missing or partial"
+                    );
+                    reads += 1;
+                }
+                reads
+            })
+        };
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let local = local.clone();
+                std::thread::spawn(move || {
+                    for i in 0..200u64 {
+                        local.set_epoch(1_000_000 * (w + 1) + i).expect("set epoch");
+                        local
+                            .set_seeded(1_000_000 * (w + 1) + i)
+                            .expect("set seeded");
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().expect("writer");
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(reader.join().expect("reader") > 0);
+        assert!(local.epoch().is_some_and(|e| e > 1_000_000));
+        assert_eq!(leftovers(&local.dir), Vec::<String>::new());
+    }
+
+    /// Large contents too: every read sees one writer's whole file.
+    #[test]
+    fn durable_write_replaces_whole_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("marker");
+        write_durably(&path, &[b'0'; 65536]).expect("first write");
+        let writers: Vec<_> = (1..=3u8)
+            .map(|w| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        write_durably(&path, &[b'0' + w; 65536]).expect("write");
+                    }
+                })
+            })
+            .collect();
+        for _ in 0..200 {
+            let data = std::fs::read(&path).expect("read");
+            assert_eq!(data.len(), 65536, "a torn file was observed");
+            assert!(
+                data.iter().all(|&b| b == data[0]),
+                "two writers' bytes mixed"
+            );
+        }
+        for w in writers {
+            w.join().expect("writer");
+        }
+        assert_eq!(leftovers(dir.path()), Vec::<String>::new());
     }
 }

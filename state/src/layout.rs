@@ -108,6 +108,11 @@ impl ClusterPaths {
         format!("{}/etcd/health/", self.name)
     }
 
+    /// A marker `ballast etcd restore-backup` writes to read the store's clock (its LastModified), deleted after.
+    pub fn etcd_clock_marker(&self) -> String {
+        format!("{}/etcd/restore-clock.json", self.name)
+    }
+
     /// A member's published etcd health (deleted when the member is removed).
     pub fn etcd_health(&self, instance_id: &str) -> String {
         format!("{}/etcd/health/{instance_id}.json", self.name)

@@ -164,6 +164,16 @@ impl StateStore {
         }
     }
 
+    /// When the store last wrote an object, by the store's own clock (S3's LastModified, a file's mtime), in
+    /// Unix seconds; `None` when it does not exist. Freshness judged this way is immune to skew between the
+    /// writer's clock, the reader's, and the store's.
+    pub async fn modified_unix(&self, key: &str) -> Result<Option<i64>, StoreError> {
+        match self {
+            StateStore::File(f) => f.modified_unix(key),
+            StateStore::S3(s) => s.modified_unix(key).await,
+        }
+    }
+
     /// Every key starting with `prefix`, sorted.
     pub async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
         let mut keys = match self {
@@ -228,6 +238,18 @@ impl FileStore {
             Ok(data) => Ok(Some(StoredObject {
                 version: Version(sha256_hex(&data)),
                 data,
+            })),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Self::io(&path)(e)),
+        }
+    }
+
+    fn modified_unix(&self, key: &str) -> Result<Option<i64>, StoreError> {
+        let path = self.path_of(key)?;
+        match std::fs::metadata(&path).and_then(|m| m.modified()) {
+            Ok(time) => Ok(Some(match time.duration_since(std::time::UNIX_EPOCH) {
+                Ok(after) => after.as_secs() as i64,
+                Err(before) => -(before.duration().as_secs() as i64),
             })),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Self::io(&path)(e)),
@@ -432,6 +454,21 @@ impl S3Store {
             data: data.into_bytes().to_vec(),
             version,
         }))
+    }
+
+    async fn modified_unix(&self, key: &str) -> Result<Option<i64>, StoreError> {
+        let result = self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(self.full_key(key))
+            .send()
+            .await;
+        match result {
+            Ok(output) => Ok(output.last_modified().map(|t| t.secs())),
+            Err(SdkError::ServiceError(e)) if e.err().is_not_found() => Ok(None),
+            Err(e) => Err(self.error("read", key, e)),
+        }
     }
 
     async fn put(

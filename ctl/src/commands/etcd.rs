@@ -13,7 +13,7 @@ use ballast_state::etcd::health::{
     cluster_health, health_prefix, read_health, EtcdHealthSummary, HealthReport,
 };
 use ballast_state::etcd::record::{read_record, ClusterRecord, Origin, RecordError};
-use ballast_state::etcd::restore::request_restore;
+use ballast_state::etcd::restore::{request_restore_with_options, RestoreOptions};
 use ballast_state::layout::ClusterPaths;
 use ballast_state::timestamp::unix_rfc3339;
 use serde::Serialize;
@@ -48,7 +48,8 @@ fn etcd_error(name: &str) -> impl Fn(BackupError) -> CommandError + '_ {
             BackupError::ClusterHealthy { .. } => format!(
                 ". Restoring now would discard the running cluster's data: everything written since the \
                  backup was taken. If etcd really must go back, first take a backup of what it holds now \
-                 (`ballast etcd backup {name}`); `ballast validate cluster {name}` shows its health"
+                 (`ballast etcd backup {name}`); `ballast validate cluster {name}` shows its health; \
+                 `--force` restores anyway, and the running members then discard their data"
             ),
             _ => String::new(),
         };
@@ -222,11 +223,17 @@ async fn restore(context: &Context, args: EtcdRestoreArgs) -> Result<(), Command
         );
         eprintln!(
             "Nothing was changed. A restore is only for a cluster that lost all its etcd members (it is refused \
-             while one reports etcd healthy): run `ballast etcd restore-backup {name} {id} --yes` to record it."
+             while one reports etcd healthy, by the state store's clock, unless --force): run `ballast etcd \
+             restore-backup {name} {id} --yes` to record it."
         );
         return Ok(());
     }
-    let record = request_restore(store, &paths, id, &requested_by(context, "restore-backup"))
+    let options = RestoreOptions {
+        force: args.force,
+        ..RestoreOptions::default()
+    };
+    let by = requested_by(context, "restore-backup");
+    let record = request_restore_with_options(store, &paths, id, &by, options)
         .await
         .map_err(etcd_error(&name))?;
     println!(

@@ -156,6 +156,7 @@ fn the_seed_seeds_once() {
         Origin::Restore {
             backup_id: "b".into(),
             sha256: "x".into(),
+            forced: false,
         },
     ));
     assert_eq!(decide(&restore), Step::Seed);
@@ -170,8 +171,12 @@ fn a_restore_without_seed_is_claimed() {
         Origin::Restore {
             backup_id: "b".into(),
             sha256: "x".into(),
+            forced: false,
         },
     ));
+    // The joiner sees the old cluster healthy: its members refuse an unforced restore, so no second cluster.
+    assert!(is_wait(&decide(&o)));
+    o.cluster = None;
     assert_eq!(decide(&o), Step::ClaimSeed);
     // Old data goes first.
     o.local_data = LocalData {
@@ -337,8 +342,8 @@ fn existing_data_restarts_and_stale_data_is_wiped() {
     assert!(matches!(decide(&o), Step::Wipe { .. }));
     o.local_data.epoch = None;
     assert!(
-        matches!(decide(&o), Step::Wipe { .. }),
-        "unknown epoch is stale"
+        is_wait(&decide(&o)),
+        "an unknown epoch (a crash lost the epoch file) is never wiped"
     );
     o.local_data.epoch = Some(5);
     assert!(is_wait(&decide(&o)), "newer than the record: touch nothing");
@@ -559,4 +564,102 @@ fn urls() {
     assert_eq!(quorum(3), 2);
     assert_eq!(quorum(4), 3);
     assert_eq!(quorum(1), 1);
+}
+
+fn restore_record(epoch: u64, forced: bool) -> ClusterRecord {
+    record(
+        epoch,
+        None,
+        Origin::Restore {
+            backup_id: "b".into(),
+            sha256: "x".into(),
+            forced,
+        },
+    )
+}
+
+fn wait_reason(step: &Step) -> &str {
+    match step {
+        Step::Wait { reason } => reason,
+        other => panic!("expected a wait, got {other:?}"),
+    }
+}
+
+#[test]
+fn data_with_an_unknown_epoch_waits_and_says_what_to_do() {
+    // A one-member cluster whose epoch file a crash lost: the data is the only copy.
+    let mut o = joiner();
+    o.record = Some(record(1, Some(ME), Origin::Bootstrap));
+    o.instances = vec![inst(ME, ME_IP, Running)];
+    o.cluster = None;
+    o.local_data = LocalData {
+        present: true,
+        epoch: None,
+        seeded_epoch: Some(1),
+    };
+    for etcd in [
+        LocalEtcd::Stopped,
+        LocalEtcd::Unresponsive,
+        LocalEtcd::Running(status(3, 3, 100)),
+    ] {
+        o.local_etcd = etcd;
+        let step = decide(&o);
+        assert!(wait_reason(&step).contains("epoch file"), "{step:?}");
+    }
+    // A member of three, and a restore or a forced epoch elsewhere: still no wipe on a guess.
+    let mut m = member_of_three(1);
+    m.local_data.epoch = None;
+    assert!(is_wait(&decide(&m)));
+    m.record = Some(restore_record(2, true));
+    assert!(is_wait(&decide(&m)));
+    m.record = Some(record(
+        2,
+        Some("i-a"),
+        Origin::ForceNewCluster {
+            raft_index: 1,
+            lost_members: vec![],
+        },
+    ));
+    assert!(is_wait(&decide(&m)));
+}
+
+#[test]
+fn a_healthy_quorum_refuses_an_unforced_restore() {
+    let mut o = member_of_three(1);
+    o.record = Some(restore_record(2, false));
+    let step = decide(&o);
+    assert!(wait_reason(&step).contains("--force"), "{step:?}");
+    // Also as the leader, and as a follower of another leader.
+    let mut leader = member_of_three(3);
+    leader.record = Some(restore_record(2, false));
+    assert!(is_wait(&decide(&leader)));
+
+    // Forced: the operator said so.
+    o.record = Some(restore_record(2, true));
+    assert!(matches!(decide(&o), Step::Wipe { .. }));
+
+    // The cluster is not healthy any more (the others wiped, or died): the restore proceeds.
+    let mut lost = member_of_three(1);
+    lost.record = Some(restore_record(2, false));
+    if let Some(c) = lost.cluster.as_mut() {
+        for m in c.members.iter_mut().filter(|m| m.id != 3) {
+            m.status = None;
+        }
+    }
+    assert!(matches!(decide(&lost), Step::Wipe { .. }));
+
+    // Its etcd is not running: it is no part of a live quorum.
+    let mut stopped = member_of_three(1);
+    stopped.record = Some(restore_record(2, false));
+    stopped.local_etcd = LocalEtcd::Stopped;
+    assert!(matches!(decide(&stopped), Step::Wipe { .. }));
+
+    // Running in another cluster than the healthy one: not its quorum.
+    let mut other = member_of_three(1);
+    other.record = Some(restore_record(2, false));
+    other.local_etcd = LocalEtcd::Running(MemberStatus {
+        cluster_id: 99,
+        ..status(3, 1, 100)
+    });
+    assert!(matches!(decide(&other), Step::Wipe { .. }));
 }

@@ -24,9 +24,9 @@ impl Supervisor {
         // started (a port in use, a bad flag) served no one, so no one can have joined it, and seeding again is
         // the only way forward. Once it has data, the epoch is never seeded twice here.
         match &record.origin {
-            Origin::Restore { backup_id, sha256 } => {
-                self.seed_from_backup(&record, backup_id, sha256).await
-            }
+            Origin::Restore {
+                backup_id, sha256, ..
+            } => self.seed_from_backup(&record, backup_id, sha256).await,
             _ => {
                 let spec = self.start_spec(&record, self.only_me(), StartMode::New);
                 self.local.set_epoch(record.epoch)?;
@@ -59,12 +59,16 @@ impl Supervisor {
             source,
         })?;
         let spec = self.start_spec(record, self.only_me(), StartMode::Existing);
+        // Restored beside the data dir, the epoch written, then swapped in: data without its epoch is never
+        // wiped (`decide` waits for an operator), so a crash must not leave the restored data unlabelled.
+        let staging = self.local.staging_data_dir();
         self.local
-            .restore_snapshot(&self.config.etcdctl_binary, &file, &spec)
+            .restore_snapshot_into(&self.config.etcdctl_binary, &file, &spec, &staging)
             .await?;
+        self.local.set_epoch(record.epoch)?;
+        self.local.replace_data_dir(&staging)?;
         // The snapshot is in the data dir now; a leftover copy is only disk space.
         let _ = std::fs::remove_file(&file);
-        self.local.set_epoch(record.epoch)?;
         tracing::warn!(backup = %backup_id, epoch = record.epoch, "restored etcd from a backup");
         self.start(&spec)
     }

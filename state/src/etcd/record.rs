@@ -26,6 +26,10 @@ pub enum Origin {
         backup_id: String,
         /// sha256 of the snapshot, checked again before it is restored.
         sha256: String,
+        /// Requested with `--force`: the supervisors of a healthy cluster discard it too (without it, a member of a
+        /// healthy quorum refuses to wipe for this epoch). Absent in records written before it existed.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        forced: bool,
     },
 }
 
