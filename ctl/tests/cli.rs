@@ -1,5 +1,7 @@
 //! `ballast` end to end, as an operator runs it: the real binary against a file state store in a temp dir.
 
+mod common;
+
 use std::path::PathBuf;
 
 use assert_cmd::Command;
@@ -51,7 +53,7 @@ impl Env {
 
     /// Every file of the store with its content: what "changes nothing" is checked against.
     fn snapshot(&self) -> Vec<(String, Vec<u8>)> {
-        ballast_e2e::files::snapshot(&self.store_dir())
+        common::snapshot(&self.store_dir())
     }
 }
 

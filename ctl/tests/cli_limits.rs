@@ -1,6 +1,8 @@
 //! `ballast` given input past its limits (state/src/limits.rs): each is refused quickly, with a message naming
 //! the flag or the file and the limit, and the state store is left exactly as it was.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -70,7 +72,7 @@ impl Env {
     }
 
     fn snapshot(&self) -> Vec<(String, Vec<u8>)> {
-        ballast_e2e::files::snapshot(&self.store_dir())
+        common::snapshot(&self.store_dir())
     }
 }
 

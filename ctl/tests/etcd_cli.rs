@@ -2,6 +2,8 @@
 //! dir. What the etcd supervisors would write (backups, health reports, `etcd/cluster.json`) is written here
 //! directly into the store's layout, well-formed by construction (the supervisors' own types).
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -152,7 +154,7 @@ impl Env {
 
     /// Every file of the store with its content: what "changes nothing" is checked against.
     fn snapshot(&self) -> Vec<(String, Vec<u8>)> {
-        ballast_e2e::files::snapshot(&self.store_dir())
+        common::snapshot(&self.store_dir())
     }
 }
 

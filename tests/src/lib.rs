@@ -3,6 +3,5 @@
 
 pub mod aws;
 pub mod cluster_etcd;
-pub mod files;
 pub mod image;
 pub mod localcloud;

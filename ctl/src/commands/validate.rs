@@ -9,13 +9,13 @@ use std::time::Duration;
 use aws_sdk_autoscaling::types::{AutoScalingGroup, LifecycleState};
 use ballast_state::duration::human_duration;
 use ballast_state::etcd::health::{cluster_health, EtcdHealthSummary};
-use super::etcd::expected_members;
 use ballast_state::layout::ClusterPaths;
 use ballast_state::report::Phase;
 use ballast_state::spec::{ClusterConfig, Role};
 use ballast_state::store::StateStore;
 use serde::Serialize;
 
+use super::etcd::expected_members;
 use super::nodes::{read_report, NodeSpecs, ReportRead, SpecState};
 use super::{require_cluster, Context};
 use crate::cli::{OutputFormat, ValidateArgs, ValidateWhat};

@@ -1,4 +1,6 @@
-//! Files as tests compare them.
+//! Helpers shared by the CLI's tests (each test file includes this module with `mod common;`).
+
+#![allow(dead_code)] // each test file uses its own subset
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! from nothing, the AWS calls that apply makes by operation, and the calls of a no-op update (which must not
 //! grow with the number of instances, and makes no mutating call).
 //!
-//! Run: `tools/install-deps` once, then `cargo run -p ballast --example bench_update [RUNS]`. Prints medians.
+//! Run: `tools/install-deps` once, then `cargo run -p ballast-e2e --bin update-bench [RUNS]`. Prints medians.
 
 use std::time::Instant;
 

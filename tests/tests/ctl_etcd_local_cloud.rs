@@ -21,7 +21,7 @@ const STATE: &str = "s3://ballast-state/clusters";
 const SETTLE: Duration = Duration::from_secs(180);
 
 fn ballast(cloud: &LocalCloud) -> Command {
-    let mut cmd = Command::cargo_bin("ballast").expect("binary");
+    let mut cmd = Command::new(&ballast_e2e::localcloud::binaries().ballast);
     cmd.env_clear()
         .envs(cloud.operator_env(STATE))
         .timeout(Duration::from_secs(300));

@@ -9,7 +9,7 @@ use ballast_e2e::localcloud::LocalCloud;
 use ballast_state::node::BootConfig;
 
 fn ballast(cloud: &LocalCloud, state: &str) -> Command {
-    let mut cmd = Command::cargo_bin("ballast").expect("binary");
+    let mut cmd = Command::new(&ballast_e2e::localcloud::binaries().ballast);
     cmd.env_clear()
         .envs(cloud.operator_env(state))
         .timeout(Duration::from_secs(120));

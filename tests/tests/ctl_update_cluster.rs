@@ -26,7 +26,7 @@ impl Cluster {
     }
 
     fn ballast(&self) -> Command {
-        let mut cmd = Command::cargo_bin("ballast").expect("binary");
+        let mut cmd = Command::new(&ballast_e2e::localcloud::binaries().ballast);
         cmd.env("BALLAST_STATE", &self.state)
             .env("BALLAST_CLUSTER_NAME", &self.name)
             .env_remove("BALLAST_NETWORK_CIDR")
@@ -523,7 +523,7 @@ async fn an_interrupted_apply_converges_without_duplicates() {
         .success();
     // Kill `update --yes` at several points of its run; every re-run adopts what the killed one made.
     for delay_ms in [150u64, 400, 800] {
-        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("ballast"))
+        let mut child = std::process::Command::new(&ballast_e2e::localcloud::binaries().ballast)
             .args(["update", "cluster", "--yes"])
             .env("BALLAST_STATE", &cluster.state)
             .env("BALLAST_CLUSTER_NAME", &cluster.name)
@@ -665,7 +665,7 @@ async fn failures_name_the_resource_and_what_to_do() {
 
     // A file state store cannot serve nodes.
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut cmd = Command::cargo_bin("ballast").expect("binary");
+    let mut cmd = Command::new(&ballast_e2e::localcloud::binaries().ballast);
     cmd.env("BALLAST_STATE", format!("file://{}", dir.path().display()))
         .args([
             "create",
@@ -916,7 +916,7 @@ async fn validate_names_what_is_missing_until_the_cluster_is_up() {
         )
         .await
         .expect("report");
-    let waiting = std::process::Command::new(assert_cmd::cargo::cargo_bin("ballast"))
+    let waiting = std::process::Command::new(&ballast_e2e::localcloud::binaries().ballast)
         .env("BALLAST_STATE", &cluster.state)
         .env("BALLAST_CLUSTER_NAME", &cluster.name)
         .args(["validate", "cluster", "--wait", "90s"])

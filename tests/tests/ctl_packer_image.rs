@@ -18,7 +18,7 @@ async fn a_cluster_comes_up_from_the_ami_packer_registered() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let cache = tempfile::tempdir().expect("tempdir");
     let ami_name = format!("ballast-k8s-1.33-e2e-{}", std::process::id());
-    let ballast = assert_cmd::cargo::cargo_bin("ballast");
+    let ballast = ballast_e2e::localcloud::binaries().ballast.clone();
     let output = Command::new("packer")
         .current_dir(cache.path())
         .env("PACKER_CACHE_DIR", cache.path())
@@ -86,8 +86,7 @@ async fn a_cluster_comes_up_from_the_ami_packer_registered() {
         .to_string();
 
     let bucket = aws::new_bucket("packer").await;
-    assert_cmd::Command::cargo_bin("ballast")
-        .expect("binary")
+    assert_cmd::Command::new(&ballast_e2e::localcloud::binaries().ballast)
         .env("BALLAST_STATE", format!("s3://{bucket}/clusters"))
         .env_remove("BALLAST_NETWORK_CIDR")
         .timeout(Duration::from_secs(120))
