@@ -2,60 +2,12 @@
 
 mod common;
 
-use std::path::PathBuf;
-
-use assert_cmd::Command;
 use predicates::prelude::*;
 
 const NAME: &str = "demo.example.com";
 const ZONES: &str = "us-west-2a,us-west-2b,us-west-2c";
 
-struct Env {
-    dir: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Self {
-        Env {
-            dir: tempfile::tempdir().expect("tempdir"),
-        }
-    }
-
-    fn state(&self) -> String {
-        format!("file://{}", self.store_dir().display())
-    }
-
-    fn store_dir(&self) -> PathBuf {
-        self.dir.path().join("state")
-    }
-
-    fn ballast(&self) -> Command {
-        let mut cmd = Command::cargo_bin("ballast").expect("binary");
-        cmd.env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("BALLAST_STATE", self.state())
-            .current_dir(self.dir.path());
-        cmd
-    }
-
-    fn create_demo(&self) {
-        self.ballast()
-            .args(["create", "cluster", "--name", NAME, "--zones", ZONES])
-            .assert()
-            .success();
-    }
-
-    fn write(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.dir.path().join(name);
-        std::fs::write(&path, text).expect("write file");
-        path
-    }
-
-    /// Every file of the store with its content: what "changes nothing" is checked against.
-    fn snapshot(&self) -> Vec<(String, Vec<u8>)> {
-        common::snapshot(&self.store_dir())
-    }
-}
+type Env = common::TempStore;
 
 #[test]
 fn create_cluster_with_only_zones_gives_an_ha_spec() {
@@ -151,8 +103,7 @@ fn dry_run_prints_the_spec_and_stores_nothing() {
 
 #[test]
 fn bad_flags_are_usage_errors_and_change_nothing() {
-    let env = Env::new();
-    env.create_demo();
+    let env = Env::with_cluster(NAME, ZONES);
     let before = env.snapshot();
     for (args, message) in [
         (
@@ -256,8 +207,7 @@ fn bad_flags_are_usage_errors_and_change_nothing() {
 
 #[test]
 fn invalid_files_report_every_error_and_change_nothing() {
-    let env = Env::new();
-    env.create_demo();
+    let env = Env::with_cluster(NAME, ZONES);
     let before = env.snapshot();
     let file = env.write(
         "bad.yaml",
@@ -296,8 +246,7 @@ fn invalid_files_report_every_error_and_change_nothing() {
 
 #[test]
 fn replace_changes_one_group_and_the_completed_spec() {
-    let env = Env::new();
-    env.create_demo();
+    let env = Env::with_cluster(NAME, ZONES);
     let file = env.write(
         "nodes.yaml",
         "apiVersion: ballast.dev/v1alpha1\nkind: InstanceGroup\nmetadata: {name: nodes}\n\
@@ -357,8 +306,7 @@ fn sed_editor(env: &Env, expression: &str) -> String {
 
 #[test]
 fn edit_validates_before_saving() {
-    let env = Env::new();
-    env.create_demo();
+    let env = Env::with_cluster(NAME, ZONES);
     let editor = sed_editor(&env, "s/maxSize: 3/maxSize: 7/");
     env.ballast()
         .args(["edit", "ig", "nodes", "--name", NAME])
@@ -409,8 +357,7 @@ fn edit_validates_before_saving() {
 
 #[test]
 fn edit_reports_a_concurrent_change_instead_of_overwriting_it() {
-    let env = Env::new();
-    env.create_demo();
+    let env = Env::with_cluster(NAME, ZONES);
     let ballast = assert_cmd::cargo::cargo_bin("ballast");
     // While "the operator" edits, someone else replaces the same group.
     let other = env.write(
@@ -445,8 +392,7 @@ fn edit_reports_a_concurrent_change_instead_of_overwriting_it() {
 
 #[test]
 fn delete_previews_then_unregisters() {
-    let env = Env::new();
-    env.create_demo();
+    let env = Env::with_cluster(NAME, ZONES);
     let before = env.snapshot();
     // Every object of the cluster: the store's files but its own lock file.
     let objects = before.iter().filter(|(k, _)| k.starts_with(NAME)).count();
@@ -492,8 +438,7 @@ fn delete_previews_then_unregisters() {
 
 #[test]
 fn deleting_a_control_plane_group_is_refused_when_it_breaks_quorum_rules() {
-    let env = Env::new();
-    env.create_demo();
+    let env = Env::with_cluster(NAME, ZONES);
     env.ballast()
         .args([
             "delete",

@@ -3,10 +3,8 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use assert_cmd::Command;
 use predicates::prelude::*;
 
 const NAME: &str = "demo.example.com";
@@ -31,54 +29,16 @@ metadata: {name: nodes}
 spec: {role: Node, subnets: [us-west-2a]}
 ";
 
-struct Env {
-    dir: tempfile::TempDir,
-}
+type Env = common::TempStore;
 
-impl Env {
-    /// A store holding one cluster, so "unchanged" is checked against a store with content.
-    fn with_a_cluster() -> Self {
-        let env = Env {
-            dir: tempfile::tempdir().expect("tempdir"),
-        };
-        env.ballast()
-            .args(["create", "cluster", "--name", NAME, "--zones", "us-west-2a"])
-            .assert()
-            .success();
-        env
-    }
-
-    fn store_dir(&self) -> PathBuf {
-        self.dir.path().join("state")
-    }
-
-    fn ballast(&self) -> Command {
-        let mut cmd = Command::cargo_bin("ballast").expect("binary");
-        cmd.env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env(
-                "BALLAST_STATE",
-                format!("file://{}", self.store_dir().display()),
-            )
-            .current_dir(self.dir.path())
-            .timeout(Duration::from_secs(60));
-        cmd
-    }
-
-    fn write(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.dir.path().join(name);
-        std::fs::write(&path, text).expect("write file");
-        path
-    }
-
-    fn snapshot(&self) -> Vec<(String, Vec<u8>)> {
-        common::snapshot(&self.store_dir())
-    }
+/// A store holding one cluster, so "unchanged" is checked against a store with content.
+fn with_a_cluster() -> Env {
+    Env::with_cluster(NAME, "us-west-2a")
 }
 
 #[test]
 fn numeric_flags_out_of_their_domain_are_usage_errors_naming_the_flag() {
-    let env = Env::with_a_cluster();
+    let env = with_a_cluster();
     let before = env.snapshot();
     for (flag, value, says) in [
         // Ran out of memory generating 4294967295 groups before this was bounded.
@@ -154,7 +114,7 @@ fn bad_files() -> Vec<(&'static str, String, &'static str)> {
 
 #[test]
 fn bad_files_are_refused_quickly_and_change_nothing() {
-    let env = Env::with_a_cluster();
+    let env = with_a_cluster();
     let before = env.snapshot();
     for (name, text, says) in bad_files() {
         let path = env.write(name, &text);
@@ -184,7 +144,7 @@ fn bad_files_are_refused_quickly_and_change_nothing() {
 
 #[test]
 fn a_file_starting_with_a_byte_order_mark_is_read_as_its_spec() {
-    let env = Env::with_a_cluster();
+    let env = with_a_cluster();
     let path = env.write("bom.yaml", &format!("\u{feff}{SPEC}"));
     env.ballast()
         .args(["create", "-f"])

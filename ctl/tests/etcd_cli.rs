@@ -20,39 +20,25 @@ const NAME: &str = "demo.example.com";
 const ZONES: &str = "us-west-2a,us-west-2b,us-west-2c";
 
 struct Env {
-    dir: tempfile::TempDir,
+    store: common::TempStore,
     paths: ClusterPaths,
 }
 
 impl Env {
     /// A temp dir with a file state store holding cluster [`NAME`] (three control-plane groups).
     fn with_cluster() -> Self {
-        let env = Env {
-            dir: tempfile::tempdir().expect("tempdir"),
+        Env {
+            store: common::TempStore::with_cluster(NAME, ZONES),
             paths: ClusterPaths::new(NAME),
-        };
-        env.ballast()
-            .args(["create", "cluster", "--name", NAME, "--zones", ZONES])
-            .assert()
-            .success();
-        env
+        }
     }
 
     fn store_dir(&self) -> PathBuf {
-        self.dir.path().join("state")
+        self.store.store_dir()
     }
 
     fn ballast(&self) -> Command {
-        let mut cmd = Command::cargo_bin("ballast").expect("binary");
-        cmd.env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env(
-                "BALLAST_STATE",
-                format!("file://{}", self.store_dir().display()),
-            )
-            .current_dir(self.dir.path())
-            .timeout(Duration::from_secs(60));
-        cmd
+        self.store.ballast()
     }
 
     fn path(&self, key: &str) -> PathBuf {
@@ -63,7 +49,7 @@ impl Env {
     fn put(&self, key: &str, data: &[u8]) {
         let path = self.path(key);
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-        let tmp = self.dir.path().join("object.tmp");
+        let tmp = self.store.dir.path().join("object.tmp");
         std::fs::write(&tmp, data).expect("write");
         std::fs::rename(&tmp, &path).expect("rename");
     }
@@ -154,7 +140,7 @@ impl Env {
 
     /// Every file of the store with its content: what "changes nothing" is checked against.
     fn snapshot(&self) -> Vec<(String, Vec<u8>)> {
-        common::snapshot(&self.store_dir())
+        self.store.snapshot()
     }
 }
 
