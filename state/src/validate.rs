@@ -239,119 +239,166 @@ fn check_subnets(report: &mut Report<'_>, spec: &ClusterSpec, network: Option<Ip
     }
     let region = spec.region.as_deref().unwrap_or("");
     let mut names = BTreeSet::new();
+    // The CIDRs of earlier subnets that parsed, by index, for the overlap check.
     let mut parsed: Vec<(usize, Ipv4Net)> = Vec::new();
     for (i, subnet) in spec.subnets.iter().enumerate() {
         let path = format!("spec.subnets[{i}]");
-        if !DNS_LABEL.is_match(&subnet.name) {
-            report.error(
-                format!("{path}.name"),
-                format!(
-                    "{:?} is not a valid subnet name: use lowercase letters, digits and '-'",
-                    subnet.name
-                ),
-            );
-        } else if !names.insert(subnet.name.as_str()) {
-            report.error(
-                format!("{path}.name"),
-                format!(
-                    "{:?} is used by another subnet: names must be unique",
-                    subnet.name
-                ),
-            );
-        }
-        match region_of_zone(&subnet.zone) {
-            None => report.error(
-                format!("{path}.zone"),
-                format!(
-                    "{:?} is not an availability zone name (e.g. us-west-2a)",
-                    subnet.zone
-                ),
-            ),
-            Some(r) if !region.is_empty() && r != region => report.error(
-                format!("{path}.zone"),
-                format!(
-                    "{:?} is not in the cluster's region {region:?}",
-                    subnet.zone
-                ),
-            ),
-            Some(_) => {}
-        }
-        if let Some(id) = &subnet.id {
-            if !SUBNET_ID.is_match(id) {
-                report.error(
-                    format!("{path}.id"),
-                    format!("{id:?} is not a subnet id (subnet- followed by 8 or 17 hex digits)"),
-                );
-            }
-            if spec.network_id.is_none() {
-                report.error(
-                    format!("{path}.id"),
-                    "a shared subnet needs the shared VPC it belongs to: set spec.networkID",
-                );
-            }
-        }
-        match (&subnet.cidr, &subnet.id) {
-            (None, None) => report.error(
-                format!("{path}.cidr"),
-                "is not set and no free block of the network is left for it: set cidr, or id for a shared subnet",
-            ),
-            (Some(cidr), _) => match cidr.parse::<Ipv4Net>() {
-                Err(_) => report.error(
-                    format!("{path}.cidr"),
-                    format!("{cidr:?} is not a valid CIDR"),
-                ),
-                Ok(net) if net.network() != net.addr() => report.error(
-                    format!("{path}.cidr"),
-                    format!("{cidr:?} has host bits set: did you mean {}?", net.trunc()),
-                ),
-                Ok(net) => {
-                    if let Some(network) = network {
-                        if !network.contains(&net) {
-                            report.error(
-                                format!("{path}.cidr"),
-                                format!("{cidr:?} is not inside the network {network}"),
-                            );
-                        }
-                    }
-                    if net.prefix_len() > 28 {
-                        report.error(
-                            format!("{path}.cidr"),
-                            format!("{cidr:?} is too small: AWS subnets are /28 or larger"),
-                        );
-                    }
-                    for (j, other) in &parsed {
-                        if other.contains(&net) || net.contains(other) {
-                            report.error(
-                                format!("{path}.cidr"),
-                                format!("{cidr:?} overlaps spec.subnets[{j}] ({other})"),
-                            );
-                        }
-                    }
-                    parsed.push((i, net));
-                }
-            },
-            (None, Some(_)) => {}
+        check_subnet_name(report, &path, subnet, &mut names);
+        check_subnet_zone(report, &path, subnet, region);
+        check_subnet_id(report, &path, subnet, spec);
+        check_subnet_cidr(report, &path, subnet, network, &parsed);
+        if let Some(net) = subnet_net(subnet) {
+            parsed.push((i, net));
         }
     }
     if spec.topology == Some(Topology::Private) {
-        let public_zones: BTreeSet<&str> = spec
-            .subnets
-            .iter()
-            .filter(|s| s.subnet_type == Some(SubnetType::Public))
-            .map(|s| s.zone.as_str())
-            .collect();
-        for (i, subnet) in spec.subnets.iter().enumerate() {
-            if subnet.subnet_type == Some(SubnetType::Private)
-                && !public_zones.contains(subnet.zone.as_str())
-            {
-                report.error(
-                    format!("spec.subnets[{i}]"),
-                    format!(
-                        "private subnet {:?} has no public subnet in zone {:?} for its NAT gateway: add one (type: Public)",
-                        subnet.name, subnet.zone
-                    ),
-                );
+        check_private_subnets_have_public_zones(report, spec);
+    }
+}
+
+fn check_subnet_name<'s>(
+    report: &mut Report<'_>,
+    path: &str,
+    subnet: &'s ClusterSubnet,
+    names: &mut BTreeSet<&'s str>,
+) {
+    if !DNS_LABEL.is_match(&subnet.name) {
+        report.error(
+            format!("{path}.name"),
+            format!(
+                "{:?} is not a valid subnet name: use lowercase letters, digits and '-'",
+                subnet.name
+            ),
+        );
+    } else if !names.insert(subnet.name.as_str()) {
+        report.error(
+            format!("{path}.name"),
+            format!(
+                "{:?} is used by another subnet: names must be unique",
+                subnet.name
+            ),
+        );
+    }
+}
+
+fn check_subnet_zone(report: &mut Report<'_>, path: &str, subnet: &ClusterSubnet, region: &str) {
+    match region_of_zone(&subnet.zone) {
+        None => report.error(
+            format!("{path}.zone"),
+            format!(
+                "{:?} is not an availability zone name (e.g. us-west-2a)",
+                subnet.zone
+            ),
+        ),
+        Some(r) if !region.is_empty() && r != region => report.error(
+            format!("{path}.zone"),
+            format!(
+                "{:?} is not in the cluster's region {region:?}",
+                subnet.zone
+            ),
+        ),
+        Some(_) => {}
+    }
+}
+
+fn check_subnet_id(
+    report: &mut Report<'_>,
+    path: &str,
+    subnet: &ClusterSubnet,
+    spec: &ClusterSpec,
+) {
+    if let Some(id) = &subnet.id {
+        if !SUBNET_ID.is_match(id) {
+            report.error(
+                format!("{path}.id"),
+                format!("{id:?} is not a subnet id (subnet- followed by 8 or 17 hex digits)"),
+            );
+        }
+        if spec.network_id.is_none() {
+            report.error(
+                format!("{path}.id"),
+                "a shared subnet needs the shared VPC it belongs to: set spec.networkID",
+            );
+        }
+    }
+}
+
+/// A subnet's CIDR when it is set, parses and has no host bits: the ones the overlap check compares.
+fn subnet_net(subnet: &ClusterSubnet) -> Option<Ipv4Net> {
+    let net = subnet.cidr.as_deref()?.parse::<Ipv4Net>().ok()?;
+    (net.network() == net.addr()).then_some(net)
+}
+
+/// `earlier`: the usable CIDRs of the subnets before this one, with their indexes.
+fn check_subnet_cidr(
+    report: &mut Report<'_>,
+    path: &str,
+    subnet: &ClusterSubnet,
+    network: Option<Ipv4Net>,
+    earlier: &[(usize, Ipv4Net)],
+) {
+    match (&subnet.cidr, &subnet.id) {
+        (None, None) => report.error(
+            format!("{path}.cidr"),
+            "is not set and no free block of the network is left for it: set cidr, or id for a shared subnet",
+        ),
+        (Some(cidr), _) => match cidr.parse::<Ipv4Net>() {
+            Err(_) => report.error(
+                format!("{path}.cidr"),
+                format!("{cidr:?} is not a valid CIDR"),
+            ),
+            Ok(net) if net.network() != net.addr() => report.error(
+                format!("{path}.cidr"),
+                format!("{cidr:?} has host bits set: did you mean {}?", net.trunc()),
+            ),
+            Ok(net) => {
+                if let Some(network) = network {
+                    if !network.contains(&net) {
+                        report.error(
+                            format!("{path}.cidr"),
+                            format!("{cidr:?} is not inside the network {network}"),
+                        );
+                    }
+                }
+                if net.prefix_len() > 28 {
+                    report.error(
+                        format!("{path}.cidr"),
+                        format!("{cidr:?} is too small: AWS subnets are /28 or larger"),
+                    );
+                }
+                for (j, other) in earlier {
+                    if other.contains(&net) || net.contains(other) {
+                        report.error(
+                            format!("{path}.cidr"),
+                            format!("{cidr:?} overlaps spec.subnets[{j}] ({other})"),
+                        );
+                    }
+                }
             }
+        },
+        (None, Some(_)) => {}
+    }
+}
+
+/// In a private topology each private subnet's NAT gateway lives in a public subnet of the same zone.
+fn check_private_subnets_have_public_zones(report: &mut Report<'_>, spec: &ClusterSpec) {
+    let public_zones: BTreeSet<&str> = spec
+        .subnets
+        .iter()
+        .filter(|s| s.subnet_type == Some(SubnetType::Public))
+        .map(|s| s.zone.as_str())
+        .collect();
+    for (i, subnet) in spec.subnets.iter().enumerate() {
+        if subnet.subnet_type == Some(SubnetType::Private)
+            && !public_zones.contains(subnet.zone.as_str())
+        {
+            report.error(
+                format!("spec.subnets[{i}]"),
+                format!(
+                    "private subnet {:?} has no public subnet in zone {:?} for its NAT gateway: add one (type: Public)",
+                    subnet.name, subnet.zone
+                ),
+            );
         }
     }
 }
@@ -516,6 +563,19 @@ fn check_instance_group_spec(
     spec: &InstanceGroupSpec,
     subnet_names: &BTreeSet<&str>,
 ) {
+    check_machine_type_and_image(report, spec);
+    check_group_sizes(report, spec);
+    check_group_subnets(report, spec, subnet_names);
+    if let Some(volume) = &spec.root_volume {
+        check_root_volume(report, volume);
+    }
+    check_instance_metadata(report, spec);
+    check_iam_profile(report, spec);
+    check_node_labels_and_taints(report, spec);
+    check_cloud_labels(report, "spec.cloudLabels", &spec.cloud_labels);
+}
+
+fn check_machine_type_and_image(report: &mut Report<'_>, spec: &InstanceGroupSpec) {
     if let Some(machine_type) = &spec.machine_type {
         if !MACHINE_TYPE.is_match(machine_type) {
             report.error(
@@ -534,6 +594,9 @@ fn check_instance_group_spec(
             );
         }
     }
+}
+
+fn check_group_sizes(report: &mut Report<'_>, spec: &InstanceGroupSpec) {
     if let (Some(min), Some(max)) = (spec.min_size, spec.max_size) {
         if min > max {
             report.error(
@@ -557,6 +620,13 @@ fn check_instance_group_spec(
             );
         }
     }
+}
+
+fn check_group_subnets(
+    report: &mut Report<'_>,
+    spec: &InstanceGroupSpec,
+    subnet_names: &BTreeSet<&str>,
+) {
     if spec.subnets.is_empty() {
         report.error(
             "spec.subnets",
@@ -575,38 +645,42 @@ fn check_instance_group_spec(
             );
         }
     }
-    if let Some(volume) = &spec.root_volume {
-        if let Some(size) = volume.size {
-            if !(8..=16_384).contains(&size) {
-                report.error(
-                    "spec.rootVolume.size",
-                    format!("{size} GiB is outside 8..16384"),
-                );
-            }
-        }
-        if let Some(kind) = &volume.volume_type {
-            if !["gp2", "gp3", "io1", "io2", "standard"].contains(&kind.as_str()) {
-                report.error(
-                    "spec.rootVolume.type",
-                    format!("{kind:?} cannot be a root volume: use gp3, gp2, io1, io2 or standard"),
-                );
-            }
-        }
-        if let Some(key) = &volume.kms_key_id {
-            if !KMS_KEY.is_match(key) {
-                report.error(
-                    "spec.rootVolume.kmsKeyId",
-                    format!("{key:?} is not a KMS key id, key ARN or alias"),
-                );
-            }
-            if volume.encrypted == Some(false) {
-                report.error(
-                    "spec.rootVolume.kmsKeyId",
-                    "is set but encrypted is false: remove the key or encrypt the volume",
-                );
-            }
+}
+
+fn check_root_volume(report: &mut Report<'_>, volume: &RootVolumeSpec) {
+    if let Some(size) = volume.size {
+        if !(8..=16_384).contains(&size) {
+            report.error(
+                "spec.rootVolume.size",
+                format!("{size} GiB is outside 8..16384"),
+            );
         }
     }
+    if let Some(kind) = &volume.volume_type {
+        if !["gp2", "gp3", "io1", "io2", "standard"].contains(&kind.as_str()) {
+            report.error(
+                "spec.rootVolume.type",
+                format!("{kind:?} cannot be a root volume: use gp3, gp2, io1, io2 or standard"),
+            );
+        }
+    }
+    if let Some(key) = &volume.kms_key_id {
+        if !KMS_KEY.is_match(key) {
+            report.error(
+                "spec.rootVolume.kmsKeyId",
+                format!("{key:?} is not a KMS key id, key ARN or alias"),
+            );
+        }
+        if volume.encrypted == Some(false) {
+            report.error(
+                "spec.rootVolume.kmsKeyId",
+                "is set but encrypted is false: remove the key or encrypt the volume",
+            );
+        }
+    }
+}
+
+fn check_instance_metadata(report: &mut Report<'_>, spec: &InstanceGroupSpec) {
     if let Some(metadata) = &spec.instance_metadata {
         if let Some(hops) = metadata.http_put_response_hop_limit {
             if !(1..=64).contains(&hops) {
@@ -617,6 +691,9 @@ fn check_instance_group_spec(
             }
         }
     }
+}
+
+fn check_iam_profile(report: &mut Report<'_>, spec: &InstanceGroupSpec) {
     if let Some(iam) = &spec.iam {
         if let Some(profile) = &iam.profile {
             if !IAM_ARN.is_match(profile) || !profile.contains(":instance-profile/") {
@@ -627,6 +704,9 @@ fn check_instance_group_spec(
             }
         }
     }
+}
+
+fn check_node_labels_and_taints(report: &mut Report<'_>, spec: &InstanceGroupSpec) {
     for (key, value) in &spec.node_labels {
         if !LABEL_NAME.is_match(key) {
             report.error(
@@ -646,7 +726,6 @@ fn check_instance_group_spec(
             report.error(format!("spec.taints[{i}]"), message);
         }
     }
-    check_cloud_labels(report, "spec.cloudLabels", &spec.cloud_labels);
 }
 
 /// A taint is `key[=value]:Effect`.
