@@ -3,13 +3,15 @@
 //! Everything that keeps etcd safe is decided here, and every rule is a table test below:
 //! - a new cluster only after winning `etcd/cluster.json` (the caller's conditional write), never because peers
 //!   are unreachable;
-//! - a member is removed only when its instance is confirmed terminated, only while a healthy quorum of the
-//!   rest remains, one change at a time, remove before add;
+//! - a member is removed only when its instance is confirmed terminated (or EC2 has stopped listing it for
+//!   [`UNLISTED_GRACE`] and it does not answer), only while a healthy quorum of the rest remains, one change at a
+//!   time, remove before add;
 //! - a joiner adds itself as a learner, starts against the existing cluster, and is promoted once in sync;
 //! - a removed member, or one of another cluster or an older epoch, wipes its data and rejoins;
 //! - after losing the majority, the most up-to-date survivor forces a new cluster from its data, and only when
 //!   every other voting member's instance is confirmed terminated.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::peers::{InstanceState, PeerInstance};
@@ -160,8 +162,13 @@ pub struct Observation {
     pub record: Option<ClusterRecord>,
     pub local_data: LocalData,
     pub local_etcd: LocalEtcd,
-    /// The control-plane instances (terminated ones included while EC2 lists them).
+    /// The control-plane instances (terminated ones included while EC2 lists them), and the instances of members
+    /// that listing missed but a lookup by id found.
     pub instances: Vec<PeerInstance>,
+    /// Members' instances (by id) that EC2 lists neither by the cluster's tags nor by id, and for how long the
+    /// supervisor has seen them absent without a break. An instance whose lookup failed is not here: unknown is
+    /// never absent.
+    pub unlisted: BTreeMap<String, Duration>,
     /// The cluster seen through the members that answered (`None`: none answered).
     pub cluster: Option<ClusterView>,
     /// Other members' published health (for re-seeding a cluster whose seed died before forming it).
@@ -176,6 +183,88 @@ pub struct Observation {
 
 /// A published report older than this is not trusted to say "no data here".
 pub const REPORT_FRESHNESS_SECS: i64 = 30;
+
+/// How long EC2 must go on listing a member's instance neither by the cluster's tags nor by its id before the
+/// instance counts as terminated. EC2 lists a terminated instance for about an hour and then forgets it, so the
+/// instance of a member whose cluster was down longer (or whose removal was missed) is never listed as
+/// terminated; but EC2 is also eventually consistent right after a launch, when a new instance may not be
+/// listed yet, so one absence proves nothing: the absence must last this long, seen in every round.
+pub const UNLISTED_GRACE: Duration = Duration::from_secs(300);
+
+/// What EC2 says about the instance behind a member, as far as removing the member goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InstanceFate {
+    /// Listed terminated (or shutting down): gone for good.
+    Terminated { instance_id: String },
+    /// Listed by neither the cluster's tags nor its id for at least [`UNLISTED_GRACE`], and the member does not
+    /// answer: EC2 forgot it, long after terminating it.
+    Unlisted {
+        instance_id: String,
+        unlisted_for: Duration,
+    },
+    /// Listed in another state: it may come back (an unreachable one may be partitioned).
+    Listed {
+        instance_id: String,
+        state: InstanceState,
+    },
+    /// Not listed, but not for [`UNLISTED_GRACE`] yet.
+    UnlistedWithinGrace {
+        instance_id: String,
+        unlisted_for: Duration,
+    },
+    /// Not listed, but its member answers: an instance whose member answers is not gone.
+    UnlistedButAnswers { instance_id: String },
+    /// EC2 could not say: the member was never started and no listed instance has its IP, or the lookup by id
+    /// failed (an API error), or was not made this round.
+    Unknown { label: String },
+}
+
+impl InstanceFate {
+    /// Whether the member can never come back, so removing it (or forcing a new cluster without it) is safe.
+    pub fn is_gone(&self) -> bool {
+        matches!(
+            self,
+            InstanceFate::Terminated { .. } | InstanceFate::Unlisted { .. }
+        )
+    }
+
+    /// Why the member goes (a removal's reason) or why it stays (a wait's).
+    pub fn describe(&self) -> String {
+        match self {
+            InstanceFate::Terminated { instance_id } => {
+                format!("its instance {instance_id} is terminated")
+            }
+            InstanceFate::Unlisted {
+                instance_id,
+                unlisted_for,
+            } => format!(
+                "its instance {instance_id} is no longer listed by EC2 (terminated more than an hour ago: EC2 \
+                 lists a terminated instance for about an hour; not listed for {} s)",
+                unlisted_for.as_secs()
+            ),
+            InstanceFate::Listed { instance_id, state } => format!(
+                "EC2 lists its instance {instance_id} as not terminated (state {})",
+                state.as_str()
+            ),
+            InstanceFate::UnlistedWithinGrace {
+                instance_id,
+                unlisted_for,
+            } => format!(
+                "its instance {instance_id} is not listed by EC2 yet for {} s (waiting for the grace period of \
+                 {} s: right after a launch EC2 may not list an instance yet)",
+                unlisted_for.as_secs(),
+                UNLISTED_GRACE.as_secs()
+            ),
+            InstanceFate::UnlistedButAnswers { instance_id } => format!(
+                "its instance {instance_id} is not listed by EC2 but its member answers: not gone"
+            ),
+            InstanceFate::Unknown { label } => format!(
+                "EC2 does not say what became of the instance behind it ({label}): not listed, and not looked \
+                 up by id successfully; unknown is not terminated"
+            ),
+        }
+    }
+}
 
 impl Observation {
     /// The instance behind a member: by name (instance id) when started, else by its peer URL's IP (an alive
@@ -200,10 +289,50 @@ impl Observation {
         }
     }
 
-    /// EC2 confirms the member's instance is terminated. An unknown instance is *not* confirmed dead.
-    pub fn confirmed_terminated(&self, member: &MemberView) -> bool {
-        self.instance_of(member)
-            .is_some_and(|i| i.state.is_terminated())
+    /// What EC2 says about the member's instance. Gone only when EC2 lists it terminated, or has listed it
+    /// neither by tags nor by id for [`UNLISTED_GRACE`] while the member does not answer; an unknown instance
+    /// is *not* gone.
+    pub fn instance_fate(&self, member: &MemberView) -> InstanceFate {
+        if let Some(i) = self.instance_of(member) {
+            return if i.state.is_terminated() {
+                InstanceFate::Terminated {
+                    instance_id: i.instance_id.clone(),
+                }
+            } else {
+                InstanceFate::Listed {
+                    instance_id: i.instance_id.clone(),
+                    state: i.state,
+                }
+            };
+        }
+        let Some(&unlisted_for) = self
+            .unlisted
+            .get(&member.name)
+            .filter(|_| !member.name.is_empty())
+        else {
+            return InstanceFate::Unknown {
+                label: Self::label(member),
+            };
+        };
+        let instance_id = member.name.clone();
+        if member.status.is_some() {
+            InstanceFate::UnlistedButAnswers { instance_id }
+        } else if unlisted_for >= UNLISTED_GRACE {
+            InstanceFate::Unlisted {
+                instance_id,
+                unlisted_for,
+            }
+        } else {
+            InstanceFate::UnlistedWithinGrace {
+                instance_id,
+                unlisted_for,
+            }
+        }
+    }
+
+    /// EC2 confirms the member's instance is gone for good (see [`Observation::instance_fate`]).
+    pub fn confirmed_gone(&self, member: &MemberView) -> bool {
+        self.instance_fate(member).is_gone()
     }
 
     fn instance_state(&self, id: &str) -> Option<InstanceState> {
@@ -523,16 +652,18 @@ fn join(
                 "this instance's own member, whose data is gone: remove before re-adding",
             );
         }
-        if o.confirmed_terminated(m) {
+        let fate = o.instance_fate(m);
+        if fate.is_gone() {
             return removal(
                 view,
                 m,
-                "its instance is terminated (and its IP is now this instance's)",
+                &format!("{} (and its IP is now this instance's)", fate.describe()),
             );
         }
         return wait(format!(
-            "this instance's peer URL is held by member {} of an instance that is not terminated",
-            m.name
+            "this instance's peer URL is held by member {}: {}",
+            m.name,
+            fate.describe()
         ));
     }
     if let Some(step) = remove_dead(o, view) {
@@ -562,16 +693,18 @@ fn removal(view: &ClusterView, m: &MemberView, reason: &str) -> Step {
     }
 }
 
-/// The first member whose instance EC2 confirms terminated (learners first: they cost no quorum).
+/// The first member whose instance EC2 confirms gone (learners first: they cost no quorum).
 fn remove_dead(o: &Observation, view: &ClusterView) -> Option<Step> {
-    let mut dead: Vec<&MemberView> = view
+    let mut dead: Vec<(&MemberView, InstanceFate)> = view
         .members
         .iter()
-        .filter(|m| m.peer_url != o.me.peer_url() && o.confirmed_terminated(m))
+        .filter(|m| m.peer_url != o.me.peer_url())
+        .map(|m| (m, o.instance_fate(m)))
+        .filter(|(_, fate)| fate.is_gone())
         .collect();
-    dead.sort_by_key(|m| (!m.is_learner, m.id));
+    dead.sort_by_key(|(m, _)| (!m.is_learner, m.id));
     dead.first()
-        .map(|m| removal(view, m, "its instance is terminated"))
+        .map(|(m, fate)| removal(view, m, &fate.describe()))
 }
 
 /// Running, with data of the current epoch, and no healthy cluster.
@@ -593,10 +726,12 @@ fn lost_majority(o: &Observation, st: MemberStatus) -> Step {
     }
     let mut lost = Vec::new();
     for m in voters.iter().filter(|m| m.status.is_none()) {
-        if !o.confirmed_terminated(m) {
+        let fate = o.instance_fate(m);
+        if !fate.is_gone() {
             return wait(format!(
-                "no quorum, and member {} does not answer but its instance is not confirmed terminated: waiting, not forcing",
-                Observation::label(m)
+                "no quorum, and member {} does not answer but is not confirmed gone ({}): waiting, not forcing",
+                Observation::label(m),
+                fate.describe()
             ));
         }
         lost.push(Observation::label(m));

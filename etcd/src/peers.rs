@@ -1,5 +1,6 @@
 //! Who the control plane is: the cluster's control-plane instances and their states, from EC2 (or a test's
-//! stand-in). A member is removed only when this says its instance is terminated.
+//! stand-in). A member is removed only when this says its instance is terminated, or no longer lists it at all
+//! (EC2 forgets a terminated instance about an hour after terminating it; see `decide::UNLISTED_GRACE`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -7,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use aws_sdk_ec2::error::{DisplayErrorContext, SdkError};
 use aws_sdk_ec2::operation::describe_instances::DescribeInstancesError;
+use aws_sdk_ec2::types::Filter;
 
 /// An instance's lifecycle state, as EC2 reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -28,6 +30,19 @@ impl InstanceState {
             self,
             InstanceState::Terminated | InstanceState::ShuttingDown
         )
+    }
+
+    /// EC2's name for the state.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstanceState::Pending => "pending",
+            InstanceState::Running => "running",
+            InstanceState::ShuttingDown => "shutting-down",
+            InstanceState::Stopping => "stopping",
+            InstanceState::Stopped => "stopped",
+            InstanceState::Terminated => "terminated",
+            InstanceState::Unknown => "unknown",
+        }
     }
 
     /// Whether the instance is, or is about to be, running.
@@ -69,6 +84,13 @@ pub enum PeersError {
         #[source]
         source: Box<SdkError<DescribeInstancesError>>,
     },
+    /// DescribeInstances by instance id failed: what became of those instances is unknown (never "absent").
+    #[error("looking up instances {instance_ids:?} by id: {}", DisplayErrorContext(source.as_ref()))]
+    Lookup {
+        instance_ids: Vec<String>,
+        #[source]
+        source: Box<SdkError<DescribeInstancesError>>,
+    },
 }
 
 /// The boxed future of [`Peers::instances`].
@@ -78,6 +100,10 @@ pub type PeersFuture<'a> =
 /// The cluster's control-plane instances, terminated ones included while the cloud still lists them.
 pub trait Peers: Send + Sync {
     fn instances(&self) -> PeersFuture<'_>;
+
+    /// The instances the cloud lists with these ids, whatever their tags and state. An id the cloud does not know
+    /// (any more) is simply missing from the answer; an error means the cloud could not say, never "absent".
+    fn lookup<'a>(&'a self, instance_ids: &'a [String]) -> PeersFuture<'a>;
 }
 
 /// EC2: DescribeInstances filtered by the tags `ballast.dev/cluster=<name>` and `ballast.dev/role=control-plane`.
@@ -116,30 +142,60 @@ impl Ec2Peers {
     }
 
     async fn describe(&self) -> Result<Vec<PeerInstance>, PeersError> {
-        use aws_sdk_ec2::types::Filter;
+        let filters = vec![
+            Filter::builder()
+                .name(format!("tag:{CLUSTER_TAG}"))
+                .values(&self.cluster)
+                .build(),
+            Filter::builder()
+                .name(format!("tag:{ROLE_TAG}"))
+                .values("control-plane")
+                .build(),
+        ];
+        self.describe_filtered(filters)
+            .await
+            .map_err(|source| PeersError::Describe {
+                cluster: self.cluster.clone(),
+                source: Box::new(source),
+            })
+    }
+
+    /// By id with the `instance-id` *filter*, not `InstanceIds`: an id EC2 does not know is then left out of the
+    /// answer instead of failing the whole call (`InvalidInstanceID.NotFound`), so the ids it still knows are
+    /// answered and the rest are known to be absent.
+    async fn lookup_ids(&self, instance_ids: &[String]) -> Result<Vec<PeerInstance>, PeersError> {
+        let mut out = Vec::new();
+        // A filter takes at most 200 values.
+        for chunk in instance_ids.chunks(100) {
+            let filter = Filter::builder()
+                .name("instance-id")
+                .set_values(Some(chunk.to_vec()))
+                .build();
+            let found = self
+                .describe_filtered(vec![filter])
+                .await
+                .map_err(|source| PeersError::Lookup {
+                    instance_ids: instance_ids.to_vec(),
+                    source: Box::new(source),
+                })?;
+            out.extend(found);
+        }
+        Ok(out)
+    }
+
+    async fn describe_filtered(
+        &self,
+        filters: Vec<Filter>,
+    ) -> Result<Vec<PeerInstance>, SdkError<DescribeInstancesError>> {
         let mut out = Vec::new();
         let mut pages = self
             .client
             .describe_instances()
-            .filters(
-                Filter::builder()
-                    .name(format!("tag:{CLUSTER_TAG}"))
-                    .values(&self.cluster)
-                    .build(),
-            )
-            .filters(
-                Filter::builder()
-                    .name(format!("tag:{ROLE_TAG}"))
-                    .values("control-plane")
-                    .build(),
-            )
+            .set_filters(Some(filters))
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|source| PeersError::Describe {
-                cluster: self.cluster.clone(),
-                source: Box::new(source),
-            })?;
+            let page = page?;
             for reservation in page.reservations() {
                 for instance in reservation.instances() {
                     let Some(id) = instance.instance_id() else {
@@ -163,6 +219,10 @@ impl Ec2Peers {
 impl Peers for Ec2Peers {
     fn instances(&self) -> PeersFuture<'_> {
         Box::pin(self.describe())
+    }
+
+    fn lookup<'a>(&'a self, instance_ids: &'a [String]) -> PeersFuture<'a> {
+        Box::pin(self.lookup_ids(instance_ids))
     }
 }
 
@@ -196,6 +256,13 @@ impl StaticPeers {
         }
     }
 
+    /// EC2 forgets an instance (as it does about an hour after terminating it): it is no longer listed, and a
+    /// lookup by its id finds nothing.
+    pub fn forget(&self, instance_id: &str) {
+        let mut list = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        list.retain(|p| p.instance_id != instance_id);
+    }
+
     pub fn snapshot(&self) -> Vec<PeerInstance> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -205,5 +272,40 @@ impl Peers for StaticPeers {
     fn instances(&self) -> PeersFuture<'_> {
         let list = self.snapshot();
         Box::pin(async move { Ok(list) })
+    }
+
+    /// Only what it lists: a test's stand-in has no instances outside the cluster's tags.
+    fn lookup<'a>(&'a self, instance_ids: &'a [String]) -> PeersFuture<'a> {
+        let mut list = self.snapshot();
+        list.retain(|p| instance_ids.contains(&p.instance_id));
+        Box::pin(async move { Ok(list) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn static_lookup_finds_only_listed_ids_and_forgotten_ones_are_absent() {
+        let peers = StaticPeers::new();
+        peers.set("i-a", "10.0.0.1", InstanceState::Running);
+        peers.set("i-b", "10.0.0.2", InstanceState::Running);
+        peers.terminate("i-b");
+        let asked = vec!["i-b".to_string(), "i-zzz".to_string()];
+        let found = peers.lookup(&asked).await.expect("static lookup");
+        assert_eq!(found.len(), 1, "an unknown id is left out, not an error");
+        assert_eq!(found[0].instance_id, "i-b");
+        assert_eq!(found[0].state, InstanceState::Terminated);
+
+        peers.forget("i-b");
+        assert!(peers
+            .lookup(&asked)
+            .await
+            .expect("static lookup")
+            .is_empty());
+        let listed = peers.instances().await.expect("static listing");
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].instance_id, "i-a");
     }
 }

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::peers::InstanceState::{Running, Terminated};
+use std::collections::BTreeMap;
 
 const ME: &str = "i-me";
 const ME_IP: &str = "127.0.0.51";
@@ -70,6 +71,7 @@ fn joiner() -> Observation {
             inst("i-b", "127.0.0.12", Running),
             inst(ME, ME_IP, Running),
         ],
+        unlisted: BTreeMap::new(),
         cluster: view(vec![
             member(1, "i-a", "127.0.0.11", false, Some(1)),
             member(2, "i-b", "127.0.0.12", false, Some(1)),
@@ -662,4 +664,132 @@ fn a_healthy_quorum_refuses_an_unforced_restore() {
         ..status(3, 1, 100)
     });
     assert!(matches!(decide(&other), Step::Wipe { .. }));
+}
+
+/// A joiner whose IP was i-old's, a member that does not answer and whose instance EC2 no longer lists (neither
+/// by tags nor by id) for `for_secs`.
+fn ip_held_by_unlisted(for_secs: u64) -> Observation {
+    let mut o = joiner();
+    o.cluster = view(vec![
+        member(1, "i-a", "127.0.0.11", false, Some(1)),
+        member(2, "i-b", "127.0.0.12", false, Some(1)),
+        member(5, "i-old", ME_IP, false, None),
+    ]);
+    o.unlisted
+        .insert("i-old".to_string(), Duration::from_secs(for_secs));
+    o
+}
+
+#[test]
+fn an_unlisted_instance_counts_as_terminated_only_after_the_grace_period() {
+    let o = ip_held_by_unlisted(60);
+    let step = decide(&o);
+    assert!(
+        wait_reason(&step).contains("not listed by EC2 yet for 60 s (waiting for the grace period"),
+        "{step:?}"
+    );
+    assert!(!wait_reason(&step).contains("not terminated"), "{step:?}");
+
+    let o = ip_held_by_unlisted(UNLISTED_GRACE.as_secs());
+    match decide(&o) {
+        Step::RemoveMember {
+            member_id: 5,
+            reason,
+            ..
+        } => assert!(
+            reason.contains("its instance i-old is no longer listed by EC2 (terminated more than"),
+            "{reason}"
+        ),
+        other => panic!("expected the removal of i-old, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_listed_instance_says_its_state_and_an_unknown_one_is_never_removed() {
+    let mut running = ip_held_by_unlisted(3600);
+    running.unlisted.clear();
+    running
+        .instances
+        .push(inst("i-old", ME_IP, InstanceState::Stopped));
+    let step = decide(&running);
+    assert!(wait_reason(&step).contains("(state stopped)"), "{step:?}");
+
+    // The lookup by id failed (an API error): not in `unlisted`, unknown, whatever the time.
+    let mut unknown = ip_held_by_unlisted(3600);
+    unknown.unlisted.clear();
+    let step = decide(&unknown);
+    assert!(wait_reason(&step).contains("EC2 does not say"), "{step:?}");
+
+    let mut lost = lost_two();
+    lost.instances.retain(|i| i.instance_id != "i-b");
+    assert!(
+        is_wait(&decide(&lost)),
+        "unknown never forces a new cluster"
+    );
+}
+
+#[test]
+fn the_leader_removes_an_unlisted_member_past_the_grace_when_quorum_allows() {
+    let mut o = member_of_three(3);
+    o.instances.retain(|i| i.instance_id != "i-b");
+    if let Some(c) = o.cluster.as_mut() {
+        c.members[1].status = None;
+    }
+    o.unlisted
+        .insert("i-b".to_string(), UNLISTED_GRACE - Duration::from_secs(1));
+    assert_eq!(decide(&o), Step::Steady, "within the grace: kept");
+    o.unlisted.insert("i-b".to_string(), UNLISTED_GRACE);
+    assert!(matches!(
+        decide(&o),
+        Step::RemoveMember { member_id: 2, .. }
+    ));
+
+    // Four voters, i-d unreachable too: a and me of four are no healthy quorum, so nothing is removed.
+    o.instances.push(inst("i-d", "127.0.0.14", Running));
+    if let Some(c) = o.cluster.as_mut() {
+        c.members.push(member(4, "i-d", "127.0.0.14", false, None));
+    }
+    let step = decide(&o);
+    assert!(is_wait(&step), "{step:?}");
+    assert!(
+        wait_reason(&step).contains("not confirmed gone"),
+        "i-d is running: {step:?}"
+    );
+}
+
+#[test]
+fn an_unlisted_member_that_answers_is_never_removed() {
+    let mut o = member_of_three(3);
+    o.instances.retain(|i| i.instance_id != "i-b");
+    o.unlisted
+        .insert("i-b".to_string(), Duration::from_secs(24 * 3600));
+    assert_eq!(decide(&o), Step::Steady, "i-b answers: not gone");
+    let Some(c) = o.cluster.as_ref() else {
+        panic!("a cluster");
+    };
+    assert!(matches!(
+        o.instance_fate(&c.members[1]),
+        InstanceFate::UnlistedButAnswers { .. }
+    ));
+}
+
+#[test]
+fn lost_majority_counts_an_unlisted_voter_as_terminated_only_after_the_grace() {
+    let mut o = lost_two();
+    o.instances.retain(|i| i.instance_id != "i-b");
+    o.unlisted
+        .insert("i-b".to_string(), Duration::from_secs(10));
+    let step = decide(&o);
+    assert!(
+        wait_reason(&step).contains("not listed by EC2 yet for 10 s"),
+        "{step:?}"
+    );
+    o.unlisted.insert("i-b".to_string(), UNLISTED_GRACE);
+    assert_eq!(
+        decide(&o),
+        Step::ClaimForceNewCluster {
+            raft_index: 500,
+            lost_members: vec!["i-a".into(), "i-b".into()]
+        }
+    );
 }

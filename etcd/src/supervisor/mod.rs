@@ -7,7 +7,8 @@
 //! - `start`: (re)starting the local etcd (seed, restore, forced new cluster, restart, join) and wiping it;
 //! - `membership`: learners added and promoted, members removed, through the voters;
 //! - `backups`: scheduled and on-demand backups;
-//! - `health`: the published health report.
+//! - `health`: the published health report;
+//! - `unlisted`: since when EC2 has not listed members' instances (they count as terminated after a grace).
 
 mod backups;
 mod claims;
@@ -15,6 +16,7 @@ mod health;
 mod membership;
 mod observe;
 mod start;
+mod unlisted;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -137,6 +139,9 @@ pub struct Supervisor {
     last_published: Option<(Instant, String)>,
     last_error: Option<String>,
     force_snapshot_failures: u32,
+    /// Members' instance ids EC2 lists neither by tags nor by id, and since when without a break
+    /// (see `unlisted`).
+    unlisted_since: HashMap<String, Instant>,
 }
 
 /// The requeue after etcd was (re)started, or a learner is not ready to promote: its next state comes quickly.
@@ -168,6 +173,7 @@ impl Supervisor {
             last_published: None,
             last_error: None,
             force_snapshot_failures: 0,
+            unlisted_since: HashMap::new(),
         })
     }
 

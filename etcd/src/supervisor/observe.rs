@@ -1,16 +1,17 @@
 //! Observing: the record, the control-plane instances, the members that answer, the local etcd and data dir,
 //! and whether a backup is due. Everything `decide` needs, read in one round.
 
-use std::collections::HashMap;
-use std::time::Duration;
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
 
 use etcd_client::Client;
 
-use super::{Supervisor, SupervisorError};
+use super::{unlisted, Supervisor, SupervisorError};
 use crate::backup;
 use crate::decide::{
     client_url, ClusterView, LocalData, LocalEtcd, MemberStatus, MemberView, Observation,
 };
+use crate::peers::PeerInstance;
 use crate::process::EtcdProcess;
 use crate::record::{now_stamp, read_health, read_record};
 
@@ -21,7 +22,7 @@ impl Supervisor {
             self.peers.instances()
         );
         self.record = record?;
-        let instances = instances?;
+        let mut instances = instances?;
         let running = self.process.as_mut().is_some_and(EtcdProcess::is_running);
         if !running {
             if let Some(p) = self.process.take() {
@@ -69,6 +70,9 @@ impl Supervisor {
         };
         let cluster = self.cluster_view(&statuses).await;
         self.view = cluster.clone();
+        let unlisted = self
+            .look_up_unlisted(&mut instances, cluster.as_ref())
+            .await;
 
         let has_member_data = self.local.has_member_data();
         if let Some(record) = &self.record {
@@ -111,6 +115,7 @@ impl Supervisor {
             local_data,
             local_etcd,
             instances,
+            unlisted,
             cluster,
             reports,
             epoch_backup_revision,
@@ -170,6 +175,33 @@ impl Supervisor {
             });
         }
         None
+    }
+
+    /// Looks up by id the members' instances the cluster's listing missed: those found join `instances` (with
+    /// their state), the others are tracked as absent. Returns how long each has been absent without a break.
+    async fn look_up_unlisted(
+        &mut self,
+        instances: &mut Vec<PeerInstance>,
+        view: Option<&ClusterView>,
+    ) -> BTreeMap<String, Duration> {
+        let asked = unlisted::ids_to_look_up(&self.me, instances, view);
+        let found = if asked.is_empty() {
+            Some(Vec::new())
+        } else {
+            match self.peers.lookup(&asked).await {
+                Ok(found) => Some(found),
+                Err(e) => {
+                    // Unknown, never absent: the absence starts over.
+                    tracing::warn!(error = %e, "looking up unlisted members' instances");
+                    None
+                }
+            }
+        };
+        let now = Instant::now();
+        self.unlisted_since =
+            unlisted::track_absence(&self.unlisted_since, &asked, found.as_deref(), now);
+        instances.extend(found.unwrap_or_default());
+        unlisted::absent_for(&self.unlisted_since, now)
     }
 
     async fn backup_due(&mut self, now_unix: i64, leader: bool) -> bool {
