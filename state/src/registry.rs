@@ -203,6 +203,12 @@ impl Registry {
                 ))
             }
         };
+        check_name_matches_key(
+            &paths.cluster_spec(),
+            "Cluster",
+            &cluster.metadata.name,
+            name,
+        )?;
         let mut instance_groups = Vec::new();
         let mut group_versions = BTreeMap::new();
         for key in self.store.list(&paths.instance_groups_prefix()).await? {
@@ -211,6 +217,11 @@ impl Registry {
             };
             match parse_stored(&key, &stored.data)? {
                 SpecObject::InstanceGroup(ig) => {
+                    let key_name = key
+                        .strip_prefix(&paths.instance_groups_prefix())
+                        .and_then(|rest| rest.strip_suffix(".yaml"))
+                        .unwrap_or(&key);
+                    check_name_matches_key(&key, "InstanceGroup", &ig.metadata.name, key_name)?;
                     group_versions.insert(ig.metadata.name.clone(), stored.version);
                     instance_groups.push(ig);
                 }
@@ -563,6 +574,23 @@ fn parse_stored(key: &str, data: &[u8]) -> Result<SpecObject, RegistryError> {
         ));
     }
     Ok(objects.remove(0))
+}
+
+/// Refuses an object whose name is not the one its key gives: every reader finds objects by key, so an
+/// `instancegroups/nodes.yaml` holding `evil` would otherwise load, and be written back, as `evil`.
+fn check_name_matches_key(
+    key: &str,
+    kind: &str,
+    held: &str,
+    expected: &str,
+) -> Result<(), RegistryError> {
+    if held == expected {
+        return Ok(());
+    }
+    Err(corrupt(
+        key,
+        format!("holds {kind}/{held}, but its key is for {kind}/{expected}"),
+    ))
 }
 
 fn corrupt(key: &str, message: String) -> RegistryError {

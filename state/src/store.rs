@@ -72,6 +72,19 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// A file store's directory that others may read or write, and that this user cannot tighten because
+    /// it belongs to someone else.
+    #[error(
+        "state store directory {} has mode {mode:04o} and belongs to uid {owner}, not to this user (uid {uid}): \
+         others could read or change its secrets; chown it to uid {uid} and chmod 0700, or use another directory",
+        path.display()
+    )]
+    OpenDirectory {
+        path: PathBuf,
+        mode: u32,
+        owner: u32,
+        uid: u32,
+    },
     /// An S3 request failed: `message` says what to do (from [`describe_sdk_error`]), `source` is the SDK's
     /// error itself, for callers and logs that want its details.
     #[error("state store {operation} of s3://{bucket}/{key} failed: {message}")]
@@ -112,7 +125,7 @@ impl StateStore {
                     "a file store needs an absolute path: file:///var/lib/ballast",
                 ));
             }
-            return Ok(StateStore::File(FileStore::new(PathBuf::from(path))));
+            return Ok(StateStore::File(FileStore::open(PathBuf::from(path))?));
         }
         if let Some(rest) = url.strip_prefix("s3://") {
             let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
@@ -209,6 +222,52 @@ pub struct FileStore {
 impl FileStore {
     pub fn new(root: PathBuf) -> Self {
         FileStore { root }
+    }
+
+    /// The store at `root`, after making sure no one else can read or change what is already there: the
+    /// root and its cluster folders (made by this or an older version, or by hand) are tightened to 0700
+    /// when this user owns them, and refused when they belong to someone else. What the store creates
+    /// later is 0700 already.
+    pub fn open(root: PathBuf) -> Result<Self, StoreError> {
+        let store = FileStore::new(root);
+        if !store.secure_dir(&store.root)? {
+            return Ok(store); // created on the first write
+        }
+        let entries = std::fs::read_dir(&store.root).map_err(Self::io(&store.root))?;
+        for entry in entries {
+            let entry = entry.map_err(Self::io(&store.root))?;
+            if entry.file_type().map_err(Self::io(&entry.path()))?.is_dir() {
+                store.secure_dir(&entry.path())?;
+            }
+        }
+        Ok(store)
+    }
+
+    /// Tightens `dir` to 0700 if group or others have any access to it. False if it does not exist.
+    fn secure_dir(&self, dir: &Path) -> Result<bool, StoreError> {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let metadata = match std::fs::metadata(dir) {
+            Ok(metadata) => metadata,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(Self::io(dir)(e)),
+        };
+        let mode = metadata.mode() & 0o7777;
+        if mode & 0o077 == 0 {
+            return Ok(true);
+        }
+        let uid = nix::unistd::geteuid().as_raw();
+        if metadata.uid() != uid {
+            return Err(StoreError::OpenDirectory {
+                path: dir.to_path_buf(),
+                mode,
+                owner: metadata.uid(),
+                uid,
+            });
+        }
+        tracing::warn!(path = %dir.display(), mode = format!("{mode:04o}"), "state store directory was open to others: tightened to 0700");
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(Self::io(dir))?;
+        Ok(true)
     }
 
     fn path_of(&self, key: &str) -> Result<PathBuf, StoreError> {
