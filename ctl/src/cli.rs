@@ -180,6 +180,10 @@ pub struct GetArgs {
 #[derive(Debug, Subcommand)]
 pub enum GetWhat {
     /// Clusters in the state store (or one, by name).
+    ///
+    /// Listing every cluster prints those that can be read and warns on stderr for each damaged one (naming
+    /// it and the object at fault), then exits 1 if any was damaged. A cluster asked for by name that is
+    /// damaged fails with its error (exit 3).
     #[command(visible_aliases = ["cluster"])]
     Clusters(GetObjectArgs),
     /// The cluster's instance groups (or one, by name).

@@ -67,6 +67,17 @@ pub enum CommandError {
     /// An edit changed the kind or name of its object (`object` became `became`).
     #[error("the edit turned {object} into {became}: kind and name cannot be changed by an edit")]
     EditRenamed { object: String, became: String },
+    /// `get clusters` listed every cluster it could read; these could not be (each was reported above).
+    #[error(
+        "{} cluster(s) in {store} could not be read: {}; each is reported above with the object that is \
+         damaged: restore that object from the store's earlier versions",
+        clusters.len(),
+        clusters.join(", ")
+    )]
+    DamagedClusters {
+        clusters: Vec<String>,
+        store: String,
+    },
 }
 
 impl CommandError {
@@ -114,7 +125,8 @@ impl CommandError {
             | CommandError::Render { .. }
             | CommandError::EditorFailed { .. }
             | CommandError::EditNotOneObject { .. }
-            | CommandError::EditRenamed { .. } => FAILURE,
+            | CommandError::EditRenamed { .. }
+            | CommandError::DamagedClusters { .. } => FAILURE,
         }
     }
 }

@@ -477,3 +477,120 @@ fn completions_are_generated() {
         .success()
         .stdout(predicate::str::contains("_ballast()"));
 }
+
+/// The file a failed edit was kept in, as its message names it.
+fn kept_edit_path(stderr: &[u8]) -> std::path::PathBuf {
+    let stderr = String::from_utf8_lossy(stderr);
+    stderr
+        .split("kept in ")
+        .nth(1)
+        .and_then(|s| s.split(':').next())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| panic!("no kept path in {stderr}"))
+}
+
+#[test]
+fn failed_edits_are_kept_privately_and_never_through_a_planted_link() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::with_cluster(NAME, ZONES);
+    let tmp = env.dir.path().join("tmp");
+    std::fs::create_dir(&tmp).expect("mkdir tmp");
+    let victim = env.write("victim", "precious\n");
+    // The editor plants a link where ballast used to keep a failed edit (a fixed name with its pid, in the
+    // shared temporary directory), as another user could, then makes an edit that cannot be saved.
+    let script = env.write(
+        "editor.sh",
+        &format!(
+            "#!/bin/sh\npid=$PPID\n\
+             while [ \"$(cat /proc/$pid/comm)\" != ballast ]; do\n\
+               pid=$(cut -d' ' -f4 /proc/$pid/stat); [ \"$pid\" -gt 1 ] || exit 1\n\
+             done\n\
+             ln -s {} \"$TMPDIR/ballast-edit-instancegroup-nodes-$pid.yaml\"\n\
+             sed -i 's/maxSize: 3/maxSize: 1/' \"$1\"\n",
+            victim.display()
+        ),
+    );
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mut kept = Vec::new();
+    for _ in 0..2 {
+        let assert = env
+            .ballast()
+            .args(["edit", "ig", "nodes", "--name", NAME])
+            .env("EDITOR", &script)
+            .env("TMPDIR", &tmp)
+            .assert()
+            .code(3)
+            .stderr(predicate::str::contains("ballast replace -f"));
+        kept.push(kept_edit_path(&assert.get_output().stderr));
+    }
+    assert_ne!(kept[0], kept[1], "each failed edit is kept in its own file");
+    for path in &kept {
+        let mode = |p: &std::path::Path| {
+            std::fs::symlink_metadata(p)
+                .expect("metadata")
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode(path), 0o600, "{}", path.display());
+        let dir = path.parent().expect("kept in a folder");
+        assert_ne!(dir, tmp, "kept in a fresh folder, not in the shared one");
+        assert_eq!(mode(dir), 0o700, "{}", dir.display());
+        let text = std::fs::read_to_string(path).expect("kept edit");
+        assert!(text.contains("maxSize: 1"), "{text}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("victim"),
+        "precious\n",
+        "a link at the old kept path was followed"
+    );
+}
+
+#[test]
+fn get_clusters_lists_the_readable_ones_and_reports_a_damaged_one() {
+    const OTHER: &str = "other.example.com";
+    let env = Env::with_cluster(NAME, ZONES);
+    env.create_cluster(OTHER, ZONES);
+    // `other`'s nodes.yaml now holds an instance group named evil: the cluster cannot be read.
+    let nodes = env
+        .store_dir()
+        .join(OTHER)
+        .join("instancegroups/nodes.yaml");
+    let text = std::fs::read_to_string(&nodes).expect("nodes.yaml");
+    let damaged = text.replace("name: nodes", "name: evil");
+    assert_ne!(damaged, text, "nodes.yaml names its group: {text}");
+    std::fs::write(&nodes, damaged).expect("damage nodes.yaml");
+
+    for output in ["table", "yaml"] {
+        env.ballast()
+            .args(["get", "clusters", "-o", output])
+            .assert()
+            .code(1)
+            .stdout(predicate::str::contains(NAME))
+            .stdout(predicate::str::contains(OTHER).not())
+            .stderr(predicate::str::contains(format!(
+                "warning: cluster \"{OTHER}\" cannot be read"
+            )))
+            .stderr(predicate::str::contains(format!(
+                "{OTHER}/instancegroups/nodes.yaml"
+            )))
+            .stderr(predicate::str::contains(
+                "holds InstanceGroup/evil, but its key is for InstanceGroup/nodes",
+            ))
+            .stderr(predicate::str::contains(format!(
+                "1 cluster(s) in {} could not be read: {OTHER}",
+                env.state()
+            )));
+    }
+    // Asked for by name, the damaged cluster fails as a damaged object does; the good one is unaffected.
+    env.ballast()
+        .args(["get", "clusters", OTHER])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("holds InstanceGroup/evil"));
+    env.ballast()
+        .args(["get", "clusters", NAME])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(NAME));
+}

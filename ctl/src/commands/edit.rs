@@ -2,10 +2,13 @@
 //!
 //! The object's version is read with it; the save is conditional on that version, so a change someone made
 //! while the editor was open is reported, never overwritten. An edit that cannot be saved (invalid, or
-//! conflicting) is kept in a file whose path is printed, so no typing is lost.
+//! conflicting) is kept in a file whose path is printed, so no typing is lost: the editor's own private
+//! folder (0700, named at random, made fresh for this edit), which is then not removed. A fixed name in the
+//! shared temporary directory would let another user plant a symlink there and have the edit written
+//! through it, or read it.
 
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -50,6 +53,7 @@ pub async fn run(context: &Context, args: EditArgs) -> Result<(), CommandError> 
     let before = object_to_yaml(&original).map_err(yaml_error)?;
     let workdir = tempfile::Builder::new()
         .prefix("ballast-edit-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir()
         .map_err(io_error("creating a temporary directory for the editor"))?;
     let path = workdir
@@ -71,7 +75,7 @@ pub async fn run(context: &Context, args: EditArgs) -> Result<(), CommandError> 
 
     let result = save(context, &name, &original, &body, precondition).await;
     if let Err(e) = &result {
-        let kept = keep_edit(workdir.path(), &path, &original)?;
+        let kept = keep_edit(workdir, &path)?;
         eprintln!(
             "Your edit is kept in {}: fix it and run `ballast replace -f {} --name {name}`.",
             kept.display(),
@@ -150,15 +154,12 @@ fn run_editor(path: &Path) -> Result<(), CommandError> {
     Ok(())
 }
 
-/// Moves the edited file out of the temporary directory, which is removed when the command ends.
-fn keep_edit(workdir: &Path, path: &Path, original: &SpecObject) -> Result<PathBuf, CommandError> {
-    let parent = workdir.parent().unwrap_or(Path::new("/tmp"));
-    let kept = parent.join(format!(
-        "ballast-edit-{}-{}.yaml",
-        file_stem(original),
-        std::process::id()
-    ));
-    std::fs::copy(path, &kept)
+/// Keeps the editor's private folder (and so the edited file in it) past the end of the command, which
+/// would otherwise remove it. The file is made 0600 again: an editor may have saved it with its own mode.
+fn keep_edit(workdir: tempfile::TempDir, path: &Path) -> Result<PathBuf, CommandError> {
+    let name = path.file_name().unwrap_or(path.as_os_str()).to_owned();
+    let kept = workdir.keep().join(name);
+    std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o600))
         .map_err(io_error(format!("keeping the edit in {}", kept.display())))?;
     Ok(kept)
 }

@@ -16,7 +16,7 @@ use crate::output;
 
 pub async fn run(context: &Context, args: GetArgs) -> Result<(), CommandError> {
     let text = match args.what {
-        GetWhat::Clusters(args) => clusters(context, args).await?,
+        GetWhat::Clusters(args) => return clusters(context, args).await,
         GetWhat::Instancegroups(args) => instance_groups(context, args).await?,
         GetWhat::Instances(args) => instances(context, args).await?,
     };
@@ -24,23 +24,50 @@ pub async fn run(context: &Context, args: GetArgs) -> Result<(), CommandError> {
     Ok(())
 }
 
-async fn clusters(context: &Context, args: GetObjectArgs) -> Result<String, CommandError> {
+/// Prints the clusters asked for. A listing of every cluster prints those that can be read, warns on stderr
+/// for each one whose stored objects are damaged, and then fails naming them (as `kops get clusters` does):
+/// one damaged cluster does not hide the others. A cluster asked for by name fails as it is.
+async fn clusters(context: &Context, args: GetObjectArgs) -> Result<(), CommandError> {
     let registry = context.registry().await?;
-    let names = match args.object.as_deref().or(context.name_filter()) {
-        Some(name) => vec![name.to_string()],
-        None => registry.list_clusters().await?,
+    let (names, listing) = match args.object.as_deref().or(context.name_filter()) {
+        Some(name) => (vec![name.to_string()], false),
+        None => (registry.list_clusters().await?, true),
     };
     let mut configs = Vec::new();
+    let mut damaged = Vec::new();
     for name in &names {
-        let stored = registry.load(name).await?;
+        let stored = match registry.load(name).await {
+            Ok(stored) => stored,
+            Err(e @ RegistryError::Corrupt(_)) if listing => {
+                eprintln!("warning: cluster {name:?} cannot be read: {e}");
+                damaged.push(name.clone());
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         configs.push(if args.full {
             complete(&stored.config)
         } else {
             stored.config
         });
     }
+    print!("{}", render_clusters(&configs, args.output)?);
+    if damaged.is_empty() {
+        Ok(())
+    } else {
+        Err(CommandError::DamagedClusters {
+            clusters: damaged,
+            store: registry.store().url(),
+        })
+    }
+}
+
+fn render_clusters(
+    configs: &[ClusterConfig],
+    output: OutputFormat,
+) -> Result<String, CommandError> {
     let clusters: Vec<&Cluster> = configs.iter().map(|c| &c.cluster).collect();
-    match args.output {
+    match output {
         OutputFormat::Yaml => output::yaml_documents(&clusters),
         OutputFormat::Json => output::json(&clusters),
         OutputFormat::Table => {
