@@ -89,10 +89,11 @@ pub struct CreateClusterArgs {
     #[arg(long, value_delimiter = ',')]
     pub control_plane_zones: Vec<String>,
     /// Control-plane instances, one instance group each: 1, 3 or 5 (default 3 with three or more zones, else 1).
-    #[arg(long, value_parser = parse_control_plane_count)]
+    // Negative numbers are read as values, so that `-1` is refused naming this flag rather than as a stray one.
+    #[arg(long, value_parser = parse_control_plane_count, allow_negative_numbers = true)]
     pub control_plane_count: Option<u32>,
     /// Worker nodes, 0 to 1000 (default: one per zone).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_GROUP_SIZE)))]
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_GROUP_SIZE)))]
     pub node_count: Option<u32>,
     /// Instance type of the worker nodes.
     #[arg(long)]
