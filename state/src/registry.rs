@@ -60,7 +60,8 @@ pub enum RegistryError {
     #[error("conflict: {0}")]
     Conflict(#[source] StoreError),
     /// An object in the store does not parse.
-    #[error("{0}\nthe stored object is damaged: fix it with `ballast replace -f` or restore it from the bucket's versions")]
+    // Not `ballast replace -f`: replace loads the cluster first and fails on this same object.
+    #[error("{0}\nthe stored object is damaged, and commands that load this cluster fail until it is mended: put a good copy back in its place (an earlier version, if the bucket keeps versions)")]
     Corrupt(SpecErrors),
     #[error(transparent)]
     Store(StoreError),

@@ -82,7 +82,7 @@ async fn an_instance_group_named_other_than_its_key_is_refused() {
     for expected in [
         "demo.example.com/instancegroups/nodes.yaml",
         "holds InstanceGroup/evil, but its key is for InstanceGroup/nodes",
-        "restore it",
+        "put a good copy back in its place",
     ] {
         assert!(message.contains(expected), "{expected:?} not in {message}");
     }
