@@ -189,6 +189,8 @@ async fn fetch_spec_and_secrets(
         Ok::<_, FetchError>((spec, secrets))
     })
     .await?;
+    // From here on, reports and etcd's objects are written with the cluster's state-store KMS key, if any.
+    state.store = Some(store.with_kms_key(fetched.0.state_store_kms_key.clone()));
     Ok(fetched)
 }
 

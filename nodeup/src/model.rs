@@ -23,6 +23,7 @@ pub mod paths {
     pub const MANIFESTS_DIR: &str = "/etc/kubernetes/manifests";
     pub const ENCRYPTION_CONFIG: &str = "/etc/kubernetes/encryption-config.yaml";
     pub const AUDIT_POLICY: &str = "/etc/kubernetes/audit-policy.yaml";
+    pub const AUTHENTICATION_CONFIG: &str = "/etc/kubernetes/authentication-config.yaml";
     pub const CONTROLLER_MANAGER_KUBECONFIG: &str = "/etc/kubernetes/controller-manager.conf";
     pub const SCHEDULER_KUBECONFIG: &str = "/etc/kubernetes/scheduler.conf";
     pub const BOOTSTRAP_DIR: &str = "/etc/kubernetes/bootstrap";

@@ -34,6 +34,8 @@ pub struct ClusterTemplate {
     pub admin_access: Vec<String>,
     pub image: Option<String>,
     pub encrypt_etcd_storage: Option<bool>,
+    /// `--state-kms-key`: recorded as `spec.stateStore.kmsKeyId`, the key the nodes write with.
+    pub state_kms_key: Option<String>,
 }
 
 /// The flag a template problem is about, for error messages.
@@ -193,6 +195,9 @@ fn build(template: &ClusterTemplate) -> ClusterConfig {
             ..Default::default()
         }),
         cloud_labels: BTreeMap::new(),
+        state_store: template.state_kms_key.clone().map(|key| StateStoreSpec {
+            kms_key_id: Some(key),
+        }),
         ..Default::default()
     };
     ClusterConfig {

@@ -56,6 +56,9 @@ pub struct NodeSpec {
     pub kubernetes_version: String,
     /// The state store's root URL; the paths in `pki` are keys under it.
     pub state_store: String,
+    /// The KMS key (ARN) the node's writes to the state store are encrypted with; SSE-S3 when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_store_kms_key: Option<String>,
     /// The API's load balancer DNS name: kubelets and clients reach the API through it, and it is in the API
     /// server certificate's names.
     pub api_server_endpoint: String,
@@ -222,6 +225,10 @@ pub fn render_node_spec(
             .trim_start_matches('v')
             .to_string(),
         state_store: state_store.to_string(),
+        state_store_kms_key: cluster
+            .state_store
+            .as_ref()
+            .and_then(|s| s.kms_key_id.clone()),
         api_server_endpoint: api_server_endpoint.to_string(),
         service_cidr: SERVICE_CIDR.to_string(),
         pod_cidr: POD_CIDR.to_string(),

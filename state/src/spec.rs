@@ -80,6 +80,20 @@ pub struct ClusterSpec {
     /// Tags added to every AWS resource the cluster owns.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cloud_labels: BTreeMap<String, String>,
+    /// How the S3 state store is used by the cluster's nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_store: Option<StateStoreSpec>,
+}
+
+/// The state store as the cluster's nodes write to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StateStoreSpec {
+    /// The ARN of the KMS key the state store's objects are encrypted with (SSE-KMS; `--state-kms-key` at
+    /// `create cluster`): nodes write their reports and etcd's objects with it, and their roles may use it.
+    /// SSE-S3 when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kms_key_id: Option<String>,
 }
 
 /// One subnet of the cluster: created from `cidr`, or shared when `id` names an existing one.

@@ -20,6 +20,8 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::ServerSideEncryption;
 use sha2::{Digest, Sha256};
 
+pub mod posture;
+
 /// Environment variable naming the state store, like kops's KOPS_STATE_STORE.
 pub const STATE_ENV: &str = "BALLAST_STATE";
 /// Environment variable naming a KMS key for SSE-KMS on an S3 state store.
@@ -137,6 +139,15 @@ impl StateStore {
             ));
         }
         Err(invalid("use s3://BUCKET/PREFIX or file:///PATH"))
+    }
+
+    /// The same store, writing with SSE-KMS under `kms_key_id` (SSE-S3 when `None`); a file store is unchanged.
+    /// nodeup opens the store before it has read its node spec, which names the key.
+    pub fn with_kms_key(self, kms_key_id: Option<String>) -> Self {
+        match self {
+            StateStore::S3(s3) => StateStore::S3(S3Store { kms_key_id, ..s3 }),
+            file => file,
+        }
     }
 
     /// The URL this store was opened with (normalised).

@@ -37,6 +37,10 @@ static AMI_NAME: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^[A-Za-z0-9()\[\]./\-'@_* ]{3,128}$").expect("static regex"));
 static MACHINE_TYPE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$").expect("static regex"));
+static STATE_KMS_KEY_ARN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]+$")
+        .expect("static regex")
+});
 static KMS_KEY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:(key|alias)/.+|alias/.+|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})$")
         .expect("static regex")
@@ -166,6 +170,28 @@ fn check_cluster_spec(report: &mut Report<'_>, spec: &ClusterSpec) {
         }
     }
     check_cloud_labels(report, "spec.cloudLabels", &spec.cloud_labels);
+    if let Some(key) = spec
+        .state_store
+        .as_ref()
+        .and_then(|s| s.kms_key_id.as_ref())
+    {
+        check_state_store_kms_key(report, key);
+    }
+}
+
+/// The nodes' IAM policies grant KMS actions on this key, and IAM grants on a key ARN only (an alias or a bare
+/// id names nothing a policy can hold).
+fn check_state_store_kms_key(report: &mut Report<'_>, key: &str) {
+    if !STATE_KMS_KEY_ARN.is_match(key) {
+        report.error(
+            "spec.stateStore.kmsKeyId",
+            format!(
+                "{key:?} is not a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID): the nodes' IAM policies are \
+                 granted the key by its ARN, which an alias or id does not give; find it with `aws kms describe-key \
+                 --key-id {key} --query KeyMetadata.Arn`"
+            ),
+        );
+    }
 }
 
 fn check_kubernetes_version(report: &mut Report<'_>, version: &str) {

@@ -352,8 +352,16 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
             "ecr:GetAuthorizationToken", "ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage"]}));
     }
     let nodes = serde_json::json!({"Version": "2012-10-17", "Statement": node_statements});
+    let kms = state_kms_statement(completed);
     [(Role::ControlPlane, control_plane), (Role::Node, nodes)]
         .into_iter()
+        .map(|(role, mut policy)| {
+            if let (Some(statement), Some(statements)) = (&kms, policy["Statement"].as_array_mut())
+            {
+                statements.push(statement.clone());
+            }
+            (role, policy)
+        })
         .map(|(role, policy)| IamRoleModel {
             role,
             name: role_resource_name(cluster, role),
@@ -362,6 +370,20 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
             permissions_boundary: iam.permissions_boundary.clone(),
         })
         .collect()
+}
+
+/// With an SSE-KMS state store (`spec.stateStore.kmsKeyId`), what every node needs of its key, and no more:
+/// `kms:Decrypt` to read its objects and `kms:GenerateDataKey` to write (single-part PutObject), on that key
+/// only, and only through S3 in the cluster's region.
+fn state_kms_statement(completed: &ClusterConfig) -> Option<serde_json::Value> {
+    let spec = &completed.cluster.spec;
+    let key = spec.state_store.as_ref()?.kms_key_id.as_ref()?;
+    let region = spec.region.clone().unwrap_or_default();
+    Some(
+        serde_json::json!({"Sid": "UseStateStoreKey", "Effect": "Allow",
+        "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [key],
+        "Condition": {"StringEquals": {"kms:ViaService": format!("s3.{region}.amazonaws.com")}}}),
+    )
 }
 
 /// NLB and target group names: at most 32 letters, digits and hyphens.
@@ -463,6 +485,51 @@ mod tests {
             &config,
             &StateLocation::from_url("s3://state/clusters").expect("s3"),
         )
+    }
+
+    #[test]
+    fn both_roles_may_use_the_state_store_key_and_only_it() {
+        let policies = |config: &ClusterConfig| -> Vec<serde_json::Value> {
+            let state = StateLocation::from_url("s3://state").expect("s3");
+            cluster_model(config, &state)
+                .roles
+                .iter()
+                .map(|r| serde_json::from_str(&r.policy).expect("policy JSON"))
+                .collect()
+        };
+        let mut config = complete(
+            &generate(&ClusterTemplate {
+                name: "demo.example.com".into(),
+                zones: vec!["us-west-2a".into()],
+                ..Default::default()
+            })
+            .expect("template"),
+        );
+        for policy in policies(&config) {
+            assert!(!policy.to_string().contains("kms:"), "{policy}");
+        }
+        let key = "arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab";
+        config.cluster.spec.state_store = Some(ballast_state::spec::StateStoreSpec {
+            kms_key_id: Some(key.into()),
+        });
+        for policy in policies(&config) {
+            let kms: Vec<&serde_json::Value> = policy["Statement"]
+                .as_array()
+                .expect("statements")
+                .iter()
+                .filter(|s| s.to_string().contains("kms:"))
+                .collect();
+            assert_eq!(kms.len(), 1, "{policy}");
+            assert_eq!(
+                kms[0]["Action"],
+                serde_json::json!(["kms:Decrypt", "kms:GenerateDataKey"])
+            );
+            assert_eq!(kms[0]["Resource"], serde_json::json!([key]));
+            assert_eq!(
+                kms[0]["Condition"]["StringEquals"]["kms:ViaService"],
+                "s3.us-west-2.amazonaws.com"
+            );
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@ use ballast_state::generate::{generate, ClusterTemplate};
 use ballast_state::pki::ClusterSecrets;
 use ballast_state::registry::{check, Registry, RegistryError, SpecChange};
 use ballast_state::spec::{ClusterConfig, InstanceGroup, Networking, Topology};
-use ballast_state::store::Precondition;
+use ballast_state::store::{Precondition, StateStore};
 use ballast_state::validate::check_cluster_name;
 
 use super::{read_objects, Context};
@@ -66,6 +66,7 @@ async fn create_cluster(context: &Context, flags: CreateClusterArgs) -> Result<(
         admin_access: flags.admin_access,
         image: flags.image,
         encrypt_etcd_storage: flags.encrypt_etcd_storage,
+        state_kms_key: context.kms_key.clone(),
     };
     let config = generate(&template).map_err(|errors| {
         CommandError::Usage(
@@ -104,6 +105,7 @@ async fn store_new_cluster(
     registry: &Registry,
     config: &ClusterConfig,
 ) -> Result<(), CommandError> {
+    warn_about_bucket_posture(context, registry).await;
     let secrets = ClusterSecrets::generate(config.name()).map_err(RegistryError::from)?;
     let completed = registry.create(config, &secrets, &context.writer).await?;
     eprintln!(
@@ -121,6 +123,28 @@ async fn store_new_cluster(
         config.name()
     );
     Ok(())
+}
+
+/// Warns, naming the bucket, the setting and the command that fixes it, for each setting of an S3 state bucket
+/// that leaves the cluster's keys less safe than they should be (docs/security.md). A warning, not a refusal:
+/// the bucket is the operator's (it may be governed by their organisation's own tooling), the cluster's own
+/// objects are encrypted and private either way, and `validate cluster` keeps failing its `state bucket` check
+/// until the bucket is fixed.
+async fn warn_about_bucket_posture(context: &Context, registry: &Registry) {
+    let StateStore::S3(s3) = registry.store() else {
+        return;
+    };
+    match s3.posture().await {
+        Ok(posture) => {
+            for problem in posture.problems(context.kms_key.as_deref()) {
+                eprintln!("Warning: state bucket {problem}");
+            }
+        }
+        Err(e) => eprintln!(
+            "Warning: could not check state bucket {}'s public-access block, versioning and default encryption: {e}",
+            s3.bucket()
+        ),
+    }
 }
 
 /// Every object of a config, cluster first.

@@ -10,7 +10,7 @@ use aws_sdk_autoscaling::types::{AutoScalingGroup, LifecycleState};
 use ballast_state::duration::human_duration;
 use ballast_state::etcd::health::{cluster_health, EtcdHealthSummary};
 use ballast_state::layout::ClusterPaths;
-use ballast_state::report::Phase;
+use ballast_state::report::{NodeReport, Phase};
 use ballast_state::spec::{ClusterConfig, Role};
 use ballast_state::store::StateStore;
 use serde::Serialize;
@@ -204,7 +204,14 @@ async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) 
                     let judged = match &want {
                         Ok(want) => read_report(store, &paths, id)
                             .await
-                            .map(|report| judge_report(&paths, id, &report, want.as_deref(), &name))
+                            .map(|report| {
+                                let truth = Truth {
+                                    cluster: &name,
+                                    group,
+                                    role: ig.spec.role,
+                                };
+                                judge_report(&paths, id, &report, want.as_deref(), &truth)
+                            })
                             .map_err(|e| e.to_string()),
                         Err(e) => Err(e.to_string()),
                     };
@@ -223,12 +230,54 @@ async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) 
     // (c) etcd.
     let (check, etcd) = etcd_check(store, &paths, completed, control_plane.as_ref()).await;
     checks.push(check);
+    // (d) the state bucket that holds the cluster's keys.
+    if let Some(check) = bucket_check(store, completed).await {
+        checks.push(check);
+    }
     Validation {
         cluster: name,
         valid: checks.iter().all(|c| c.ok),
         checks,
         etcd,
     }
+}
+
+/// Whether the S3 state bucket is private, versioned and encrypted by default (docs/security.md); `None` for a
+/// file store, which has no such settings.
+async fn bucket_check(store: &StateStore, completed: &ClusterConfig) -> Option<Check> {
+    let StateStore::S3(s3) = store else {
+        return None;
+    };
+    let kms_key = completed
+        .cluster
+        .spec
+        .state_store
+        .as_ref()
+        .and_then(|s| s.kms_key_id.as_deref());
+    let (ok, reason) = match s3.posture().await {
+        Ok(posture) => {
+            let problems = posture.problems(kms_key);
+            let reason = if problems.is_empty() {
+                format!(
+                    "bucket {} blocks public access, keeps versions and encrypts by default",
+                    s3.bucket()
+                )
+            } else {
+                problems
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            };
+            (problems.is_empty(), reason)
+        }
+        Err(e) => (false, format!("cannot read the bucket's settings: {e}")),
+    };
+    Some(Check {
+        name: "state bucket".to_string(),
+        ok,
+        reason,
+    })
 }
 
 /// Whether etcd is healthy with every member voting, and its health as judged from the supervisors' reports.
@@ -341,6 +390,48 @@ async fn describe_groups(
         })
 }
 
+/// What AWS says of an instance in service: its cluster, and the group (its Auto Scaling Group, which gave it
+/// its `ballast.dev/instance-group` and `ballast.dev/role` tags) and that group's role.
+struct Truth<'a> {
+    cluster: &'a str,
+    group: &'a str,
+    role: Role,
+}
+
+/// How a report's claims differ from what AWS says of the instance whose key it is stored under; `None` when
+/// they agree. Any node role may write under `reports/` (S3 policies cannot tie a key to the writing instance),
+/// so a report is trusted only when it describes the instance it is filed for.
+fn claims_mismatch(report: &NodeReport, id: &str, truth: &Truth<'_>) -> Option<String> {
+    let mut wrong = Vec::new();
+    if report.instance_id != id {
+        wrong.push(format!("instance {}", report.instance_id));
+    }
+    if report
+        .cluster_name
+        .as_deref()
+        .is_some_and(|c| c != truth.cluster)
+    {
+        wrong.push(format!(
+            "cluster {}",
+            report.cluster_name.as_deref().unwrap_or_default()
+        ));
+    }
+    if report
+        .instance_group
+        .as_deref()
+        .is_some_and(|g| g != truth.group)
+    {
+        wrong.push(format!(
+            "group {}",
+            report.instance_group.as_deref().unwrap_or_default()
+        ));
+    }
+    if report.role.is_some_and(|r| r != truth.role) {
+        wrong.push(format!("role {:?}", report.role.unwrap_or(truth.role)));
+    }
+    (!wrong.is_empty()).then(|| wrong.join(", "))
+}
+
 /// Whether instance `id`'s nodeup report says it is configured with its group's current node spec (`want`),
 /// and why.
 fn judge_report(
@@ -348,8 +439,9 @@ fn judge_report(
     id: &str,
     report: &ReportRead,
     want: Option<&str>,
-    cluster: &str,
+    truth: &Truth<'_>,
 ) -> (bool, String) {
+    let cluster = truth.cluster;
     let key = paths.report(id);
     let report = match report {
         ReportRead::Missing => {
@@ -364,6 +456,17 @@ fn judge_report(
         ReportRead::Unreadable(e) => return (false, format!("{key} is not a nodeup report: {e}")),
         ReportRead::Found(report) => report,
     };
+    if let Some(claims) = claims_mismatch(report, id, truth) {
+        return (
+            false,
+            format!(
+                "{key} is not trusted: it claims {claims}, but AWS says {id} is in group {} ({:?}) of cluster \
+                 {cluster}; another node wrote it, or it was copied: delete it and restart nodeup on {id} so that \
+                 it writes its own",
+                truth.group, truth.role
+            ),
+        );
+    }
     if report.phase == Phase::Failed {
         let error = report
             .errors
@@ -399,7 +502,6 @@ fn judge_report(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ballast_state::report::NodeReport;
 
     #[test]
     fn etcd_members_are_held_against_the_instances_in_service() {
@@ -424,7 +526,13 @@ mod tests {
     #[test]
     fn reports_are_judged_against_the_current_node_spec() {
         let paths = ClusterPaths::new("c.example.com");
-        let judge = |r: &ReportRead, want: Option<&str>| judge_report(&paths, "i-1", r, want, "c");
+        let truth = Truth {
+            cluster: "c",
+            group: "nodes",
+            role: Role::Node,
+        };
+        let judge =
+            |r: &ReportRead, want: Option<&str>| judge_report(&paths, "i-1", r, want, &truth);
         let (ok, reason) = judge(&ReportRead::Missing, Some("a"));
         assert!(!ok);
         assert!(
@@ -441,6 +549,28 @@ mod tests {
         assert!(!ok && reason.contains("older node spec"), "{reason}");
         let (ok, reason) = judge(&found, None);
         assert!(!ok && reason.contains("update cluster c --yes"), "{reason}");
+
+        // A worker that copied or wrote another instance's report: each false claim is named.
+        let mut forged = report.clone();
+        forged.instance_group = Some("control-plane-us-west-2a".into());
+        forged.role = Some(Role::ControlPlane);
+        let (ok, reason) = judge(&ReportRead::Found(Box::new(forged)), Some("a"));
+        assert!(!ok);
+        assert!(
+            reason.starts_with(
+                "c.example.com/reports/i-1.json is not trusted: it claims group control-plane-us-west-2a, role \
+                 ControlPlane, but AWS says i-1 is in group nodes (Node) of cluster c"
+            ),
+            "{reason}"
+        );
+        let mut elsewhere = report.clone();
+        elsewhere.instance_id = "i-2".into();
+        elsewhere.cluster_name = Some("other".into());
+        let (ok, reason) = judge(&ReportRead::Found(Box::new(elsewhere)), Some("a"));
+        assert!(
+            !ok && reason.contains("it claims instance i-2, cluster other,"),
+            "{reason}"
+        );
 
         report.phase = Phase::Failed;
         report.errors.push("fetching the node spec: denied".into());

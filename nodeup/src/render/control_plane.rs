@@ -48,6 +48,7 @@ pub(super) fn files(
         ),
         RenderedFile::new(pki::ETCD_CA_CERT, 0o644, cp.etcd_ca_cert.clone()),
         RenderedFile::new(paths::AUDIT_POLICY, 0o644, AUDIT_POLICY),
+        RenderedFile::new(paths::AUTHENTICATION_CONFIG, 0o644, AUTHENTICATION_CONFIG),
     ];
     for (path, user, pair) in [
         (
@@ -241,13 +242,31 @@ rules:
   - level: Metadata
 ";
 
+/// Anonymous requests are authenticated only on the health endpoints (the kubelet's probes of this static pod
+/// and load balancers call them without credentials); any other anonymous request gets 401, as with kops's
+/// `anonymousAuth: false`, without breaking the probes. Needs Kubernetes 1.32+ (AnonymousAuthConfigurableEndpoints,
+/// beta and on by default there); Ballast pins 1.32 and 1.33.
+const AUTHENTICATION_CONFIG: &str = "\
+# Written by nodeup: how the API server authenticates requests.
+apiVersion: apiserver.config.k8s.io/v1beta1
+kind: AuthenticationConfiguration
+anonymous:
+  enabled: true
+  # Only health checks may be anonymous; every other request needs a certificate or a token.
+  conditions:
+    - path: /livez
+    - path: /readyz
+    - path: /healthz
+";
+
 fn api_server(spec: &NodeSpec, settings: &ControlPlaneSettings, node: &NodeFacts) -> Pod {
     let mut args = vec![
         format!("--advertise-address={}", node.private_ip),
         format!("--bind-address={}", node.private_ip),
         format!("--secure-port={API_SERVER_PORT}"),
         "--allow-privileged=true".to_string(),
-        "--anonymous-auth=true".to_string(),
+        // Not --anonymous-auth: the two cannot be combined; the file allows anonymous health checks only.
+        format!("--authentication-config={}", paths::AUTHENTICATION_CONFIG),
         "--authorization-mode=Node,RBAC".to_string(),
         format!("--client-ca-file={}", pki::KUBERNETES_CA_CERT),
         "--enable-admission-plugins=NodeRestriction".to_string(),
@@ -470,5 +489,53 @@ fn static_pod(
             ..Default::default()
         }),
         status: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anonymous_requests_are_allowed_only_on_health_endpoints() {
+        let config: yaml_serde::Value =
+            yaml_serde::from_str(AUTHENTICATION_CONFIG).expect("the authentication config parses");
+        assert_eq!(config["kind"].as_str(), Some("AuthenticationConfiguration"));
+        let anonymous_paths: Vec<&str> = config["anonymous"]["conditions"]
+            .as_sequence()
+            .expect("conditions")
+            .iter()
+            .filter_map(|c| c["path"].as_str())
+            .collect();
+        assert_eq!(anonymous_paths, ["/livez", "/readyz", "/healthz"]);
+        // The probes of the API server's own pod must be among them, or the kubelet would restart it forever.
+        let node = NodeFacts {
+            instance_id: "i-1".into(),
+            private_ip: "10.0.1.10".into(),
+            hostname: "ip-10-0-1-10".into(),
+            availability_zone: "us-west-2a".into(),
+        };
+        let spec: NodeSpec =
+            yaml_serde::from_str(include_str!("../../tests/data/control-plane/spec.yaml"))
+                .expect("the golden control-plane spec");
+        let settings = spec.control_plane.clone().expect("control-plane settings");
+        let pod = api_server(&spec, &settings, &node);
+        let container = &pod.spec.expect("pod spec").containers[0];
+        let command = container.command.clone().unwrap_or_default();
+        assert!(
+            !command.iter().any(|a| a.starts_with("--anonymous-auth")),
+            "{command:?}"
+        );
+        assert!(command.contains(&format!(
+            "--authentication-config={}",
+            paths::AUTHENTICATION_CONFIG
+        )));
+        let probe = container
+            .liveness_probe
+            .as_ref()
+            .and_then(|p| p.http_get.as_ref());
+        assert!(
+            anonymous_paths.contains(&probe.and_then(|g| g.path.as_deref()).unwrap_or_default())
+        );
     }
 }
