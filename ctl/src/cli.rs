@@ -54,6 +54,8 @@ pub enum Command {
     Etcd(EtcdArgs),
     /// Check that a cluster is up: its instances, their nodeup reports, and etcd.
     Validate(ValidateArgs),
+    /// Write a cluster's context into your kubeconfig (with --admin, a short-lived admin certificate).
+    Export(ExportArgs),
     /// Print a shell completion script.
     Completion {
         #[arg(value_enum)]
@@ -376,6 +378,47 @@ pub struct ValidateClusterArgs {
     pub wait: Option<Duration>,
     #[arg(short, long, value_enum, default_value = "table")]
     pub output: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    #[command(subcommand)]
+    pub what: ExportWhat,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExportWhat {
+    /// Merge a context for the cluster into your kubeconfig and make it current, as kubectl would: --kubeconfig
+    /// FILE, else the KUBECONFIG list (the file that already has the cluster, else the first that exists, else
+    /// the last), else ~/.kube/config. Other entries are kept; the file is written 0600. The server is the API
+    /// load balancer's DNS name (--internal: a control-plane instance's private address).
+    Kubeconfig(Box<ExportKubeconfigArgs>),
+}
+
+#[derive(Debug, Args)]
+pub struct ExportKubeconfigArgs {
+    #[arg(value_name = "NAME")]
+    pub cluster_name: Option<String>,
+    /// Issue a system:masters client certificate from the cluster's CA, valid this long (default 18h, at most
+    /// 30d: it cannot be revoked). It is written only to your kubeconfig, never to the state store.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        num_args = 0..=1,
+        require_equals = true,
+        value_parser = crate::kubeconfig::admin::parse_admin_validity,
+        conflicts_with = "user"
+    )]
+    pub admin: Option<Option<Duration>>,
+    /// Name an existing user of your kubeconfig (e.g. an exec plugin) in the context instead of --admin.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// The kubeconfig file to write.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Use a control-plane instance's private address (reachable inside the VPC) instead of the load balancer.
+    #[arg(long)]
+    pub internal: bool,
 }
 
 /// `--control-plane-count`: etcd keeps a quorum with 1, 3 or 5 members, one per control-plane group. Checked

@@ -7,6 +7,7 @@ mod cli;
 pub mod cloud;
 mod commands;
 mod error;
+pub mod kubeconfig;
 mod output;
 
 use clap::{CommandFactory, Parser};

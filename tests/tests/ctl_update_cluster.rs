@@ -352,6 +352,143 @@ async fn create_with_yes_builds_everything_and_the_next_update_changes_nothing()
             ("vpc", 1),
         ])
     );
+
+    let stored_before = stored_keys(&cluster).await;
+    export_kubeconfig_is_read_by_kubectl(&cluster);
+    assert_eq!(
+        stored_keys(&cluster).await,
+        stored_before,
+        "export writes nothing to the state store (the admin key above all)"
+    );
+}
+
+async fn stored_keys(cluster: &Cluster) -> BTreeSet<String> {
+    let (bucket, prefix) = cluster
+        .state
+        .trim_start_matches("s3://")
+        .split_once('/')
+        .expect("s3://bucket/prefix");
+    let s3 = aws::s3_client().await;
+    let listed = s3
+        .list_objects_v2()
+        .bucket(bucket)
+        .prefix(prefix)
+        .send()
+        .await
+        .expect("list the state store");
+    listed
+        .contents()
+        .iter()
+        .filter_map(|o| o.key().map(str::to_string))
+        .collect()
+}
+
+/// `export kubeconfig --admin` on the cluster the test above built: kubectl (Debian's kubernetes-client, or any
+/// on PATH) reads the merged file; the other user's entries survive; the admin certificate is the CA's, short
+/// lived and `system:masters`; the file is 0600.
+fn export_kubeconfig_is_read_by_kubectl(cluster: &Cluster) {
+    use std::os::unix::fs::PermissionsExt;
+    ballast_e2e::image::require_tool("kubectl", "kubernetes-client");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("config");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: other\n  cluster: {server: 'https://other:6443'}\n\
+         users:\n- name: other\n  user: {token: keep-me}\ncontexts:\n- name: other\n  context: {cluster: other, \
+         user: other}\ncurrent-context: other\n",
+    )
+    .expect("write the existing kubeconfig");
+    // Neither --admin nor --user: refused before anything is written.
+    cluster
+        .ballast()
+        .args(["export", "kubeconfig", "--kubeconfig"])
+        .arg(&file)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--admin"));
+    cluster
+        .ballast()
+        .args(["export", "kubeconfig", "--admin=31d", "--kubeconfig"])
+        .arg(&file)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot be revoked"));
+    cluster
+        .ballast()
+        .args(["export", "kubeconfig", "--admin=2h", "--kubeconfig"])
+        .arg(&file)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("system:masters"));
+    let mode = std::fs::metadata(&file).expect("stat").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the kubeconfig holds a private key");
+
+    let kubectl = |args: &[&str]| {
+        let out = std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&file)
+            .args(args)
+            .output()
+            .expect("run kubectl");
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf8")
+    };
+    assert_eq!(kubectl(&["config", "current-context"]).trim(), cluster.name);
+    let contexts = kubectl(&["config", "get-contexts", "-o", "name"]);
+    let contexts: BTreeSet<&str> = contexts.lines().collect();
+    assert_eq!(contexts, BTreeSet::from(["other", cluster.name.as_str()]));
+    let view: serde_json::Value = serde_json::from_str(&kubectl(&[
+        "config", "view", "--raw", "--minify", "-o", "json",
+    ]))
+    .expect("kubectl prints JSON");
+    let server = view["clusters"][0]["cluster"]["server"]
+        .as_str()
+        .expect("server");
+    assert!(
+        server.starts_with("https://api-build-example-com") && server.ends_with(":443"),
+        "the load balancer's DNS name: {server}"
+    );
+    let decode = |field: &str| {
+        use base64::Engine;
+        let data = view["users"][0]["user"][field].as_str().expect(field);
+        String::from_utf8(
+            base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .expect("base64"),
+        )
+        .expect("PEM")
+    };
+    assert!(decode("client-key-data").contains("PRIVATE KEY"));
+    let cert_pem = decode("client-certificate-data");
+    let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()).expect("pem");
+    let cert = pem.parse_x509().expect("x509");
+    assert!(cert.subject().to_string().contains("O=system:masters"));
+    assert!(
+        cert.issuer().to_string().contains("kubernetes-ca"),
+        "{}",
+        cert.issuer()
+    );
+    let lifetime = cert.validity().not_after.timestamp() - time_now();
+    assert!(
+        (7_000..=7_200).contains(&lifetime),
+        "--admin=2h: valid about two hours from now, not {lifetime} s"
+    );
+    let all = kubectl(&["config", "view", "--raw", "-o", "json"]);
+    assert!(
+        all.contains("keep-me"),
+        "the other user's token survives: {all}"
+    );
+}
+
+fn time_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread")]

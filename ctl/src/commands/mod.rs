@@ -5,6 +5,7 @@ mod create;
 mod delete;
 mod edit;
 mod etcd;
+mod export;
 mod get;
 mod nodes;
 mod update;
@@ -37,6 +38,7 @@ pub async fn dispatch(cli: Cli, command_line: &str) -> Result<(), CommandError> 
         Command::Update(args) => update::run(&context, args).await,
         Command::Etcd(args) => etcd::run(&context, args).await,
         Command::Validate(args) => validate::run(&context, args).await,
+        Command::Export(args) => export::run(&context, args).await,
         Command::Completion { shell } => {
             let mut command = crate::command();
             clap_complete::generate(shell, &mut command, "ballast", &mut std::io::stdout());

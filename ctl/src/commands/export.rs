@@ -1,0 +1,217 @@
+//! `export kubeconfig`: a context for the cluster in the operator's kubeconfig, with `--admin` a short-lived
+//! `system:masters` certificate issued here from the cluster's CA. The merge itself is pure
+//! (`crate::kubeconfig`); this module reads the store and AWS and writes the file.
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use ballast_state::layout::{pki_names, ClusterPaths};
+use ballast_state::spec::{ClusterConfig, Role};
+use time::OffsetDateTime;
+
+use super::update::require_s3;
+use super::Context;
+use crate::cli::{ExportArgs, ExportKubeconfigArgs, ExportWhat};
+use crate::cloud::aws::{cluster_instances, ROLE_TAG};
+use crate::cloud::kinds::load_balancer;
+use crate::cloud::model::cluster_model;
+use crate::cloud::{CallLog, Cloud};
+use crate::error::{io_error, CommandError};
+use crate::kubeconfig::admin::{issue_admin, DEFAULT_ADMIN_VALIDITY};
+use crate::kubeconfig::{choose_file, defines_name, merge, ClusterEntry, UserEntry};
+
+pub async fn run(context: &Context, args: ExportArgs) -> Result<(), CommandError> {
+    let ExportWhat::Kubeconfig(args) = args.what;
+    kubeconfig(context, *args).await
+}
+
+async fn kubeconfig(context: &Context, args: ExportKubeconfigArgs) -> Result<(), CommandError> {
+    let name = context.cluster_name(args.cluster_name.as_deref())?;
+    // Refused before anything is read: a context without a user is of no use (kops refuses it too).
+    // clap refuses --admin with --user.
+    let user_name = match (&args.admin, &args.user) {
+        (Some(_), _) => name.clone(),
+        (None, Some(user)) => user.clone(),
+        (None, None) => {
+            return Err(CommandError::Usage(
+                "export kubeconfig needs --admin (a short-lived system:masters certificate issued now) or \
+                 --user NAME (a user your kubeconfig already has, e.g. an exec plugin)"
+                    .to_string(),
+            ))
+        }
+    };
+    let registry = context.registry().await?;
+    let completed = registry.load_completed(&name).await?;
+    let paths = ClusterPaths::new(&name);
+    let ca_cert = read_text(&registry, &paths.pki_cert(pki_names::KUBERNETES_CA)).await?;
+    let server = if args.internal {
+        internal_server(&completed).await?
+    } else {
+        load_balancer_server(&registry, &completed).await?
+    };
+    let user = match args.admin {
+        Some(validity) => {
+            let validity = validity.unwrap_or(DEFAULT_ADMIN_VALIDITY);
+            let ca_key = read_text(&registry, &paths.pki_key(pki_names::KUBERNETES_CA)).await?;
+            let requester = context
+                .writer
+                .holder
+                .split(" pid")
+                .next()
+                .unwrap_or("unknown");
+            let credential = issue_admin(
+                &ca_cert,
+                &ca_key,
+                &format!("ballast-admin:{requester}"),
+                validity,
+                OffsetDateTime::now_utc(),
+            )
+            .map_err(|e| CommandError::Usage(format!("cluster {name}: {e}")))?;
+            eprintln!(
+                "Issued a system:masters certificate for {requester}, valid for {}.",
+                ballast_state::duration::human_duration(validity)
+            );
+            UserEntry::Certificate {
+                name: user_name,
+                cert_pem: credential.cert_pem,
+                key_pem: credential.key_pem,
+            }
+        }
+        None => UserEntry::Existing { name: user_name },
+    };
+    let entry = ClusterEntry {
+        name: name.clone(),
+        server,
+        ca_pem: ca_cert,
+        user,
+    };
+    let file = target_file(args.kubeconfig.as_deref(), &name)?;
+    write_merged(&file, &entry)?;
+    eprintln!(
+        "Wrote context {name:?} (server {}) to {} and made it current.",
+        entry.server,
+        file.display()
+    );
+    Ok(())
+}
+
+async fn read_text(
+    registry: &ballast_state::registry::Registry,
+    key: &str,
+) -> Result<String, CommandError> {
+    let object = registry.store().get(key).await?.ok_or_else(|| {
+        CommandError::Usage(format!(
+            "{key} is missing from {}: the cluster's PKI is incomplete; was it created by `ballast create \
+             cluster`?",
+            registry.store().url()
+        ))
+    })?;
+    String::from_utf8(object.data)
+        .map_err(|_| CommandError::Usage(format!("{key} is not PEM text: the object is damaged")))
+}
+
+/// The API load balancer's DNS name, as kubectl reaches it from outside.
+async fn load_balancer_server(
+    registry: &ballast_state::registry::Registry,
+    completed: &ClusterConfig,
+) -> Result<String, CommandError> {
+    let location = require_s3(registry)?;
+    let model = cluster_model(completed, &location);
+    let cloud = connect(completed).await;
+    let actual = load_balancer::find(&cloud, &model).await?;
+    match actual.load_balancer {
+        Some(lb) if !lb.dns_name.is_empty() => Ok(format!("https://{}:443", lb.dns_name)),
+        _ => Err(CommandError::NotReady(format!(
+            "cluster {}: its API load balancer {} does not exist yet: run `ballast update cluster {} --yes` \
+             first",
+            completed.name(),
+            model.load_balancer.name,
+            completed.name()
+        ))),
+    }
+}
+
+/// A running control-plane instance's private address (its API server's serving certificate names it), for
+/// clients inside the VPC. One instance, not a balanced name: when it goes, export again.
+async fn internal_server(completed: &ClusterConfig) -> Result<String, CommandError> {
+    let cloud = connect(completed).await;
+    let instances = cluster_instances(&cloud, completed.name(), &["running"]).await?;
+    let control_plane_role = Role::ControlPlane.tag_value();
+    let mut addresses: Vec<&str> = instances
+        .iter()
+        .filter(|i| {
+            i.tags()
+                .iter()
+                .any(|t| t.key() == Some(ROLE_TAG) && t.value() == Some(control_plane_role))
+        })
+        .filter_map(|i| i.private_ip_address())
+        .collect();
+    addresses.sort_unstable();
+    match addresses.first() {
+        Some(ip) => Ok(format!("https://{ip}:443")),
+        None => Err(CommandError::NotReady(format!(
+            "cluster {}: no control-plane instance is running, so there is no internal API address yet",
+            completed.name()
+        ))),
+    }
+}
+
+async fn connect(completed: &ClusterConfig) -> Cloud {
+    let region = completed.cluster.spec.region.clone().unwrap_or_default();
+    Cloud::connect(&region, CallLog::new()).await
+}
+
+/// `--kubeconfig`, else kubectl's choice from `KUBECONFIG`, else `~/.kube/config`.
+fn target_file(flag: Option<&Path>, cluster: &str) -> Result<PathBuf, CommandError> {
+    let env = std::env::var("KUBECONFIG").ok();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    choose_file(flag, env.as_deref(), home.as_deref(), |path| {
+        std::fs::read_to_string(path)
+            .ok()
+            .map(|text| defines_name(&text, cluster))
+    })
+    .ok_or_else(|| {
+        CommandError::Usage(
+            "where should the kubeconfig go? HOME is not set: pass --kubeconfig FILE".to_string(),
+        )
+    })
+}
+
+/// Merges into `file` and replaces it atomically with a 0600 file (a symlink's target is what is replaced).
+fn write_merged(file: &Path, entry: &ClusterEntry) -> Result<(), CommandError> {
+    let file = match std::fs::canonicalize(file) {
+        Ok(resolved) => resolved,
+        Err(_) => file.to_path_buf(),
+    };
+    let existing = match std::fs::read_to_string(&file) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_error(format!("reading {}", file.display()))(e)),
+    };
+    let merged =
+        merge(existing.as_deref(), entry, &file).map_err(|e| CommandError::Usage(e.to_string()))?;
+    let dir = file.parent().filter(|d| !d.as_os_str().is_empty());
+    let dir = dir.unwrap_or(Path::new("."));
+    if !dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io_error(format!("creating {}", dir.display())))?;
+    }
+    let mut temp = tempfile::Builder::new()
+        .prefix(".ballast-kubeconfig")
+        .permissions(std::fs::Permissions::from_mode(0o600))
+        .tempfile_in(dir)
+        .map_err(io_error(format!(
+            "creating a temporary file in {}",
+            dir.display()
+        )))?;
+    temp.write_all(merged.as_bytes())
+        .and_then(|()| temp.as_file().sync_all())
+        .map_err(io_error(format!("writing {}", temp.path().display())))?;
+    temp.persist(&file)
+        .map_err(|e| io_error(format!("replacing {}", file.display()))(e.error))?;
+    Ok(())
+}
