@@ -10,9 +10,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// Ballast: production Kubernetes clusters on AWS.
 ///
 /// Exit codes: 0 success; 1 failure (state store or AWS); 2 usage error (bad flag or argument);
-/// 3 invalid spec (nothing was changed); 4 conflict (a concurrent change, the object already exists, or a
-/// refused etcd restore); 5 not found; 6 not ready (`validate cluster` found a failing check, or a --wait ran
-/// out).
+/// 3 invalid spec (nothing was changed); 4 conflict (a concurrent change, the object already exists, a refused
+/// etcd restore, or a `delete cluster --unregister` refused while AWS resources remain); 5 not found; 6 not ready
+/// (`validate cluster` found a failing check, or a --wait ran out).
 #[derive(Debug, Parser)]
 #[command(name = "ballast", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
@@ -246,17 +246,17 @@ pub struct DeleteArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum DeleteWhat {
-    /// Delete a cluster. Without --yes, only shows what would be deleted.
-    Cluster {
-        #[arg(value_name = "NAME")]
-        cluster_name: Option<String>,
-        /// Remove the cluster from the state store only, leaving any AWS resources alone.
-        #[arg(long)]
-        unregister: bool,
-        /// Really delete.
-        #[arg(long)]
-        yes: bool,
-    },
+    /// Delete a cluster: every AWS resource it owns (found by its `kubernetes.io/cluster/NAME=owned` tag and its
+    /// resources' names), then its objects in the state store. Without --yes, only shows what would be deleted
+    /// and what is kept.
+    ///
+    /// Resources go in reverse dependency order, in rounds: Auto Scaling Groups with their instances, launch
+    /// templates, the load balancer with its listeners and target group, NAT gateways then their Elastic IPs,
+    /// instance profiles, roles with their policies, network interfaces and volumes, security groups, route
+    /// tables, the internet gateway, subnets, the VPC. "Not yet" failures are retried; interrupted, it continues
+    /// when run again. Shared resources (a VPC or subnets given by id) and resources another cluster also tags
+    /// only lose this cluster's tag. etcd backups are kept (the output says where) unless --delete-backups.
+    Cluster(DeleteClusterArgs),
     /// Delete an instance group from the spec. Without --yes, only shows what would be deleted.
     #[command(visible_aliases = ["ig"])]
     Instancegroup {
@@ -265,6 +265,29 @@ pub enum DeleteWhat {
         #[arg(long)]
         yes: bool,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct DeleteClusterArgs {
+    #[arg(value_name = "NAME")]
+    pub cluster_name: Option<String>,
+    /// Remove the cluster from the state store only. Refused while AWS resources it owns exist (they are named),
+    /// unless --force.
+    #[arg(long)]
+    pub unregister: bool,
+    /// With --unregister: unregister without looking at AWS, leaving whatever the cluster owns running.
+    #[arg(long, requires = "unregister")]
+    pub force: bool,
+    /// Also delete the cluster's etcd backups (kept by default, under <cluster>/etcd/backups/ in the store).
+    #[arg(long)]
+    pub delete_backups: bool,
+    /// The cluster's AWS region, needed only when its spec is no longer in the state store; refused when it
+    /// differs from the spec's.
+    #[arg(long)]
+    pub region: Option<String>,
+    /// Really delete.
+    #[arg(long)]
+    pub yes: bool,
 }
 
 #[derive(Debug, Args)]

@@ -33,6 +33,20 @@ pub enum CommandError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Update(#[from] crate::cloud::engine::UpdateError),
+    #[error(transparent)]
+    Teardown(#[from] crate::cloud::teardown::TeardownError),
+    /// `delete cluster --unregister` would orphan AWS resources the cluster still owns.
+    #[error(
+        "cluster {cluster} still owns {} AWS resource(s): {}; nothing was removed. Run `ballast delete cluster \
+         {cluster} --yes` to delete them with the cluster, or add --force to unregister anyway (they keep \
+         running and billing, and its CA keys go)",
+        resources.len(),
+        resources.join(", ")
+    )]
+    ResourcesRemain {
+        cluster: String,
+        resources: Vec<String>,
+    },
     /// Reading an input file or running the editor failed.
     #[error("{what}: {source}")]
     Io {
@@ -101,6 +115,7 @@ impl CommandError {
             },
             CommandError::Store(StoreError::NotConfigured | StoreError::InvalidUrl { .. }) => USAGE,
             CommandError::Store(StoreError::Conflict { .. }) => CONFLICT,
+            CommandError::ResourcesRemain { .. } => CONFLICT,
             CommandError::Update(crate::cloud::engine::UpdateError::Immutable { .. }) => {
                 INVALID_SPEC
             }
@@ -121,6 +136,7 @@ impl CommandError {
             CommandError::NotReady(_) => NOT_READY,
             CommandError::Store(_)
             | CommandError::Update(_)
+            | CommandError::Teardown(_)
             | CommandError::Io { .. }
             | CommandError::Render { .. }
             | CommandError::EditorFailed { .. }

@@ -400,8 +400,10 @@ fn delete_previews_then_unregisters() {
         objects >= 13,
         "spec, completed spec, 4 groups, PKI and secrets: {objects}"
     );
+    // --force: without looking at AWS (this test has none; the refusal while AWS resources exist is tested on
+    // the local cloud, tests/tests/ctl_delete_cluster.rs).
     env.ballast()
-        .args(["delete", "cluster", NAME, "--unregister"])
+        .args(["delete", "cluster", NAME, "--unregister", "--force"])
         .assert()
         .success()
         .stdout(predicate::str::contains(format!(
@@ -411,12 +413,21 @@ fn delete_previews_then_unregisters() {
             "demo.example.com/pki/etcd-ca/key.pem",
         ));
     assert_eq!(env.snapshot(), before);
+    // --force means nothing without --unregister: refused, not ignored.
     env.ballast()
-        .args(["delete", "cluster", NAME, "--yes"])
+        .args(["delete", "cluster", NAME, "--force", "--yes"])
         .assert()
         .code(2);
+    assert_eq!(env.snapshot(), before);
     env.ballast()
-        .args(["delete", "cluster", NAME, "--unregister", "--yes"])
+        .args([
+            "delete",
+            "cluster",
+            NAME,
+            "--unregister",
+            "--force",
+            "--yes",
+        ])
         .assert()
         .success();
     let left: Vec<String> = env
@@ -431,7 +442,14 @@ fn delete_previews_then_unregisters() {
         .assert()
         .code(5);
     env.ballast()
-        .args(["delete", "cluster", NAME, "--unregister", "--yes"])
+        .args([
+            "delete",
+            "cluster",
+            NAME,
+            "--unregister",
+            "--force",
+            "--yes",
+        ])
         .assert()
         .code(5);
 }

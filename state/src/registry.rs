@@ -289,8 +289,11 @@ impl Registry {
                     store: self.store.url(),
                 });
             }
-            // Leftovers of a create or delete that died half way: this create replaces them.
-            self.delete_all_but(&paths, &[paths.lock()]).await?;
+            // Leftovers of a create or delete that died half way: this create replaces them. etcd backups a
+            // `delete cluster` kept stay: they are what a restore of the old cluster's data needs (a new cluster's
+            // etcd never restores one on its own: backups of another epoch are not its own).
+            self.delete_all_but(&paths, &[paths.lock()], &[paths.etcd_backups()])
+                .await?;
             let secret_objects =
                 secrets
                     .objects(&paths)
@@ -387,8 +390,17 @@ impl Registry {
         Ok(completed)
     }
 
-    /// Removes every object of the cluster from the store. Returns how many objects were deleted.
-    pub async fn delete(&self, name: &str, writer: &Writer) -> Result<usize, RegistryError> {
+    /// Removes every object of the cluster from the store but those under the `keep` key prefixes (e.g. its
+    /// etcd backups). Returns how many objects were deleted.
+    ///
+    /// `cluster.yaml` goes first (the cluster stops existing), `completed.yaml` last: a delete that dies half way
+    /// leaves the completed spec, so the next `delete cluster` still knows the cluster's region.
+    pub async fn delete(
+        &self,
+        name: &str,
+        writer: &Writer,
+        keep: &[String],
+    ) -> Result<usize, RegistryError> {
         let paths = ClusterPaths::new(name);
         let existing = self.store.list(&paths.prefix()).await?;
         if existing.is_empty() {
@@ -401,8 +413,12 @@ impl Registry {
         let result = async {
             // The cluster stops existing first; what follows only clears its leftovers.
             self.store.delete(&paths.cluster_spec()).await?;
-            let n = self.delete_all_but(&paths, &[paths.lock()]).await?;
-            Ok(n + 1)
+            let n = self
+                .delete_all_but(&paths, &[paths.lock(), paths.completed()], keep)
+                .await?;
+            self.store.delete(&paths.completed()).await?;
+            let ends = [paths.cluster_spec(), paths.completed()];
+            Ok(n + ends.iter().filter(|key| existing.contains(key)).count())
         }
         .await;
         self.unlock(lock).await?;
@@ -414,14 +430,16 @@ impl Registry {
         Ok(self.store.list(&ClusterPaths::new(name).prefix()).await?)
     }
 
+    /// Deletes the cluster's objects but the `keep` keys and those under the `keep_prefixes`.
     async fn delete_all_but(
         &self,
         paths: &ClusterPaths,
         keep: &[String],
+        keep_prefixes: &[String],
     ) -> Result<usize, RegistryError> {
         let mut n = 0;
         for key in self.store.list(&paths.prefix()).await? {
-            if !keep.contains(&key) {
+            if !keep.contains(&key) && !keep_prefixes.iter().any(|p| key.starts_with(p.as_str())) {
                 self.store.delete(&key).await?;
                 n += 1;
             }

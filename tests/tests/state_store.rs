@@ -252,19 +252,50 @@ async fn racing_cluster_changes(store: StateStore) {
     let unchanged = registry.load("race.example.com").await.expect("load");
     assert_eq!(unchanged.group_versions, after.group_versions);
 
-    // Delete removes everything, the cluster first.
+    // Delete removes everything but what it is told to keep (etcd backups), the cluster first.
+    let backup = format!("{}b1/metadata.json", paths.etcd_backups());
+    registry
+        .store()
+        .put(&backup, b"{}", &Precondition::MustNotExist)
+        .await
+        .expect("a backup object");
     let n = registry
-        .delete("race.example.com", &Writer::current("delete"))
+        .delete(
+            "race.example.com",
+            &Writer::current("delete"),
+            &[paths.etcd_backups()],
+        )
         .await
         .expect("delete");
     assert_eq!(n, before.len());
+    assert_eq!(
+        registry.store().list(&paths.prefix()).await.expect("list"),
+        vec![backup.clone()]
+    );
+    assert!(registry.list_clusters().await.expect("list").is_empty());
+    // A new cluster of the same name keeps them too; a delete without keeping them removes them.
+    let config = demo_config("race.example.com");
+    let secrets = ClusterSecrets::generate(config.name()).expect("secrets");
+    registry
+        .create(&config, &secrets, &Writer::current("create again"))
+        .await
+        .expect("create again");
+    assert!(registry
+        .store()
+        .list(&paths.prefix())
+        .await
+        .expect("list")
+        .contains(&backup));
+    registry
+        .delete("race.example.com", &Writer::current("delete all"), &[])
+        .await
+        .expect("delete all");
     assert!(registry
         .store()
         .list(&paths.prefix())
         .await
         .expect("list")
         .is_empty());
-    assert!(registry.list_clusters().await.expect("list").is_empty());
 }
 
 /// A writer that died holding the lock blocks others until the lock expires, with a message saying so.

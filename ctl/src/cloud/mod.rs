@@ -5,8 +5,9 @@
 //! diffs it with the wanted state (pure: typed changes, or a refusal of a change AWS cannot make in place), and
 //! applies those changes. [`engine`] runs the kinds in [`plan::Stage`] order (the levels of their dependency
 //! graph), records every change in the [`plan::Plan`], and applies only with `--yes`, so what a plan shows is
-//! what an apply does. [`aws`] holds the AWS reads and helpers the engine and the commands share; [`calls`]
-//! counts the calls.
+//! what an apply does. [`teardown`] is `delete cluster`: every resource of the cluster found by its tags and
+//! deleted in rounds, each kind's `delete` beside its `apply`. [`aws`] holds the AWS reads and helpers the
+//! engine and the commands share; [`calls`] counts the calls.
 
 pub mod aws;
 pub mod calls;
@@ -15,6 +16,7 @@ pub mod error;
 pub mod kinds;
 pub mod model;
 pub mod plan;
+pub mod teardown;
 
 use aws_config::SdkConfig;
 

@@ -1,54 +1,22 @@
 //! `delete cluster` and `delete instancegroup`: a preview without --yes, the deletion with it.
+//!
+//! `delete cluster` deletes the cluster's AWS resources first (`cloud::teardown`), and its state-store objects
+//! only once AWS holds nothing of it: the CA keys and the spec are what a half-deleted cluster's next delete
+//! (or a restore) needs. etcd backups stay unless `--delete-backups`.
 
-use ballast_state::registry::{RegistryError, SpecChange};
+use ballast_state::layout::ClusterPaths;
+use ballast_state::registry::{Registry, RegistryError, SpecChange};
 
 use super::Context;
-use crate::cli::{DeleteArgs, DeleteWhat};
+use crate::cli::{DeleteArgs, DeleteClusterArgs, DeleteWhat};
+use crate::cloud::teardown::inventory::render_preview;
+use crate::cloud::teardown::{discover, teardown, Inventory};
+use crate::cloud::{CallLog, Cloud};
 use crate::error::CommandError;
 
 pub async fn run(context: &Context, args: DeleteArgs) -> Result<(), CommandError> {
     match args.what {
-        DeleteWhat::Cluster {
-            cluster_name,
-            unregister,
-            yes,
-        } => {
-            let name = context.cluster_name(cluster_name.as_deref())?;
-            if !unregister {
-                return Err(CommandError::Usage(
-                    "this release does not create AWS resources yet, so it cannot delete them: pass --unregister to \
-                     remove the cluster from the state store only"
-                        .to_string(),
-                ));
-            }
-            let registry = context.registry().await?;
-            let objects = registry.objects(&name).await?;
-            if objects.is_empty() {
-                return Err(RegistryError::ClusterNotFound {
-                    cluster: name,
-                    store: registry.store().url(),
-                }
-                .into());
-            }
-            if !yes {
-                println!(
-                    "Would delete {} objects of cluster {name:?} from {}:",
-                    objects.len(),
-                    registry.store().url()
-                );
-                for key in &objects {
-                    println!("  {key}");
-                }
-                eprintln!("Run again with --yes to delete them.");
-                return Ok(());
-            }
-            let n = registry.delete(&name, &context.writer).await?;
-            eprintln!(
-                "Deleted cluster {name:?}: {n} objects removed from {}.",
-                registry.store().url()
-            );
-            Ok(())
-        }
+        DeleteWhat::Cluster(args) => delete_cluster(context, args).await,
         DeleteWhat::Instancegroup { group, yes } => {
             let name = context.cluster_name(None)?;
             let registry = context.registry().await?;
@@ -79,4 +47,194 @@ pub async fn run(context: &Context, args: DeleteArgs) -> Result<(), CommandError
             Ok(())
         }
     }
+}
+
+/// The cluster's objects in the store: those a delete removes, and the etcd backups it keeps.
+struct StoreObjects {
+    remove: Vec<String>,
+    kept_backups: usize,
+    backups_prefix: String,
+    /// Keys prefixes `Registry::delete` must leave.
+    keep: Vec<String>,
+}
+
+impl StoreObjects {
+    async fn read(
+        registry: &Registry,
+        name: &str,
+        delete_backups: bool,
+    ) -> Result<Self, CommandError> {
+        let backups_prefix = ClusterPaths::new(name).etcd_backups();
+        let objects = registry.objects(name).await?;
+        let (backups, others): (Vec<String>, Vec<String>) = objects
+            .into_iter()
+            .partition(|k| k.starts_with(&backups_prefix));
+        let (remove, kept_backups, keep) = if delete_backups {
+            ([others, backups].concat(), 0, Vec::new())
+        } else {
+            (others, backups.len(), vec![backups_prefix.clone()])
+        };
+        Ok(StoreObjects {
+            remove,
+            kept_backups,
+            backups_prefix,
+            keep,
+        })
+    }
+
+    fn print_preview(&self, registry: &Registry, name: &str) {
+        if !self.remove.is_empty() {
+            println!(
+                "Would delete {} objects of cluster {name:?} from {}:",
+                self.remove.len(),
+                registry.store().url()
+            );
+            for key in &self.remove {
+                println!("  {key}");
+            }
+        }
+        self.print_kept(registry, name, "Would keep");
+    }
+
+    fn print_kept(&self, registry: &Registry, name: &str, verb: &str) {
+        if self.kept_backups > 0 {
+            println!(
+                "{verb} {} etcd backup objects in {}/{} (`ballast etcd list-backups {name}` lists them; \
+                 `ballast delete cluster {name} --delete-backups --yes` deletes them).",
+                self.kept_backups,
+                registry.store().url(),
+                self.backups_prefix
+            );
+        }
+    }
+}
+
+async fn delete_cluster(context: &Context, args: DeleteClusterArgs) -> Result<(), CommandError> {
+    let name = context.cluster_name(args.cluster_name.as_deref())?;
+    let registry = context.registry().await?;
+    let store = StoreObjects::read(&registry, &name, args.delete_backups).await?;
+    let not_found = || -> CommandError {
+        RegistryError::ClusterNotFound {
+            cluster: name.clone(),
+            store: registry.store().url(),
+        }
+        .into()
+    };
+    if args.unregister && args.force {
+        // Without looking at AWS: the operator takes over whatever the cluster still owns there.
+        if store.remove.is_empty() {
+            return Err(not_found());
+        }
+        return unregister(&registry, &name, &store, &context.writer, args.yes).await;
+    }
+    let Some(region) = region(&registry, &name, args.region.as_deref(), &store).await? else {
+        // Only kept backups are left of a finished delete (which emptied AWS before the store).
+        if !args.delete_backups {
+            return Err(not_found());
+        }
+        return unregister(&registry, &name, &store, &context.writer, args.yes).await;
+    };
+    let cloud = Cloud::connect(&region, CallLog::new()).await;
+    let inventory = discover(&cloud, &name).await?;
+    if inventory.is_empty() && store.remove.is_empty() {
+        return Err(not_found());
+    }
+    if args.unregister {
+        refuse_while_owned(&name, &inventory)?;
+        return unregister(&registry, &name, &store, &context.writer, args.yes).await;
+    }
+    if !args.yes {
+        print!("{}", render_preview(&inventory, &name));
+        store.print_preview(&registry, &name);
+        eprintln!("Nothing was changed. Run `ballast delete cluster {name} --yes` to delete.");
+        return Ok(());
+    }
+    let report = teardown(&cloud, &name, &|line| eprintln!("delete: {line}")).await?;
+    println!(
+        "AWS: nothing of cluster {name} is left in {region} ({} rounds, {:.1} s):",
+        report.rounds,
+        report.elapsed.as_secs_f64()
+    );
+    print!("{}", report.summary());
+    let removed = if store.remove.is_empty() {
+        0
+    } else {
+        registry.delete(&name, &context.writer, &store.keep).await?
+    };
+    println!(
+        "State store: {removed} objects of cluster {name} removed from {}.",
+        registry.store().url()
+    );
+    store.print_kept(&registry, &name, "Kept");
+    eprintln!("Deleted cluster {name:?}.");
+    Ok(())
+}
+
+/// The region to look in: the spec's (still in the store until AWS is empty), or `--region` when the spec is
+/// gone. `None` when neither is known and nothing but kept backups is left, so there is nothing to look for.
+async fn region(
+    registry: &Registry,
+    name: &str,
+    flag: Option<&str>,
+    store: &StoreObjects,
+) -> Result<Option<String>, CommandError> {
+    let spec = match registry.load_completed(name).await {
+        Ok(completed) => completed.cluster.spec.region.clone(),
+        Err(RegistryError::ClusterNotFound { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
+    match (spec, flag) {
+        (Some(spec), Some(flag)) if spec != flag => Err(CommandError::Usage(format!(
+            "--region {flag} is not cluster {name}'s region: its spec says {spec}; drop --region"
+        ))),
+        (Some(region), _) => Ok(Some(region)),
+        (None, Some(flag)) => Ok(Some(flag.to_string())),
+        (None, None)
+            if store
+                .remove
+                .iter()
+                .all(|k| k.starts_with(&store.backups_prefix)) =>
+        {
+            Ok(None)
+        }
+        (None, None) => Err(CommandError::Usage(format!(
+            "cluster {name}'s spec is no longer in {}, so its region is unknown: pass --region REGION to find \
+             and delete what it left in AWS",
+            registry.store().url()
+        ))),
+    }
+}
+
+/// `--unregister` must not orphan running, billing resources whose CA keys it is about to delete.
+fn refuse_while_owned(name: &str, inventory: &Inventory) -> Result<(), CommandError> {
+    let owned = inventory.owned();
+    if owned.is_empty() {
+        return Ok(());
+    }
+    Err(CommandError::ResourcesRemain {
+        cluster: name.to_string(),
+        resources: owned.iter().map(|r| r.label()).collect(),
+    })
+}
+
+/// Removes the cluster's objects from the store (all but kept backups), or shows which without `yes`.
+async fn unregister(
+    registry: &Registry,
+    name: &str,
+    store: &StoreObjects,
+    writer: &ballast_state::registry::Writer,
+    yes: bool,
+) -> Result<(), CommandError> {
+    if !yes {
+        store.print_preview(registry, name);
+        eprintln!("Run again with --yes to delete them.");
+        return Ok(());
+    }
+    let n = registry.delete(name, writer, &store.keep).await?;
+    eprintln!(
+        "Deleted cluster {name:?}: {n} objects removed from {}.",
+        registry.store().url()
+    );
+    store.print_kept(registry, name, "Kept");
+    Ok(())
 }

@@ -126,8 +126,24 @@ async fn backup(context: &Context, args: EtcdBackupArgs) -> Result<(), CommandEr
 async fn list(context: &Context, args: EtcdListArgs) -> Result<(), CommandError> {
     let name = context.cluster_name(args.cluster_name.as_deref())?;
     let registry = context.registry().await?;
-    require_cluster(&registry, &name).await?;
-    let backups = list_backups(registry.store(), &ClusterPaths::new(&name))
+    let paths = ClusterPaths::new(&name);
+    // `delete cluster` keeps a deleted cluster's backups: they stay listable (what a restore would need).
+    let has_backups = !registry
+        .store()
+        .list(&paths.etcd_backups())
+        .await?
+        .is_empty();
+    if !has_backups {
+        require_cluster(&registry, &name).await?;
+    } else if require_cluster(&registry, &name).await.is_err() {
+        eprintln!(
+            "Cluster {name} is deleted; its etcd backups were kept ({}/{}): `ballast delete cluster {name} \
+             --delete-backups --yes` deletes them.",
+            registry.store().url(),
+            paths.etcd_backups()
+        );
+    }
+    let backups = list_backups(registry.store(), &paths)
         .await
         .map_err(etcd_error(&name))?;
     if backups.is_empty() {

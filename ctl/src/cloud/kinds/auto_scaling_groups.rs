@@ -357,3 +357,70 @@ async fn apply_update(
     }
     Ok(())
 }
+
+/// Deletes a group and its instances (`delete cluster`): protection from scale-in removed and the group scaled
+/// to zero first, because the pinned emulator ignores ForceDelete (instances it leaves are terminated by the
+/// teardown's instance sweep once no group can replace them); ForceDelete still asks AWS for the same.
+pub async fn delete(
+    cloud: &Cloud,
+    group: &crate::cloud::teardown::Resource,
+) -> Result<(), crate::cloud::teardown::Failed> {
+    use crate::cloud::teardown::attempt;
+    let client = &cloud.autoscaling;
+    let name = &group.id;
+    let label = group.label();
+    // AWS takes at most 50 instances per SetInstanceProtection call.
+    for chunk in group.parts.chunks(50) {
+        attempt(&label, "SetInstanceProtection", || {
+            client
+                .set_instance_protection()
+                .auto_scaling_group_name(name)
+                .set_instance_ids(Some(chunk.to_vec()))
+                .protected_from_scale_in(false)
+                .send()
+        })
+        .await?;
+    }
+    attempt(&label, "UpdateAutoScalingGroup", || {
+        client
+            .update_auto_scaling_group()
+            .auto_scaling_group_name(name)
+            .min_size(0)
+            .max_size(0)
+            .desired_capacity(0)
+            .send()
+    })
+    .await?;
+    attempt(&label, "DeleteAutoScalingGroup", || {
+        client
+            .delete_auto_scaling_group()
+            .auto_scaling_group_name(name)
+            .force_delete(true)
+            .send()
+    })
+    .await
+}
+
+/// Removes tag `key` from group `name` (a group the cluster keeps).
+pub async fn remove_tag(
+    cloud: &Cloud,
+    name: &str,
+    key: &str,
+    label: &str,
+) -> Result<(), crate::cloud::teardown::Failed> {
+    use aws_sdk_autoscaling::types::Tag;
+    crate::cloud::teardown::attempt(label, "DeleteTags", || {
+        cloud
+            .autoscaling
+            .delete_tags()
+            .tags(
+                Tag::builder()
+                    .resource_id(name)
+                    .resource_type("auto-scaling-group")
+                    .key(key)
+                    .build(),
+            )
+            .send()
+    })
+    .await
+}

@@ -320,6 +320,85 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).to_string()
 }
 
+/// Deletes an instance profile (`delete cluster`): its roles removed from it first.
+pub async fn delete_instance_profile(
+    cloud: &Cloud,
+    profile: &crate::cloud::teardown::Resource,
+) -> Result<(), crate::cloud::teardown::Failed> {
+    use crate::cloud::teardown::attempt;
+    let label = profile.label();
+    for role in &profile.parts {
+        attempt(&label, "RemoveRoleFromInstanceProfile", || {
+            cloud
+                .iam
+                .remove_role_from_instance_profile()
+                .instance_profile_name(&profile.id)
+                .role_name(role)
+                .send()
+        })
+        .await?;
+    }
+    attempt(&label, "DeleteInstanceProfile", || {
+        cloud
+            .iam
+            .delete_instance_profile()
+            .instance_profile_name(&profile.id)
+            .send()
+    })
+    .await
+}
+
+/// Deletes a role (`delete cluster`): its inline policies deleted and attached ones detached first (its
+/// `parts`: policy names, and ARNs of attached policies), then the role. Instance profiles holding it are gone
+/// by then (profiles go first); one of another name still holding it makes this "not yet" (DeleteConflict).
+pub async fn delete_role(
+    cloud: &Cloud,
+    role: &crate::cloud::teardown::Resource,
+) -> Result<(), crate::cloud::teardown::Failed> {
+    use crate::cloud::teardown::attempt;
+    let label = role.label();
+    for part in &role.parts {
+        if part.starts_with("arn:") {
+            attempt(&label, "DetachRolePolicy", || {
+                cloud
+                    .iam
+                    .detach_role_policy()
+                    .role_name(&role.id)
+                    .policy_arn(part)
+                    .send()
+            })
+            .await?;
+        } else {
+            attempt(&label, "DeleteRolePolicy", || {
+                cloud
+                    .iam
+                    .delete_role_policy()
+                    .role_name(&role.id)
+                    .policy_name(part)
+                    .send()
+            })
+            .await?;
+        }
+    }
+    attempt(&label, "DeleteRole", || {
+        cloud.iam.delete_role().role_name(&role.id).send()
+    })
+    .await
+}
+
+/// Removes tag `key` from a role the cluster keeps.
+pub async fn remove_role_tag(
+    cloud: &Cloud,
+    role: &str,
+    key: &str,
+    label: &str,
+) -> Result<(), crate::cloud::teardown::Failed> {
+    crate::cloud::teardown::attempt(label, "UntagRole", || {
+        cloud.iam.untag_role().role_name(role).tag_keys(key).send()
+    })
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -547,3 +547,18 @@ async fn apply_one(target: &Target<'_>, change: &Change) -> Result<String, Updat
         }
     }
 }
+
+/// Deletes a launch template with all its versions (`delete cluster`).
+pub async fn delete(
+    cloud: &Cloud,
+    template: &crate::cloud::teardown::Resource,
+) -> Result<(), crate::cloud::teardown::Failed> {
+    crate::cloud::teardown::attempt(&template.label(), "DeleteLaunchTemplate", || {
+        cloud
+            .ec2
+            .delete_launch_template()
+            .launch_template_id(&template.id)
+            .send()
+    })
+    .await
+}

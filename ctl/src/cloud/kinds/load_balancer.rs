@@ -322,3 +322,80 @@ async fn apply_listener(
     }
     Ok(())
 }
+
+/// Deletes the load balancer (`delete cluster`): its listeners first (AWS would take them with it; deleting
+/// them by name keeps the emulator honest too).
+pub async fn delete_load_balancer(
+    cloud: &Cloud,
+    lb: &crate::cloud::teardown::Resource,
+) -> Result<(), crate::cloud::teardown::Failed> {
+    use crate::cloud::teardown::attempt;
+    let label = lb.label();
+    let listeners = find_optional(
+        &label,
+        "DescribeListeners",
+        &["LoadBalancerNotFound"],
+        || {
+            cloud
+                .elb
+                .describe_listeners()
+                .load_balancer_arn(&lb.id)
+                .send()
+        },
+    )
+    .await
+    .map_err(|error| crate::cloud::teardown::Failed {
+        outcome: crate::cloud::teardown::rounds::Outcome::NotYet,
+        error,
+    })?;
+    for listener in listeners.iter().flat_map(|o| o.listeners()) {
+        let Some(arn) = listener.listener_arn() else {
+            continue;
+        };
+        attempt(&label, "DeleteListener", || {
+            cloud.elb.delete_listener().listener_arn(arn).send()
+        })
+        .await?;
+    }
+    attempt(&label, "DeleteLoadBalancer", || {
+        cloud
+            .elb
+            .delete_load_balancer()
+            .load_balancer_arn(&lb.id)
+            .send()
+    })
+    .await
+}
+
+/// Deletes the target group (`delete cluster`), once no load balancer or group uses it.
+pub async fn delete_target_group(
+    cloud: &Cloud,
+    group: &crate::cloud::teardown::Resource,
+) -> Result<(), crate::cloud::teardown::Failed> {
+    crate::cloud::teardown::attempt(&group.label(), "DeleteTargetGroup", || {
+        cloud
+            .elb
+            .delete_target_group()
+            .target_group_arn(&group.id)
+            .send()
+    })
+    .await
+}
+
+/// Removes tag `key` from a load balancer or target group the cluster keeps.
+pub async fn remove_tag(
+    cloud: &Cloud,
+    arn: &str,
+    key: &str,
+    label: &str,
+) -> Result<(), crate::cloud::teardown::Failed> {
+    crate::cloud::teardown::attempt(label, "RemoveTags", || {
+        cloud
+            .elb
+            .remove_tags()
+            .resource_arns(arn)
+            .tag_keys(key)
+            .send()
+    })
+    .await
+}

@@ -6,7 +6,9 @@
 //!   place ([`UpdateError::Immutable`](super::error::UpdateError::Immutable), naming the resource and spec field);
 //! - `apply`: I/O, performs those changes and records the ids it made in [`Known`].
 //!
-//! Deleting a cluster's resources (a later issue) goes beside `apply`, as each kind's `delete`.
+//! - `delete` (`delete cluster`): I/O, deletes one resource the teardown (`super::teardown`) found, answering
+//!   done, not yet (retried next round) or failed.
+//!
 //! The engine (`super::engine`) runs the kinds in [`Stage`](super::plan::Stage) order.
 
 pub mod auto_scaling_groups;

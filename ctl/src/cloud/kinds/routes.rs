@@ -610,3 +610,101 @@ async fn apply_route_table(
     }
     Ok(())
 }
+
+/// Deletes a NAT gateway (`delete cluster`); AWS takes about a minute, which the teardown waits for before
+/// releasing its Elastic IP.
+pub async fn delete_nat_gateway(
+    cloud: &Cloud,
+    gateway: &crate::cloud::teardown::Resource,
+) -> Result<(), crate::cloud::teardown::Failed> {
+    crate::cloud::teardown::attempt(&gateway.label(), "DeleteNatGateway", || {
+        cloud
+            .ec2
+            .delete_nat_gateway()
+            .nat_gateway_id(&gateway.id)
+            .send()
+    })
+    .await
+}
+
+/// Releases an Elastic IP (`delete cluster`), once the NAT gateway or instance that used it is gone; an
+/// association that outlived it (its `parts`) is removed first.
+pub async fn release_address(
+    cloud: &Cloud,
+    address: &crate::cloud::teardown::Resource,
+) -> Result<(), crate::cloud::teardown::Failed> {
+    use crate::cloud::teardown::attempt;
+    for association in &address.parts {
+        attempt(&address.label(), "DisassociateAddress", || {
+            cloud
+                .ec2
+                .disassociate_address()
+                .association_id(association)
+                .send()
+        })
+        .await?;
+    }
+    attempt(&address.label(), "ReleaseAddress", || {
+        cloud
+            .ec2
+            .release_address()
+            .allocation_id(&address.id)
+            .send()
+    })
+    .await
+}
+
+/// Deletes a route table (`delete cluster`): its subnet associations first.
+pub async fn delete_route_table(
+    cloud: &Cloud,
+    table: &crate::cloud::teardown::Resource,
+) -> Result<(), crate::cloud::teardown::Failed> {
+    use crate::cloud::teardown::attempt;
+    let label = table.label();
+    for association in &table.parts {
+        attempt(&label, "DisassociateRouteTable", || {
+            cloud
+                .ec2
+                .disassociate_route_table()
+                .association_id(association)
+                .send()
+        })
+        .await?;
+    }
+    attempt(&label, "DeleteRouteTable", || {
+        cloud
+            .ec2
+            .delete_route_table()
+            .route_table_id(&table.id)
+            .send()
+    })
+    .await
+}
+
+/// Deletes an internet gateway (`delete cluster`): detached from its VPCs first.
+pub async fn delete_internet_gateway(
+    cloud: &Cloud,
+    gateway: &crate::cloud::teardown::Resource,
+) -> Result<(), crate::cloud::teardown::Failed> {
+    use crate::cloud::teardown::attempt;
+    let label = gateway.label();
+    for vpc in &gateway.parts {
+        attempt(&label, "DetachInternetGateway", || {
+            cloud
+                .ec2
+                .detach_internet_gateway()
+                .internet_gateway_id(&gateway.id)
+                .vpc_id(vpc)
+                .send()
+        })
+        .await?;
+    }
+    attempt(&label, "DeleteInternetGateway", || {
+        cloud
+            .ec2
+            .delete_internet_gateway()
+            .internet_gateway_id(&gateway.id)
+            .send()
+    })
+    .await
+}

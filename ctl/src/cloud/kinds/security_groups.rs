@@ -381,6 +381,75 @@ pub async fn apply(
     Ok(())
 }
 
+/// Deletes security groups (`delete cluster`): first every rule of theirs that names a group (they refer to
+/// each other, and a group named by another's rule cannot be deleted), then each group.
+pub async fn delete_all(
+    cloud: &Cloud,
+    groups: &[crate::cloud::teardown::Resource],
+) -> Vec<(
+    crate::cloud::teardown::Resource,
+    Result<(), crate::cloud::teardown::Failed>,
+)> {
+    use crate::cloud::teardown::attempt;
+    let ids: Vec<String> = groups.iter().map(|g| g.id.clone()).collect();
+    let described = attempt_describe(cloud, &ids).await;
+    let mut results = Vec::new();
+    for group in groups {
+        let label = group.label();
+        let referring: Vec<ec2::IpPermission> = described
+            .iter()
+            .filter(|g| g.group_id() == Some(group.id.as_str()))
+            .flat_map(|g| g.ip_permissions().iter())
+            .filter(|p| !p.user_id_group_pairs().is_empty())
+            .cloned()
+            .collect();
+        let revoked = if referring.is_empty() {
+            Ok(())
+        } else {
+            attempt(&label, "RevokeSecurityGroupIngress", || {
+                cloud
+                    .ec2
+                    .revoke_security_group_ingress()
+                    .group_id(&group.id)
+                    .set_ip_permissions(Some(referring.clone()))
+                    .send()
+            })
+            .await
+        };
+        results.push((group.clone(), revoked));
+    }
+    for (group, result) in results.iter_mut() {
+        if result.is_err() {
+            continue;
+        }
+        *result = attempt(&group.label(), "DeleteSecurityGroup", || {
+            cloud.ec2.delete_security_group().group_id(&group.id).send()
+        })
+        .await;
+    }
+    results
+}
+
+/// The groups' rules as they are now; none when they cannot be read (the deletes then say why).
+async fn attempt_describe(cloud: &Cloud, ids: &[String]) -> Vec<ec2::SecurityGroup> {
+    match cloud
+        .ec2
+        .describe_security_groups()
+        .set_group_ids(Some(ids.to_vec()))
+        .send()
+        .await
+    {
+        Ok(out) => out.security_groups().to_vec(),
+        Err(e) => {
+            tracing::info!(
+                error = %aws_smithy_types::error::display::DisplayErrorContext(e),
+                "reading security group rules"
+            );
+            Vec::new()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,383 @@
+//! What a teardown found: plain, serializable data (no SDK types), so the rounds logic and the preview are pure
+//! and testable. Built by `discover` from the cluster's ownership tags and its deterministic names.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cloud::aws::ownership_tag;
+
+/// A kind of resource a teardown deletes (or, for [`ResourceKind::SharedTag`], only untags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ResourceKind {
+    AutoScalingGroup,
+    LoadBalancer,
+    NatGateway,
+    Instance,
+    LaunchTemplate,
+    TargetGroup,
+    ElasticIp,
+    InstanceProfile,
+    IamRole,
+    Volume,
+    NetworkInterface,
+    SecurityGroup,
+    RouteTable,
+    InternetGateway,
+    Subnet,
+    Vpc,
+    /// A resource the cluster only uses (tagged `shared`), or one it owns that another cluster's tag also
+    /// claims: only the cluster's tag is removed from it, the resource stays.
+    SharedTag,
+}
+
+impl ResourceKind {
+    /// Every kind, in the order a teardown reports them (roughly the order they go in).
+    pub const ALL: [ResourceKind; 17] = [
+        ResourceKind::AutoScalingGroup,
+        ResourceKind::LoadBalancer,
+        ResourceKind::NatGateway,
+        ResourceKind::Instance,
+        ResourceKind::LaunchTemplate,
+        ResourceKind::TargetGroup,
+        ResourceKind::ElasticIp,
+        ResourceKind::InstanceProfile,
+        ResourceKind::IamRole,
+        ResourceKind::Volume,
+        ResourceKind::NetworkInterface,
+        ResourceKind::SecurityGroup,
+        ResourceKind::RouteTable,
+        ResourceKind::InternetGateway,
+        ResourceKind::Subnet,
+        ResourceKind::Vpc,
+        ResourceKind::SharedTag,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResourceKind::AutoScalingGroup => "AutoScalingGroup",
+            ResourceKind::LoadBalancer => "LoadBalancer",
+            ResourceKind::NatGateway => "NatGateway",
+            ResourceKind::Instance => "Instance",
+            ResourceKind::LaunchTemplate => "LaunchTemplate",
+            ResourceKind::TargetGroup => "TargetGroup",
+            ResourceKind::ElasticIp => "ElasticIp",
+            ResourceKind::InstanceProfile => "InstanceProfile",
+            ResourceKind::IamRole => "IamRole",
+            ResourceKind::Volume => "Volume",
+            ResourceKind::NetworkInterface => "NetworkInterface",
+            ResourceKind::SecurityGroup => "SecurityGroup",
+            ResourceKind::RouteTable => "RouteTable",
+            ResourceKind::InternetGateway => "InternetGateway",
+            ResourceKind::Subnet => "Subnet",
+            ResourceKind::Vpc => "Vpc",
+            ResourceKind::SharedTag => "SharedTag",
+        }
+    }
+}
+
+impl fmt::Display for ResourceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One resource as found.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Resource {
+    pub kind: ResourceKind,
+    /// Its id (an ARN for load balancers and target groups, the name for IAM and Auto Scaling).
+    pub id: String,
+    /// What an operator calls it: its `Name` tag, or the id.
+    pub name: String,
+    /// Its lifecycle state where it has one (`running`, `deleting`, `in-use`, `Delete in progress`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// What is detached from it before it is deleted: a route table's association ids, an internet gateway's
+    /// VPCs, a role's inline policy names and attached policy ARNs, an instance profile's roles, a volume's or
+    /// network interface's attachment, an Auto Scaling Group's instances. For a [`ResourceKind::SharedTag`],
+    /// the other clusters that claim the resource (empty when it is only shared).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<String>,
+}
+
+impl Resource {
+    pub fn new(kind: ResourceKind, id: &str, name: &str) -> Self {
+        Resource {
+            kind,
+            id: id.to_string(),
+            name: name.to_string(),
+            state: None,
+            parts: Vec::new(),
+        }
+    }
+
+    pub fn with_state(mut self, state: Option<&str>) -> Self {
+        self.state = state.map(str::to_string);
+        self
+    }
+
+    pub fn with_parts(mut self, parts: Vec<String>) -> Self {
+        self.parts = parts;
+        self
+    }
+
+    /// `Vpc vpc-0a1 (demo.example.com)`: how messages name it.
+    pub fn label(&self) -> String {
+        if self.kind == ResourceKind::SharedTag {
+            // Its name is the kind of the resource that keeps it: `Subnet subnet-0a1`.
+            return format!("{} {}", self.name, self.id);
+        }
+        if self.name.is_empty() || self.name == self.id {
+            format!("{} {}", self.kind, self.id)
+        } else {
+            format!("{} {} ({})", self.kind, self.id, self.name)
+        }
+    }
+}
+
+/// How a resource's tags relate it to the cluster. Only ownership tags decide.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// Not the cluster's: never touched.
+    None,
+    /// Owned by the cluster alone: deleted.
+    Owned,
+    /// Used (`shared`) by the cluster, or owned by it and claimed by other clusters too (named): only the
+    /// cluster's tag is removed.
+    Untag { others: Vec<String> },
+}
+
+/// The cluster's claim on a resource with these tags. A resource tagged `owned` by this cluster that another
+/// cluster also tags (`owned` or `shared`) is not deleted: that cluster may run in it (a VPC another cluster
+/// was given by id), and deleting it would break that cluster. Only this cluster's tag goes; the operator
+/// deletes the resource once no one needs it.
+pub fn claim(tags: &BTreeMap<String, String>, cluster: &str) -> Claim {
+    let key = ownership_tag(cluster);
+    let others: Vec<String> = tags
+        .keys()
+        .filter(|k| *k != &key)
+        .filter_map(|k| k.strip_prefix("kubernetes.io/cluster/"))
+        .map(str::to_string)
+        .collect();
+    match tags.get(&key).map(String::as_str) {
+        Some("owned") if others.is_empty() => Claim::Owned,
+        Some("owned") => Claim::Untag { others },
+        Some(_) => Claim::Untag { others: Vec::new() },
+        None => Claim::None,
+    }
+}
+
+/// Everything of a cluster a teardown found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Inventory {
+    #[serde(default)]
+    pub resources: Vec<Resource>,
+}
+
+impl Inventory {
+    /// An inventory of these resources, sorted by kind (in [`ResourceKind::ALL`] order) then id.
+    pub fn from_resources(mut resources: Vec<Resource>) -> Self {
+        resources.sort();
+        resources.dedup_by(|a, b| a.kind == b.kind && a.id == b.id);
+        Inventory { resources }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.resources.is_empty()
+    }
+
+    /// The resources of one kind.
+    pub fn of(&self, kind: ResourceKind) -> Vec<Resource> {
+        self.resources
+            .iter()
+            .filter(|r| r.kind == kind)
+            .cloned()
+            .collect()
+    }
+
+    /// How many resources of each kind were found (kinds with none are left out).
+    pub fn counts(&self) -> BTreeMap<ResourceKind, usize> {
+        let mut counts = BTreeMap::new();
+        for r in &self.resources {
+            *counts.entry(r.kind).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    /// Resources the cluster owns (everything but shared tags): what `--unregister` refuses to orphan.
+    pub fn owned(&self) -> Vec<&Resource> {
+        self.resources
+            .iter()
+            .filter(|r| r.kind != ResourceKind::SharedTag)
+            .collect()
+    }
+
+    /// Resources the cluster only untags.
+    pub fn untagged(&self) -> Vec<&Resource> {
+        self.resources
+            .iter()
+            .filter(|r| r.kind == ResourceKind::SharedTag)
+            .collect()
+    }
+}
+
+/// The preview of a teardown: what would be deleted, by kind, and what is kept (untagged). Pure.
+pub fn render_preview(inventory: &Inventory, cluster: &str) -> String {
+    let mut out = String::new();
+    let owned = inventory.owned();
+    if owned.is_empty() {
+        out.push_str(&format!("No AWS resource is owned by cluster {cluster}.\n"));
+    } else {
+        out.push_str(&format!(
+            "Would delete {} AWS resource(s) owned by cluster {cluster}:\n",
+            owned.len()
+        ));
+        for kind in ResourceKind::ALL {
+            let of_kind: Vec<&&Resource> = owned.iter().filter(|r| r.kind == kind).collect();
+            if of_kind.is_empty() {
+                continue;
+            }
+            out.push_str(&format!("  {kind} ({})\n", of_kind.len()));
+            for r in of_kind {
+                out.push_str(&format!("    - {}\n", describe(r)));
+            }
+        }
+    }
+    let kept = inventory.untagged();
+    if !kept.is_empty() {
+        out.push_str(&format!(
+            "Would keep {} resource(s), removing only the tag {}:\n",
+            kept.len(),
+            ownership_tag(cluster)
+        ));
+        for r in kept {
+            out.push_str(&format!("    ~ {}\n", describe_kept(r)));
+        }
+    }
+    out
+}
+
+fn describe(r: &Resource) -> String {
+    match &r.state {
+        Some(state) => format!("{} [{state}]", r.label()),
+        None => r.label(),
+    }
+}
+
+/// A kept resource and why it is kept.
+pub fn describe_kept(r: &Resource) -> String {
+    if r.parts.is_empty() {
+        format!("{}: shared, not the cluster's own", r.label())
+    } else {
+        format!(
+            "{}: owned, but also tagged for cluster(s) {}: delete it by hand once they no longer use it",
+            r.label(),
+            r.parts.join(", ")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tags(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn only_ownership_tags_decide() {
+        let c = "a.example.com";
+        assert_eq!(
+            claim(
+                &tags(&[("kubernetes.io/cluster/a.example.com", "owned")]),
+                c
+            ),
+            Claim::Owned
+        );
+        assert_eq!(
+            claim(
+                &tags(&[("kubernetes.io/cluster/a.example.com", "shared")]),
+                c
+            ),
+            Claim::Untag { others: vec![] }
+        );
+        // Another cluster's resource, even named like ours or carrying our cluster tag of another kind.
+        assert_eq!(
+            claim(
+                &tags(&[
+                    ("kubernetes.io/cluster/b.example.com", "owned"),
+                    ("Name", "a.example.com"),
+                    ("ballast.dev/cluster", "a.example.com")
+                ]),
+                c
+            ),
+            Claim::None
+        );
+        assert_eq!(claim(&tags(&[]), c), Claim::None);
+    }
+
+    #[test]
+    fn a_resource_two_clusters_claim_is_only_untagged() {
+        let c = "a.example.com";
+        assert_eq!(
+            claim(
+                &tags(&[
+                    ("kubernetes.io/cluster/a.example.com", "owned"),
+                    ("kubernetes.io/cluster/b.example.com", "shared"),
+                ]),
+                c
+            ),
+            Claim::Untag {
+                others: vec!["b.example.com".into()]
+            }
+        );
+    }
+
+    #[test]
+    fn the_preview_lists_by_kind_and_says_what_is_kept() {
+        let inv = Inventory::from_resources(vec![
+            Resource::new(ResourceKind::Vpc, "vpc-1", "c.example.com"),
+            Resource::new(ResourceKind::Instance, "i-2", "nodes.c.example.com")
+                .with_state(Some("running")),
+            Resource::new(ResourceKind::Instance, "i-1", "nodes.c.example.com")
+                .with_state(Some("running")),
+            Resource::new(ResourceKind::SharedTag, "subnet-9", "Subnet"),
+            Resource::new(ResourceKind::SharedTag, "vpc-7", "Vpc")
+                .with_parts(vec!["b.example.com".into()]),
+        ]);
+        assert_eq!(
+            render_preview(&inv, "c.example.com"),
+            "Would delete 3 AWS resource(s) owned by cluster c.example.com:\n\
+             \x20 Instance (2)\n\
+             \x20   - Instance i-1 (nodes.c.example.com) [running]\n\
+             \x20   - Instance i-2 (nodes.c.example.com) [running]\n\
+             \x20 Vpc (1)\n\
+             \x20   - Vpc vpc-1 (c.example.com)\n\
+             Would keep 2 resource(s), removing only the tag kubernetes.io/cluster/c.example.com:\n\
+             \x20   ~ Subnet subnet-9: shared, not the cluster's own\n\
+             \x20   ~ Vpc vpc-7: owned, but also tagged for cluster(s) b.example.com: delete it by \
+             hand once they no longer use it\n"
+        );
+    }
+
+    #[test]
+    fn an_inventory_round_trips_through_yaml() {
+        let inv = Inventory::from_resources(vec![Resource::new(
+            ResourceKind::RouteTable,
+            "rtb-1",
+            "public.c",
+        )
+        .with_parts(vec!["rtbassoc-1".into()])]);
+        let text = yaml_serde::to_string(&inv).expect("serializes");
+        let back: Inventory = yaml_serde::from_str(&text).expect("parses");
+        assert_eq!(back, inv);
+    }
+}

@@ -1,0 +1,327 @@
+//! `delete cluster`: every AWS resource of a cluster deleted, in rounds, until nothing is left.
+//!
+//! kops's model (`pkg/resources/aws/aws.go`): list everything by the cluster's tags, then delete in rounds.
+//! Each round [`discover`]s the cluster's resources again (read-only, by ownership tags and deterministic
+//! names: so a run killed anywhere is simply continued by the next), plans what may go now ([`rounds`], pure:
+//! a kind waits until the kinds that depend on it are gone), and calls each kind's `delete` (in
+//! `super::kinds`, and [`sweep`] for instances, network interfaces and volumes). "Not yet" failures are tried
+//! again next round with backoff; "gone already" counts as done; anything else stops the teardown after the
+//! round, naming the resource. Shared resources only lose the cluster's tag. Nothing is remembered between
+//! rounds but timings: AWS is the record.
+
+pub mod discover;
+pub mod inventory;
+pub mod rounds;
+pub mod sweep;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use aws_smithy_runtime_api::client::result::SdkError;
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+use futures_util::future::join_all;
+
+pub use discover::discover;
+pub use inventory::{Inventory, Resource, ResourceKind};
+use rounds::{classify, plan_round, Outcome};
+
+use super::aws::{code_of, failure};
+use super::error::UpdateError;
+use super::kinds::{
+    auto_scaling_groups, iam, launch_templates, load_balancer, network, routes, security_groups,
+    subnets,
+};
+use super::Cloud;
+
+/// How long a teardown waits without any progress (nothing gone, nothing new on its way out) before it gives up
+/// naming what is left. NAT gateways take about a minute to delete on AWS and a load balancer's network
+/// interfaces several; ten minutes of no change at all means something outside the cluster holds on.
+pub const NO_PROGRESS_LIMIT: Duration = Duration::from_secs(600);
+
+/// A delete call that did not succeed: whether to try again, and the error naming the resource.
+#[derive(Debug)]
+pub struct Failed {
+    pub outcome: Outcome,
+    pub error: UpdateError,
+}
+
+/// One delete call on `resource`: success or "gone already" is `Ok`; anything else is classified.
+pub async fn attempt<T, E, R, F, Fut>(
+    resource: &str,
+    operation: &'static str,
+    f: F,
+) -> Result<(), Failed>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<T, SdkError<E, R>>>,
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    match f().await {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let code = code_of(&e);
+            let message = match &e {
+                SdkError::ServiceError(s) => s.err().message().unwrap_or("").to_string(),
+                _ => String::new(),
+            };
+            match classify(code.as_deref(), &message) {
+                Outcome::Gone => Ok(()),
+                outcome => Err(Failed {
+                    outcome,
+                    error: failure(resource, operation, e),
+                }),
+            }
+        }
+    }
+}
+
+/// Failures of a teardown.
+#[derive(Debug, thiserror::Error)]
+pub enum TeardownError {
+    /// Reading what the cluster has failed.
+    #[error("finding the AWS resources of cluster {cluster}: {source}")]
+    Discover {
+        cluster: String,
+        #[source]
+        source: UpdateError,
+    },
+    /// Deletes failed in a way retrying cannot fix.
+    #[error(
+        "deleting cluster {cluster} stopped: {}; fix the cause and run `ballast delete cluster {cluster} --yes` \
+         again (it continues where this run stopped)",
+        errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    Fatal {
+        cluster: String,
+        errors: Vec<UpdateError>,
+    },
+    /// Resources stayed as they were for [`NO_PROGRESS_LIMIT`].
+    #[error(
+        "deleting cluster {cluster}: no progress for {} s; still there: {}; run `ballast delete cluster {cluster} \
+         --yes` again once what holds them is gone",
+        waited.as_secs(),
+        remaining.join("; ")
+    )]
+    Stuck {
+        cluster: String,
+        waited: Duration,
+        remaining: Vec<String>,
+    },
+}
+
+/// How a kind went.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KindTiming {
+    /// Resources of this kind found (the most seen in one round).
+    pub count: usize,
+    /// When this run first asked to delete one, since the teardown started.
+    pub started: Option<Duration>,
+    /// When the last one was gone, since the teardown started.
+    pub done: Option<Duration>,
+}
+
+/// What a teardown did.
+#[derive(Debug, Clone, Default)]
+pub struct TeardownReport {
+    pub kinds: BTreeMap<ResourceKind, KindTiming>,
+    /// Resources kept, with only the cluster's tag removed.
+    pub untagged: Vec<Resource>,
+    pub rounds: usize,
+    pub elapsed: Duration,
+}
+
+impl TeardownReport {
+    /// One line per kind: how many, when it started, when it was done (seconds since the teardown began).
+    pub fn summary(&self) -> String {
+        let mut out = String::new();
+        for (kind, t) in &self.kinds {
+            if *kind == ResourceKind::SharedTag {
+                continue;
+            }
+            let secs = |d: Option<Duration>| {
+                d.map_or("-".to_string(), |d| format!("{:.1}", d.as_secs_f64()))
+            };
+            out.push_str(&format!(
+                "  {kind}: {} deleted (started {} s, done {} s)\n",
+                t.count,
+                secs(t.started),
+                secs(t.done)
+            ));
+        }
+        for r in &self.untagged {
+            out.push_str(&format!("  kept {}\n", inventory::describe_kept(r)));
+        }
+        out
+    }
+}
+
+/// Deletes every resource of `cluster` (the clients' region) and removes its tag from the shared ones, in
+/// rounds until nothing is left. `progress` gets a line when a kind starts and when it is done.
+pub async fn teardown(
+    cloud: &Cloud,
+    cluster: &str,
+    progress: &dyn Fn(&str),
+) -> Result<TeardownReport, TeardownError> {
+    let start = Instant::now();
+    let mut report = TeardownReport::default();
+    let mut last_change = Instant::now();
+    let mut previous: Option<Inventory> = None;
+    let mut last_errors: BTreeMap<String, String> = BTreeMap::new();
+    let mut pause = Duration::from_millis(200);
+    loop {
+        let inventory =
+            discover(cloud, cluster)
+                .await
+                .map_err(|source| TeardownError::Discover {
+                    cluster: cluster.to_string(),
+                    source,
+                })?;
+        note_progress(&mut report, &inventory, start.elapsed(), progress);
+        if previous.as_ref() != Some(&inventory) {
+            last_change = Instant::now();
+            pause = Duration::from_millis(200);
+        }
+        if inventory.is_empty() {
+            break;
+        }
+        if last_change.elapsed() > NO_PROGRESS_LIMIT {
+            return Err(TeardownError::Stuck {
+                cluster: cluster.to_string(),
+                waited: last_change.elapsed(),
+                remaining: inventory
+                    .resources
+                    .iter()
+                    .map(|r| match last_errors.get(&r.label()) {
+                        Some(e) => format!("{} ({e})", r.label()),
+                        None => r.label(),
+                    })
+                    .collect(),
+            });
+        }
+        let round = plan_round(&inventory);
+        report.rounds += 1;
+        let mut fatal = Vec::new();
+        for (kind, resources) in &round.delete {
+            let timing = report.kinds.entry(*kind).or_default();
+            if timing.started.is_none() {
+                timing.started = Some(start.elapsed());
+                progress(&format!("deleting {} {kind}(s)", resources.len()));
+            }
+            if *kind == ResourceKind::SharedTag {
+                report.untagged.extend(resources.iter().cloned());
+            }
+            for (resource, result) in delete_kind(cloud, cluster, *kind, resources).await {
+                match result {
+                    Ok(()) => {
+                        last_errors.remove(&resource.label());
+                    }
+                    Err(Failed {
+                        outcome: Outcome::Fatal,
+                        error,
+                    }) => fatal.push(error),
+                    Err(Failed { error, .. }) => {
+                        tracing::info!(resource = %resource.label(), %error, "not yet");
+                        last_errors.insert(resource.label(), error.to_string());
+                    }
+                }
+            }
+        }
+        if !fatal.is_empty() {
+            return Err(TeardownError::Fatal {
+                cluster: cluster.to_string(),
+                errors: fatal,
+            });
+        }
+        previous = Some(inventory);
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(5));
+    }
+    report.untagged.sort();
+    report.untagged.dedup();
+    report.elapsed = start.elapsed();
+    Ok(report)
+}
+
+/// Records counts, and the time each kind that was found is gone.
+fn note_progress(
+    report: &mut TeardownReport,
+    inventory: &Inventory,
+    now: Duration,
+    progress: &dyn Fn(&str),
+) {
+    let counts = inventory.counts();
+    for (kind, n) in &counts {
+        let timing = report.kinds.entry(*kind).or_default();
+        timing.count = timing.count.max(*n);
+        timing.done = None;
+    }
+    for (kind, timing) in report.kinds.iter_mut() {
+        if !counts.contains_key(kind) && timing.done.is_none() && timing.count > 0 {
+            timing.done = Some(now);
+            if *kind != ResourceKind::SharedTag {
+                progress(&format!(
+                    "{kind}: {} deleted ({:.1} s)",
+                    timing.count,
+                    now.as_secs_f64()
+                ));
+            }
+        }
+    }
+}
+
+/// Deletes the resources of one kind, concurrently where they are independent.
+async fn delete_kind(
+    cloud: &Cloud,
+    cluster: &str,
+    kind: ResourceKind,
+    resources: &[Resource],
+) -> Vec<(Resource, Result<(), Failed>)> {
+    if kind == ResourceKind::SecurityGroup {
+        // Their rules refer to each other: every group's rules go before any group.
+        return security_groups::delete_all(cloud, resources).await;
+    }
+    if kind == ResourceKind::Instance {
+        let result = sweep::terminate_instances(cloud, resources).await;
+        return match result {
+            Ok(()) => resources.iter().map(|r| (r.clone(), Ok(()))).collect(),
+            Err(failed) => {
+                // One call for all: its failure is every instance's; the first carries the error.
+                let mut out = Vec::new();
+                let mut failed = Some(failed);
+                for r in resources {
+                    let result = match failed.take() {
+                        Some(f) => Err(f),
+                        None => Ok(()),
+                    };
+                    out.push((r.clone(), result));
+                }
+                out
+            }
+        };
+    }
+    let deletes = resources.iter().map(|r| async move {
+        let result = match kind {
+            ResourceKind::AutoScalingGroup => auto_scaling_groups::delete(cloud, r).await,
+            ResourceKind::LoadBalancer => load_balancer::delete_load_balancer(cloud, r).await,
+            ResourceKind::TargetGroup => load_balancer::delete_target_group(cloud, r).await,
+            ResourceKind::NatGateway => routes::delete_nat_gateway(cloud, r).await,
+            ResourceKind::ElasticIp => routes::release_address(cloud, r).await,
+            ResourceKind::RouteTable => routes::delete_route_table(cloud, r).await,
+            ResourceKind::InternetGateway => routes::delete_internet_gateway(cloud, r).await,
+            ResourceKind::LaunchTemplate => launch_templates::delete(cloud, r).await,
+            ResourceKind::InstanceProfile => iam::delete_instance_profile(cloud, r).await,
+            ResourceKind::IamRole => iam::delete_role(cloud, r).await,
+            ResourceKind::Volume => sweep::delete_volume(cloud, r).await,
+            ResourceKind::NetworkInterface => sweep::delete_network_interface(cloud, r).await,
+            ResourceKind::Subnet => subnets::delete(cloud, r).await,
+            ResourceKind::Vpc => network::delete(cloud, r).await,
+            ResourceKind::SharedTag => sweep::remove_cluster_tag(cloud, cluster, r).await,
+            // Handled above, all at once.
+            ResourceKind::SecurityGroup | ResourceKind::Instance => Ok(()),
+        };
+        (r.clone(), result)
+    });
+    join_all(deletes).await
+}

@@ -1,0 +1,329 @@
+//! The pure part of a teardown: which kinds may be deleted in a round (their dependents are gone), which
+//! resources are already on their way out (wait, do not ask again), and what an AWS error code means for a
+//! delete: gone already, not yet (retry in a later round), or fatal. No I/O here.
+
+use std::collections::BTreeMap;
+
+use super::inventory::{Inventory, Resource, ResourceKind};
+
+/// What a failed delete call means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The resource no longer exists: as good as deleted (an earlier, interrupted run got to it first).
+    Gone,
+    /// Something still depends on it, or AWS is busy: the next round tries again.
+    NotYet,
+    /// Retrying cannot help (no permission, a malformed request): the teardown stops after this round.
+    Fatal,
+}
+
+/// Codes meaning "not yet": dependents still exist, a state change is in progress, or AWS throttles.
+const NOT_YET: [&str; 16] = [
+    "DependencyViolation",
+    "ResourceInUse",
+    "ResourceInUseFault",
+    "ScalingActivityInProgress",
+    "ResourceContention",
+    "DeleteConflict",
+    "IncorrectInstanceState",
+    "IncorrectState",
+    "VolumeInUse",
+    "InvalidNetworkInterface.InUse",
+    "InvalidIPAddress.InUse",
+    "Throttling",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "ServiceUnavailable",
+    "InternalError",
+];
+
+/// Classifies a failed delete call by its AWS error code (`None`: no answer at all, e.g. a dropped connection)
+/// and message.
+pub fn classify(code: Option<&str>, message: &str) -> Outcome {
+    let Some(code) = code else {
+        // The endpoint did not answer: a network blip is "not yet"; the teardown's deadline bounds it.
+        return Outcome::NotYet;
+    };
+    let message = message.to_lowercase();
+    if code.ends_with("NotFound")
+        || code.ends_with("NotFoundException")
+        || code == "NoSuchEntity"
+        || (code == "ValidationError" && message.contains("not found"))
+    {
+        return Outcome::Gone;
+    }
+    // An address still associated reads as AuthFailure on EC2-Classic-era APIs; only with that message.
+    if NOT_YET.contains(&code) || (code == "AuthFailure" && message.contains("in use")) {
+        return Outcome::NotYet;
+    }
+    Outcome::Fatal
+}
+
+/// The kinds that must be gone before a kind can be deleted: the reverse of the order `update cluster` creates
+/// them in. Instances go with their Auto Scaling Group; what is left of them (protected from scale-in, or
+/// launched by hand with the cluster's tags) is terminated once no group can replace them.
+pub fn blockers(kind: ResourceKind) -> &'static [ResourceKind] {
+    use ResourceKind::*;
+    match kind {
+        AutoScalingGroup | LoadBalancer | NatGateway => &[],
+        Instance | LaunchTemplate => &[AutoScalingGroup],
+        TargetGroup => &[LoadBalancer, AutoScalingGroup],
+        ElasticIp => &[NatGateway, Instance],
+        InstanceProfile => &[AutoScalingGroup, Instance, LaunchTemplate],
+        IamRole => &[InstanceProfile],
+        Volume => &[AutoScalingGroup, Instance],
+        NetworkInterface => &[AutoScalingGroup, Instance, LoadBalancer, NatGateway],
+        SecurityGroup => &[
+            AutoScalingGroup,
+            Instance,
+            LaunchTemplate,
+            LoadBalancer,
+            NetworkInterface,
+        ],
+        RouteTable => &[NatGateway],
+        InternetGateway => &[
+            AutoScalingGroup,
+            Instance,
+            LoadBalancer,
+            NatGateway,
+            ElasticIp,
+        ],
+        Subnet => &[
+            AutoScalingGroup,
+            Instance,
+            LoadBalancer,
+            NatGateway,
+            NetworkInterface,
+            RouteTable,
+        ],
+        Vpc => &[
+            AutoScalingGroup,
+            Instance,
+            LoadBalancer,
+            TargetGroup,
+            NatGateway,
+            NetworkInterface,
+            SecurityGroup,
+            RouteTable,
+            InternetGateway,
+            Subnet,
+        ],
+        // Shared resources lose the cluster's tag last: until then a run that was interrupted still finds them.
+        SharedTag => &[
+            AutoScalingGroup,
+            Instance,
+            LaunchTemplate,
+            LoadBalancer,
+            TargetGroup,
+            NatGateway,
+            ElasticIp,
+            InstanceProfile,
+            IamRole,
+            Volume,
+            NetworkInterface,
+            SecurityGroup,
+            RouteTable,
+            InternetGateway,
+            Subnet,
+            Vpc,
+        ],
+    }
+}
+
+/// True when the resource is already being deleted, so asking again is pointless: a teardown only waits
+/// for it to disappear.
+pub fn on_its_way_out(resource: &Resource) -> bool {
+    let state = resource.state.as_deref().unwrap_or("");
+    match resource.kind {
+        ResourceKind::Instance => matches!(state, "shutting-down" | "terminated"),
+        ResourceKind::NatGateway => matches!(state, "deleting" | "deleted"),
+        ResourceKind::AutoScalingGroup => state.eq_ignore_ascii_case("Delete in progress"),
+        _ => false,
+    }
+}
+
+/// One round's work: the resources to delete now, grouped by kind in [`ResourceKind::ALL`] order, and those
+/// waiting (on their dependents, or on their own deletion in progress).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Round {
+    pub delete: Vec<(ResourceKind, Vec<Resource>)>,
+    pub waiting: usize,
+}
+
+/// What can be deleted now: the resources of every kind none of whose blockers has anything left.
+pub fn plan_round(inventory: &Inventory) -> Round {
+    let present: BTreeMap<ResourceKind, usize> = inventory.counts();
+    let mut round = Round::default();
+    for kind in ResourceKind::ALL {
+        let resources = inventory.of(kind);
+        if resources.is_empty() {
+            continue;
+        }
+        let blocked = blockers(kind)
+            .iter()
+            .any(|b| present.get(b).is_some_and(|n| *n > 0));
+        let (ready, busy): (Vec<Resource>, Vec<Resource>) = resources
+            .into_iter()
+            .partition(|r| !blocked && !on_its_way_out(r));
+        round.waiting += busy.len();
+        if !ready.is_empty() {
+            round.delete.push((kind, ready));
+        }
+    }
+    round
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resource(kind: ResourceKind, id: &str) -> Resource {
+        Resource::new(kind, id, id)
+    }
+
+    fn inventory(resources: &[(ResourceKind, &str)]) -> Inventory {
+        Inventory::from_resources(resources.iter().map(|(k, id)| resource(*k, id)).collect())
+    }
+
+    fn kinds_of(round: &Round) -> Vec<ResourceKind> {
+        round.delete.iter().map(|(k, _)| *k).collect()
+    }
+
+    #[test]
+    fn a_whole_cluster_starts_with_groups_load_balancer_and_nat_gateways() {
+        use ResourceKind::*;
+        let all: Vec<(ResourceKind, &str)> = ResourceKind::ALL.iter().map(|k| (*k, "x")).collect();
+        let round = plan_round(&inventory(&all));
+        assert_eq!(
+            kinds_of(&round),
+            vec![AutoScalingGroup, LoadBalancer, NatGateway]
+        );
+        assert_eq!(round.waiting, ResourceKind::ALL.len() - 3);
+    }
+
+    #[test]
+    fn rounds_follow_the_dependencies_until_nothing_is_left() {
+        use ResourceKind::*;
+        // Simulate: every resource a round may delete is deleted; record the order of kinds.
+        let mut inv = inventory(&ResourceKind::ALL.map(|k| (k, "x")));
+        let mut order: Vec<Vec<ResourceKind>> = Vec::new();
+        for _ in 0..20 {
+            let round = plan_round(&inv);
+            if round.delete.is_empty() {
+                break;
+            }
+            let kinds = kinds_of(&round);
+            inv.resources.retain(|r| !kinds.contains(&r.kind));
+            order.push(kinds);
+        }
+        assert!(inv.is_empty(), "left: {:?}", inv.resources);
+        assert_eq!(
+            order,
+            vec![
+                vec![AutoScalingGroup, LoadBalancer, NatGateway],
+                vec![Instance, LaunchTemplate, TargetGroup, RouteTable],
+                vec![ElasticIp, InstanceProfile, Volume, NetworkInterface],
+                vec![IamRole, SecurityGroup, InternetGateway, Subnet],
+                vec![Vpc],
+                vec![SharedTag],
+            ]
+        );
+    }
+
+    #[test]
+    fn every_kind_is_blocked_only_by_kinds_that_can_go_before_it() {
+        // No cycle: a kind never (transitively) blocks itself.
+        for kind in ResourceKind::ALL {
+            let mut seen = vec![kind];
+            let mut stack: Vec<ResourceKind> = blockers(kind).to_vec();
+            while let Some(b) = stack.pop() {
+                assert_ne!(b, kind, "{kind:?} blocks itself");
+                if !seen.contains(&b) {
+                    seen.push(b);
+                    stack.extend_from_slice(blockers(b));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_vpc_waits_for_its_subnets_and_a_subnet_for_its_instances() {
+        use ResourceKind::*;
+        let round = plan_round(&inventory(&[(Vpc, "vpc-1"), (Subnet, "subnet-1")]));
+        assert_eq!(kinds_of(&round), vec![Subnet]);
+        assert_eq!(round.waiting, 1);
+        let round = plan_round(&inventory(&[(Subnet, "subnet-1"), (Instance, "i-1")]));
+        assert_eq!(kinds_of(&round), vec![Instance]);
+    }
+
+    #[test]
+    fn resources_being_deleted_are_waited_for_not_deleted_again() {
+        use ResourceKind::*;
+        let mut nat = resource(NatGateway, "nat-1");
+        nat.state = Some("deleting".into());
+        let mut instance = resource(Instance, "i-1");
+        instance.state = Some("shutting-down".into());
+        let mut running = resource(Instance, "i-2");
+        running.state = Some("running".into());
+        let inv = Inventory::from_resources(vec![
+            nat,
+            instance,
+            running,
+            resource(ElasticIp, "eipalloc-1"),
+        ]);
+        let round = plan_round(&inv);
+        assert_eq!(round.delete.len(), 1);
+        let (kind, ready) = &round.delete[0];
+        assert_eq!(*kind, Instance);
+        assert_eq!(ready.len(), 1);
+        assert_eq!(ready[0].id, "i-2");
+        // The NAT gateway being deleted, the shutting-down instance and the address waiting for both.
+        assert_eq!(round.waiting, 3);
+    }
+
+    #[test]
+    fn shared_tags_go_last() {
+        use ResourceKind::*;
+        let round = plan_round(&inventory(&[(SharedTag, "vpc-1"), (IamRole, "nodes.c")]));
+        assert_eq!(kinds_of(&round), vec![IamRole]);
+        let round = plan_round(&inventory(&[(SharedTag, "vpc-1")]));
+        assert_eq!(kinds_of(&round), vec![SharedTag]);
+    }
+
+    #[test]
+    fn an_empty_inventory_plans_nothing() {
+        assert_eq!(plan_round(&Inventory::default()), Round::default());
+    }
+
+    #[test]
+    fn error_codes_are_gone_not_yet_or_fatal() {
+        let cases = [
+            (Some("InvalidVpcID.NotFound"), "", Outcome::Gone),
+            (Some("InvalidGroup.NotFound"), "", Outcome::Gone),
+            (Some("NoSuchEntity"), "", Outcome::Gone),
+            (Some("LoadBalancerNotFound"), "", Outcome::Gone),
+            (Some("TargetGroupNotFound"), "", Outcome::Gone),
+            (Some("NatGatewayNotFound"), "", Outcome::Gone),
+            (
+                Some("ValidationError"),
+                "AutoScalingGroup name not found - x",
+                Outcome::Gone,
+            ),
+            (Some("DependencyViolation"), "", Outcome::NotYet),
+            (Some("ResourceInUse"), "", Outcome::NotYet),
+            (Some("DeleteConflict"), "", Outcome::NotYet),
+            (Some("ScalingActivityInProgress"), "", Outcome::NotYet),
+            (Some("Throttling"), "", Outcome::NotYet),
+            (Some("InvalidIPAddress.InUse"), "", Outcome::NotYet),
+            (Some("AuthFailure"), "Address is in use", Outcome::NotYet),
+            (None, "connection refused", Outcome::NotYet),
+            (Some("AccessDenied"), "", Outcome::Fatal),
+            (Some("UnauthorizedOperation"), "", Outcome::Fatal),
+            (Some("AuthFailure"), "bad signature", Outcome::Fatal),
+            (Some("ValidationError"), "bad name", Outcome::Fatal),
+        ];
+        for (code, message, want) in cases {
+            assert_eq!(classify(code, message), want, "{code:?} {message:?}");
+        }
+    }
+}
