@@ -28,6 +28,18 @@ pub struct Cli {
     #[arg(long, global = true, env = "BALLAST_STATE_KMS_KEY", value_name = "KEY")]
     pub state_kms_key: Option<String>,
 
+    /// How long a change waits for another writer's lock on the cluster before failing (naming the holder):
+    /// 0s to 10m.
+    #[arg(
+        long,
+        global = true,
+        env = "BALLAST_LOCK_WAIT",
+        value_name = "DURATION",
+        default_value = "30s",
+        value_parser = parse_lock_wait
+    )]
+    pub lock_wait: Duration,
+
     /// More logging on stderr (-v info, -vv debug). RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -125,7 +137,8 @@ pub struct CreateClusterArgs {
     /// CIDRs allowed to SSH to the instances (default: none).
     #[arg(long, value_delimiter = ',')]
     pub ssh_access: Vec<String>,
-    /// CIDRs allowed to reach the Kubernetes API (default: 0.0.0.0/0).
+    /// CIDRs allowed to reach the Kubernetes API (spec.kubernetesApiAccess). Default: none, the API is reachable
+    /// from inside the cluster's network only; 0.0.0.0/0 opens it to anywhere (it still requires credentials).
     #[arg(long, value_delimiter = ',')]
     pub admin_access: Vec<String>,
     /// AMI id or name for every instance group.
@@ -467,6 +480,15 @@ pub fn parse_wait(text: &str) -> Result<Duration, String> {
     ballast_state::duration::parse_duration(text).map_err(|e| e.to_string())
 }
 
+/// `--lock-wait`: 0s to 10m (a lock expires after 2 minutes, so a longer wait only outlives dead writers).
+pub fn parse_lock_wait(text: &str) -> Result<Duration, String> {
+    let wait = parse_wait(text)?;
+    if wait > ballast_state::registry::MAX_LOCK_WAIT {
+        return Err(format!("{text:?} is out of range: use 0s to 10m"));
+    }
+    Ok(wait)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -502,6 +524,19 @@ mod tests {
             let error = parse(&["--node-count", count]).expect_err(count);
             assert!(error.to_string().contains("--node-count"), "{error}");
         }
+    }
+
+    #[test]
+    fn the_lock_wait_is_bounded() {
+        assert_eq!(parse_lock_wait("0s"), Ok(Duration::ZERO));
+        assert_eq!(parse_lock_wait("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(
+            parse_lock_wait("11m"),
+            Err("\"11m\" is out of range: use 0s to 10m".to_string())
+        );
+        let cli = Cli::try_parse_from(["ballast", "--lock-wait", "1h", "get", "clusters"]);
+        let error = cli.expect_err("over the bound");
+        assert!(error.to_string().contains("--lock-wait"), "{error}");
     }
 
     #[test]

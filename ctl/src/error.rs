@@ -81,10 +81,17 @@ pub enum CommandError {
     /// An edit changed the kind or name of its object (`object` became `became`).
     #[error("the edit turned {object} into {became}: kind and name cannot be changed by an edit")]
     EditRenamed { object: String, became: String },
+    /// A damaged object stopped the command; `advice` says how to mend it in this store.
+    #[error("{source}\nto mend it: {advice}")]
+    Damaged {
+        #[source]
+        source: Box<CommandError>,
+        advice: String,
+    },
     /// `get clusters` listed every cluster it could read; these could not be (each was reported above).
     #[error(
         "{} cluster(s) in {store} could not be read: {}; each is reported above with the object that is \
-         damaged: restore that object from the store's earlier versions",
+         damaged",
         clusters.len(),
         clusters.join(", ")
     )]
@@ -134,6 +141,7 @@ impl CommandError {
                 _ => FAILURE,
             },
             CommandError::NotReady(_) => NOT_READY,
+            CommandError::Damaged { source, .. } => source.exit_code(),
             CommandError::Store(_)
             | CommandError::Update(_)
             | CommandError::Teardown(_)

@@ -605,7 +605,10 @@ fn get_clusters_lists_the_readable_ones_and_reports_a_damaged_one() {
         .args(["get", "clusters", OTHER])
         .assert()
         .code(3)
-        .stderr(predicate::str::contains("holds InstanceGroup/evil"));
+        .stderr(predicate::str::contains("holds InstanceGroup/evil"))
+        .stderr(predicate::str::contains(
+            "to mend it: a file store keeps no earlier versions",
+        ));
     env.ballast()
         .args(["get", "clusters", NAME])
         .assert()

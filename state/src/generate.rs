@@ -188,8 +188,10 @@ fn build(template: &ClusterTemplate) -> ClusterConfig {
         topology: Some(topology),
         networking: template.networking,
         ssh_access: (!template.ssh_access.is_empty()).then(|| template.ssh_access.clone()),
-        kubernetes_api_access: (!template.admin_access.is_empty())
-            .then(|| template.admin_access.clone()),
+        // Written even when empty: a new cluster's API is reachable from inside its VPC only until the operator
+        // names who may reach it (`--admin-access`). A spec without the field completes to 0.0.0.0/0, as specs
+        // written before this default did (docs/spec.md).
+        kubernetes_api_access: Some(template.admin_access.clone()),
         etcd: template.encrypt_etcd_storage.map(|encrypted| EtcdSpec {
             encrypted_volume: Some(encrypted),
             ..Default::default()

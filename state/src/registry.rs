@@ -46,8 +46,9 @@ pub enum RegistryError {
     Invalid(SpecErrors),
     /// Another writer holds the cluster's lock.
     #[error(
-        "cluster {cluster:?} is being changed by {holder} (`{command}`, since {since}); nothing was written. \
-         Retry when it is done; if that command died, its lock expires at {expires}"
+        "cluster {cluster:?} is being changed by {holder} (`{command}`, since {since}); nothing was written \
+         after waiting {waited} for it (--lock-wait). Retry when it is done; if that command died, its lock \
+         expires at {expires}"
     )]
     Locked {
         cluster: String,
@@ -55,6 +56,8 @@ pub enum RegistryError {
         command: String,
         since: String,
         expires: String,
+        /// How long this writer waited for the lock (`0s`: it did not wait).
+        waited: String,
     },
     /// A conditional write lost a race.
     #[error("conflict: {0}")]
@@ -164,11 +167,30 @@ impl SpecChange {
 #[derive(Debug, Clone)]
 pub struct Registry {
     store: StateStore,
+    /// How long a writer waits for another writer's lock before giving up (0: not at all).
+    lock_wait: std::time::Duration,
 }
+
+/// The longest a writer may wait for the cluster's lock: a lock lives [`LOCK_TTL_SECS`], so a longer wait only
+/// outlives writers that died.
+pub const MAX_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+/// How often a waiting writer tries the lock again.
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl Registry {
     pub fn new(store: StateStore) -> Self {
-        Registry { store }
+        Registry {
+            store,
+            lock_wait: std::time::Duration::ZERO,
+        }
+    }
+
+    /// Waits up to `wait` (at most [`MAX_LOCK_WAIT`]) for a lock another writer holds, instead of failing at once.
+    pub fn with_lock_wait(self, wait: std::time::Duration) -> Self {
+        Registry {
+            lock_wait: wait.min(MAX_LOCK_WAIT),
+            ..self
+        }
     }
 
     pub fn store(&self) -> &StateStore {
@@ -471,7 +493,41 @@ impl Registry {
         Ok(())
     }
 
+    /// Takes the cluster's lock, waiting up to `lock_wait` while another writer holds it.
     async fn lock(&self, cluster: &str, writer: &Writer) -> Result<Lock, RegistryError> {
+        let started = tokio::time::Instant::now();
+        loop {
+            match self.try_lock(cluster, writer).await {
+                Err(RegistryError::Locked {
+                    cluster,
+                    holder,
+                    command,
+                    since,
+                    expires,
+                    ..
+                }) => {
+                    let waited = started.elapsed();
+                    if waited >= self.lock_wait {
+                        return Err(RegistryError::Locked {
+                            cluster,
+                            holder,
+                            command,
+                            since,
+                            expires,
+                            waited: crate::duration::human_duration(
+                                std::time::Duration::from_secs(waited.as_secs_f64().round() as u64),
+                            ),
+                        });
+                    }
+                    tracing::info!(%cluster, %holder, "waiting for the cluster's lock");
+                    tokio::time::sleep(LOCK_RETRY.min(self.lock_wait - waited)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn try_lock(&self, cluster: &str, writer: &Writer) -> Result<Lock, RegistryError> {
         let key = ClusterPaths::new(cluster).lock();
         let now = OffsetDateTime::now_utc().unix_timestamp();
         let record = LockRecord {
@@ -511,6 +567,7 @@ impl Registry {
                             command: h.writer.command,
                             since: unix_rfc3339(h.acquired_at),
                             expires: unix_rfc3339(h.expires_at),
+                            waited: "0s".to_string(),
                         })
                     }
                     // Expired or unreadable: take it over, conditionally, so two takers cannot both win.

@@ -295,6 +295,7 @@ impl LocalCloud {
                     aws_sdk_s3::error::DisplayErrorContext(e)
                 )
             });
+        crate::aws::secure_bucket(&self.s3(), bucket).await;
         self.ec2()
             .register_image()
             .name("ballast-k8s-1.33-debian-12")

@@ -928,7 +928,7 @@ async fn validate_names_what_is_missing_until_the_cluster_is_up() {
             cluster.name
         )))
         .stdout(predicate::str::contains("etcd was never bootstrapped"))
-        .stderr(predicate::str::contains("is not valid: 5 of 5 checks failed"));
+        .stderr(predicate::str::contains("is not valid: 5 of 6 checks failed"));
 
     // The groups are in service, but no instance reported and etcd never started.
     cluster
@@ -1122,7 +1122,7 @@ async fn validate_names_what_is_missing_until_the_cluster_is_up() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(
-        stderr.contains("validate: 1 of 11 checks failing: etcd; checking again every 2s"),
+        stderr.contains("validate: 1 of 12 checks failing: etcd; checking again every 2s"),
         "{stderr}"
     );
     assert!(stderr.contains("is valid"), "{stderr}");

@@ -596,6 +596,14 @@ mod tests {
         );
         assert_eq!(nodes.tags.get(ROLE_TAG).map(String::as_str), Some("node"));
         assert!(nodes.http_tokens_required && nodes.hop_limit == 1 && nodes.root_volume_encrypted);
+        // Without --admin-access, the API is reachable from the cluster's own network only.
+        let api_sources: Vec<&Source> = model.security_groups[0]
+            .rules
+            .iter()
+            .filter(|r| r.from_port == 443)
+            .map(|r| &r.source)
+            .collect();
+        assert_eq!(api_sources, [&Source::Cidr("172.20.0.0/16".into())]);
         let cp_sg = &model.security_groups[0];
         assert!(cp_sg
             .rules

@@ -41,6 +41,7 @@ async fn create_cluster(context: &Context, flags: CreateClusterArgs) -> Result<(
             flags.network_cidr = shared.vpc_cidr;
         }
     }
+    let template_admin_access_empty = flags.admin_access.is_empty();
     let template = ClusterTemplate {
         name: name.clone(),
         zones: flags.zones,
@@ -87,6 +88,13 @@ async fn create_cluster(context: &Context, flags: CreateClusterArgs) -> Result<(
         };
         print!("{text}");
         return Ok(());
+    }
+    if template_admin_access_empty {
+        eprintln!(
+            "Note: the Kubernetes API will be reachable only from inside the cluster's network \
+             (spec.kubernetesApiAccess: []): pass --admin-access CIDR (your network's, or 0.0.0.0/0 for anywhere; \
+             the API still requires credentials), or set the field later with `ballast edit cluster`."
+        );
     }
     let registry = context.registry().await?;
     if flags.yes {

@@ -16,6 +16,7 @@ use std::path::Path;
 use ballast_state::document::{parse_spec_file, SpecObject};
 use ballast_state::layout::ClusterPaths;
 use ballast_state::registry::{Registry, RegistryError, Writer};
+use ballast_state::store::posture::{mend_advice, Versioning};
 use ballast_state::store::{StateStore, StoreError, StoreOptions};
 
 use crate::cli::{Cli, Command};
@@ -27,9 +28,10 @@ pub async fn dispatch(cli: Cli, command_line: &str) -> Result<(), CommandError> 
         state: cli.state.clone(),
         name: cli.name.clone(),
         kms_key: cli.state_kms_key.clone(),
+        lock_wait: cli.lock_wait,
         writer: Writer::current(command_line),
     };
-    match cli.command {
+    let result = match cli.command {
         Command::Create(args) => create::run(&context, args).await,
         Command::Replace(args) => create::replace(&context, args).await,
         Command::Get(args) => get::run(&context, args).await,
@@ -44,7 +46,42 @@ pub async fn dispatch(cli: Cli, command_line: &str) -> Result<(), CommandError> 
             clap_complete::generate(shell, &mut command, "ballast", &mut std::io::stdout());
             Ok(())
         }
+    };
+    with_mend_advice(&context, result).await
+}
+
+/// A damaged object's error, with what to do about it in this store: copy back an earlier version when the
+/// bucket keeps versions, rewrite it otherwise (docs/security.md). Never a promise of versions that may not exist.
+async fn with_mend_advice(
+    context: &Context,
+    result: Result<(), CommandError>,
+) -> Result<(), CommandError> {
+    let damaged = matches!(
+        result,
+        Err(CommandError::Registry(RegistryError::Corrupt(_))
+            | CommandError::DamagedClusters { .. })
+    );
+    if !damaged {
+        return result;
     }
+    let (url, versioning) = match context.registry().await {
+        Ok(registry) => {
+            let versioning = match registry.store() {
+                StateStore::S3(s3) => s3.versioning().await.map_err(|e| e.to_string()),
+                StateStore::File(_) => Ok(Versioning::Off),
+            };
+            (registry.store().url(), versioning)
+        }
+        Err(e) => (
+            context.state.clone().unwrap_or_default(),
+            Err(e.to_string()),
+        ),
+    };
+    let advice = mend_advice(&url, versioning);
+    result.map_err(|source| CommandError::Damaged {
+        source: Box::new(source),
+        advice,
+    })
 }
 
 /// What every command may need: the store, the cluster name, who is writing.
@@ -52,6 +89,8 @@ pub struct Context {
     state: Option<String>,
     name: Option<String>,
     kms_key: Option<String>,
+    /// `--lock-wait`: how long a change waits for another writer's lock.
+    lock_wait: std::time::Duration,
     writer: Writer,
 }
 
@@ -66,7 +105,7 @@ impl Context {
             },
         )
         .await?;
-        Ok(Registry::new(store))
+        Ok(Registry::new(store).with_lock_wait(self.lock_wait))
     }
 
     /// The cluster name from a positional argument or --name / BALLAST_CLUSTER_NAME.

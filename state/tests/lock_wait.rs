@@ -1,0 +1,106 @@
+//! Writers contending on a cluster's lock wait a bounded time (`--lock-wait`), then fail naming who holds it.
+
+use std::time::Duration;
+
+use ballast_state::generate::{generate, ClusterTemplate};
+use ballast_state::layout::ClusterPaths;
+use ballast_state::pki::ClusterSecrets;
+use ballast_state::registry::{Registry, RegistryError, Writer};
+use ballast_state::store::{Precondition, StateStore, StoreOptions};
+
+const NAME: &str = "lock.example.com";
+
+/// The lock another writer holds for the next two minutes, as that writer stores it.
+fn held_lock() -> Vec<u8> {
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    serde_json::json!({
+        "holder": "alice@laptop pid 42",
+        "command": "ballast edit cluster",
+        "token": "00112233445566778899aabbccddeeff",
+        "acquiredAt": now,
+        "expiresAt": now + 120,
+    })
+    .to_string()
+    .into_bytes()
+}
+
+async fn store(dir: &tempfile::TempDir) -> StateStore {
+    StateStore::open(
+        &format!("file://{}", dir.path().display()),
+        StoreOptions::default(),
+    )
+    .await
+    .expect("file store")
+}
+
+async fn create(registry: &Registry) -> Result<(), RegistryError> {
+    let config = generate(&ClusterTemplate {
+        name: NAME.into(),
+        zones: vec!["us-west-2a".into()],
+        ..Default::default()
+    })
+    .expect("template");
+    let secrets = ClusterSecrets::generate(NAME).expect("secrets");
+    registry
+        .create(&config, &secrets, &Writer::current("ballast create cluster"))
+        .await
+        .map(|_| ())
+}
+
+#[tokio::test]
+async fn a_writer_waits_its_bound_then_names_the_holder_and_writes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store(&dir).await;
+    let lock = ClusterPaths::new(NAME).lock();
+    store
+        .put(&lock, &held_lock(), &Precondition::MustNotExist)
+        .await
+        .expect("the other writer's lock");
+
+    let started = std::time::Instant::now();
+    let registry = Registry::new(store.clone()).with_lock_wait(Duration::from_secs(1));
+    let err = create(&registry).await.expect_err("the lock is held");
+    assert!(started.elapsed() >= Duration::from_secs(1), "it did not wait");
+    let message = err.to_string();
+    assert!(matches!(err, RegistryError::Locked { .. }), "{message}");
+    assert!(
+        message.contains("is being changed by alice@laptop pid 42 (`ballast edit cluster`"),
+        "{message}"
+    );
+    assert!(message.contains("after waiting 1s for it (--lock-wait)"), "{message}");
+    let keys = store.list(&format!("{NAME}/")).await.expect("list");
+    assert_eq!(keys, vec![lock], "nothing but the holder's lock is stored");
+
+    // Without a wait it fails at once.
+    let err = create(&Registry::new(store.clone()))
+        .await
+        .expect_err("held");
+    assert!(err.to_string().contains("after waiting 0s"), "{err}");
+}
+
+#[tokio::test]
+async fn a_writer_that_waits_gets_the_lock_once_it_is_released() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store(&dir).await;
+    let lock = ClusterPaths::new(NAME).lock();
+    store
+        .put(&lock, &held_lock(), &Precondition::MustNotExist)
+        .await
+        .expect("the other writer's lock");
+    let releaser = {
+        let store = store.clone();
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            store.delete(&lock).await.expect("release");
+        })
+    };
+    let registry = Registry::new(store.clone()).with_lock_wait(Duration::from_secs(30));
+    create(&registry).await.expect("created once the lock was released");
+    releaser.await.expect("releaser");
+    assert!(store
+        .get(&ClusterPaths::new(NAME).cluster_spec())
+        .await
+        .expect("read")
+        .is_some());
+}

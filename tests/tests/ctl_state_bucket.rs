@@ -1,0 +1,332 @@
+//! The state bucket's posture and its KMS key, end to end: the real `ballast` against the AWS emulator (moto
+//! through the project's launcher) over HTTP. moto 5.2.5 implements Get/PutPublicAccessBlock,
+//! Get/PutBucketVersioning, Get/PutBucketEncryption and echoes SSE-KMS headers; it neither validates KMS key ids
+//! nor checks `kms:*` permissions on S3 requests, so the KMS grant is tested as the policy document AWS receives.
+
+use std::time::Duration;
+
+use assert_cmd::Command;
+use ballast_e2e::aws;
+use predicates::prelude::*;
+
+/// A key ARN: moto does not check that it exists.
+const KMS_KEY: &str = "arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab";
+
+fn ballast(state: &str, name: &str) -> Command {
+    let mut cmd = Command::new(&ballast_e2e::localcloud::binaries().ballast);
+    cmd.env("BALLAST_STATE", state)
+        .env("BALLAST_CLUSTER_NAME", name)
+        .env_remove("BALLAST_STATE_KMS_KEY")
+        .timeout(Duration::from_secs(120));
+    cmd
+}
+
+/// A bucket as `aws s3 mb` makes it: no public-access block, no versioning, no default encryption.
+async fn open_bucket(hint: &str) -> String {
+    let bucket = format!("ballast-open-{hint}-{}", std::process::id());
+    aws::s3_client()
+        .await
+        .create_bucket()
+        .bucket(&bucket)
+        .create_bucket_configuration(
+            aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::UsWest2)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "creating bucket {bucket}: {}",
+                aws_sdk_s3::error::DisplayErrorContext(e)
+            )
+        });
+    bucket
+}
+
+/// The `state bucket` check of `validate cluster -o json`: (ok, reason).
+fn bucket_check(state: &str, name: &str) -> (bool, String) {
+    let out = ballast(state, name)
+        .args(["validate", "cluster", "-o", "json"])
+        .assert()
+        .code(6); // the cluster was never built: other checks fail
+    let json: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).expect("json");
+    let check = json["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["name"] == "state bucket")
+        .unwrap_or_else(|| panic!("no state bucket check in {json}"))
+        .clone();
+    (
+        check["ok"].as_bool().expect("ok"),
+        check["reason"].as_str().expect("reason").to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_open_bucket_is_warned_about_at_create_and_fails_validate_until_it_is_fixed() {
+    let bucket = open_bucket("posture").await;
+    let state = format!("s3://{bucket}/clusters");
+    let name = "posture.example.com";
+    ballast(&state, name)
+        .args(["create", "cluster", "--zones", "us-west-2a"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(format!(
+            "Warning: state bucket public-access block: bucket {bucket} has no public-access block"
+        )))
+        .stderr(predicate::str::contains(format!(
+            "fix: aws s3api put-public-access-block --bucket {bucket} --public-access-block-configuration \
+             BlockPublicAcls=true,IgnorePublicAcls=true,BlockPublicPolicy=true,RestrictPublicBuckets=true"
+        )))
+        .stderr(predicate::str::contains(format!(
+            "Warning: state bucket versioning: bucket {bucket} has versioning off"
+        )))
+        .stderr(predicate::str::contains(format!(
+            "fix: aws s3api put-bucket-versioning --bucket {bucket} --versioning-configuration Status=Enabled"
+        )))
+        .stderr(predicate::str::contains(format!(
+            "Warning: state bucket default encryption: bucket {bucket} has no default encryption"
+        )));
+    let (ok, reason) = bucket_check(&state, name);
+    assert!(!ok, "{reason}");
+    for setting in ["public-access block:", "versioning:", "default encryption:"] {
+        assert!(reason.contains(setting), "{setting} missing from {reason}");
+    }
+
+    // A damaged object: without versioning there is no earlier copy, and the message says so.
+    let s3 = aws::s3_client().await;
+    damage_nodes_group(&s3, &bucket, name).await;
+    ballast(&state, name)
+        .args(["get", "clusters", name])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(format!(
+            "to mend it: bucket {bucket} keeps no versions, so there is no earlier copy to restore"
+        )))
+        .stderr(predicate::str::contains("list-object-versions").not());
+
+    aws::secure_bucket(&s3, &bucket).await;
+    // With versioning on, the advice is to copy a good version back.
+    damage_nodes_group(&s3, &bucket, name).await;
+    ballast(&state, name)
+        .args(["get", "clusters", name])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(format!(
+            "to mend it: bucket {bucket} keeps versions: list the object's earlier versions with `aws s3api \
+             list-object-versions --bucket {bucket} --prefix KEY`"
+        )));
+    let (ok, reason) = bucket_check(&state, name);
+    assert!(ok, "{reason}");
+    assert_eq!(
+        reason,
+        format!("bucket {bucket} blocks public access, keeps versions and encrypts by default")
+    );
+    // A secured bucket draws no warning.
+    ballast(&state, "quiet.example.com")
+        .args(["create", "cluster", "--zones", "us-west-2a"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("Warning: state bucket").not());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_alias_for_the_state_kms_key_is_refused_and_nothing_is_stored() {
+    let bucket = aws::new_bucket("kms-alias").await;
+    let state = format!("s3://{bucket}/clusters");
+    ballast(&state, "alias.example.com")
+        .args(["create", "cluster", "--zones", "us-west-2a"])
+        .args(["--state-kms-key", "alias/ballast-state"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(
+            "spec.stateStore.kmsKeyId: \"alias/ballast-state\" is not a KMS key ARN",
+        ))
+        .stderr(predicate::str::contains(
+            "aws kms describe-key --key-id alias/ballast-state --query KeyMetadata.Arn",
+        ));
+    let listed = aws::s3_client()
+        .await
+        .list_objects_v2()
+        .bucket(&bucket)
+        .send()
+        .await
+        .expect("list");
+    assert_eq!(listed.key_count(), Some(0), "{:?}", listed.contents());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_state_kms_key_is_recorded_in_the_node_specs_granted_to_both_roles_and_used_for_writes()
+{
+    use ballast_state::layout::ClusterPaths;
+    use ballast_state::store::{Precondition, StateStore, StoreOptions};
+
+    let bucket = aws::new_bucket("kms").await;
+    let state = format!("s3://{bucket}/clusters");
+    let name = "kms.example.com";
+    register_default_image().await;
+    ballast(&state, name)
+        .args(["create", "cluster", "--zones", "us-west-2a", "--yes"])
+        .args(["--state-kms-key", KMS_KEY])
+        .assert()
+        .success();
+
+    let s3 = aws::s3_client().await;
+    let paths = ClusterPaths::new(name);
+    let object = |key: String| {
+        let s3 = s3.clone();
+        let bucket = bucket.clone();
+        async move {
+            let out = s3
+                .get_object()
+                .bucket(&bucket)
+                .key(format!("clusters/{key}"))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{key}: {}", aws_sdk_s3::error::DisplayErrorContext(e)));
+            let sse = (
+                out.server_side_encryption().map(|s| s.as_str().to_string()),
+                out.ssekms_key_id().map(str::to_string),
+            );
+            let body = out.body.collect().await.expect("body").into_bytes();
+            (String::from_utf8(body.to_vec()).expect("utf8"), sse)
+        }
+    };
+    // Recorded in the spec as written, and written by the operator with the key.
+    let (cluster_yaml, sse) = object(paths.cluster_spec()).await;
+    assert!(
+        cluster_yaml.contains(&format!("kmsKeyId: {KMS_KEY}")),
+        "{cluster_yaml}"
+    );
+    assert_eq!(
+        sse,
+        (Some("aws:kms".to_string()), Some(KMS_KEY.to_string()))
+    );
+    // Carried to every node spec.
+    for group in ["nodes", "control-plane-us-west-2a"] {
+        let (spec, _) = object(paths.node_spec(group)).await;
+        assert!(
+            spec.contains(&format!("stateStoreKmsKey: {KMS_KEY}")),
+            "{group}: {spec}"
+        );
+    }
+    // Granted to both roles: exactly Decrypt and GenerateDataKey, on that key, through S3.
+    let iam = aws_sdk_iam::Client::new(&aws::sdk_config().await);
+    for role in [format!("nodes.{name}"), format!("control-plane.{name}")] {
+        let policy = iam
+            .get_role_policy()
+            .role_name(&role)
+            .policy_name(&role)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{role}: {}", aws_sdk_iam::error::DisplayErrorContext(e)));
+        let document = urlencoding_decode(policy.policy_document());
+        let json: serde_json::Value = serde_json::from_str(&document).expect("policy JSON");
+        let kms: Vec<&serde_json::Value> = json["Statement"]
+            .as_array()
+            .expect("statements")
+            .iter()
+            .filter(|s| s.to_string().contains("kms:"))
+            .collect();
+        assert_eq!(kms.len(), 1, "{role}: {json}");
+        assert_eq!(
+            kms[0]["Action"],
+            serde_json::json!(["kms:Decrypt", "kms:GenerateDataKey"])
+        );
+        assert_eq!(kms[0]["Resource"], serde_json::json!([KMS_KEY]));
+    }
+    // What nodeup does once it read its node spec: its writes (reports, etcd's objects) carry the key.
+    let store = StateStore::open(&state, StoreOptions::default())
+        .await
+        .expect("store")
+        .with_kms_key(Some(KMS_KEY.to_string()));
+    store
+        .put(
+            &paths.report("i-0123456789abcdef0"),
+            b"{}",
+            &Precondition::None,
+        )
+        .await
+        .expect("put");
+    let (_, sse) = object(paths.report("i-0123456789abcdef0")).await;
+    assert_eq!(
+        sse,
+        (Some("aws:kms".to_string()), Some(KMS_KEY.to_string()))
+    );
+}
+
+/// Rewrites the cluster's `nodes` group so that it names another group: a damaged object.
+async fn damage_nodes_group(s3: &aws_sdk_s3::Client, bucket: &str, cluster: &str) {
+    let key = format!("clusters/{cluster}/instancegroups/nodes.yaml");
+    let out = s3
+        .get_object()
+        .bucket(bucket)
+        .key(&key)
+        .send()
+        .await
+        .expect("read nodes.yaml");
+    let text = String::from_utf8(
+        out.body
+            .collect()
+            .await
+            .expect("body")
+            .into_bytes()
+            .to_vec(),
+    )
+    .expect("utf8");
+    let damaged = text.replace("name: nodes", "name: evil");
+    s3.put_object()
+        .bucket(bucket)
+        .key(&key)
+        .body(damaged.into_bytes().into())
+        .send()
+        .await
+        .expect("write the damaged nodes.yaml");
+}
+
+/// IAM returns policy documents URL-encoded (RFC 3986), as AWS does.
+fn urlencoding_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(byte) = u8::from_str_radix(&text[i + 1..i + 3], 16) {
+                out.push(byte);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).expect("utf8")
+}
+
+/// The AMI the default spec names, registered once per emulator as `packer build` would.
+async fn register_default_image() {
+    let ec2 = aws_sdk_ec2::Client::new(&aws::sdk_config().await);
+    let name = "ballast-k8s-1.33-debian-12";
+    let found = ec2
+        .describe_images()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("name")
+                .values(name)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("DescribeImages");
+    if !found.images().is_empty() {
+        return;
+    }
+    ec2.register_image()
+        .name(name)
+        .root_device_name("/dev/xvda")
+        .send()
+        .await
+        .expect("RegisterImage");
+}
