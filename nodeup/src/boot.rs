@@ -21,12 +21,12 @@ use crate::identity::{Identity, IdentityReport};
 use crate::image::{self, ImageCheck};
 use crate::imds::Imds;
 use crate::logtail::LogTail;
-use crate::model::{paths, pki, NodeFacts, Secrets};
+use crate::model::{paths, pki, ControlPlaneSecrets, NodeFacts, RenderedFile, Secrets};
 use crate::render::{self, Rendered};
 use crate::report::{self, step, ReportDestination};
 use crate::services::{self, ServiceManager, ServiceMode, Supervisor, Systemd};
 use crate::write::{self, WriteOutcome};
-use crate::{certs, notify};
+use crate::{bootstrap, cert_plan, certs, notify};
 
 /// What a run carries from step to step, for its report and for what runs after.
 struct Run {
@@ -36,6 +36,8 @@ struct Run {
     manager: Option<Box<dyn ServiceManager>>,
     /// On a control-plane node: the etcd supervisor to run once configured, and the instance's region.
     etcd: Option<(SupervisorConfig, String)>,
+    /// On a control-plane node: the node bootstrap service, serving until nodeup ends.
+    bootstrap_service: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Run {
@@ -60,6 +62,7 @@ pub async fn run(
         cluster: None,
         manager: None,
         etcd: None,
+        bootstrap_service: None,
     };
     let result = configure(cli, &mut state).await;
     match &result {
@@ -92,6 +95,9 @@ pub async fn run(
     }
     if let Some(manager) = state.manager.as_mut() {
         manager.shutdown();
+    }
+    if let Some(service) = state.bootstrap_service.take() {
+        service.abort();
     }
     result
 }
@@ -140,10 +146,17 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
         hostname: identity.local_hostname.clone(),
         availability_zone: identity.availability_zone.clone(),
     };
-    let rendered = step(&mut state.report, Step::Render, async {
+    let mut rendered = step(&mut state.report, Step::Render, async {
         render_with_certificates(&cli.root, &spec, &node, &secrets)
     })
     .await?;
+    // A worker's kubelet client certificate: kept while it fits, else from the control plane's bootstrap
+    // service after proving which instance this is (crate::bootstrap).
+    if spec.control_plane.is_none() {
+        let files = worker_certificate(cli, &boot, &identity, &secrets).await?;
+        rendered.files.extend(files);
+        rendered.files.sort_by(|a, b| a.path.cmp(&b.path));
+    }
 
     // 4. Write what differs.
     let written = step(&mut state.report, Step::Write, async {
@@ -163,6 +176,12 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
 
     // 5. Services.
     start_services(cli, state, &rendered, &written).await?;
+
+    // The node bootstrap service, on a control-plane node: workers get their kubelet certificates from it.
+    if let Some(cp) = &secrets.control_plane {
+        let service = start_bootstrap_service(cli, &boot, &identity, &secrets, cp).await?;
+        state.bootstrap_service = Some(service);
+    }
 
     // 6. On a control-plane node, what its etcd supervisor needs (it starts once the report is out).
     if let Some(cp) = &spec.control_plane {
@@ -255,6 +274,73 @@ async fn start_services(
         return Err(NodeupError::Services { failed });
     }
     Ok(())
+}
+
+/// A worker's kubelet client certificate and key (0644, 0600): the ones on the node while they still fit (this
+/// node's name, this CA, a week or more left), else new ones from the bootstrap service.
+async fn worker_certificate(
+    cli: &Cli,
+    boot: &BootConfig,
+    identity: &Identity,
+    secrets: &Secrets,
+) -> Result<Vec<RenderedFile>, NodeupError> {
+    let plan = cert_plan::worker_kubelet_client(&identity.local_hostname);
+    let read = |path: &str| std::fs::read(write::under_root(&cli.root, path)).ok();
+    let current = read(&plan.cert_path).zip(read(&plan.key_path));
+    let now = time::OffsetDateTime::now_utc();
+    let (cert, key) = match current {
+        Some((cert, key))
+            if certs::still_fits(&plan, &secrets.kubernetes_ca_cert, &cert, &key, now) =>
+        {
+            tracing::info!(node = %identity.local_hostname, "kubelet client certificate kept");
+            (cert, key)
+        }
+        _ => {
+            let ask = bootstrap::client::Ask {
+                cluster: &boot.cluster_name,
+                region: &identity.region,
+                node_name: &identity.local_hostname,
+                ca_cert_pem: &secrets.kubernetes_ca_cert,
+            };
+            let (cert, key) = bootstrap::client::obtain(&ask).await?;
+            (cert.into_bytes(), key.into_bytes())
+        }
+    };
+    Ok(vec![
+        RenderedFile::new(&plan.cert_path, 0o644, cert),
+        RenderedFile::new(&plan.key_path, 0o600, key),
+    ])
+}
+
+/// Starts the node bootstrap service on this control-plane node's private IP, with the serving certificate
+/// nodeup just wrote and the Kubernetes CA it signs with.
+async fn start_bootstrap_service(
+    cli: &Cli,
+    boot: &BootConfig,
+    identity: &Identity,
+    secrets: &Secrets,
+    cp: &ControlPlaneSecrets,
+) -> Result<tokio::task::JoinHandle<()>, NodeupError> {
+    let read = |path: String| {
+        std::fs::read_to_string(write::under_root(&cli.root, &path))
+            .map_err(|e| bootstrap::server::StartServerError::Tls(format!("reading {path}: {e}")))
+    };
+    let ip: std::net::IpAddr = identity.local_ipv4.parse().map_err(|_| {
+        bootstrap::server::StartServerError::Tls(format!(
+            "the private IP {:?} is not an IP address",
+            identity.local_ipv4
+        ))
+    })?;
+    let config = bootstrap::server::ServerConfig {
+        bind: std::net::SocketAddr::new(ip, bootstrap::PORT),
+        cluster: boot.cluster_name.clone(),
+        region: identity.region.clone(),
+        tls_cert_pem: read(pki::cert(pki::NODE_BOOTSTRAP))?,
+        tls_key_pem: read(pki::key(pki::NODE_BOOTSTRAP))?,
+        ca_cert_pem: secrets.kubernetes_ca_cert.clone(),
+        ca_key_pem: cp.kubernetes_ca_key.clone(),
+    };
+    Ok(bootstrap::server::start(config).await?)
 }
 
 /// What the etcd supervisor of this control-plane node needs: its identity, its state dir, the certificates

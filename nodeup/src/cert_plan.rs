@@ -4,8 +4,8 @@
 //!
 //! The certificates: the API server's serving certificate (the load balancer's name among its SANs), its
 //! clients of the kubelets and of etcd, etcd's server, peer and client certificates, and the client
-//! certificates of the controller manager, the scheduler and the node's own kubelet. Workers plan none: their
-//! kubelets bootstrap.
+//! certificates of the controller manager, the scheduler and the node's own kubelet, and the node bootstrap
+//! service's serving certificate. Workers plan none: theirs comes from that service (crate::bootstrap).
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
@@ -106,7 +106,7 @@ pub fn first_service_ip(cidr: &str) -> Option<IpAddr> {
     Some(IpAddr::V4(Ipv4Addr::from(u32::from(base).checked_add(1)?)))
 }
 
-/// The certificates of a control-plane node (none for workers: their kubelets bootstrap).
+/// The certificates of a control-plane node (none for workers: the bootstrap service issues theirs).
 pub fn plan(spec: &NodeSpec, node: &NodeFacts) -> Vec<CertPlan> {
     if spec.control_plane.is_none() {
         return Vec::new();
@@ -192,7 +192,34 @@ pub fn plan(spec: &NodeSpec, node: &NodeFacts) -> Vec<CertPlan> {
             .names(&[host, "localhost"], &server_ips),
         CertPlan::new(ETCD_PEER, Etcd, host, None, true, true).names(&[host], &peer_ips),
         CertPlan::new(ETCD_CLIENT, Etcd, "nodeup-etcd-client", None, false, true),
+        // The node bootstrap service (crate::bootstrap): workers reach it by this node's private IP and trust the
+        // Kubernetes CA only.
+        CertPlan::new(
+            NODE_BOOTSTRAP,
+            Kubernetes,
+            "ballast-node-bootstrap",
+            None,
+            true,
+            false,
+        )
+        .names(&[host], &own_ips),
     ]
+}
+
+/// A worker's kubelet client certificate, as the bootstrap service issues it (crate::bootstrap::issue): what a
+/// certificate already on the node must say to be kept.
+pub fn worker_kubelet_client(hostname: &str) -> CertPlan {
+    let mut plan = CertPlan::new(
+        pki::KUBELET_CLIENT,
+        Signer::Kubernetes,
+        &format!("system:node:{hostname}"),
+        Some("system:nodes"),
+        false,
+        true,
+    );
+    plan.validity = crate::bootstrap::issue::NODE_CERT_VALIDITY;
+    plan.renew_before = crate::bootstrap::issue::NODE_CERT_RENEW_BEFORE;
+    plan
 }
 
 #[cfg(test)]
@@ -249,7 +276,7 @@ mod tests {
     }
 
     #[test]
-    fn a_control_plane_plans_nine_certificates_with_their_signers() {
+    fn a_control_plane_plans_ten_certificates_with_their_signers() {
         let plans = plan(&control_plane(), &node("10.0.1.10", "ip-10-0-1-10"));
         let signers: Vec<(&str, Signer)> = plans
             .iter()
@@ -279,6 +306,7 @@ mod tests {
                 ("/etc/kubernetes/pki/etcd/server.crt", Signer::Etcd),
                 ("/etc/kubernetes/pki/etcd/peer.crt", Signer::Etcd),
                 ("/etc/kubernetes/pki/etcd/client.crt", Signer::Etcd),
+                ("/etc/kubernetes/pki/node-bootstrap.crt", Signer::Kubernetes),
             ]
         );
         for p in &plans {

@@ -216,7 +216,13 @@ pub fn cert_facts(pem: &[u8]) -> Option<CertFacts> {
 
 /// A certificate on the node still fits its plan: same subject and names, issued by this CA, for this key, and
 /// valid for at least its [`CertPlan::renew_before`] more.
-fn still_fits(plan: &CertPlan, ca_pem: &str, cert: &[u8], key: &[u8], now: OffsetDateTime) -> bool {
+pub fn still_fits(
+    plan: &CertPlan,
+    ca_pem: &str,
+    cert: &[u8],
+    key: &[u8],
+    now: OffsetDateTime,
+) -> bool {
     let (Some(facts), Some(ca)) = (cert_facts(cert), cert_facts(ca_pem.as_bytes())) else {
         return false;
     };

@@ -35,6 +35,10 @@ pub enum ExitCode {
     Services = 9,
     /// The AMI does not carry the components the node spec needs.
     Image = 10,
+    // 11 is the etcd volume's (issue 17, committed separately).
+    /// A worker got no kubelet client certificate from the node bootstrap service (refused, or no control-plane
+    /// node answered), or a control-plane node could not start that service.
+    NodeIdentity = 12,
 }
 
 impl ExitCode {
@@ -121,6 +125,12 @@ pub enum NodeupError {
     /// The node spec's etcd settings are unusable (e.g. a backup interval that does not parse).
     #[error("the node spec's etcd settings: {0}")]
     EtcdSettings(#[source] ballast_etcd::backup::BackupError),
+    /// A worker's kubelet client certificate (docs/node-identity.md).
+    #[error("the kubelet's client certificate: {0}")]
+    NodeCertificate(#[from] crate::bootstrap::client::NodeCertificateError),
+    /// The node bootstrap service of a control-plane node.
+    #[error("{0}")]
+    BootstrapService(#[from] crate::bootstrap::server::StartServerError),
 }
 
 impl NodeupError {
@@ -138,6 +148,9 @@ impl NodeupError {
             }
             NodeupError::Services { .. } => ExitCode::Services,
             NodeupError::Image(_) => ExitCode::Image,
+            NodeupError::NodeCertificate(_) | NodeupError::BootstrapService(_) => {
+                ExitCode::NodeIdentity
+            }
             NodeupError::Runtime(_) => ExitCode::Failure,
         }
     }
@@ -172,11 +185,12 @@ mod tests {
             ExitCode::Render,
             ExitCode::Services,
             ExitCode::Image,
+            ExitCode::NodeIdentity,
         ]
         .into_iter()
         .map(ExitCode::code)
         .collect();
-        assert_eq!(codes, (0..=10).collect::<Vec<_>>());
+        assert_eq!(codes, (0..=10).chain([12]).collect::<Vec<_>>());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use ballast_state::node::{BootConfig, NodeSpec};
-use ballast_state::pki::{BadBootstrapToken, BootstrapToken, EncryptionKeys};
+use ballast_state::pki::EncryptionKeys;
 use ballast_state::spec::Role;
 use ballast_state::store::{sha256_hex, StateStore, StoreError, StoreOptions};
 
@@ -96,8 +96,6 @@ pub enum SpecProblem {
 pub enum SecretProblem {
     #[error("{0}")]
     NotUtf8(#[source] std::string::FromUtf8Error),
-    #[error("{0}")]
-    BootstrapToken(#[source] BadBootstrapToken),
     #[error("{0}")]
     Yaml(#[source] yaml_serde::Error),
 }
@@ -190,8 +188,8 @@ fn text(key: &str, data: Vec<u8>) -> Result<String, FetchError> {
     })
 }
 
-/// Every secret the spec names, fetched in parallel. A worker's spec names only the CA certificate and the
-/// bootstrap token (and its role could read nothing else).
+/// Every secret a node needs, fetched in parallel: a worker's is the CA certificate only (its role can read
+/// nothing else); a bootstrap token an older spec names is not fetched (nodes prove their identity instead).
 pub async fn secrets(
     store: &StateStore,
     spec: &NodeSpec,
@@ -208,25 +206,12 @@ pub async fn secrets(
         let data = get(store, &key, deadline).await?;
         text(&key, data)
     };
-    let token = async {
-        match &pki.bootstrap_token {
-            Some(key) => {
-                let t = fetch(key.clone()).await?;
-                BootstrapToken::parse(&t)
-                    .map(Some)
-                    .map_err(|e| FetchError::BadSecret {
-                        key: key.clone(),
-                        problem: SecretProblem::BootstrapToken(e),
-                    })
-            }
-            None => Ok(None),
-        }
-    };
     if spec.role != Role::ControlPlane {
-        let (ca, token) = tokio::try_join!(fetch(pki.kubernetes_ca_cert.clone()), token)?;
+        // A worker's kubelet certificate comes from the bootstrap service (crate::bootstrap): it reads the CA
+        // certificate only, even when an older node spec still names a bootstrap token.
+        let ca = fetch(pki.kubernetes_ca_cert.clone()).await?;
         return Ok(Secrets {
             kubernetes_ca_cert: ca,
-            bootstrap_token: token,
             control_plane: None,
         });
     }
@@ -247,9 +232,8 @@ pub async fn secrets(
                 problem: SecretProblem::Yaml(e),
             })
     };
-    let (ca, token, ca_key, etcd_cert, etcd_key, sa_key, sa_pub, encryption_keys) = tokio::try_join!(
+    let (ca, ca_key, etcd_cert, etcd_key, sa_key, sa_pub, encryption_keys) = tokio::try_join!(
         fetch(pki.kubernetes_ca_cert.clone()),
-        token,
         async { fetch(required(&pki.kubernetes_ca_key, "kubernetesCaKey")?).await },
         async { fetch(required(&pki.etcd_ca_cert, "etcdCaCert")?).await },
         async { fetch(required(&pki.etcd_ca_key, "etcdCaKey")?).await },
@@ -265,7 +249,6 @@ pub async fn secrets(
     )?;
     Ok(Secrets {
         kubernetes_ca_cert: ca,
-        bootstrap_token: token,
         control_plane: Some(ControlPlaneSecrets {
             kubernetes_ca_key: ca_key,
             etcd_ca_cert: etcd_cert,

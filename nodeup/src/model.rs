@@ -7,7 +7,7 @@
 //! ([`crate::cert_plan`]), issuing ([`crate::certs`]), fetching and writing all depend on it and not on each
 //! other.
 
-use ballast_state::pki::{BootstrapToken, EncryptionKeys};
+use ballast_state::pki::EncryptionKeys;
 
 /// Where things live on a node (paths without `--root`). The PKI files are in [`pki`].
 pub mod paths {
@@ -19,7 +19,6 @@ pub mod paths {
     pub const KUBELET_ENV: &str = "/etc/ballast/kubelet.env";
     pub const KUBELET_CONFIG: &str = "/var/lib/kubelet/config.yaml";
     pub const KUBELET_KUBECONFIG: &str = "/var/lib/kubelet/kubeconfig";
-    pub const KUBELET_BOOTSTRAP_KUBECONFIG: &str = "/var/lib/kubelet/bootstrap-kubeconfig";
     pub const MANIFESTS_DIR: &str = "/etc/kubernetes/manifests";
     pub const ENCRYPTION_CONFIG: &str = "/etc/kubernetes/encryption-config.yaml";
     pub const AUDIT_POLICY: &str = "/etc/kubernetes/audit-policy.yaml";
@@ -58,6 +57,8 @@ pub mod pki {
     pub const ETCD_PEER: &str = "/etc/kubernetes/pki/etcd/peer";
     pub const ETCD_CLIENT: &str = "/etc/kubernetes/pki/etcd/client";
     pub const KUBELET_CLIENT: &str = "/var/lib/kubelet/pki/kubelet-client";
+    /// The node bootstrap service's serving certificate (control plane; crate::bootstrap).
+    pub const NODE_BOOTSTRAP: &str = "/etc/kubernetes/pki/node-bootstrap";
 
     /// A stem's certificate path.
     pub fn cert(stem: &str) -> String {
@@ -79,12 +80,10 @@ pub struct NodeFacts {
     pub availability_zone: String,
 }
 
-/// Secrets fetched from the state store for this node. Workers get the CA certificate and the bootstrap
-/// token only.
+/// Secrets fetched from the state store for this node. Workers get the CA certificate only.
 #[derive(Clone)]
 pub struct Secrets {
     pub kubernetes_ca_cert: String,
-    pub bootstrap_token: Option<BootstrapToken>,
     pub control_plane: Option<ControlPlaneSecrets>,
 }
 
@@ -103,7 +102,6 @@ pub struct ControlPlaneSecrets {
 impl std::fmt::Debug for Secrets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Secrets")
-            .field("bootstrap_token", &self.bootstrap_token)
             .field("control_plane", &self.control_plane.is_some())
             .finish_non_exhaustive()
     }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use ballast_state::node::NodeSpec;
-use ballast_state::pki::{BootstrapToken, EncryptionKeys};
+use ballast_state::pki::EncryptionKeys;
 use nodeup::render::types::{EncryptionConfiguration, Kubeconfig, KubeletConfiguration};
 use nodeup::render::{self, ControlPlaneSecrets, NodeFacts, Rendered, Secrets};
 
@@ -43,7 +43,6 @@ fn node() -> NodeFacts {
 fn secrets_for(spec: &NodeSpec) -> Secrets {
     Secrets {
         kubernetes_ca_cert: secret("kubernetes-ca.crt"),
-        bootstrap_token: Some(BootstrapToken::parse(&secret("bootstrap-token")).expect("token")),
         control_plane: spec.control_plane.as_ref().map(|_| ControlPlaneSecrets {
             kubernetes_ca_key: secret("kubernetes-ca.key"),
             etcd_ca_cert: secret("etcd-ca.crt"),
@@ -178,8 +177,7 @@ fn rendering_is_deterministic_and_private_files_are_0600() {
             let private = f.path.ends_with(".key")
                 || f.path.contains("kubeconfig")
                 || f.path.ends_with(".conf") && f.path.starts_with("/etc/kubernetes/")
-                || f.path.contains("encryption")
-                || f.path.contains("bootstrap-token");
+                || f.path.contains("encryption");
             if private {
                 assert_eq!(f.mode, 0o600, "{case}: {} must be 0600", f.path);
             }

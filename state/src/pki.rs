@@ -2,7 +2,7 @@
 //!
 //! Keys are ECDSA P-256: small, fast to generate, accepted by etcd, the API server and service-account token
 //! signing. CA private keys go to `pki/<ca>/key.pem`, which only the control-plane role may read; workers get
-//! certificates through the kubelet's TLS bootstrap, never a CA key.
+//! certificates from the control plane's bootstrap service (docs/node-identity.md), never a CA key.
 
 use base64::Engine;
 use rand::RngCore;
@@ -67,73 +67,12 @@ impl std::fmt::Debug for EncryptionKeys {
     }
 }
 
-/// The secret (under `secrets/`) holding the kubelet bootstrap token: the one secret worker nodes may read.
+/// The secret (under `secrets/`) where clusters made before node identity (issue 16) kept a shared kubelet
+/// bootstrap token. Nothing writes or reads it any more: workers prove which instance they are to the control
+/// plane's bootstrap service (docs/node-identity.md); an old cluster's object can be deleted. Node specs still
+/// name the key (`pki.bootstrapToken`, ignored by nodeup) so that their hashes, and running instances, do not
+/// change with this release.
 pub const BOOTSTRAP_TOKEN_SECRET: &str = "bootstrap-token";
-
-/// A Kubernetes bootstrap token (`<id>.<secret>`, 6 + 16 characters of `[a-z0-9]`). Workers' kubelets
-/// authenticate with it once, as `system:bootstrap:<id>` in group `system:bootstrappers`, to ask for their
-/// client certificate (TLS bootstrapping); it grants nothing else.
-#[derive(Clone, PartialEq, Eq)]
-pub struct BootstrapToken {
-    pub id: String,
-    pub secret: String,
-}
-
-impl std::fmt::Debug for BootstrapToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BootstrapToken")
-            .field("id", &self.id)
-            .field("secret", &"<redacted>")
-            .finish()
-    }
-}
-
-/// A bootstrap token that is not `<6>.<16>` of `[a-z0-9]`.
-#[derive(Debug, thiserror::Error)]
-#[error("not a bootstrap token (expected <6 of [a-z0-9]>.<16 of [a-z0-9]>)")]
-pub struct BadBootstrapToken;
-
-impl BootstrapToken {
-    /// A fresh random token.
-    pub fn generate() -> Self {
-        const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-        let mut rng = rand::rng();
-        let mut pick = |n: usize| -> String {
-            (0..n)
-                .map(|_| {
-                    let i = (rng.next_u32() as usize) % ALPHABET.len();
-                    char::from(ALPHABET[i])
-                })
-                .collect()
-        };
-        BootstrapToken {
-            id: pick(6),
-            secret: pick(16),
-        }
-    }
-
-    /// Parses `<id>.<secret>` (surrounding whitespace ignored).
-    pub fn parse(text: &str) -> Result<Self, BadBootstrapToken> {
-        let (id, secret) = text.trim().split_once('.').ok_or(BadBootstrapToken)?;
-        let ok = |s: &str, n: usize| {
-            s.len() == n
-                && s.bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-        };
-        if !ok(id, 6) || !ok(secret, 16) {
-            return Err(BadBootstrapToken);
-        }
-        Ok(BootstrapToken {
-            id: id.to_string(),
-            secret: secret.to_string(),
-        })
-    }
-
-    /// `<id>.<secret>`: what the kubelet sends as its bearer token.
-    pub fn token(&self) -> String {
-        format!("{}.{}", self.id, self.secret)
-    }
-}
 
 /// Everything secret a new cluster needs.
 #[derive(Clone)]
@@ -144,8 +83,6 @@ pub struct ClusterSecrets {
     pub service_account_key_pem: String,
     pub service_account_public_pem: String,
     pub encryption_keys: EncryptionKeys,
-    /// The kubelet bootstrap token of worker nodes (`secrets/bootstrap-token`).
-    pub bootstrap_token: BootstrapToken,
 }
 
 impl std::fmt::Debug for ClusterSecrets {
@@ -159,7 +96,6 @@ impl std::fmt::Debug for ClusterSecrets {
                 &self.service_account_public_pem,
             )
             .field("encryption_keys", &self.encryption_keys)
-            .field("bootstrap_token", &self.bootstrap_token)
             .finish()
     }
 }
@@ -192,7 +128,6 @@ impl ClusterSecrets {
                     secret: base64::engine::general_purpose::STANDARD.encode(secret),
                 }],
             },
-            bootstrap_token: BootstrapToken::generate(),
         })
     }
 
@@ -224,10 +159,6 @@ impl ClusterSecrets {
             object(
                 paths.secret(ENCRYPTION_KEYS_SECRET),
                 &yaml_serde::to_string(&self.encryption_keys)?,
-            ),
-            object(
-                paths.secret(BOOTSTRAP_TOKEN_SECRET),
-                &self.bootstrap_token.token(),
             ),
         ])
     }
@@ -297,26 +228,20 @@ mod tests {
         assert!(!debug.contains(&secrets.encryption_keys.keys[0].secret));
         // The service-account key is a bare String: make sure the struct's Debug does not print it.
         assert!(!debug.contains(&secrets.service_account_key_pem));
-        assert!(!debug.contains(&secrets.bootstrap_token.secret));
     }
 
     #[test]
-    fn bootstrap_tokens_are_well_formed_and_parse() {
-        let a = BootstrapToken::generate();
-        let b = BootstrapToken::generate();
-        assert_ne!(a, b);
-        assert_eq!(
-            BootstrapToken::parse(&format!("{}\n", a.token())).expect("parses"),
-            a
+    fn no_shared_bootstrap_token_is_made() {
+        let secrets = ClusterSecrets::generate("demo.example.com").expect("generate");
+        let objects = secrets
+            .objects(&ClusterPaths::new("demo.example.com"))
+            .expect("objects");
+        assert!(
+            objects
+                .iter()
+                .all(|o| !o.key.contains(BOOTSTRAP_TOKEN_SECRET)),
+            "{:?}",
+            objects.iter().map(|o| &o.key).collect::<Vec<_>>()
         );
-        for bad in [
-            "",
-            "abc.def",
-            "ABCDEF.0123456789abcdef",
-            "abcdef0123456789abcdef",
-            "abcdef.0123456789abcde!",
-        ] {
-            assert!(BootstrapToken::parse(bad).is_err(), "{bad}");
-        }
     }
 }

@@ -191,7 +191,12 @@ async fn every_instance_of_a_new_cluster_reports_configured() {
                 );
             }
             Role::Node => {
-                assert!(root.join("var/lib/kubelet/bootstrap-kubeconfig").is_file());
+                // Its kubelet certificate came from the control plane's bootstrap service (docs/node-identity.md):
+                // no bootstrap token on the node.
+                assert!(root
+                    .join("var/lib/kubelet/pki/kubelet-client.crt")
+                    .is_file());
+                assert!(!root.join("var/lib/kubelet/bootstrap-kubeconfig").exists());
                 assert!(
                     !root.join("etc/kubernetes/pki/ca.key").exists(),
                     "a worker holds a CA key"

@@ -310,7 +310,8 @@ fn security_groups(
 const EC2_TRUST_POLICY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
 
 /// Least privilege: the control plane reads its cluster's state and writes its reports and etcd data; nodes read
-/// only the node specs of node groups and the Kubernetes CA certificate, and write their reports.
+/// only the node specs of node groups and the Kubernetes CA certificate (no secret, no token), and write their
+/// reports.
 fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) -> Vec<IamRoleModel> {
     let spec = &completed.cluster.spec;
     let iam = spec.iam.clone().unwrap_or_default();
@@ -328,6 +329,9 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
                 "ec2:DescribeInstances", "ec2:DescribeTags", "autoscaling:DescribeAutoScalingGroups",
                 "autoscaling:DescribeAutoScalingInstances", "elasticloadbalancing:DescribeLoadBalancers",
                 "elasticloadbalancing:DescribeTargetGroups", "elasticloadbalancing:DescribeTargetHealth"]},
+            // The node bootstrap service checks that a worker's STS role is its instance profile's
+            // (docs/node-identity.md). Read-only; "*" because the profile is the one EC2 names on the instance.
+            {"Sid": "VerifyNodeProfiles", "Effect": "Allow", "Action": ["iam:GetInstanceProfile"], "Resource": "*"},
         ]
     });
     let node_specs: Vec<String> = completed
@@ -335,12 +339,9 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
         .iter()
         .filter(|ig| ig.spec.role == Role::Node)
         .map(|ig| object(&format!("nodes/{}/*", ig.metadata.name)))
+        // The CA certificate, and no secret: a worker's kubelet certificate comes from the control plane's
+        // bootstrap service once the worker proved which instance it is (docs/node-identity.md).
         .chain(std::iter::once(object("pki/kubernetes-ca/cert.pem")))
-        // The kubelet bootstrap token (TLS bootstrapping, docs/nodeup.md): the one secret a worker reads.
-        .chain(std::iter::once(object(&format!(
-            "secrets/{}",
-            ballast_state::pki::BOOTSTRAP_TOKEN_SECRET
-        ))))
         .collect();
     let mut node_statements = vec![
         serde_json::json!({"Sid": "ReadNodeSpecs", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": node_specs}),

@@ -1,15 +1,14 @@
 //! Control-plane files: static pods for kube-apiserver, kube-controller-manager and kube-scheduler (from
 //! k8s-openapi types), the API server's EncryptionConfiguration and audit policy, the components' kubeconfigs,
-//! the keys they need on disk, and the bootstrap-token Secret and RBAC bindings that let workers join.
+//! the keys they need on disk, and the RBAC binding that approves kubelets' renewals of their own certificates.
 
 use std::collections::BTreeMap;
 
 use ballast_state::node::{ControlPlaneSettings, NodeSpec};
-use ballast_state::pki::BootstrapToken;
 use ballast_state::spec::EncryptionProvider;
 use k8s_openapi::api::core::v1::{
     Container, HTTPGetAction, HostPathVolumeSource, Pod, PodSecurityContext, PodSpec, Probe,
-    ResourceRequirements, SeccompProfile, Secret, SecurityContext, Volume, VolumeMount,
+    ResourceRequirements, SeccompProfile, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -18,19 +17,16 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::error::{to_yaml, RenderError};
 use super::types::*;
-use crate::model::{paths, pki, ControlPlaneSecrets, NodeFacts, RenderedFile, Secrets};
+use crate::model::{paths, pki, ControlPlaneSecrets, NodeFacts, RenderedFile};
 
 pub const API_SERVER_PORT: i32 = 443;
 pub const CONTROLLER_MANAGER_PORT: i32 = 10257;
 pub const SCHEDULER_PORT: i32 = 10259;
-/// The group of the bootstrap token's users besides `system:bootstrappers`.
-pub const BOOTSTRAP_GROUP: &str = "system:bootstrappers:ballast:nodes";
 
 pub(super) fn files(
     spec: &NodeSpec,
     settings: &ControlPlaneSettings,
     node: &NodeFacts,
-    secrets: &Secrets,
     cp: &ControlPlaneSecrets,
 ) -> Result<Vec<RenderedFile>, RenderError> {
     let local_api = format!("https://{}:{API_SERVER_PORT}", node.private_ip);
@@ -97,64 +93,23 @@ pub(super) fn files(
         let yaml = to_yaml(&path, &pod)?;
         files.push(RenderedFile::new(&path, 0o600, yaml));
     }
-    if let Some(token) = &secrets.bootstrap_token {
-        let path = format!("{}/bootstrap-token.yaml", paths::BOOTSTRAP_DIR);
-        let secret = bootstrap_token_secret(token);
-        files.push(RenderedFile::new(&path, 0o600, to_yaml(&path, &secret)?));
-    }
     let rbac_path = format!("{}/rbac.yaml", paths::BOOTSTRAP_DIR);
     let rbac = bootstrap_rbac(&rbac_path)?;
     files.push(RenderedFile::new(&rbac_path, 0o644, rbac));
     Ok(files)
 }
 
-/// The bootstrap token as the Secret the API server reads it from (`kube-system/bootstrap-token-<id>`).
-fn bootstrap_token_secret(token: &BootstrapToken) -> Secret {
-    Secret {
-        metadata: ObjectMeta {
-            name: Some(format!("bootstrap-token-{}", token.id)),
-            namespace: Some("kube-system".into()),
-            ..Default::default()
-        },
-        type_: Some("bootstrap.kubernetes.io/token".into()),
-        string_data: Some(BTreeMap::from([
-            ("token-id".to_string(), token.id.clone()),
-            ("token-secret".to_string(), token.secret.clone()),
-            (
-                "usage-bootstrap-authentication".to_string(),
-                "true".to_string(),
-            ),
-            ("auth-extra-groups".to_string(), BOOTSTRAP_GROUP.to_string()),
-            (
-                "description".to_string(),
-                "Ballast: kubelet TLS bootstrapping of worker nodes".to_string(),
-            ),
-        ])),
-        ..Default::default()
-    }
-}
-
-/// The bindings that let bootstrapping kubelets ask for their client certificate, and have it (and its
-/// renewals) approved: one YAML stream of ClusterRoleBindings.
+/// The binding that has kubelets' renewals of their own client certificates approved (`rotateCertificates`):
+/// one YAML stream of ClusterRoleBindings. There is no bootstrap token and nothing bound to
+/// `system:bootstrappers`: a node's first certificate comes from the bootstrap service (crate::bootstrap), which
+/// verifies which instance asks.
 fn bootstrap_rbac(rbac_path: &str) -> Result<String, RenderError> {
     let mut rbac = String::new();
-    for (name, role, group) in [
-        (
-            "ballast:kubelet-bootstrap",
-            "system:node-bootstrapper",
-            "system:bootstrappers",
-        ),
-        (
-            "ballast:node-autoapprove-bootstrap",
-            "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
-            "system:bootstrappers",
-        ),
-        (
-            "ballast:node-autoapprove-certificate-rotation",
-            "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
-            "system:nodes",
-        ),
-    ] {
+    for (name, role, group) in [(
+        "ballast:node-autoapprove-certificate-rotation",
+        "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+        "system:nodes",
+    )] {
         let binding = ClusterRoleBinding {
             metadata: ObjectMeta {
                 name: Some(name.into()),
@@ -270,7 +225,6 @@ fn api_server(spec: &NodeSpec, settings: &ControlPlaneSettings, node: &NodeFacts
         "--authorization-mode=Node,RBAC".to_string(),
         format!("--client-ca-file={}", pki::KUBERNETES_CA_CERT),
         "--enable-admission-plugins=NodeRestriction".to_string(),
-        "--enable-bootstrap-token-auth=true".to_string(),
         format!("--etcd-cafile={}", pki::ETCD_CA_CERT),
         format!("--etcd-certfile={}.crt", pki::API_SERVER_ETCD_CLIENT),
         format!("--etcd-keyfile={}.key", pki::API_SERVER_ETCD_CLIENT),
@@ -340,7 +294,7 @@ fn controller_manager(spec: &NodeSpec, node: &NodeFacts) -> Pod {
         format!("--cluster-name={}", spec.cluster_name),
         format!("--cluster-signing-cert-file={}", pki::KUBERNETES_CA_CERT),
         format!("--cluster-signing-key-file={}", pki::KUBERNETES_CA_KEY),
-        "--controllers=*,bootstrapsigner,tokencleaner".to_string(),
+        "--controllers=*".to_string(),
         format!("--kubeconfig={kc}"),
         "--leader-elect=true".to_string(),
         format!("--root-ca-file={}", pki::KUBERNETES_CA_CERT),

@@ -1,9 +1,9 @@
 //! The kubelet: its KubeletConfiguration, its systemd unit and flags, and its kubeconfig.
 //!
 //! Control-plane kubelets get a client certificate issued on the node (they hold the CA key anyway) and talk
-//! to their own API server. Worker kubelets join by TLS bootstrapping: a bootstrap kubeconfig carrying the
-//! cluster's bootstrap token, with which the kubelet requests its own client certificate; the kubelet then
-//! writes `/var/lib/kubelet/kubeconfig` itself. No worker ever holds a CA key.
+//! to their own API server. A worker's nodeup gets its kubelet's client certificate from the control plane's
+//! bootstrap service after proving which instance it is (`crate::bootstrap`, docs/node-identity.md); both
+//! kubeconfigs name the certificate files. No worker holds a CA key or a shared bootstrap token.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Taint;
 use super::error::{to_yaml, RenderError};
 use super::types::*;
 use crate::cert_plan::CertPlan;
-use crate::model::{paths, pki, NodeFacts, RenderedFile, Secrets, ServiceDef};
+use crate::model::{paths, pki, NodeFacts, RenderedFile, ServiceDef};
 
 /// The label every node gets with its instance group (not under kubernetes.io: the NodeRestriction admission
 /// plugin forbids kubelets to set those).
@@ -32,11 +32,7 @@ pub fn api_server_url(spec: &NodeSpec, node: &NodeFacts) -> String {
     }
 }
 
-pub(super) fn files(
-    spec: &NodeSpec,
-    node: &NodeFacts,
-    secrets: &Secrets,
-) -> Result<Vec<RenderedFile>, RenderError> {
+pub(super) fn files(spec: &NodeSpec, node: &NodeFacts) -> Result<Vec<RenderedFile>, RenderError> {
     let config = configuration(spec)?;
     let mut files = vec![
         RenderedFile::new(
@@ -47,38 +43,21 @@ pub(super) fn files(
         RenderedFile::new(paths::KUBELET_UNIT, 0o644, UNIT),
         RenderedFile::new(paths::KUBELET_ENV, 0o644, env_file(&args(spec, node))),
     ];
+    // Every kubelet authenticates with its own client certificate: issued on the node on the control plane,
+    // by the control plane's bootstrap service for a worker that proved which instance it is
+    // (crate::bootstrap); no kubelet holds a shared bootstrap token.
     let server = api_server_url(spec, node);
-    match spec.role {
-        Role::ControlPlane => {
-            let user = KubeconfigUser {
-                client_certificate: Some(pki::cert(pki::KUBELET_CLIENT)),
-                client_key: Some(pki::key(pki::KUBELET_CLIENT)),
-                token: None,
-            };
-            let kc = kubeconfig(&server, "kubelet", user);
-            files.push(RenderedFile::new(
-                paths::KUBELET_KUBECONFIG,
-                0o600,
-                to_yaml(paths::KUBELET_KUBECONFIG, &kc)?,
-            ));
-        }
-        Role::Node => {
-            let token = secrets
-                .bootstrap_token
-                .as_ref()
-                .ok_or(RenderError::MissingSecret("the kubelet bootstrap token"))?;
-            let user = KubeconfigUser {
-                token: Some(token.token()),
-                ..Default::default()
-            };
-            let kc = kubeconfig(&server, "kubelet-bootstrap", user);
-            files.push(RenderedFile::new(
-                paths::KUBELET_BOOTSTRAP_KUBECONFIG,
-                0o600,
-                to_yaml(paths::KUBELET_BOOTSTRAP_KUBECONFIG, &kc)?,
-            ));
-        }
-    }
+    let user = KubeconfigUser {
+        client_certificate: Some(pki::cert(pki::KUBELET_CLIENT)),
+        client_key: Some(pki::key(pki::KUBELET_CLIENT)),
+        token: None,
+    };
+    let kc = kubeconfig(&server, "kubelet", user);
+    files.push(RenderedFile::new(
+        paths::KUBELET_KUBECONFIG,
+        0o600,
+        to_yaml(paths::KUBELET_KUBECONFIG, &kc)?,
+    ));
     Ok(files)
 }
 
@@ -92,9 +71,14 @@ pub(super) fn service(spec: &NodeSpec, node: &NodeFacts, certificates: &[CertPla
         paths::KUBELET_CONFIG.to_string(),
         pki::KUBERNETES_CA_CERT.to_string(),
     ];
-    match spec.role {
-        Role::ControlPlane => triggers.push(paths::KUBELET_KUBECONFIG.to_string()),
-        Role::Node => triggers.push(paths::KUBELET_BOOTSTRAP_KUBECONFIG.to_string()),
+    triggers.push(paths::KUBELET_KUBECONFIG.to_string());
+    // A worker's certificate comes from the bootstrap service rather than a plan; it restarts the kubelet alike.
+    let client_pair = [
+        pki::cert(pki::KUBELET_CLIENT),
+        pki::key(pki::KUBELET_CLIENT),
+    ];
+    if spec.role == Role::Node {
+        triggers.extend(client_pair);
     }
     triggers.extend(
         certificates
@@ -136,12 +120,6 @@ fn args(spec: &NodeSpec, node: &NodeFacts) -> Vec<String> {
         format!("--config={}", paths::KUBELET_CONFIG),
         format!("--kubeconfig={}", paths::KUBELET_KUBECONFIG),
     ];
-    if spec.role == Role::Node {
-        args.push(format!(
-            "--bootstrap-kubeconfig={}",
-            paths::KUBELET_BOOTSTRAP_KUBECONFIG
-        ));
-    }
     args.push(format!("--hostname-override={}", node.hostname));
     args.push(format!("--node-ip={}", node.private_ip));
     let mut labels: BTreeMap<&str, &str> = spec

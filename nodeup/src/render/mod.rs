@@ -51,14 +51,14 @@ pub fn render(
             secrets.kubernetes_ca_cert.clone(),
         ),
     ];
-    files.extend(kubelet::files(spec, node, secrets)?);
+    files.extend(kubelet::files(spec, node)?);
     let mut certificates = Vec::new();
     if let Some(settings) = &spec.control_plane {
         let cp = secrets
             .control_plane
             .as_ref()
             .ok_or(RenderError::MissingSecret("the control-plane secrets"))?;
-        files.extend(control_plane::files(spec, settings, node, secrets, cp)?);
+        files.extend(control_plane::files(spec, settings, node, cp)?);
         certificates = cert_plan::plan(spec, node);
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));

@@ -1,0 +1,232 @@
+//! A worker asks the bootstrap service for its kubelet client certificate (I/O): it makes a key and CSR on the
+//! node, signs an `sts:GetCallerIdentity` request with its instance role's credentials (from IMDS, through the
+//! SDK's default chain) carrying the digest of its request, and posts both to a control-plane node's service
+//! over HTTPS, trusting only the cluster's CA. Control-plane nodes are found through EC2 (the cluster's and
+//! role's tags); each attempt is signed anew, since the service takes each signature once.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use aws_credential_types::provider::ProvideCredentials;
+use ballast_etcd::peers::{Ec2Peers, Peers};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Bytes;
+use hyper::{Request, StatusCode};
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::rt::TokioExecutor;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+
+use super::issue::new_csr;
+use super::sts::{sign_get_caller_identity, sts_endpoint};
+use super::wire::{request_digest, CertificateRequest, CertificateResponse, Refusal};
+
+/// How long a worker waits for a control-plane node to answer (they may boot after it).
+pub const WAIT_FOR_SERVICE: Duration = Duration::from_secs(10 * 60);
+
+/// Why a worker has no certificate.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeCertificateError {
+    /// The service verified the worker and said no: retrying changes nothing.
+    #[error("the bootstrap service at {server} refused node {node_name:?}: {reason}")]
+    Refused {
+        server: SocketAddr,
+        node_name: String,
+        reason: String,
+    },
+    /// No control-plane node answered in time.
+    #[error("no node bootstrap service answered within {}s; last problem: {last}", WAIT_FOR_SERVICE.as_secs())]
+    Unreachable { last: String },
+    /// The cluster's CA certificate does not load, or a key or CSR could not be made.
+    #[error("preparing the certificate request: {0}")]
+    Prepare(String),
+}
+
+/// What the worker knows to ask with.
+#[derive(Debug, Clone)]
+pub struct Ask<'a> {
+    pub cluster: &'a str,
+    pub region: &'a str,
+    /// Its private DNS name (its kubelet's `--hostname-override`).
+    pub node_name: &'a str,
+    pub ca_cert_pem: &'a str,
+}
+
+/// A certificate for `system:node:<node_name>` and its key (PEM): (certificate, key).
+pub async fn obtain(ask: &Ask<'_>) -> Result<(String, String), NodeCertificateError> {
+    obtain_from(ask, None, WAIT_FOR_SERVICE).await
+}
+
+/// As [`obtain`], from `servers` when given (tests), else the cluster's running control-plane nodes.
+pub async fn obtain_from(
+    ask: &Ask<'_>,
+    servers: Option<Vec<SocketAddr>>,
+    wait: Duration,
+) -> Result<(String, String), NodeCertificateError> {
+    let prepare = |e: &dyn std::fmt::Display| NodeCertificateError::Prepare(e.to_string());
+    let (csr, key) = new_csr(ask.node_name).map_err(|e| prepare(&e))?;
+    let digest = request_digest(ask.node_name, &csr);
+    let client = https_client(ask.ca_cert_pem)?;
+    let aws = aws_config::from_env()
+        .region(aws_config::Region::new(ask.region.to_string()))
+        .load()
+        .await;
+    let credentials = aws
+        .credentials_provider()
+        .ok_or_else(|| NodeCertificateError::Prepare("no AWS credentials provider".into()))?;
+    let endpoint = sts_endpoint(ask.region, |n| std::env::var(n).ok());
+    let peers = Ec2Peers::in_region(ask.cluster, ask.region).await;
+    let deadline = Instant::now() + wait;
+    let mut pause = Duration::from_millis(250);
+    let mut last = "no control-plane node found".to_string();
+    loop {
+        let targets = match &servers {
+            Some(s) => s.clone(),
+            None => control_plane_services(&peers).await.unwrap_or_else(|e| {
+                last = e;
+                Vec::new()
+            }),
+        };
+        for server in targets {
+            let creds = match credentials.provide_credentials().await {
+                Ok(c) => c,
+                Err(e) => {
+                    last = format!("the instance role's credentials: {e}");
+                    continue;
+                }
+            };
+            let sts_headers =
+                sign_get_caller_identity(&creds, ask.region, &endpoint, &digest, SystemTime::now())
+                    .map_err(|e| prepare(&e))?;
+            let request = CertificateRequest {
+                node_name: ask.node_name.to_string(),
+                csr: csr.clone(),
+                sts_headers,
+            };
+            match post(&client, server, &request).await {
+                Ok(certificate) => {
+                    tracing::info!(%server, node = ask.node_name, "kubelet client certificate issued by the bootstrap service");
+                    return Ok((certificate, key));
+                }
+                Err(Answer::Refused(reason)) => {
+                    return Err(NodeCertificateError::Refused {
+                        server,
+                        node_name: ask.node_name.to_string(),
+                        reason,
+                    })
+                }
+                Err(Answer::Retry(why)) => {
+                    tracing::info!(%server, problem = %why, "node bootstrap service not ready");
+                    last = format!("{server}: {why}");
+                }
+            }
+        }
+        if Instant::now() + pause > deadline {
+            return Err(NodeCertificateError::Unreachable { last });
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// The service's address on every running control-plane node of the cluster.
+async fn control_plane_services(peers: &Ec2Peers) -> Result<Vec<SocketAddr>, String> {
+    let instances = peers
+        .instances()
+        .await
+        .map_err(|e| format!("listing control-plane nodes: {e}"))?;
+    Ok(instances
+        .iter()
+        .filter(|i| i.state.is_alive())
+        .filter_map(|i| i.private_ip.parse().ok())
+        .map(|ip| SocketAddr::new(ip, super::PORT))
+        .collect())
+}
+
+type Https = HttpClient<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    Full<Bytes>,
+>;
+
+/// An HTTPS client that trusts the cluster's CA only.
+fn https_client(ca_cert_pem: &str) -> Result<Https, NodeCertificateError> {
+    let bad = |e: &dyn std::fmt::Display| {
+        NodeCertificateError::Prepare(format!("the cluster's CA certificate: {e}"))
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_cert_pem.as_bytes()) {
+        roots.add(cert.map_err(|e| bad(&e))?).map_err(|e| bad(&e))?;
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| bad(&e))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_only()
+        .enable_http1()
+        .build();
+    Ok(HttpClient::builder(TokioExecutor::new()).build(https))
+}
+
+/// Why one request got no certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// The service refused (403/400), with its reason.
+    Refused(String),
+    /// Not decided (unreachable, 503, ...): worth another attempt, signed anew.
+    Retry(String),
+}
+
+/// One request to the service at `server`, trusting only `ca_cert_pem`: the certificate, or why not. What
+/// [`obtain`] does per attempt; tests use it to send requests a worker would not.
+pub async fn post_once(
+    ca_cert_pem: &str,
+    server: SocketAddr,
+    request: &CertificateRequest,
+) -> Result<String, Answer> {
+    let client = https_client(ca_cert_pem).map_err(|e| Answer::Retry(e.to_string()))?;
+    post(&client, server, request).await
+}
+
+/// Posts one request; the certificate, or a refusal, or a reason to try again.
+async fn post(
+    client: &Https,
+    server: SocketAddr,
+    request: &CertificateRequest,
+) -> Result<String, Answer> {
+    let body = serde_json::to_vec(request).map_err(|e| Answer::Retry(e.to_string()))?;
+    let http = Request::post(format!("https://{server}{}", super::PATH))
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| Answer::Retry(e.to_string()))?;
+    let response = tokio::time::timeout(Duration::from_secs(30), client.request(http))
+        .await
+        .map_err(|_| Answer::Retry("no answer within 30s".into()))?
+        .map_err(|e| Answer::Retry(super::error_chain(&e)))?;
+    let status = response.status();
+    let bytes = Limited::new(response.into_body(), 256 * 1024)
+        .collect()
+        .await
+        .map_err(|e| Answer::Retry(format!("reading the answer: {e}")))?
+        .to_bytes();
+    match status {
+        StatusCode::OK => serde_json::from_slice::<CertificateResponse>(&bytes)
+            .map(|r| r.certificate)
+            .map_err(|e| Answer::Retry(format!("an answer that is not a certificate: {e}"))),
+        StatusCode::FORBIDDEN | StatusCode::BAD_REQUEST => Err(Answer::Refused(
+            serde_json::from_slice::<Refusal>(&bytes)
+                .map(|r| r.error)
+                .unwrap_or_else(|_| format!("HTTP {status}")),
+        )),
+        _ => Err(Answer::Retry(
+            serde_json::from_slice::<Refusal>(&bytes)
+                .map(|r| format!("HTTP {status}: {}", r.error))
+                .unwrap_or_else(|_| format!("HTTP {status}")),
+        )),
+    }
+}

@@ -1,0 +1,183 @@
+//! The certificate a verified worker gets: the CSR proves the worker holds its key; everything the certificate
+//! says comes from the [`Grant`], never from the CSR (its subject, names and extensions are ignored): exactly
+//! `CN=system:node:<name>, O=system:nodes`, client authentication only, for [`NODE_CERT_VALIDITY`].
+
+use rcgen::{
+    CertificateParams, CertificateSigningRequestParams, DnType, ExtendedKeyUsagePurpose, Issuer,
+    KeyPair, KeyUsagePurpose,
+};
+use time::{Duration, OffsetDateTime};
+
+use super::verify::Grant;
+
+/// How long a worker's kubelet client certificate lives: the kubelet renews it through the API
+/// (`rotateCertificates`, approved for `system:nodes` renewing their own), and nodeup asks again at boot when
+/// fewer than [`NODE_CERT_RENEW_BEFORE`] are left.
+pub const NODE_CERT_VALIDITY: Duration = Duration::days(30);
+pub const NODE_CERT_RENEW_BEFORE: Duration = Duration::days(7);
+/// The group of every node's client certificate (the Node authorizer's).
+pub const NODES_GROUP: &str = "system:nodes";
+
+/// Why a certificate could not be signed.
+#[derive(Debug, thiserror::Error)]
+pub enum SignNodeCertError {
+    /// The CSR does not parse, or its signature does not verify (the caller does not hold its key).
+    #[error("the CSR is not a valid, self-signed certificate request: {0}")]
+    BadCsr(#[source] rcgen::Error),
+    /// The Kubernetes CA does not load.
+    #[error("the Kubernetes CA is unusable: {0}")]
+    BadCa(#[source] rcgen::Error),
+    /// rcgen failed to sign.
+    #[error("signing the node certificate: {0}")]
+    Sign(#[source] rcgen::Error),
+}
+
+/// The common name of a node's client certificate.
+pub fn node_common_name(node_name: &str) -> String {
+    format!("system:node:{node_name}")
+}
+
+/// Signs the CSR's public key into a kubelet client certificate for the granted node only.
+pub fn sign_node_certificate(
+    csr_pem: &str,
+    grant: &Grant,
+    ca_cert_pem: &str,
+    ca_key_pem: &str,
+    now: OffsetDateTime,
+) -> Result<String, SignNodeCertError> {
+    let csr =
+        CertificateSigningRequestParams::from_pem(csr_pem).map_err(SignNodeCertError::BadCsr)?;
+    let ca_key = KeyPair::from_pem(ca_key_pem).map_err(SignNodeCertError::BadCa)?;
+    let issuer = Issuer::from_ca_cert_pem(ca_cert_pem, ca_key).map_err(SignNodeCertError::BadCa)?;
+    let mut params = CertificateParams::default();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, node_common_name(&grant.node_name));
+    params
+        .distinguished_name
+        .push(DnType::OrganizationName, NODES_GROUP);
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    params.use_authority_key_identifier_extension = true;
+    params.not_before = now - Duration::minutes(5);
+    params.not_after = now + NODE_CERT_VALIDITY;
+    let cert = params
+        .signed_by(&csr.public_key, &issuer)
+        .map_err(SignNodeCertError::Sign)?;
+    Ok(cert.pem())
+}
+
+/// A CSR for `node_name` with a fresh key, made on the worker: (CSR PEM, key PEM). The key stays on the node.
+pub fn new_csr(node_name: &str) -> Result<(String, String), rcgen::Error> {
+    let key = KeyPair::generate()?;
+    let mut params = CertificateParams::default();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, node_common_name(node_name));
+    params
+        .distinguished_name
+        .push(DnType::OrganizationName, NODES_GROUP);
+    let csr = params.serialize_request(&key)?;
+    Ok((csr.pem()?, key.serialize_pem()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::certs::cert_facts;
+
+    fn ca() -> (String, String) {
+        let key = KeyPair::generate().expect("key");
+        let mut params = CertificateParams::default();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "kubernetes-ca");
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let cert = params.self_signed(&key).expect("ca");
+        (cert.pem(), key.serialize_pem())
+    }
+
+    fn grant(name: &str) -> Grant {
+        Grant {
+            node_name: name.into(),
+            instance_id: "i-0abc".into(),
+            instance_group: "nodes".into(),
+        }
+    }
+
+    #[test]
+    fn the_certificate_names_the_granted_node_whatever_the_csr_says() {
+        let (ca_cert, ca_key) = ca();
+        // The worker's CSR claims another node, and the masters group: both are ignored.
+        let key = KeyPair::generate().expect("key");
+        let mut params =
+            CertificateParams::new(vec!["evil.example.com".to_string()]).expect("params");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "system:node:control-plane-1");
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, "system:masters");
+        let csr = params
+            .serialize_request(&key)
+            .expect("csr")
+            .pem()
+            .expect("pem");
+        let now = OffsetDateTime::now_utc();
+        let pem = sign_node_certificate(&csr, &grant("ip-10-0-1-10"), &ca_cert, &ca_key, now)
+            .expect("signed");
+        let facts = cert_facts(pem.as_bytes()).expect("parses");
+        assert_eq!(facts.common_name, "system:node:ip-10-0-1-10");
+        assert_eq!(facts.organization.as_deref(), Some("system:nodes"));
+        assert!(facts.dns_names.is_empty() && facts.ips.is_empty());
+        assert_eq!(facts.public_key, key.public_key_raw());
+        let ca_facts = cert_facts(ca_cert.as_bytes()).expect("ca parses");
+        assert_eq!(facts.issuer_raw, ca_facts.subject_raw);
+        let lifetime = facts.not_after - now.unix_timestamp();
+        assert!(
+            (NODE_CERT_VALIDITY.whole_seconds() - 5..=NODE_CERT_VALIDITY.whole_seconds())
+                .contains(&lifetime),
+            "{lifetime}"
+        );
+    }
+
+    #[test]
+    fn a_csr_whose_signature_does_not_verify_is_refused() {
+        let (ca_cert, ca_key) = ca();
+        let (csr, _key) = new_csr("n").expect("csr");
+        // Flip a character inside the base64 body: the self-signature no longer verifies (or it no longer parses).
+        let mut bytes = csr.into_bytes();
+        let middle = bytes.len() / 2;
+        bytes[middle] = if bytes[middle] == b'A' { b'B' } else { b'A' };
+        let tampered = String::from_utf8(bytes).expect("ascii");
+        let refused = sign_node_certificate(
+            &tampered,
+            &grant("n"),
+            &ca_cert,
+            &ca_key,
+            OffsetDateTime::now_utc(),
+        );
+        assert!(
+            matches!(refused, Err(SignNodeCertError::BadCsr(_))),
+            "{refused:?}"
+        );
+    }
+
+    #[test]
+    fn a_worker_csr_names_itself_and_keeps_its_key() {
+        let (csr, key) = new_csr("ip-10-0-1-10").expect("csr");
+        let parsed = CertificateSigningRequestParams::from_pem(&csr).expect("verifies");
+        let key = KeyPair::from_pem(&key).expect("key");
+        assert_eq!(
+            rcgen::PublicKeyData::der_bytes(&parsed.public_key),
+            key.public_key_raw()
+        );
+    }
+}

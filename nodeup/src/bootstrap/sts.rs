@@ -1,0 +1,295 @@
+//! The STS side of a node's identity proof, pure: the endpoint both sides use, signing an
+//! `sts:GetCallerIdentity` request on the worker (SigV4 headers, with the request digest among the signed
+//! headers), reading STS's answer, and parsing the assumed-role ARN it names.
+//!
+//! The signature is in headers (as kops's first token format) rather than a presigned URL: the local cloud's
+//! pinned moto verifies SigV4 headers under IAM enforcement, and does not understand query-string signatures
+//! (it reads only the `Authorization` header). The service never takes a URL or body from the worker: it sends
+//! the fixed body to its own STS endpoint, so the worker can only prove, never redirect.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use aws_credential_types::Credentials;
+use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
+use aws_sigv4::sign::v4;
+
+use super::wire::REQUEST_DIGEST_HEADER;
+
+/// The one STS request a proof may be: GetCallerIdentity, form-encoded.
+pub const GET_CALLER_IDENTITY_BODY: &str = "Action=GetCallerIdentity&Version=2011-06-15";
+/// Its content type, signed.
+pub const FORM_CONTENT_TYPE: &str = "application/x-www-form-urlencoded; charset=utf-8";
+
+/// The STS endpoint of a region: the SDK's endpoint override when set (`AWS_ENDPOINT_URL_STS`, then
+/// `AWS_ENDPOINT_URL`: the local cloud), else the regional endpoint. Worker and service compute it the same way,
+/// so the host the worker signs is the host the service sends to.
+pub fn sts_endpoint(region: &str, env: impl Fn(&str) -> Option<String>) -> String {
+    ["AWS_ENDPOINT_URL_STS", "AWS_ENDPOINT_URL"]
+        .into_iter()
+        .find_map(|name| env(name).filter(|v| !v.trim().is_empty()))
+        .map(|url| url.trim().trim_end_matches('/').to_string())
+        .unwrap_or_else(|| format!("https://sts.{region}.amazonaws.com"))
+}
+
+/// Signing failed (the endpoint is not a URL, or the signer refused).
+#[derive(Debug, thiserror::Error)]
+#[error("signing the sts:GetCallerIdentity request for {endpoint}: {message}")]
+pub struct SignStsError {
+    pub endpoint: String,
+    pub message: String,
+}
+
+/// The headers of a GetCallerIdentity request to `endpoint`, signed at `now` with `credentials` (the instance
+/// role's), carrying `digest` as a signed header. Returned: content type, digest, `x-amz-date`,
+/// `x-amz-security-token` and `authorization`; the secret key is in none of them.
+pub fn sign_get_caller_identity(
+    credentials: &Credentials,
+    region: &str,
+    endpoint: &str,
+    digest: &str,
+    now: SystemTime,
+) -> Result<BTreeMap<String, String>, SignStsError> {
+    let fail = |message: String| SignStsError {
+        endpoint: endpoint.to_string(),
+        message,
+    };
+    let url = format!("{endpoint}/");
+    let mut headers = BTreeMap::from([
+        ("content-type".to_string(), FORM_CONTENT_TYPE.to_string()),
+        (REQUEST_DIGEST_HEADER.to_string(), digest.to_string()),
+    ]);
+    let identity = credentials.clone().into();
+    let params = v4::SigningParams::builder()
+        .identity(&identity)
+        .region(region)
+        .name("sts")
+        .time(now)
+        .settings(SigningSettings::default())
+        .build()
+        .map_err(|e| fail(e.to_string()))?
+        .into();
+    let signable = SignableRequest::new(
+        "POST",
+        &url,
+        headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        SignableBody::Bytes(GET_CALLER_IDENTITY_BODY.as_bytes()),
+    )
+    .map_err(|e| fail(e.to_string()))?;
+    let (instructions, _signature) = sign(signable, &params)
+        .map_err(|e| fail(e.to_string()))?
+        .into_parts();
+    for (name, value) in instructions.headers() {
+        headers.insert(name.to_ascii_lowercase(), value.to_string());
+    }
+    Ok(headers)
+}
+
+/// What STS said about the signer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallerIdentity {
+    pub arn: String,
+    pub account: String,
+}
+
+/// STS's answer is not a GetCallerIdentity result.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("STS's answer has no {0} (not a GetCallerIdentity result)")]
+pub struct BadStsAnswer(pub &'static str);
+
+/// Reads `<Arn>` and `<Account>` of a GetCallerIdentity response (STS answers XML; these two elements appear
+/// once, and ARNs and account ids contain nothing XML escapes).
+pub fn parse_caller_identity(xml: &str) -> Result<CallerIdentity, BadStsAnswer> {
+    let element = |name: &'static str| {
+        let open = format!("<{name}>");
+        let close = format!("</{name}>");
+        let start = xml.find(&open).ok_or(BadStsAnswer(name))? + open.len();
+        let len = xml[start..].find(&close).ok_or(BadStsAnswer(name))?;
+        let value = xml[start..start + len].trim();
+        if value.is_empty() || value.contains('<') {
+            return Err(BadStsAnswer(name));
+        }
+        Ok(value.to_string())
+    };
+    if !xml.contains("<GetCallerIdentityResult>") {
+        return Err(BadStsAnswer("GetCallerIdentityResult"));
+    }
+    Ok(CallerIdentity {
+        arn: element("Arn")?,
+        account: element("Account")?,
+    })
+}
+
+/// `arn:<partition>:sts::<account>:assumed-role/<role>/<session>`: who signed, as an EC2 instance role's
+/// credentials name it (the session is the instance id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AssumedRole {
+    pub partition: String,
+    pub account: String,
+    pub role: String,
+    pub session: String,
+}
+
+/// An ARN that is not an assumed role's.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{arn:?} is not an assumed role's ARN (arn:PARTITION:sts::ACCOUNT:assumed-role/ROLE/SESSION): {problem}")]
+pub struct NotAssumedRole {
+    pub arn: String,
+    pub problem: &'static str,
+}
+
+impl AssumedRole {
+    pub fn parse(arn: &str) -> Result<Self, NotAssumedRole> {
+        let bad = |problem| NotAssumedRole {
+            arn: arn.to_string(),
+            problem,
+        };
+        let parts: Vec<&str> = arn.splitn(6, ':').collect();
+        let [prefix, partition, service, region, account, resource] = parts[..] else {
+            return Err(bad("not six ':'-separated parts"));
+        };
+        if prefix != "arn" || partition.is_empty() {
+            return Err(bad("no arn:PARTITION prefix"));
+        }
+        if service != "sts" || !region.is_empty() {
+            return Err(bad("not a global sts ARN"));
+        }
+        if account.len() != 12 || !account.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad("the account is not 12 digits"));
+        }
+        let mut path = resource.split('/');
+        let (Some("assumed-role"), Some(role), Some(session), None) =
+            (path.next(), path.next(), path.next(), path.next())
+        else {
+            return Err(bad("not assumed-role/ROLE/SESSION"));
+        };
+        if role.is_empty() || session.is_empty() {
+            return Err(bad("an empty role or session name"));
+        }
+        Ok(AssumedRole {
+            partition: partition.to_string(),
+            account: account.to_string(),
+            role: role.to_string(),
+            session: session.to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_endpoint_is_the_override_or_the_regional_one() {
+        let none = |_: &str| None;
+        assert_eq!(
+            sts_endpoint("us-west-2", none),
+            "https://sts.us-west-2.amazonaws.com"
+        );
+        let local =
+            |n: &str| (n == "AWS_ENDPOINT_URL").then(|| "http://127.0.0.1:5000/".to_string());
+        assert_eq!(sts_endpoint("us-west-2", local), "http://127.0.0.1:5000");
+        let both = |n: &str| Some(format!("http://{n}"));
+        assert_eq!(sts_endpoint("x", both), "http://AWS_ENDPOINT_URL_STS");
+    }
+
+    #[test]
+    fn a_signed_request_carries_the_digest_and_the_token_but_not_the_secret() {
+        let creds = Credentials::new(
+            "ASIAEXAMPLE",
+            "s3cr3t-key",
+            Some("session-token".into()),
+            None,
+            "t",
+        );
+        let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+        let headers =
+            sign_get_caller_identity(&creds, "us-west-2", "http://127.0.0.1:5000", "abc123", now)
+                .expect("signs");
+        assert_eq!(headers[REQUEST_DIGEST_HEADER], "abc123");
+        assert_eq!(headers["x-amz-date"], "20231114T221320Z");
+        assert_eq!(headers["x-amz-security-token"], "session-token");
+        let auth = &headers["authorization"];
+        assert!(
+            auth.starts_with(
+                "AWS4-HMAC-SHA256 Credential=ASIAEXAMPLE/20231114/us-west-2/sts/aws4_request"
+            ),
+            "{auth}"
+        );
+        assert!(auth.contains(REQUEST_DIGEST_HEADER), "{auth}");
+        assert!(auth.contains("host"), "{auth}");
+        assert!(headers.values().all(|v| !v.contains("s3cr3t")));
+    }
+
+    #[test]
+    fn sts_answers_are_read_or_refused() {
+        let xml = "<GetCallerIdentityResponse><GetCallerIdentityResult>\
+            <Arn>arn:aws:sts::123456789012:assumed-role/nodes.c1/i-0abc</Arn><UserId>AROA:i-0abc</UserId>\
+            <Account>123456789012</Account></GetCallerIdentityResult></GetCallerIdentityResponse>";
+        assert_eq!(
+            parse_caller_identity(xml),
+            Ok(CallerIdentity {
+                arn: "arn:aws:sts::123456789012:assumed-role/nodes.c1/i-0abc".into(),
+                account: "123456789012".into()
+            })
+        );
+        assert_eq!(
+            parse_caller_identity(
+                "<ErrorResponse><Error><Code>SignatureDoesNotMatch</Code></Error></ErrorResponse>"
+            ),
+            Err(BadStsAnswer("GetCallerIdentityResult"))
+        );
+        assert_eq!(
+            parse_caller_identity("<GetCallerIdentityResult><Arn></Arn></GetCallerIdentityResult>"),
+            Err(BadStsAnswer("Arn"))
+        );
+    }
+
+    #[test]
+    fn assumed_role_arns_parse_and_others_are_refused() {
+        assert_eq!(
+            AssumedRole::parse(
+                "arn:aws:sts::123456789012:assumed-role/nodes.c1.example.com/i-0abc"
+            ),
+            Ok(AssumedRole {
+                partition: "aws".into(),
+                account: "123456789012".into(),
+                role: "nodes.c1.example.com".into(),
+                session: "i-0abc".into(),
+            })
+        );
+        for (arn, problem) in [
+            (
+                "arn:aws:iam::123456789012:user/admin",
+                "not a global sts ARN",
+            ),
+            (
+                "arn:aws:sts::123456789012:user/moto",
+                "not assumed-role/ROLE/SESSION",
+            ),
+            (
+                "arn:aws:sts::123456789012:assumed-role/r",
+                "not assumed-role/ROLE/SESSION",
+            ),
+            (
+                "arn:aws:sts::123456789012:assumed-role/r/s/t",
+                "not assumed-role/ROLE/SESSION",
+            ),
+            (
+                "arn:aws:sts::12345:assumed-role/r/s",
+                "the account is not 12 digits",
+            ),
+            (
+                "arn:aws:sts::123456789012:assumed-role//s",
+                "an empty role or session name",
+            ),
+            ("nonsense", "not six ':'-separated parts"),
+        ] {
+            assert_eq!(
+                AssumedRole::parse(arn).map_err(|e| e.problem),
+                Err(problem),
+                "{arn}"
+            );
+        }
+    }
+}

@@ -1,0 +1,402 @@
+//! Node identity on the local cloud (issue 16, item 1), IAM enforced: a worker holds no shared bootstrap token;
+//! its nodeup proves which instance it is with an `sts:GetCallerIdentity` request signed by its instance-role
+//! credentials, and the control plane's bootstrap service issues a kubelet client certificate for exactly its
+//! own node name. With a worker's real role credentials (from its IMDS), this test then plays the attacker: it
+//! asks for the control plane's name, replays a proof, tampers with one, sends a stale one and one signed by
+//! an IAM user, and reads secrets from the store: every attempt is refused. One cluster. Needs the emulator's
+//! venv; fails (never skips) without it.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, SystemTime};
+
+use aws_credential_types::provider::ProvideCredentials;
+use aws_credential_types::Credentials;
+use ballast_e2e::localcloud::{binaries, LocalCloud};
+use ballast_state::layout::ClusterPaths;
+use ballast_state::report::{NodeReport, Phase};
+use localcloud::state::InstanceRecord;
+use nodeup::bootstrap::client::{post_once, Answer};
+use nodeup::bootstrap::issue::new_csr;
+use nodeup::bootstrap::sts::{sign_get_caller_identity, sts_endpoint};
+use nodeup::bootstrap::wire::{request_digest, CertificateRequest, REQUEST_DIGEST_HEADER};
+use nodeup::certs::cert_facts;
+
+const CLUSTER: &str = "identity.example.com";
+const BUCKET: &str = "ballast-identity-e2e";
+
+fn ballast(cloud: &LocalCloud, state: &str, args: &[&str]) -> (bool, String) {
+    let out = Command::new(&binaries().ballast)
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", cloud.dir())
+        .env("AWS_ACCESS_KEY_ID", &cloud.record.admin.access_key_id)
+        .env(
+            "AWS_SECRET_ACCESS_KEY",
+            &cloud.record.admin.secret_access_key,
+        )
+        .env("AWS_REGION", &cloud.record.region)
+        .env("AWS_DEFAULT_REGION", &cloud.record.region)
+        .env("AWS_ENDPOINT_URL", &cloud.record.endpoint)
+        .env("BALLAST_NETWORK_CIDR", "127.43.0.0/16")
+        .env("BALLAST_STATE", state)
+        .output()
+        .expect("running ballast");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+async fn stored_report(cloud: &LocalCloud, key: &str) -> Option<NodeReport> {
+    let out = cloud
+        .s3()
+        .get_object()
+        .bucket(BUCKET)
+        .key(key)
+        .send()
+        .await
+        .ok()?;
+    let bytes = out.body.collect().await.ok()?.into_bytes();
+    NodeReport::from_json(&bytes).ok()
+}
+
+/// Every running instance of the cluster, with its EC2 private DNS name and role tag.
+async fn instances(cloud: &LocalCloud) -> Vec<(String, String, String)> {
+    let answer = cloud
+        .ec2()
+        .describe_instances()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("instance-state-name")
+                .values("running")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("DescribeInstances");
+    answer
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .map(|i| {
+            let role = i
+                .tags()
+                .iter()
+                .find(|t| t.key() == Some("ballast.dev/role"))
+                .and_then(|t| t.value())
+                .unwrap_or_default()
+                .to_string();
+            (
+                i.instance_id().unwrap_or_default().to_string(),
+                i.private_dns_name().unwrap_or_default().to_string(),
+                role,
+            )
+        })
+        .collect()
+}
+
+/// The instance role's credentials, as the worker's own IMDS hands them out (any process on the worker, a pod
+/// reaching IMDS included, can get these: they must not be enough to be another node).
+async fn role_credentials(record: &InstanceRecord) -> Credentials {
+    let imds = aws_config::imds::Client::builder()
+        .endpoint(&record.imds_endpoint)
+        .expect("an IMDS endpoint")
+        .build();
+    aws_config::imds::credentials::ImdsCredentialsProvider::builder()
+        .imds_client(imds)
+        .build()
+        .provide_credentials()
+        .await
+        .expect("the worker's role credentials from its IMDS")
+}
+
+struct Attacker<'a> {
+    cloud: &'a LocalCloud,
+    ca_pem: String,
+    server: SocketAddr,
+}
+
+impl Attacker<'_> {
+    fn endpoint(&self) -> String {
+        let endpoint = self.cloud.record.endpoint.clone();
+        sts_endpoint(&self.cloud.record.region, |n| {
+            (n == "AWS_ENDPOINT_URL").then(|| endpoint.clone())
+        })
+    }
+
+    /// A request for `name` with a fresh CSR, signed at `when` by `creds`.
+    fn request(&self, creds: &Credentials, name: &str, when: SystemTime) -> CertificateRequest {
+        let (csr, _key) = new_csr(name).expect("csr");
+        let digest = request_digest(name, &csr);
+        let sts_headers = sign_get_caller_identity(
+            creds,
+            &self.cloud.record.region,
+            &self.endpoint(),
+            &digest,
+            when,
+        )
+        .expect("signs");
+        CertificateRequest {
+            node_name: name.to_string(),
+            csr,
+            sts_headers,
+        }
+    }
+
+    async fn send(&self, request: &CertificateRequest) -> Result<String, Answer> {
+        post_once(&self.ca_pem, self.server, request).await
+    }
+
+    async fn refused(&self, what: &str, request: &CertificateRequest, expect: &str) {
+        match self.send(request).await {
+            Err(Answer::Refused(reason)) => {
+                assert!(
+                    reason.contains(expect),
+                    "{what}: refused, but for {reason:?} (expected {expect:?})"
+                )
+            }
+            other => panic!("{what}: expected a refusal containing {expect:?}, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
+    let cloud = LocalCloud::start();
+    cloud.prepare_for_ballast(BUCKET).await;
+    let state = format!("s3://{BUCKET}/clusters");
+    let (ok, out) = ballast(
+        &cloud,
+        &state,
+        &[
+            "create",
+            "cluster",
+            "--name",
+            CLUSTER,
+            "--zones",
+            "us-west-2a",
+            "--node-count",
+            "1",
+            "--yes",
+        ],
+    );
+    assert!(ok, "ballast create cluster --yes failed:\n{out}");
+
+    // Every instance configures: the worker only once the bootstrap service issued its certificate.
+    let all = instances(&cloud).await;
+    let control_plane = all
+        .iter()
+        .find(|i| i.2 == "control-plane")
+        .expect("a control-plane instance")
+        .clone();
+    let worker = all
+        .iter()
+        .find(|i| i.2 == "node")
+        .expect("a worker")
+        .clone();
+    let paths = ClusterPaths::new(CLUSTER);
+    for (id, _, _) in [&control_plane, &worker] {
+        let key = format!("clusters/{}", paths.report(id));
+        let deadline = std::time::Instant::now() + Duration::from_secs(180);
+        let report = loop {
+            match stored_report(&cloud, &key).await {
+                Some(r) => break r,
+                _ => {}
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no final boot report for {id}; log:\n{}",
+                cloud
+                    .try_instance(id)
+                    .and_then(|r| std::fs::read_to_string(r.log).ok())
+                    .unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        assert_eq!(
+            report.phase,
+            Phase::Configured,
+            "{id}: {:?}\n{}",
+            report.errors,
+            report.log_tail.join("\n")
+        );
+    }
+
+    // The worker's kubelet certificate names exactly its own node, in system:nodes, signed by the cluster CA,
+    // for the key nodeup made on the worker; no token anywhere on the worker.
+    let worker_record = cloud.instance(&worker.0);
+    let root = &worker_record.root;
+    let read = |p: &str| std::fs::read(root.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
+    let cert = cert_facts(&read("var/lib/kubelet/pki/kubelet-client.crt")).expect("a certificate");
+    let ca_pem = String::from_utf8(read("etc/kubernetes/pki/ca.crt")).expect("PEM");
+    let ca = cert_facts(ca_pem.as_bytes()).expect("the CA");
+    assert_eq!(cert.common_name, format!("system:node:{}", worker.1));
+    assert_eq!(cert.organization.as_deref(), Some("system:nodes"));
+    assert_eq!(cert.issuer_raw, ca.subject_raw);
+    assert_eq!(cert.authority_key_id, ca.subject_key_id);
+    // The key nodeup made on the worker is the certificate's, and the certificate fits what nodeup keeps.
+    let plan = nodeup::cert_plan::worker_kubelet_client(&worker.1);
+    assert!(nodeup::certs::still_fits(
+        &plan,
+        &ca_pem,
+        &read("var/lib/kubelet/pki/kubelet-client.crt"),
+        &read("var/lib/kubelet/pki/kubelet-client.key"),
+        time::OffsetDateTime::now_utc(),
+    ));
+    let lifetime = cert.not_after - time::OffsetDateTime::now_utc().unix_timestamp();
+    assert!(lifetime > 0 && lifetime <= 30 * 86_400, "{lifetime}");
+    assert!(!root.join("var/lib/kubelet/bootstrap-kubeconfig").exists());
+    let kubeconfig = String::from_utf8(read("var/lib/kubelet/kubeconfig")).expect("text");
+    assert!(!kubeconfig.contains("token"), "{kubeconfig}");
+
+    // Now as an attacker holding the worker's role credentials.
+    let creds = role_credentials(&worker_record).await;
+    let cp_record = cloud.instance(&control_plane.0);
+    let attacker = Attacker {
+        cloud: &cloud,
+        ca_pem,
+        server: SocketAddr::new(
+            cp_record.private_ip.parse().expect("an IP"),
+            nodeup::bootstrap::PORT,
+        ),
+    };
+    let now = SystemTime::now();
+
+    // Its own name, once: issued. The same proof again: a replay.
+    let own = attacker.request(&creds, &worker.1, now);
+    let issued = attacker
+        .send(&own)
+        .await
+        .expect("a certificate for the worker's own name");
+    let issued = cert_facts(issued.as_bytes()).expect("parses");
+    assert_eq!(issued.common_name, format!("system:node:{}", worker.1));
+    attacker
+        .refused("the same proof again", &own, "already used")
+        .await;
+
+    // Another node's name (the control plane's), properly signed by the worker: refused.
+    let other = attacker.request(&creds, &control_plane.1, now);
+    attacker
+        .refused("the control plane's name", &other, "private DNS name")
+        .await;
+
+    // A proof made for one CSR, sent with another (digest header rewritten to match): STS rejects the signature.
+    let mut tampered = attacker.request(&creds, &worker.1, now);
+    let (csr, _) = new_csr(&worker.1).expect("csr");
+    tampered.csr = csr;
+    let digest = request_digest(&tampered.node_name, &tampered.csr);
+    tampered
+        .sts_headers
+        .insert(REQUEST_DIGEST_HEADER.to_string(), digest);
+    attacker
+        .refused("a tampered proof", &tampered, "STS did not confirm")
+        .await;
+    // The same CSR swap without touching the digest: refused before STS is asked.
+    let mut swapped = attacker.request(&creds, &worker.1, now);
+    swapped.csr = new_csr(&worker.1).expect("csr").0;
+    attacker
+        .refused("another CSR", &swapped, "digest does not match")
+        .await;
+
+    // A proof signed ten minutes ago.
+    let stale = attacker.request(&creds, &worker.1, now - Duration::from_secs(600));
+    attacker
+        .refused("a stale proof", &stale, "more than 300s")
+        .await;
+
+    // A proof signed by an IAM user (the operator), not an instance role: STS names no assumed role.
+    let admin = Credentials::new(
+        &cloud.record.admin.access_key_id,
+        &cloud.record.admin.secret_access_key,
+        Some("not-a-session".to_string()),
+        None,
+        "admin",
+    );
+    let user = attacker.request(&admin, &worker.1, now);
+    attacker
+        .refused("an IAM user's proof", &user, "STS did not confirm")
+        .await;
+
+    // The worker's credentials read no CA key, no secret, no token and no control-plane spec in the store.
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&cloud.sdk_config())
+            .credentials_provider(creds.clone())
+            .force_path_style(true)
+            .build(),
+    );
+    let prefix = format!("clusters/{CLUSTER}");
+    let cp_group = "control-plane-us-west-2a";
+    for key in [
+        "pki/kubernetes-ca/key.pem",
+        "pki/etcd-ca/key.pem",
+        "pki/service-account/key.pem",
+        "secrets/encryption-keys.yaml",
+        "secrets/bootstrap-token",
+        &format!("nodes/{cp_group}/spec.yaml"),
+    ] {
+        let err = s3
+            .get_object()
+            .bucket(BUCKET)
+            .key(format!("{prefix}/{key}"))
+            .send()
+            .await
+            .expect_err(key);
+        let code = err
+            .as_service_error()
+            .and_then(aws_sdk_s3::error::ProvideErrorMetadata::code);
+        assert_eq!(
+            code,
+            Some("AccessDenied"),
+            "{key}: {}",
+            aws_sdk_s3::error::DisplayErrorContext(&err)
+        );
+    }
+    // What the worker may read, it reads: the CA certificate.
+    s3.get_object()
+        .bucket(BUCKET)
+        .key(format!("{prefix}/pki/kubernetes-ca/cert.pem"))
+        .send()
+        .await
+        .expect("the worker reads the CA certificate");
+    // And no shared bootstrap token exists in the store at all.
+    let listed = cloud
+        .s3()
+        .list_objects_v2()
+        .bucket(BUCKET)
+        .prefix(&prefix)
+        .send()
+        .await
+        .expect("ListObjectsV2");
+    let keys: Vec<&str> = listed.contents().iter().filter_map(|o| o.key()).collect();
+    assert!(
+        keys.iter()
+            .any(|k| k.ends_with("pki/kubernetes-ca/key.pem")),
+        "{keys:?}"
+    );
+    assert!(
+        !keys.iter().any(|k| k.contains("bootstrap-token")),
+        "{keys:?}"
+    );
+
+    // The service logged each refusal with its reason, and never a signature.
+    let log = std::fs::read_to_string(&cp_record.log).expect("the control plane's log");
+    assert!(log.contains("node certificate refused"), "{log}");
+    assert!(log.contains("already used"), "{log}");
+    for request in [&own, &other, &tampered, &stale, &user] {
+        let auth = &request.sts_headers["authorization"];
+        let signature = auth.rsplit("Signature=").next().expect("a signature");
+        assert!(!log.contains(signature), "a signature was logged");
+        assert!(
+            !log.contains(&request.sts_headers["x-amz-security-token"]),
+            "a session token was logged"
+        );
+    }
+    let _ = Path::new(cloud.dir());
+}
