@@ -66,6 +66,9 @@ pub enum Command {
     Etcd(EtcdArgs),
     /// Check that a cluster is up: its instances, their nodeup reports, and etcd.
     Validate(ValidateArgs),
+    /// Replace the instances whose configuration changed: control plane first behind etcd, nodes with surge.
+    #[command(name = "rolling-update")]
+    RollingUpdate(RollingUpdateArgs),
     /// Write a cluster's context into your kubeconfig (with --admin, a short-lived admin certificate).
     Export(ExportArgs),
     /// Print a shell completion script.
@@ -414,6 +417,80 @@ pub struct ValidateClusterArgs {
     pub wait: Option<Duration>,
     #[arg(short, long, value_enum, default_value = "table")]
     pub output: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct RollingUpdateArgs {
+    #[command(subcommand)]
+    pub what: RollingUpdateWhat,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RollingUpdateWhat {
+    /// List the instances that need replacing and why, and the order of the roll; with --yes, replace them:
+    /// control-plane groups first, one instance at a time, each only while etcd has every member voting, then
+    /// node groups with surge (the group's spec.rollingUpdate), draining each node through the Kubernetes API.
+    /// Interrupted and run again, it finishes what it began: no instance is replaced twice, and a surged group
+    /// gets its sizes back (they are recorded on the Auto Scaling Group as the ballast.dev/rolling-update tag).
+    Cluster(Box<RollingUpdateClusterArgs>),
+}
+
+#[derive(Debug, Args)]
+pub struct RollingUpdateClusterArgs {
+    #[arg(value_name = "NAME")]
+    pub cluster_name: Option<String>,
+    /// Replace the instances; without it nothing changes.
+    #[arg(long)]
+    pub yes: bool,
+    /// Roll only this group (repeatable), e.g. one node group first as a canary.
+    #[arg(long = "instance-group", value_name = "NAME")]
+    pub instance_groups: Vec<String>,
+    /// Roll only groups of these roles (repeatable or comma-separated).
+    #[arg(
+        long = "instance-group-roles",
+        value_enum,
+        value_delimiter = ',',
+        value_name = "ROLE"
+    )]
+    pub roles: Vec<RoleArg>,
+    /// Replace every instance, whether its configuration changed or not.
+    #[arg(long)]
+    pub force: bool,
+    /// Do not drain nodes or check them through the Kubernetes API (AWS, the nodeup reports and etcd only).
+    #[arg(long)]
+    pub cloudonly: bool,
+    /// How long to wait for a replacement to be configured (and etcd whole again) before failing, e.g. 15m.
+    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = parse_roll_duration)]
+    pub validation_timeout: Duration,
+    /// How long a node's drain may take (evictions a PodDisruptionBudget refuses are retried until then).
+    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = parse_roll_duration)]
+    pub drain_timeout: Duration,
+    /// Stop the roll when a wait runs out (false: warn and go on; never for etcd's quorum).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub fail_on_validate_error: bool,
+    /// Surge node groups (launch new instances before draining old ones); false: replace in place,
+    /// maxUnavailable at a time (at least one).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub surge: bool,
+}
+
+/// An instance group role on the command line, spelled as in the spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RoleArg {
+    #[value(name = "ControlPlane", alias = "control-plane")]
+    ControlPlane,
+    #[value(name = "Node", alias = "node")]
+    Node,
+}
+
+/// A roll's timeout: at least 1s, at most a day (a roll that waits longer is stuck, not slow).
+pub fn parse_roll_duration(text: &str) -> Result<Duration, String> {
+    let duration =
+        ballast_state::duration::parse_duration(text.trim()).map_err(|e| e.to_string())?;
+    if duration < Duration::from_secs(1) || duration > Duration::from_secs(24 * 3600) {
+        return Err(format!("{text:?} is out of range: use 1s to 24h"));
+    }
+    Ok(duration)
 }
 
 #[derive(Debug, Args)]

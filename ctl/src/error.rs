@@ -65,6 +65,9 @@ pub enum CommandError {
     /// The cluster is not (yet) as asked: a failing check, or a wait that ran out.
     #[error("{0}")]
     NotReady(String),
+    /// A rolling update stopped or was refused.
+    #[error(transparent)]
+    Roll(#[from] crate::roll::RollError),
     /// Rendering data for stdout as `format` (YAML or JSON) failed.
     #[error("rendering {format}: {source}")]
     Render {
@@ -141,6 +144,9 @@ impl CommandError {
                 _ => FAILURE,
             },
             CommandError::NotReady(_) => NOT_READY,
+            CommandError::Roll(e) if e.not_ready() => NOT_READY,
+            CommandError::Roll(crate::roll::RollError::ControlPlaneFirst { .. }) => USAGE,
+            CommandError::Roll(_) => FAILURE,
             CommandError::Damaged { source, .. } => source.exit_code(),
             CommandError::Store(_)
             | CommandError::Update(_)

@@ -9,6 +9,7 @@ mod commands;
 mod error;
 pub mod kubeconfig;
 mod output;
+pub mod roll;
 
 use clap::{CommandFactory, Parser};
 use tracing_subscriber::EnvFilter;

@@ -359,7 +359,8 @@ impl Registry {
     ) -> Result<ClusterConfig, RegistryError> {
         // Validate first without the lock, so a spec error writes nothing at all.
         let current = self.load(name).await?;
-        check(&merged(&current.config, change))?;
+        let changed = check(&merged(&current.config, change))?;
+        check_version_change(&current.config, &changed)?;
         if change.is_empty() {
             return Ok(complete(&current.config));
         }
@@ -379,6 +380,7 @@ impl Registry {
         let current = self.load(name).await?;
         let config = merged(&current.config, change);
         let completed = check(&config)?;
+        check_version_change(&current.config, &completed)?;
         if let Some((cluster, precondition)) = &change.cluster {
             let data = to_yaml(cluster, name)?;
             self.store
@@ -609,6 +611,30 @@ pub fn check(config: &ClusterConfig) -> Result<ClusterConfig, RegistryError> {
             &format!("cluster {:?}", config.name()),
             errors,
         )))
+    }
+}
+
+/// Refuses a `kubernetesVersion` change that skips a minor or goes back (judged on the completed specs, so a
+/// version left to its default counts as the default).
+pub fn check_version_change(
+    current: &ClusterConfig,
+    changed: &ClusterConfig,
+) -> Result<(), RegistryError> {
+    let old = complete(current).cluster.spec.kubernetes_version;
+    let new = changed.cluster.spec.kubernetes_version.clone();
+    let (Some(old), Some(new)) = (old, new) else {
+        return Ok(());
+    };
+    match crate::rolling_update::version_change_problem(&old, &new) {
+        None => Ok(()),
+        Some(problem) => Err(RegistryError::Invalid(SpecErrors::new(
+            &format!("cluster {:?}", changed.name()),
+            vec![FieldError::new(
+                &format!("{}/{}", crate::spec::KIND_CLUSTER, changed.name()),
+                "spec.kubernetesVersion",
+                problem,
+            )],
+        ))),
     }
 }
 

@@ -258,6 +258,9 @@ pub struct InstanceGroupSpec {
     pub taints: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cloud_labels: BTreeMap<String, String>,
+    /// The pace of `ballast rolling-update cluster` for this group (node groups only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolling_update: Option<crate::rolling_update::RollingUpdateSpec>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -379,6 +382,7 @@ impl InstanceGroupSpec {
             root_volume: None,
             instance_metadata: None,
             iam: None,
+            rolling_update: None,
             node_labels: BTreeMap::new(),
             taints: None,
             cloud_labels: BTreeMap::new(),

@@ -216,6 +216,9 @@ fn check_kubernetes_version(report: &mut Report<'_>, version: &str) {
                 SUPPORTED_MINORS.end()
             ),
         );
+    } else if let Some(problem) = crate::rolling_update::unpinned_version_problem(version) {
+        // Refused here rather than when a node boots without a kubelet for it.
+        report.error("spec.kubernetesVersion", problem);
     }
 }
 
@@ -599,6 +602,25 @@ fn check_instance_group_spec(
     check_iam_profile(report, spec);
     check_node_labels_and_taints(report, spec);
     check_cloud_labels(report, "spec.cloudLabels", &spec.cloud_labels);
+    check_rolling_update(report, spec);
+}
+
+/// A node group's roll pace is bounded; a control-plane group rolls one instance at a time behind etcd, so a
+/// pace there would be accepted and ignored: it is refused.
+fn check_rolling_update(report: &mut Report<'_>, spec: &InstanceGroupSpec) {
+    let Some(rolling) = &spec.rolling_update else {
+        return;
+    };
+    if spec.role == Role::ControlPlane {
+        report.error(
+            "spec.rollingUpdate",
+            "control-plane groups roll one instance at a time, behind etcd's quorum: remove rollingUpdate",
+        );
+        return;
+    }
+    for (field, problem) in rolling.problems() {
+        report.error(format!("spec.rollingUpdate.{field}"), problem);
+    }
 }
 
 fn check_machine_type_and_image(report: &mut Report<'_>, spec: &InstanceGroupSpec) {

@@ -62,10 +62,16 @@ impl Cluster {
     }
 }
 
-/// The AMI the default spec names: registered once per emulator, as `packer build` would.
+/// The AMIs the default spec names for the two Kubernetes releases the manifest pins: registered once per
+/// emulator, as `packer build` would.
 async fn ensure_default_image() {
+    for name in ["ballast-k8s-1.33-debian-12", "ballast-k8s-1.32-debian-12"] {
+        ensure_image(name).await;
+    }
+}
+
+async fn ensure_image(name: &str) {
     let ec2 = aws_sdk_ec2::Client::new(&aws::sdk_config().await);
-    let name = "ballast-k8s-1.33-debian-12";
     let found = ec2
         .describe_images()
         .filters(
@@ -494,7 +500,8 @@ fn time_now() -> i64 {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_changed_group_plans_only_its_own_launch_template() {
     let cluster = Cluster::new("change").await;
-    cluster.create(&[]);
+    // The older of the two releases the manifest pins, so that an upgrade can follow.
+    cluster.create(&["--kubernetes-version", "1.32.8"]);
     let dir = tempfile::tempdir().expect("tempdir");
     cluster.replace(
         &dir,
@@ -535,7 +542,7 @@ async fn a_changed_group_plans_only_its_own_launch_template() {
         .assert()
         .success();
     let yaml = String::from_utf8_lossy(&stored.get_output().stdout)
-        .replace("kubernetesVersion: 1.33.4", "kubernetesVersion: 1.33.5");
+        .replace("kubernetesVersion: 1.32.8", "kubernetesVersion: 1.33.4");
     cluster.replace(&dir, &yaml);
     let plan = cluster.plan();
     for group in [

@@ -4,10 +4,11 @@
 mod create;
 mod delete;
 mod edit;
-mod etcd;
+pub(crate) mod etcd;
 mod export;
 mod get;
-mod nodes;
+pub(crate) mod nodes;
+mod rolling_update;
 mod update;
 mod validate;
 
@@ -40,6 +41,7 @@ pub async fn dispatch(cli: Cli, command_line: &str) -> Result<(), CommandError> 
         Command::Update(args) => update::run(&context, args).await,
         Command::Etcd(args) => etcd::run(&context, args).await,
         Command::Validate(args) => validate::run(&context, args).await,
+        Command::RollingUpdate(args) => rolling_update::run(&context, args).await,
         Command::Export(args) => export::run(&context, args).await,
         Command::Completion { shell } => {
             let mut command = crate::command();

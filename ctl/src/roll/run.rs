@@ -1,0 +1,435 @@
+//! The roll's loop, one group at a time: observe what AWS and the state store show, decide the next step
+//! (`decide`), act, and again, until the group is done. Progress goes to stderr.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use ballast_state::duration::human_duration;
+use ballast_state::rolling_update::{pace, Pace};
+use ballast_state::spec::{ClusterConfig, Role};
+use ballast_state::store::StateStore;
+use ballast_state::timestamp::unix_rfc3339;
+use tokio::time::Instant;
+
+use super::decide::{
+    control_plane_step, node_step, outdated, replace_batch, ControlPlaneStep, GroupView,
+    InstanceView, NodeStep, RollMarker, Sizes,
+};
+use super::drain::Kubernetes;
+use super::{act, observe, RollError};
+use crate::cloud::aws::group_resource_name;
+use crate::cloud::Cloud;
+
+/// How often a roll looks again while it waits.
+const POLL: Duration = Duration::from_millis(500);
+
+/// How a roll goes, from the flags.
+pub struct Settings {
+    pub force: bool,
+    pub surge: bool,
+    pub validation_timeout: Duration,
+    pub fail_on_validate_error: bool,
+    /// None: `--cloudonly` (no drain, no Kubernetes validation).
+    pub kubernetes: Option<Kubernetes>,
+}
+
+/// What a group's roll did.
+#[derive(Debug, Clone)]
+pub struct GroupOutcome {
+    pub group: String,
+    pub role: Role,
+    /// Each replaced instance, and how long from its termination until its replacement was ready.
+    pub replaced: Vec<(String, Duration)>,
+    pub elapsed: Duration,
+}
+
+/// Rolls groups of one cluster.
+pub struct Roller<'a> {
+    cloud: &'a Cloud,
+    store: &'a StateStore,
+    completed: &'a ClusterConfig,
+    settings: Settings,
+    /// When this run began, RFC 3339: a forced roll's start when no marker records an earlier one.
+    started: String,
+    clock: Instant,
+    /// Instances this run terminated: never terminated again, whatever an eventually consistent read shows.
+    terminated: BTreeSet<String>,
+    last_progress: String,
+}
+
+impl<'a> Roller<'a> {
+    pub fn new(
+        cloud: &'a Cloud,
+        store: &'a StateStore,
+        completed: &'a ClusterConfig,
+        settings: Settings,
+    ) -> Self {
+        Roller {
+            cloud,
+            store,
+            completed,
+            settings,
+            // To the second, like the launch times it is compared with (as text).
+            started: unix_rfc3339(ballast_state::timestamp::now_stamp().1),
+            clock: Instant::now(),
+            terminated: BTreeSet::new(),
+            last_progress: String::new(),
+        }
+    }
+
+    /// A forced roll's start (a marker's, if one records it): what launched before it is replaced.
+    pub fn force_since(&self, group: &GroupView) -> Option<String> {
+        match &group.marker {
+            Some(marker) if marker.force => Some(marker.started.clone()),
+            _ if self.settings.force => Some(self.started.clone()),
+            _ => None,
+        }
+    }
+
+    fn progress(&mut self, group: &str, what: &str) {
+        let line = format!("{group}: {what}");
+        if line != self.last_progress {
+            eprintln!("[{:>7.1}s] {line}", self.clock.elapsed().as_secs_f64());
+            self.last_progress = line;
+        }
+    }
+
+    async fn observe(&self, name: &str) -> Result<(Vec<GroupView>, GroupView), RollError> {
+        let groups = observe::groups(self.cloud, self.store, self.completed).await?;
+        let group = groups
+            .iter()
+            .find(|g| g.name == name)
+            .cloned()
+            .ok_or_else(|| RollError::NoAutoScalingGroup {
+                cluster: self.completed.name().to_string(),
+                group: name.to_string(),
+                resource: self.resource(name),
+            })?;
+        Ok((groups, group))
+    }
+
+    fn resource(&self, group: &str) -> String {
+        group_resource_name(group, self.completed.name())
+    }
+
+    /// Rolls one group to the end. A node group's sizes are put back when its roll fails or is interrupted.
+    pub async fn roll_group(&mut self, name: &str, role: Role) -> Result<GroupOutcome, RollError> {
+        let began = Instant::now();
+        let mut outcome = GroupOutcome {
+            group: name.to_string(),
+            role,
+            replaced: Vec::new(),
+            elapsed: Duration::ZERO,
+        };
+        let result = tokio::select! {
+            result = async {
+                match role {
+                    Role::ControlPlane => self.control_plane(name, &mut outcome).await,
+                    Role::Node => self.nodes(name, &mut outcome).await,
+                }
+            } => result,
+            _ = tokio::signal::ctrl_c() => Err(RollError::Interrupted),
+        };
+        if let Err(error) = result {
+            self.restore_after_failure(name).await;
+            return Err(error);
+        }
+        outcome.elapsed = began.elapsed();
+        Ok(outcome)
+    }
+
+    /// Puts a failed group's sizes back as its marker records them, and removes the marker; a failure here is
+    /// reported and left for the next run (the marker stays).
+    async fn restore_after_failure(&mut self, name: &str) {
+        let resource = self.resource(name);
+        let restored = async {
+            let (_, group) = self.observe(name).await?;
+            if let Some(marker) = &group.marker {
+                if group.sizes != marker.sizes() {
+                    act::resize(self.cloud, &resource, marker.sizes()).await?;
+                }
+                act::clear_marker(self.cloud, &resource).await?;
+                return Ok::<bool, RollError>(true);
+            }
+            Ok(false)
+        }
+        .await;
+        match restored {
+            Ok(true) => eprintln!("{name}: the roll stopped; AutoScalingGroup {resource}'s sizes are put back"),
+            Ok(false) => {}
+            Err(e) => eprintln!(
+                "{name}: the roll stopped and AutoScalingGroup {resource}'s sizes could not be put back ({e}); the next \
+                 `rolling-update cluster --yes` puts them back"
+            ),
+        }
+    }
+
+    /// Records the roll on the group before anything changes; returns the group's original sizes.
+    async fn ensure_marker(&mut self, group: &GroupView) -> Result<Sizes, RollError> {
+        if let Some(marker) = &group.marker {
+            return Ok(marker.sizes());
+        }
+        let force = self.settings.force;
+        let marker = RollMarker::new(group.sizes, &self.started, force);
+        act::set_marker(self.cloud, &self.resource(&group.name), &marker).await?;
+        Ok(group.sizes)
+    }
+
+    /// Which current instances of the group Kubernetes does not report Ready (none with --cloudonly).
+    async fn not_ready_in_kubernetes(
+        &self,
+        group: &GroupView,
+        force: Option<&str>,
+    ) -> Result<Vec<String>, RollError> {
+        let Some(kube) = &self.settings.kubernetes else {
+            return Ok(Vec::new());
+        };
+        let stale: BTreeSet<String> = outdated(group, force)
+            .into_iter()
+            .map(|(i, _)| i.id)
+            .collect();
+        let mut not_ready = Vec::new();
+        for instance in live(group).filter(|i| !stale.contains(&i.id)) {
+            let Some(node) = &instance.node_name else {
+                continue;
+            };
+            if !kube.node_ready(node).await? {
+                not_ready.push(format!("{} (node {node})", instance.id));
+            }
+        }
+        Ok(not_ready)
+    }
+
+    /// Fails when a wait has run out; `Ok` while there is time left.
+    fn check_wait(&self, group: &str, since: Instant, why: &str) -> Result<(), RollError> {
+        if since.elapsed() < self.settings.validation_timeout {
+            return Ok(());
+        }
+        Err(RollError::TimedOut {
+            group: group.to_string(),
+            what: "the cluster did not become ready",
+            waited: human_duration(self.settings.validation_timeout),
+            why: why.to_string(),
+        })
+    }
+
+    async fn control_plane(
+        &mut self,
+        name: &str,
+        outcome: &mut GroupOutcome,
+    ) -> Result<(), RollError> {
+        let resource = self.resource(name);
+        let mut since = Instant::now();
+        let mut replacing: Option<(String, Instant)> = None;
+        loop {
+            let (groups, group) = self.observe(name).await?;
+            let force = self.force_since(&group);
+            if group.marker.is_none() && !outdated(&group, force.as_deref()).is_empty() {
+                self.ensure_marker(&group).await?;
+                continue;
+            }
+            let etcd = observe::etcd(self.store, self.completed, &groups).await?;
+            let mut step = control_plane_step(&group, force.as_deref(), &etcd);
+            if !matches!(step, ControlPlaneStep::Wait(_)) {
+                let not_ready = self
+                    .not_ready_in_kubernetes(&group, force.as_deref())
+                    .await?;
+                if !not_ready.is_empty() {
+                    step = ControlPlaneStep::Wait(format!(
+                        "not Ready in Kubernetes: {}",
+                        not_ready.join(", ")
+                    ));
+                }
+            }
+            if !matches!(step, ControlPlaneStep::Wait(_)) {
+                if let Some((id, at)) = replacing.take() {
+                    self.progress(
+                        name,
+                        &format!("{id} replaced in {:.1}s", at.elapsed().as_secs_f64()),
+                    );
+                    outcome.replaced.push((id, at.elapsed()));
+                }
+            }
+            match step {
+                ControlPlaneStep::Done => {
+                    if group.marker.is_some() {
+                        act::clear_marker(self.cloud, &resource).await?;
+                    }
+                    return Ok(());
+                }
+                ControlPlaneStep::Wait(why) => {
+                    // etcd's quorum is never traded for progress: a control-plane wait that runs out fails.
+                    self.check_wait(name, since, &why)?;
+                    self.progress(name, &why);
+                    tokio::time::sleep(POLL).await;
+                }
+                ControlPlaneStep::Replace(id) => {
+                    if self.terminated.contains(&id) {
+                        self.progress(name, &format!("waiting for {id} to terminate"));
+                        tokio::time::sleep(POLL).await;
+                        continue;
+                    }
+                    let instance = group.instances.iter().find(|i| i.id == id).cloned();
+                    self.drain(name, instance.as_ref()).await?;
+                    self.progress(
+                        name,
+                        &format!("{id}: terminating (etcd has every member voting)"),
+                    );
+                    act::terminate(self.cloud, &resource, &id, false).await?;
+                    self.terminated.insert(id.clone());
+                    replacing = Some((id, Instant::now()));
+                    since = Instant::now();
+                }
+            }
+        }
+    }
+
+    async fn drain(
+        &mut self,
+        group: &str,
+        instance: Option<&InstanceView>,
+    ) -> Result<(), RollError> {
+        let (Some(kube), Some(instance)) = (self.settings.kubernetes.clone(), instance) else {
+            return Ok(());
+        };
+        let Some(node) = &instance.node_name else {
+            return Ok(());
+        };
+        self.progress(group, &format!("{}: draining node {node}", instance.id));
+        let drained = kube.drain(node).await?;
+        if drained.node_missing {
+            self.progress(
+                group,
+                &format!(
+                    "{}: Kubernetes has no node {node}; nothing to drain",
+                    instance.id
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    async fn nodes(&mut self, name: &str, outcome: &mut GroupOutcome) -> Result<(), RollError> {
+        let resource = self.resource(name);
+        let spec = self
+            .completed
+            .instance_group(name)
+            .and_then(|ig| ig.spec.rolling_update.clone());
+        let mut since = Instant::now();
+        let mut replacing: Option<(Vec<String>, Instant)> = None;
+        loop {
+            let (_, group) = self.observe(name).await?;
+            let force = self.force_since(&group);
+            if group.marker.is_none() && outdated(&group, force.as_deref()).is_empty() {
+                return Ok(());
+            }
+            let original = self.ensure_marker(&group).await?;
+            let pace = self.pace(name, spec.as_ref(), original)?;
+            let mut step = node_step(&group, original, pace, force.as_deref());
+            if let NodeStep::Replace { .. } = step {
+                let not_ready = self
+                    .not_ready_in_kubernetes(&group, force.as_deref())
+                    .await?;
+                if !not_ready.is_empty() {
+                    step = NodeStep::Wait(format!(
+                        "not Ready in Kubernetes: {}",
+                        not_ready.join(", ")
+                    ));
+                }
+            }
+            if let NodeStep::Wait(why) = &step {
+                if let Err(timed_out) = self.check_wait(name, since, why) {
+                    if self.settings.fail_on_validate_error {
+                        return Err(timed_out);
+                    }
+                    eprintln!("warning: {timed_out}; going on (--fail-on-validate-error=false)");
+                    step = replace_batch(&group, pace, force.as_deref());
+                }
+            }
+            if matches!(step, NodeStep::Replace { .. } | NodeStep::Done) {
+                if let Some((ids, at)) = replacing.take() {
+                    self.progress(
+                        name,
+                        &format!(
+                            "{} replaced in {:.1}s",
+                            ids.join(", "),
+                            at.elapsed().as_secs_f64()
+                        ),
+                    );
+                    outcome
+                        .replaced
+                        .extend(ids.into_iter().map(|id| (id, at.elapsed())));
+                }
+            }
+            match step {
+                NodeStep::Done => {
+                    act::clear_marker(self.cloud, &resource).await?;
+                    return Ok(());
+                }
+                NodeStep::Resize(sizes) => {
+                    self.progress(
+                        name,
+                        &format!(
+                            "sizes min {} max {} desired {}",
+                            sizes.min, sizes.max, sizes.desired
+                        ),
+                    );
+                    act::resize(self.cloud, &resource, sizes).await?;
+                    since = Instant::now();
+                }
+                NodeStep::Wait(why) => {
+                    self.progress(name, &why);
+                    tokio::time::sleep(POLL).await;
+                }
+                NodeStep::Replace { ids, decrement } => {
+                    if ids.iter().any(|id| self.terminated.contains(id)) {
+                        self.progress(name, "waiting for terminated instances to leave the group");
+                        tokio::time::sleep(POLL).await;
+                        continue;
+                    }
+                    for id in &ids {
+                        let instance = group.instances.iter().find(|i| &i.id == id).cloned();
+                        self.drain(name, instance.as_ref()).await?;
+                    }
+                    let keep = ids.len() - decrement.min(ids.len());
+                    for (n, id) in ids.iter().enumerate() {
+                        let shrink = n >= keep;
+                        self.progress(
+                            name,
+                            &format!(
+                                "{id}: terminating{}",
+                                if shrink { " (the surge shrinks)" } else { "" }
+                            ),
+                        );
+                        act::terminate(self.cloud, &resource, id, shrink).await?;
+                        self.terminated.insert(id.clone());
+                    }
+                    replacing = Some((ids, Instant::now()));
+                    since = Instant::now();
+                }
+            }
+        }
+    }
+
+    fn pace(
+        &self,
+        group: &str,
+        spec: Option<&ballast_state::rolling_update::RollingUpdateSpec>,
+        original: Sizes,
+    ) -> Result<Pace, RollError> {
+        pace(spec, original.desired.max(0) as u32, self.settings.surge).map_err(|message| {
+            RollError::Pace {
+                group: group.to_string(),
+                message,
+            }
+        })
+    }
+}
+
+/// The instances of a group that are not on their way out.
+fn live(group: &GroupView) -> impl Iterator<Item = &InstanceView> {
+    group
+        .instances
+        .iter()
+        .filter(|i| !i.lifecycle.starts_with("Terminat"))
+}
