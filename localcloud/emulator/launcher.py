@@ -500,6 +500,105 @@ def patch_signature_of_form_encoded_bodies() -> None:
     IAMRequestBase.check_signature = check_signature
 
 
+def patch_resource_tag_conditions_of_volume_attachment() -> None:
+    """Identity policies of ec2:AttachVolume / ec2:DetachVolume under IAM enforcement
+    (moto.iam.access_control.IAMRequestBase.check_action_permitted).
+
+    moto gap (5.2.5): identity policies are evaluated against Resource "*" for every EC2 action,
+    with no condition values at all, so a statement limited by `ec2:ResourceTag/...` (or to
+    volume/instance ARNs) never applies: the caller is refused even its own cluster's volumes, and
+    a policy without the condition would let it take any volume.
+
+    Ballast's control-plane role may attach and detach only volumes tagged as owned by its own
+    cluster, and only to its cluster's control-plane instances (docs/etcd.md, "Volumes"). Fix: for
+    these two actions only, evaluate the caller's policies once per resource, as AWS does: the
+    volume (arn:aws:ec2:REGION:ACCOUNT:volume/ID) with `ec2:ResourceTag/KEY` and
+    `aws:ResourceTag/KEY` set from the volume's tags, and the instance likewise; the call is
+    allowed only when both are (an explicit Deny of either refuses it). moto's own condition check
+    cannot be used (a condition on a missing key passes, an unknown operator is ignored), so
+    statements are evaluated here: Action/NotAction and Resource by wildcard, Condition with
+    StringEquals and StringLike only, a missing key or any other operator not matching (fail closed).
+    Internals: IAMRequestBase (_action, _data, _region, account_id, _access_key.collect_policies,
+    _raise_access_denied), IAMPolicy._policy_json, ec2_backends[..].tags (a TagBackend dict).
+    """
+    import fnmatch
+    import json
+
+    from moto.ec2.models import ec2_backends
+    from moto.iam.access_control import IAMPolicy, IAMRequestBase
+
+    original = IAMRequestBase.check_action_permitted
+    actions = {"ec2:AttachVolume", "ec2:DetachVolume"}
+
+    def value(data, key):  # type: ignore[no-untyped-def]
+        v = data.get(key) if isinstance(data, dict) else None
+        return v[0] if isinstance(v, list) and v else v
+
+    def as_list(v):  # type: ignore[no-untyped-def]
+        return v if isinstance(v, list) else [v]
+
+    def matches(patterns, text: str, case: bool) -> bool:  # type: ignore[no-untyped-def]
+        if not case:
+            text = text.lower()
+        return any(fnmatch.fnmatchcase(text, p if case else p.lower()) for p in as_list(patterns))
+
+    # moto's own condition check passes a condition whose key is missing and ignores operators it does
+    # not know; this one is strict, as AWS is: a missing key or an unknown operator does not match.
+    def conditions_hold(conditions, values) -> bool:  # type: ignore[no-untyped-def]
+        for operator, pairs in (conditions or {}).items():
+            if operator not in ("StringEquals", "StringLike"):
+                return False
+            for key, expected in pairs.items():
+                if key not in values:
+                    return False
+                if operator == "StringEquals" and values[key] not in as_list(expected):
+                    return False
+                if operator == "StringLike" and not matches(expected, values[key], True):
+                    return False
+        return True
+
+    def statements(policy):  # type: ignore[no-untyped-def]
+        document = IAMPolicy(policy)._policy_json
+        return as_list(document.get("Statement", []))
+
+    def decision(policies, action: str, arn: str, values) -> str:  # type: ignore[no-untyped-def]
+        allowed = False
+        for policy in policies:
+            for st in statements(policy):
+                if "Action" in st and not matches(st["Action"], action, False):
+                    continue
+                if "NotAction" in st and matches(st["NotAction"], action, False):
+                    continue
+                if not matches(st.get("Resource", []), arn, True):
+                    continue
+                if not conditions_hold(st.get("Condition"), values):
+                    continue
+                if st.get("Effect") == "Deny":
+                    return "deny"
+                allowed = True
+        return "allow" if allowed else "implicit-deny"
+
+    def check_action_permitted(self, resource):  # type: ignore[no-untyped-def]
+        if self._action not in actions:
+            return original(self, resource)
+        backend = ec2_backends[self.account_id][self._region]
+        named = [("volume", value(self._data, "VolumeId")), ("instance", value(self._data, "InstanceId"))]
+        policies = self._access_key.collect_policies()
+        for kind, resource_id in named:
+            if not resource_id:
+                continue
+            tags = dict(backend.tags.get(resource_id, {}))
+            arn = f"arn:aws:ec2:{self._region}:{self.account_id}:{kind}/{resource_id}"
+            values = {}
+            for key, val in tags.items():
+                values[f"ec2:ResourceTag/{key}"] = val
+                values[f"aws:ResourceTag/{key}"] = val
+            if decision(policies, self._action, arn, values) != "allow":
+                self._raise_access_denied()
+
+    IAMRequestBase.check_action_permitted = check_action_permitted
+
+
 # Patches without parameters; patch_trust_policy_principals takes --ec2-service-user.
 PATCHES = [
     patch_signature_of_form_encoded_bodies,
@@ -508,6 +607,7 @@ PATCHES = [
     patch_asg_az_balanced_scale_in,
     patch_asg_instance_reports_its_version,
     patch_launch_template_profile_and_metadata_options,
+    patch_resource_tag_conditions_of_volume_attachment,
 ]
 
 

@@ -511,6 +511,8 @@ def verify_iam_enforcement() -> None:
         code = error_code(lambda: nobody_sts.assume_role(RoleArn=root_role, RoleSessionName="s1"))
         check("trust: account-root trust still needs the caller's own sts:AssumeRole permission", code == "AccessDenied", code)
 
+        verify_volume_attachment_conditions(url, admin_ec2, admin_iam, admin_sts, trust)
+
         # Under enforcement, ASG launches still work for the admin and apply the patches.
         asg = client("autoscaling", url, ak, sk)
         vpc = admin_ec2.create_vpc(CidrBlock=VPC_CIDR)["Vpc"]["VpcId"]
@@ -523,11 +525,53 @@ def verify_iam_enforcement() -> None:
             "ImageId": ami, "IamInstanceProfile": {"Name": "nodes.c1"}, "UserData": b64("x")})
         asg.create_auto_scaling_group(AutoScalingGroupName="n", LaunchTemplate={"LaunchTemplateName": "nodes-enforced"},
                                       MinSize=3, MaxSize=3, VPCZoneIdentifier=",".join(subs))
-        insts = [i for r in admin_ec2.describe_instances()["Reservations"] for i in r["Instances"]]
+        insts = [i for r in admin_ec2.describe_instances(Filters=[{"Name": "tag:aws:autoscaling:groupName", "Values": ["n"]}])[
+            "Reservations"] for i in r["Instances"]]
         check("iam: under enforcement the admin's ASG launches 3 instances over 3 AZs with the profile",
               len({i["Placement"]["AvailabilityZone"] for i in insts}) == 3 and all("IamInstanceProfile" in i for i in insts))
     finally:
         stop_launcher(proc)
+
+
+def verify_volume_attachment_conditions(url: str, admin_ec2: Any, admin_iam: Any, admin_sts: Any,
+                                        trust: dict) -> None:
+    """The control-plane role of cluster c1 attaches only c1's volumes, only to c1's control plane."""
+    owned = "ec2:ResourceTag/kubernetes.io/cluster/c1"
+    admin_iam.create_role(RoleName="control-plane.c1", AssumeRolePolicyDocument=json.dumps(trust))
+    admin_iam.put_role_policy(RoleName="control-plane.c1", PolicyName="volumes", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": ["ec2:AttachVolume", "ec2:DetachVolume"],
+             "Resource": ["arn:aws:ec2:*:*:volume/*"], "Condition": {"StringEquals": {owned: "owned"}}},
+            {"Effect": "Allow", "Action": ["ec2:AttachVolume", "ec2:DetachVolume"],
+             "Resource": ["arn:aws:ec2:*:*:instance/*"],
+             "Condition": {"StringEquals": {owned: "owned", "ec2:ResourceTag/ballast.dev/role": "control-plane"}}},
+            {"Effect": "Allow", "Action": ["ec2:DescribeVolumes"], "Resource": "*"}]}))
+    creds = admin_sts.assume_role(RoleArn=f"arn:aws:iam::{ACCOUNT}:role/control-plane.c1",
+                                  RoleSessionName="i-cp")["Credentials"]
+    cp_ec2 = client("ec2", url, creds["AccessKeyId"], creds["SecretAccessKey"], creds["SessionToken"])
+    ami = admin_ec2.describe_images()["Images"][0]["ImageId"]
+
+    def instance(tags: dict[str, str]) -> str:
+        spec = [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
+        return admin_ec2.run_instances(ImageId=ami, MinCount=1, MaxCount=1, Placement={"AvailabilityZone": "us-west-2a"},
+                                       TagSpecifications=spec)["Instances"][0]["InstanceId"]
+
+    def volume(cluster: str) -> str:
+        spec = [{"ResourceType": "volume", "Tags": [{"Key": f"kubernetes.io/cluster/{cluster}", "Value": "owned"}]}]
+        return admin_ec2.create_volume(AvailabilityZone="us-west-2a", Size=3, Encrypted=True,
+                                       TagSpecifications=spec)["VolumeId"]
+
+    cp = instance({"kubernetes.io/cluster/c1": "owned", "ballast.dev/role": "control-plane"})
+    worker = instance({"kubernetes.io/cluster/c1": "owned", "ballast.dev/role": "node"})
+    mine, theirs = volume("c1"), volume("c2")
+    code = error_code(lambda: cp_ec2.attach_volume(VolumeId=mine, InstanceId=cp, Device="/dev/sdf"))
+    check("volumes: a control-plane role attaches its own cluster's volume to its control plane", code == "OK", code)
+    code = error_code(lambda: cp_ec2.attach_volume(VolumeId=theirs, InstanceId=cp, Device="/dev/sdg"))
+    check("volumes: ... and is refused another cluster's volume", code in ("AccessDenied", "UnauthorizedOperation"), code)
+    code = error_code(lambda: cp_ec2.detach_volume(VolumeId=mine, InstanceId=cp, Device="/dev/sdf"))
+    check("volumes: ... detaches its own cluster's volume", code == "OK", code)
+    code = error_code(lambda: cp_ec2.attach_volume(VolumeId=mine, InstanceId=worker, Device="/dev/sdf"))
+    check("volumes: ... and is refused attaching it to a worker", code in ("AccessDenied", "UnauthorizedOperation"), code)
 
 
 def verify_iam_count_is_exact() -> None:
