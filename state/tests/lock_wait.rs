@@ -42,7 +42,11 @@ async fn create(registry: &Registry) -> Result<(), RegistryError> {
     .expect("template");
     let secrets = ClusterSecrets::generate(NAME).expect("secrets");
     registry
-        .create(&config, &secrets, &Writer::current("ballast create cluster"))
+        .create(
+            &config,
+            &secrets,
+            &Writer::current("ballast create cluster"),
+        )
         .await
         .map(|_| ())
 }
@@ -60,14 +64,20 @@ async fn a_writer_waits_its_bound_then_names_the_holder_and_writes_nothing() {
     let started = std::time::Instant::now();
     let registry = Registry::new(store.clone()).with_lock_wait(Duration::from_secs(1));
     let err = create(&registry).await.expect_err("the lock is held");
-    assert!(started.elapsed() >= Duration::from_secs(1), "it did not wait");
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "it did not wait"
+    );
     let message = err.to_string();
     assert!(matches!(err, RegistryError::Locked { .. }), "{message}");
     assert!(
         message.contains("is being changed by alice@laptop pid 42 (`ballast edit cluster`"),
         "{message}"
     );
-    assert!(message.contains("after waiting 1s for it (--lock-wait)"), "{message}");
+    assert!(
+        message.contains("after waiting 1s for it (--lock-wait)"),
+        "{message}"
+    );
     let keys = store.list(&format!("{NAME}/")).await.expect("list");
     assert_eq!(keys, vec![lock], "nothing but the holder's lock is stored");
 
@@ -96,7 +106,9 @@ async fn a_writer_that_waits_gets_the_lock_once_it_is_released() {
         })
     };
     let registry = Registry::new(store.clone()).with_lock_wait(Duration::from_secs(30));
-    create(&registry).await.expect("created once the lock was released");
+    create(&registry)
+        .await
+        .expect("created once the lock was released");
     releaser.await.expect("releaser");
     assert!(store
         .get(&ClusterPaths::new(NAME).cluster_spec())
