@@ -33,8 +33,9 @@ pub enum CommandError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Update(#[from] crate::cloud::engine::UpdateError),
+    /// Boxed: the teardown's errors are large, and every command's `Result` carries this type.
     #[error(transparent)]
-    Teardown(#[from] crate::cloud::teardown::TeardownError),
+    Teardown(Box<crate::cloud::teardown::TeardownError>),
     /// `delete cluster --unregister` would orphan AWS resources the cluster still owns.
     #[error(
         "cluster {cluster} still owns {} AWS resource(s): {}; nothing was removed. Run `ballast delete cluster \
@@ -158,6 +159,12 @@ impl CommandError {
             | CommandError::EditRenamed { .. }
             | CommandError::DamagedClusters { .. } => FAILURE,
         }
+    }
+}
+
+impl From<crate::cloud::teardown::TeardownError> for CommandError {
+    fn from(error: crate::cloud::teardown::TeardownError) -> Self {
+        CommandError::Teardown(Box::new(error))
     }
 }
 

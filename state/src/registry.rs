@@ -46,18 +46,23 @@ pub enum RegistryError {
     Invalid(SpecErrors),
     /// Another writer holds the cluster's lock.
     #[error(
-        "cluster {cluster:?} is being changed by {holder} (`{command}`, since {since}); nothing was written \
-         after waiting {waited} for it (--lock-wait). Retry when it is done; if that command died, its lock \
-         expires at {expires}"
+        "cluster {cluster:?} is being changed by {holder} (`{command}`, since {}); nothing was written \
+         after waiting {} for it (--lock-wait). Retry when it is done; if that command died, its lock \
+         expires at {}",
+        lock_stamp(.since),
+        lock_waited(.waited_secs),
+        lock_stamp(.expires)
     )]
     Locked {
         cluster: String,
         holder: String,
         command: String,
-        since: String,
-        expires: String,
-        /// How long this writer waited for the lock (`0s`: it did not wait).
-        waited: String,
+        /// When the holder took the lock and when it expires (Unix seconds): numbers, not text, to keep every
+        /// `Result` of the registry small.
+        since: i64,
+        expires: i64,
+        /// How long this writer waited for the lock (0: it did not wait).
+        waited_secs: u64,
     },
     /// A conditional write lost a race.
     #[error("conflict: {0}")]
@@ -516,9 +521,7 @@ impl Registry {
                             command,
                             since,
                             expires,
-                            waited: crate::duration::human_duration(
-                                std::time::Duration::from_secs(waited.as_secs_f64().round() as u64),
-                            ),
+                            waited_secs: waited.as_secs_f64().round() as u64,
                         });
                     }
                     tracing::info!(%cluster, %holder, "waiting for the cluster's lock");
@@ -567,9 +570,9 @@ impl Registry {
                             cluster: cluster.to_string(),
                             holder: h.writer.holder,
                             command: h.writer.command,
-                            since: unix_rfc3339(h.acquired_at),
-                            expires: unix_rfc3339(h.expires_at),
-                            waited: "0s".to_string(),
+                            since: h.acquired_at,
+                            expires: h.expires_at,
+                            waited_secs: 0,
                         })
                     }
                     // Expired or unreadable: take it over, conditionally, so two takers cannot both win.
@@ -693,6 +696,14 @@ fn check_name_matches_key(
         key,
         format!("holds {kind}/{held}, but its key is for {kind}/{expected}"),
     ))
+}
+
+fn lock_stamp(unix: &i64) -> String {
+    unix_rfc3339(*unix)
+}
+
+fn lock_waited(secs: &u64) -> String {
+    crate::duration::human_duration(std::time::Duration::from_secs(*secs))
 }
 
 fn corrupt(key: &str, message: String) -> RegistryError {

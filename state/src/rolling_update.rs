@@ -58,10 +58,7 @@ impl IntOrPercent {
     /// What is wrong with the value, in words; `None` when it is a count in 0..=MAX_GROUP_SIZE or a
     /// percentage in 0%..=100%.
     pub fn problem(&self) -> Option<String> {
-        match self.parsed() {
-            Ok(_) => None,
-            Err(message) => Some(message),
-        }
+        self.parsed().err()
     }
 
     /// `Ok((value, is_percent))`.

@@ -206,9 +206,8 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
         let key = format!("clusters/{}", paths.report(id));
         let deadline = std::time::Instant::now() + Duration::from_secs(180);
         let report = loop {
-            match stored_report(&cloud, &key).await {
-                Some(r) => break r,
-                _ => {}
+            if let Some(r) = stored_report(&cloud, &key).await {
+                break r;
             }
             assert!(
                 std::time::Instant::now() < deadline,

@@ -104,33 +104,24 @@ pub(super) fn files(
 /// `system:bootstrappers`: a node's first certificate comes from the bootstrap service (crate::bootstrap), which
 /// verifies which instance asks.
 fn bootstrap_rbac(rbac_path: &str) -> Result<String, RenderError> {
-    let mut rbac = String::new();
-    for (name, role, group) in [(
-        "ballast:node-autoapprove-certificate-rotation",
-        "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
-        "system:nodes",
-    )] {
-        let binding = ClusterRoleBinding {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            role_ref: RoleRef {
-                api_group: "rbac.authorization.k8s.io".into(),
-                kind: "ClusterRole".into(),
-                name: role.into(),
-            },
-            subjects: Some(vec![Subject {
-                api_group: Some("rbac.authorization.k8s.io".into()),
-                kind: "Group".into(),
-                name: group.into(),
-                namespace: None,
-            }]),
-        };
-        rbac.push_str("---\n");
-        rbac.push_str(&to_yaml(rbac_path, &binding)?);
-    }
-    Ok(rbac)
+    let binding = ClusterRoleBinding {
+        metadata: ObjectMeta {
+            name: Some("ballast:node-autoapprove-certificate-rotation".into()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "ClusterRole".into(),
+            name: "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient".into(),
+        },
+        subjects: Some(vec![Subject {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "Group".into(),
+            name: "system:nodes".into(),
+            namespace: None,
+        }]),
+    };
+    Ok(format!("---\n{}", to_yaml(rbac_path, &binding)?))
 }
 
 /// The first key encrypts, every key decrypts; `identity` last, so data written before encryption was enabled

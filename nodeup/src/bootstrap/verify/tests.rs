@@ -2,6 +2,11 @@ use super::*;
 use crate::bootstrap::sts::sign_get_caller_identity;
 use aws_credential_types::Credentials;
 
+/// A change to a signed request's headers that must be refused.
+type HeaderMutation = Box<dyn Fn(&mut BTreeMap<String, String>)>;
+/// A change to what EC2 and IAM say of the instance that must be refused.
+type FactsMutation = Box<dyn Fn(&mut InstanceFacts)>;
+
 const CLUSTER: &str = "c1.example.com";
 const REGION: &str = "us-west-2";
 
@@ -62,7 +67,7 @@ fn malformed_signatures_are_refused_before_sts_is_asked() {
         f(&mut h);
         check_signed_request(&h, "d", REGION, now)
     };
-    let cases: Vec<(&str, Box<dyn Fn(&mut BTreeMap<String, String>)>)> = vec![
+    let cases: Vec<(&str, HeaderMutation)> = vec![
         (
             "extra header",
             Box::new(|h| {
@@ -200,7 +205,7 @@ fn another_name_is_refused() {
 #[test]
 fn every_instance_check_refuses_on_its_own() {
     let role = format!("nodes.{CLUSTER}");
-    let cases: Vec<(&str, AssumedRole, Box<dyn Fn(&mut InstanceFacts)>)> = vec![
+    let cases: Vec<(&str, AssumedRole, FactsMutation)> = vec![
         (
             "session of another instance",
             caller(&role, "i-0other"),
