@@ -600,6 +600,30 @@ def patch_resource_tag_conditions_of_volume_attachment() -> None:
 
 
 # Patches without parameters; patch_trust_policy_principals takes --ec2-service-user.
+def patch_bucket_versioning_root_element() -> None:
+    """GetBucketVersioning (moto.s3.responses.S3Response.get_bucket_versioning).
+
+    moto bug (5.2.5): the response's root element is `GetBucketVersioningResponse`; S3 answers
+    `VersioningConfiguration`. botocore does not check the root's name, the Rust SDK does, and fails
+    with an unparsable response ("unknown error"), so Ballast's state-bucket check could not read
+    versioning at all. Fix: the same answer under S3's root element. Internals:
+    S3Response.get_bucket_versioning, backend.get_bucket_versioning.
+    """
+    from moto.s3.responses import S3Response
+
+    def get_bucket_versioning(self):  # type: ignore[no-untyped-def]
+        status = self.backend.get_bucket_versioning(self.bucket_name)
+        inner = f"<Status>{status}</Status>" if status else ""
+        body = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            '<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+            f"{inner}</VersioningConfiguration>"
+        )
+        return 200, {"Content-Type": "application/xml"}, body
+
+    S3Response.get_bucket_versioning = get_bucket_versioning
+
+
 PATCHES = [
     patch_signature_of_form_encoded_bodies,
     patch_launch_template_version_user_data_and_source_version,
@@ -608,6 +632,7 @@ PATCHES = [
     patch_asg_instance_reports_its_version,
     patch_launch_template_profile_and_metadata_options,
     patch_resource_tag_conditions_of_volume_attachment,
+    patch_bucket_versioning_root_element,
 ]
 
 

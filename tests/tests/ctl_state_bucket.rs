@@ -218,7 +218,8 @@ async fn the_state_kms_key_is_recorded_in_the_node_specs_granted_to_both_roles_a
         let policy = iam
             .get_role_policy()
             .role_name(&role)
-            .policy_name(&role)
+            // The one inline policy Ballast gives each role (ctl/src/cloud/kinds/iam.rs).
+            .policy_name("ballast")
             .send()
             .await
             .unwrap_or_else(|e| panic!("{role}: {}", aws_sdk_iam::error::DisplayErrorContext(e)));

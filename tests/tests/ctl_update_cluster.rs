@@ -999,7 +999,8 @@ async fn validate_names_what_is_missing_until_the_cluster_is_up() {
         );
     }
     assert!(!checks["etcd"].0, "{checks:?}");
-    assert_eq!(checks.len(), 4 + 6 + 1, "{checks:?}");
+    // 4 groups, 6 nodes, etcd, the state bucket.
+    assert_eq!(checks.len(), 4 + 6 + 1 + 1, "{checks:?}");
 
     // Every node reports Configured, one of them with an older node spec.
     let store = StateStore::open(&cluster.state, StoreOptions::default())
