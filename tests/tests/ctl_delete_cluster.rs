@@ -1,15 +1,21 @@
-//! `ballast delete cluster` end to end on the local cloud, with IAM enforced: the real binary deletes a cluster
-//! in a shared VPC; the VPC and subnets survive without its tag, and a scan of every kind Ballast creates, by tag
-//! and by name, finds nothing of it.
+//! `ballast delete cluster` end to end on the local cloud, with IAM enforced: the real binary deletes a
+//! private-topology cluster beside another one (killed with SIGKILL half way, then run again), and a cluster in
+//! a shared VPC. After each delete a scan of every kind Ballast creates, by tag and by name, finds nothing of
+//! the deleted cluster; the cluster beside it is unchanged and still validates; kept etcd backups still list.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
-use ballast_e2e::localcloud::{LocalCloud, Network};
+use ballast_e2e::localcloud::{instance_processes, LocalCloud, Network};
 
 const STATE: &str = "s3://ballast-state/clusters";
+const DOOMED: &str = "doomed.example.com";
+const NEIGHBOUR: &str = "neighbour.example.com";
 const SHARED: &str = "tenant.example.com";
+const ZONES: &str = "us-west-2a,us-west-2b,us-west-2c";
 
 fn ballast(cloud: &LocalCloud) -> Command {
     let mut cmd = Command::new(&ballast_e2e::localcloud::binaries().ballast);
@@ -313,6 +319,258 @@ async fn store_objects(cloud: &LocalCloud, cluster: &str) -> BTreeMap<String, Ve
         objects.insert(key, body);
     }
     objects
+}
+
+/// Runs `validate cluster -o json` until every check of the cluster's own resources passes (instance groups,
+/// nodes, etcd), or panics after `timeout`. The `state bucket` check judges the state bucket's settings, not the
+/// cluster, and is left out: the local cloud's bucket is not set up as a production one.
+async fn wait_valid(cloud: &LocalCloud, cluster: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let out = ballast(cloud)
+            .args(["validate", "cluster", cluster, "-o", "json"])
+            .output()
+            .expect("run validate");
+        let failing: Vec<String> = serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            .ok()
+            .and_then(|v| v["checks"].as_array().cloned())
+            .filter(|checks| checks.iter().any(|c| c["name"] == "etcd"))
+            .map(|checks| {
+                checks
+                    .iter()
+                    .filter(|c| c["ok"] != true)
+                    .filter(|c| !c["name"].as_str().unwrap_or("").starts_with("state bucket"))
+                    .map(|c| format!("{}: {}", c["name"], c["reason"]))
+                    .collect()
+            })
+            .unwrap_or_else(|| vec![String::from_utf8_lossy(&out.stderr).into_owned()]);
+        if failing.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{cluster} is not valid after {timeout:?}: {failing:#?}"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// The ids `ballast etcd list-backups` lists for `cluster`.
+fn backup_ids(cloud: &LocalCloud, cluster: &str) -> Vec<String> {
+    let out = ballast(cloud)
+        .args(["etcd", "list-backups", cluster, "-o", "json"])
+        .assert()
+        .success();
+    let listed: serde_json::Value =
+        serde_json::from_slice(&out.get_output().stdout).expect("list-backups JSON");
+    listed
+        .as_array()
+        .expect("a JSON list")
+        .iter()
+        .map(|b| b["id"].as_str().expect("a backup id").to_string())
+        .collect()
+}
+
+/// `127.X.0.0/16` → `127.Y.0.0/16` with Y = X + `shift` kept in 100..=239: a second cluster's VPC in the same
+/// cloud must not hand out the first one's private IPs (their etcd binds them).
+fn other_network(cidr: &str, shift: u32) -> String {
+    let x: u32 = cidr
+        .split('.')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("127.X.0.0/16");
+    format!("127.{}.0.0/16", 100 + (x - 100 + shift) % 140)
+}
+
+/// The processes still running for instances of `cluster`'s groups.
+fn processes_of(cloud: &LocalCloud, cluster: &str) -> Vec<(String, Vec<u32>)> {
+    cloud
+        .instances()
+        .into_iter()
+        .filter(|r| {
+            r.autoscaling_group
+                .as_deref()
+                .is_some_and(|g| g.ends_with(&format!(".{cluster}")))
+        })
+        .map(|r| (r.instance_id.clone(), instance_processes(&r)))
+        .filter(|(_, p)| !p.is_empty())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_private_cluster_is_deleted_beside_another_and_a_killed_delete_completes() {
+    let cloud = LocalCloud::start();
+    cloud.prepare_for_ballast("ballast-state").await;
+    let neighbour_cidr = other_network(&cloud.record.network_cidr, 70);
+    ballast(&cloud)
+        .args(["create", "cluster", NEIGHBOUR, "--zones", "us-west-2a"])
+        .args([
+            "--node-count",
+            "1",
+            "--network-cidr",
+            &neighbour_cidr,
+            "--yes",
+        ])
+        .assert()
+        .success();
+    ballast(&cloud)
+        .args([
+            "create",
+            "cluster",
+            DOOMED,
+            "--zones",
+            ZONES,
+            "--topology",
+            "private",
+        ])
+        .args(["--node-count", "2", "--yes"])
+        .assert()
+        .success();
+    cloud.wait_for_booted(2 + 5, Duration::from_secs(180)).await;
+    // A backup to keep: etcd must be up first.
+    wait_valid(&cloud, DOOMED, Duration::from_secs(300)).await;
+    ballast(&cloud)
+        .args(["etcd", "backup", DOOMED, "--wait", "3m"])
+        .assert()
+        .success();
+    let backups = backup_ids(&cloud, DOOMED);
+    assert!(!backups.is_empty(), "etcd backup took no backup");
+    wait_valid(&cloud, NEIGHBOUR, Duration::from_secs(300)).await;
+    let neighbour_before = scan(&cloud, NEIGHBOUR).await;
+    let neighbour_store = store_objects(&cloud, NEIGHBOUR).await;
+    let doomed_before = scan(&cloud, DOOMED).await;
+    let doomed_store = store_objects(&cloud, DOOMED).await;
+    for kind in [
+        "vpc ",
+        "subnet ",
+        "nat-gateway ",
+        "elastic-ip ",
+        "internet-gateway ",
+        "route-table ",
+        "security-group ",
+        "launch-template ",
+        "auto-scaling-group ",
+        "instance ",
+        "load-balancer ",
+        "target-group ",
+        "listener ",
+        "iam-role ",
+        "instance-profile ",
+    ] {
+        assert!(
+            doomed_before.iter().any(|r| r.starts_with(kind)),
+            "the scan sees no {kind}of the cluster before the delete: {doomed_before:#?}"
+        );
+    }
+
+    // --unregister is refused while the cluster owns resources: exit code, message, nothing removed.
+    let refused = ballast(&cloud)
+        .args(["delete", "cluster", DOOMED, "--unregister", "--yes"])
+        .assert()
+        .code(4);
+    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+    assert!(stderr.contains("still owns"), "{stderr}");
+    assert!(stderr.contains("AutoScalingGroup"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("ballast delete cluster {DOOMED} --yes")),
+        "{stderr}"
+    );
+    assert_eq!(store_objects(&cloud, DOOMED).await, doomed_store);
+    assert_eq!(scan(&cloud, DOOMED).await, doomed_before);
+
+    // The preview names every kind, what is kept, and changes nothing.
+    let preview = ballast(&cloud)
+        .args(["delete", "cluster", DOOMED])
+        .assert()
+        .success();
+    let preview = stdout_of(preview.get_output());
+    for kind in [
+        "AutoScalingGroup (4)",
+        "NatGateway (3)",
+        "ElasticIp (3)",
+        "Vpc (1)",
+        "IamRole (2)",
+    ] {
+        assert!(
+            preview.contains(kind),
+            "no {kind} in the preview:\n{preview}"
+        );
+    }
+    assert!(preview.contains("Would keep"), "{preview}");
+    assert!(preview.contains("etcd/backups/"), "{preview}");
+    assert_eq!(scan(&cloud, DOOMED).await, doomed_before);
+
+    // SIGKILL half way (once the groups are gone and instances are going), then run again.
+    let mut child = std::process::Command::new(&ballast_e2e::localcloud::binaries().ballast)
+        .env_clear()
+        .envs(cloud.operator_env(STATE))
+        .args(["delete", "cluster", DOOMED, "--yes"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ballast delete");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let mut seen = Vec::new();
+    for line in BufReader::new(stderr).lines() {
+        let line = line.expect("a line of stderr");
+        seen.push(line.clone());
+        if line.contains("AutoScalingGroup: 4 deleted") {
+            break;
+        }
+    }
+    child.kill().expect("SIGKILL the delete");
+    let status = child.wait().expect("wait");
+    assert!(
+        !status.success(),
+        "the delete finished before it was killed: {seen:#?}"
+    );
+    let half_way = scan(&cloud, DOOMED).await;
+    assert!(
+        half_way.iter().any(|r| r.starts_with("vpc ")),
+        "killed too late to prove anything: {half_way:#?}"
+    );
+    let done = ballast(&cloud)
+        .args(["delete", "cluster", DOOMED, "--yes"])
+        .assert()
+        .success();
+    let done_out = stdout_of(done.get_output());
+    assert!(done_out.contains("nothing of cluster"), "{done_out}");
+    assert!(done_out.contains("Kept"), "{done_out}");
+
+    // Nothing of it is left, in AWS or as a process of the local cloud.
+    assert_eq!(scan(&cloud, DOOMED).await, Vec::<String>::new());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !processes_of(&cloud, DOOMED).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(processes_of(&cloud, DOOMED), Vec::new());
+
+    // Only its etcd backups stay in the store, and they still list.
+    let left = store_objects(&cloud, DOOMED).await;
+    assert!(!left.is_empty(), "the backup was not kept");
+    assert!(
+        left.keys()
+            .all(|k| k.starts_with(&format!("clusters/{DOOMED}/etcd/backups/"))),
+        "{:#?}",
+        left.keys()
+    );
+    assert_eq!(backup_ids(&cloud, DOOMED), backups);
+
+    // The neighbour: its resources and state unchanged, and it still validates.
+    assert_eq!(scan(&cloud, NEIGHBOUR).await, neighbour_before);
+    assert_eq!(store_objects(&cloud, NEIGHBOUR).await, neighbour_store);
+    wait_valid(&cloud, NEIGHBOUR, Duration::from_secs(180)).await;
+
+    // Deleting again: nothing to delete but the kept backups, which go with --delete-backups.
+    ballast(&cloud)
+        .args(["delete", "cluster", DOOMED, "--yes"])
+        .assert()
+        .code(5);
+    ballast(&cloud)
+        .args(["delete", "cluster", DOOMED, "--delete-backups", "--yes"])
+        .assert()
+        .success();
+    assert_eq!(store_objects(&cloud, DOOMED).await, BTreeMap::new());
 }
 
 #[tokio::test(flavor = "multi_thread")]

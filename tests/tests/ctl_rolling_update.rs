@@ -1,0 +1,681 @@
+//! `ballast rolling-update cluster` end to end on the local cloud with IAM enforced: a Kubernetes upgrade of 3
+//! control-plane groups and a node group of 4 (1.32.8 -> 1.33.4, both AMIs registered), killed with SIGKILL
+//! during the control plane and again during the nodes, then finished by a third run, while a watcher polls etcd
+//! and a client writes to it throughout; refusals (etcd missing a member, an unknown group, an unpinned version,
+//! a downgrade) that change nothing; and `--instance-group nodes` rolling only that group. One cluster for all
+//! of it. No Kubernetes API runs here: every roll is `--cloudonly` (the drain is tested against a local fake
+//! API server in ctl's unit tests).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use ballast_e2e::cluster_etcd::{connect, connect_member, control_plane, wait_for_settled};
+use ballast_e2e::localcloud::LocalCloud;
+use etcd_client::GetOptions;
+use sha2::{Digest, Sha256};
+
+const CLUSTER: &str = "roll.example.com";
+const BUCKET: &str = "ballast-state";
+const STATE: &str = "s3://ballast-state/clusters";
+const OLD: &str = "1.32.8";
+const NEW: &str = "1.33.4";
+const SETTLE: Duration = Duration::from_secs(180);
+const MARKER_TAG: &str = "ballast.dev/rolling-update";
+
+fn ballast(cloud: &LocalCloud) -> Command {
+    let mut cmd = Command::new(&ballast_e2e::localcloud::binaries().ballast);
+    cmd.env_clear()
+        .envs(cloud.operator_env(STATE))
+        .env("BALLAST_CLUSTER_NAME", CLUSTER)
+        .timeout(Duration::from_secs(600));
+    cmd
+}
+
+/// The state bucket as `create cluster` advises (versioning, default encryption, public access blocked), so
+/// that `validate cluster`'s state-bucket check can pass.
+async fn harden_state_bucket(cloud: &LocalCloud) {
+    use aws_sdk_s3::types::{
+        BucketVersioningStatus, PublicAccessBlockConfiguration, ServerSideEncryption,
+        ServerSideEncryptionByDefault, ServerSideEncryptionConfiguration, ServerSideEncryptionRule,
+        VersioningConfiguration,
+    };
+    let s3 = cloud.s3();
+    s3.put_bucket_versioning()
+        .bucket(BUCKET)
+        .versioning_configuration(
+            VersioningConfiguration::builder()
+                .status(BucketVersioningStatus::Enabled)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("PutBucketVersioning");
+    s3.put_public_access_block()
+        .bucket(BUCKET)
+        .public_access_block_configuration(
+            PublicAccessBlockConfiguration::builder()
+                .block_public_acls(true)
+                .ignore_public_acls(true)
+                .block_public_policy(true)
+                .restrict_public_buckets(true)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("PutPublicAccessBlock");
+    let default = ServerSideEncryptionByDefault::builder()
+        .sse_algorithm(ServerSideEncryption::Aes256)
+        .build()
+        .expect("an encryption default");
+    s3.put_bucket_encryption()
+        .bucket(BUCKET)
+        .server_side_encryption_configuration(
+            ServerSideEncryptionConfiguration::builder()
+                .rules(
+                    ServerSideEncryptionRule::builder()
+                        .apply_server_side_encryption_by_default(default)
+                        .build(),
+                )
+                .build()
+                .expect("an encryption configuration"),
+        )
+        .send()
+        .await
+        .expect("PutBucketEncryption");
+}
+
+/// A roll as a child process, to be killed.
+fn spawn_roll(cloud: &LocalCloud) -> std::process::Child {
+    std::process::Command::new(&ballast_e2e::localcloud::binaries().ballast)
+        .env_clear()
+        .envs(cloud.operator_env(STATE))
+        .args(["rolling-update", "cluster", CLUSTER, "--yes", "--cloudonly"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawning ballast rolling-update")
+}
+
+/// Every instance of the cluster EC2 knows: id -> (state, group, node-spec hash).
+async fn instances(cloud: &LocalCloud) -> BTreeMap<String, (String, String, String)> {
+    let out = cloud
+        .ec2()
+        .describe_instances()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("tag:ballast.dev/cluster")
+                .values(CLUSTER)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("DescribeInstances");
+    let mut found = BTreeMap::new();
+    for i in out.reservations().iter().flat_map(|r| r.instances()) {
+        let tag = |k: &str| {
+            i.tags()
+                .iter()
+                .find(|t| t.key() == Some(k))
+                .and_then(|t| t.value())
+                .unwrap_or("")
+                .to_string()
+        };
+        found.insert(
+            i.instance_id().unwrap_or_default().to_string(),
+            (
+                i.state()
+                    .and_then(|s| s.name())
+                    .map_or("?", |n| n.as_str())
+                    .to_string(),
+                tag("ballast.dev/instance-group"),
+                tag("ballast.dev/node-spec-hash"),
+            ),
+        );
+    }
+    found
+}
+
+fn running(all: &BTreeMap<String, (String, String, String)>) -> BTreeSet<String> {
+    all.iter()
+        .filter(|(_, (state, _, _))| state == "running" || state == "pending")
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+/// Each group's Auto Scaling Group: (min, max, desired, has the roll's marker).
+async fn group_sizes(cloud: &LocalCloud) -> BTreeMap<String, (i32, i32, i32, bool)> {
+    let out = cloud
+        .autoscaling()
+        .describe_auto_scaling_groups()
+        .send()
+        .await
+        .expect("DescribeAutoScalingGroups");
+    out.auto_scaling_groups()
+        .iter()
+        .filter(|g| {
+            g.auto_scaling_group_name()
+                .is_some_and(|n| n.ends_with(CLUSTER))
+        })
+        .map(|g| {
+            (
+                g.auto_scaling_group_name().unwrap_or_default().to_string(),
+                (
+                    g.min_size().unwrap_or(-1),
+                    g.max_size().unwrap_or(-1),
+                    g.desired_capacity().unwrap_or(-1),
+                    g.tags().iter().any(|t| t.key() == Some(MARKER_TAG)),
+                ),
+            )
+        })
+        .collect()
+}
+
+async fn s3_text(cloud: &LocalCloud, key: &str) -> String {
+    let object = cloud
+        .s3()
+        .get_object()
+        .bucket(BUCKET)
+        .key(key)
+        .send()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "GetObject {key}: {}",
+                aws_sdk_s3::error::DisplayErrorContext(e)
+            )
+        });
+    let bytes = object
+        .body
+        .collect()
+        .await
+        .expect("object body")
+        .into_bytes();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The cluster's spec as stored, with the Kubernetes version replaced; `replace -f` of it.
+fn replace_version(
+    cloud: &LocalCloud,
+    dir: &tempfile::TempDir,
+    from: &str,
+    to: &str,
+) -> std::process::Output {
+    let stored = ballast(cloud)
+        .args(["get", "clusters", CLUSTER, "-o", "yaml"])
+        .output()
+        .expect("get clusters");
+    let yaml = String::from_utf8_lossy(&stored.stdout).replace(
+        &format!("kubernetesVersion: {from}"),
+        &format!("kubernetesVersion: {to}"),
+    );
+    assert!(yaml.contains(&format!("kubernetesVersion: {to}")), "{yaml}");
+    let path = dir.path().join("cluster.yaml");
+    std::fs::write(&path, yaml).expect("write");
+    ballast(cloud)
+        .args(["replace", "-f"])
+        .arg(&path)
+        .output()
+        .expect("replace")
+}
+
+fn stored_version(cloud: &LocalCloud) -> String {
+    let out = ballast(cloud)
+        .args(["get", "clusters", CLUSTER, "-o", "yaml"])
+        .output()
+        .expect("get clusters");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("kubernetesVersion: "))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Waits until `validate cluster`'s etcd check passes (the supervisors' published health, which the roll's gate
+/// reads): the other checks fail while instances are out of date.
+async fn wait_for_published_etcd_health(cloud: &LocalCloud) {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let out = ballast(cloud)
+            .args(["validate", "cluster", "-o", "json"])
+            .output()
+            .expect("validate");
+        let checks: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        let etcd_ok = checks["checks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["name"] == "etcd" && c["ok"] == true);
+        if etcd_ok {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "etcd's published health did not pass: {checks}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Polls etcd until told to stop: the fewest voting members answering with a leader in any sample, and how
+/// many samples were taken.
+async fn watch_quorum(cloud: &LocalCloud, stop: &AtomicBool) -> (usize, usize) {
+    let mut fewest = usize::MAX;
+    let mut samples = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let live = control_plane(cloud);
+        let voters: Option<BTreeSet<String>> = match connect(cloud).await {
+            Some(mut c) => tokio::time::timeout(Duration::from_secs(2), c.member_list())
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .map(|l| {
+                    l.members()
+                        .iter()
+                        .filter(|m| !m.is_learner() && !m.name().is_empty())
+                        .map(|m| m.name().to_string())
+                        .collect()
+                }),
+            None => None,
+        };
+        if let Some(voters) = voters {
+            let mut answering = 0;
+            for r in live.iter().filter(|r| voters.contains(&r.instance_id)) {
+                if let Ok(mut one) = connect_member(r).await {
+                    if let Ok(Ok(status)) =
+                        tokio::time::timeout(Duration::from_secs(2), one.status()).await
+                    {
+                        if status.leader() != 0 {
+                            answering += 1;
+                        }
+                    }
+                }
+            }
+            fewest = fewest.min(answering);
+            samples += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    (fewest, samples)
+}
+
+/// Writes `roll/<n>` one after the other until told to stop; returns the acknowledged keys and the failures.
+async fn write_throughout(cloud: &LocalCloud, stop: &AtomicBool) -> (Vec<String>, usize) {
+    let mut acknowledged = Vec::new();
+    let mut failures = 0;
+    let mut client = connect(cloud).await.expect("an etcd client");
+    let mut n = 0u32;
+    while !stop.load(Ordering::Relaxed) {
+        let key = format!("roll/{n:06}");
+        n += 1;
+        match tokio::time::timeout(Duration::from_secs(5), client.put(key.clone(), "w", None)).await
+        {
+            Ok(Ok(_)) => acknowledged.push(key),
+            _ => {
+                failures += 1;
+                if let Some(fresh) = connect(cloud).await {
+                    client = fresh;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (acknowledged, failures)
+}
+
+/// Runs `roll` and SIGKILLs it once `reached` holds for what EC2 shows; panics if it ends first.
+async fn kill_when(
+    cloud: &LocalCloud,
+    what: &str,
+    reached: impl Fn(&BTreeMap<String, (String, String, String)>) -> bool,
+) {
+    let mut child = spawn_roll(cloud);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        if reached(&instances(cloud).await) {
+            break;
+        }
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            panic!("the roll ended ({status}) before {what}");
+        }
+        assert!(Instant::now() < deadline, "the roll did not reach {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    child.kill().expect("SIGKILL the roll");
+    let status = child.wait().expect("wait");
+    eprintln!("killed the roll ({status}) {what}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole() {
+    let cloud = LocalCloud::start();
+    cloud.prepare_for_ballast(BUCKET).await;
+    harden_state_bucket(&cloud).await;
+    cloud
+        .ec2()
+        .register_image()
+        .name("ballast-k8s-1.32-debian-12")
+        .root_device_name("/dev/xvda")
+        .send()
+        .await
+        .expect("RegisterImage 1.32");
+    let dir = tempfile::tempdir().expect("tempdir");
+    ballast(&cloud)
+        .args([
+            "create",
+            "cluster",
+            "--name",
+            CLUSTER,
+            "--zones",
+            "us-west-2a,us-west-2b,us-west-2c",
+            "--node-count",
+            "4",
+            "--kubernetes-version",
+            OLD,
+            "--yes",
+        ])
+        .assert()
+        .success();
+    ballast(&cloud)
+        .args(["validate", "cluster", "--wait", "5m"])
+        .assert()
+        .success();
+    let sizes_before = group_sizes(&cloud).await;
+    assert_eq!(sizes_before.len(), 4, "{sizes_before:?}");
+
+    // Bad input: a version the manifest does not pin changes nothing.
+    let refused = replace_version(&cloud, &dir, OLD, "1.34.99");
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("spec.kubernetesVersion") && stderr.contains("pins"),
+        "{stderr}"
+    );
+    assert_eq!(stored_version(&cloud), OLD);
+
+    // The upgrade: the spec, then update cluster; every instance is now out of date.
+    let upgraded = replace_version(&cloud, &dir, OLD, NEW);
+    assert!(
+        upgraded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&upgraded.stderr)
+    );
+    ballast(&cloud)
+        .args(["update", "cluster", "--yes"])
+        .assert()
+        .success();
+    let originals = instances(&cloud).await;
+    let original_running = running(&originals);
+    assert_eq!(original_running.len(), 7);
+
+    // Without --yes: the table of what needs replacing and why; nothing changes.
+    let planned = ballast(&cloud)
+        .args(["rolling-update", "cluster"])
+        .output()
+        .expect("plan");
+    assert!(planned.status.success());
+    let table = String::from_utf8_lossy(&planned.stdout);
+    for id in &original_running {
+        assert!(table.contains(id.as_str()), "{id} missing from\n{table}");
+    }
+    assert!(table.contains("node spec changed"), "{table}");
+    assert!(
+        String::from_utf8_lossy(&planned.stderr).contains(
+            "control-plane-us-west-2a, control-plane-us-west-2b, control-plane-us-west-2c, nodes"
+        ),
+        "{}",
+        String::from_utf8_lossy(&planned.stderr)
+    );
+
+    // Bad input: an unknown group.
+    let unknown = ballast(&cloud)
+        .args([
+            "rolling-update",
+            "cluster",
+            "--instance-group",
+            "nope",
+            "--yes",
+            "--cloudonly",
+        ])
+        .output()
+        .expect("unknown group");
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no instance group named nope"));
+    assert_eq!(
+        running(&instances(&cloud).await),
+        original_running,
+        "nothing terminated"
+    );
+
+    // etcd missing a member: the roll is refused and terminates nothing.
+    let victim = control_plane(&cloud)[0].instance_id.clone();
+    cloud
+        .ec2()
+        .terminate_instances()
+        .instance_ids(&victim)
+        .send()
+        .await
+        .expect("TerminateInstances");
+    let refused = ballast(&cloud)
+        .args(["rolling-update", "cluster", "--yes", "--cloudonly"])
+        .output()
+        .expect("refused roll");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(6), "{stderr}");
+    assert!(
+        stderr.contains("etcd is missing a member") && stderr.contains("Nothing was terminated"),
+        "{stderr}"
+    );
+    let after_refusal = instances(&cloud).await;
+    let survivors: BTreeSet<String> = original_running
+        .iter()
+        .filter(|i| **i != victim)
+        .cloned()
+        .collect();
+    assert!(
+        survivors.is_subset(&running(&after_refusal)),
+        "the refused roll terminated something"
+    );
+    wait_for_settled(&cloud, 3, SETTLE).await;
+    wait_for_published_etcd_health(&cloud).await;
+
+    // The roll, with a watcher and a writer on etcd throughout: killed during the control plane, again during
+    // the nodes, then run to the end.
+    let before_roll = running(&instances(&cloud).await);
+    let outdated: BTreeSet<String> = before_roll
+        .iter()
+        .filter(|i| **i != victim)
+        .filter(|i| originals.contains_key(*i))
+        .cloned()
+        .collect();
+    assert_eq!(outdated.len(), 6);
+    let stop = Arc::new(AtomicBool::new(false));
+    let roll_started = Instant::now();
+    let ((fewest, samples), (acknowledged, failures), ()) = tokio::join!(
+        watch_quorum(&cloud, &stop),
+        write_throughout(&cloud, &stop),
+        async {
+            let cp_gone = |all: &BTreeMap<String, (String, String, String)>| {
+                outdated.iter().any(|id| {
+                    all.get(id).is_some_and(|(state, group, _)| {
+                        group.starts_with("control-plane") && state != "running"
+                    })
+                })
+            };
+            kill_when(&cloud, "during the control plane", cp_gone).await;
+            let node_gone = |all: &BTreeMap<String, (String, String, String)>| {
+                outdated.iter().any(|id| {
+                    all.get(id)
+                        .is_some_and(|(state, group, _)| group == "nodes" && state != "running")
+                })
+            };
+            kill_when(&cloud, "during the nodes", node_gone).await;
+            let sizes = group_sizes(&cloud).await;
+            assert!(
+                sizes.get(&format!("nodes.{CLUSTER}")).is_some_and(|s| s.3),
+                "the killed roll left its marker: {sizes:?}"
+            );
+            ballast(&cloud)
+                .args(["rolling-update", "cluster", "--yes", "--cloudonly"])
+                .assert()
+                .success();
+            stop.store(true, Ordering::Relaxed);
+        }
+    );
+    eprintln!(
+        "roll with two kills: {:?}; etcd samples {samples}, fewest voters answering {fewest}; writer {} acknowledged, {failures} failed",
+        roll_started.elapsed(),
+        acknowledged.len()
+    );
+    assert!(samples > 10, "the watcher hardly sampled");
+    assert!(
+        fewest >= 2,
+        "etcd's voters fell below quorum: {fewest} of 3 answering"
+    );
+    assert!(acknowledged.len() > 10, "the writer hardly wrote");
+    let mut client = connect(&cloud).await.expect("client");
+    let stored: BTreeSet<String> = client
+        .get("roll/", Some(GetOptions::new().with_prefix()))
+        .await
+        .expect("get roll/")
+        .kvs()
+        .iter()
+        .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
+        .collect();
+    let lost: Vec<&String> = acknowledged
+        .iter()
+        .filter(|k| !stored.contains(*k))
+        .collect();
+    assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
+
+    // Every outdated instance replaced exactly once: each terminated, as many launched, none of those gone.
+    let after = instances(&cloud).await;
+    let now_running = running(&after);
+    let terminated: BTreeSet<String> = before_roll.difference(&now_running).cloned().collect();
+    let launched: BTreeSet<String> = now_running.difference(&before_roll).cloned().collect();
+    assert_eq!(terminated, outdated, "terminated by the roll");
+    assert_eq!(
+        launched.len(),
+        outdated.len(),
+        "one launch per replaced instance: {launched:?}"
+    );
+    // Launched during the roll and gone again would be an instance replaced twice.
+    let replaced_twice: Vec<&String> = after
+        .iter()
+        .filter(|(id, (state, _, _))| {
+            !before_roll.contains(*id) && state != "running" && state != "pending"
+        })
+        .filter(|(id, _)| !originals.contains_key(*id))
+        .map(|(id, _)| id)
+        .collect();
+    assert!(
+        replaced_twice.is_empty(),
+        "instances launched by the roll were terminated: {replaced_twice:?}"
+    );
+    assert_eq!(
+        group_sizes(&cloud).await,
+        sizes_before,
+        "sizes back, no marker left"
+    );
+
+    // Every report names its group's new node spec, which is the new version's.
+    for group in [
+        "control-plane-us-west-2a",
+        "control-plane-us-west-2b",
+        "control-plane-us-west-2c",
+        "nodes",
+    ] {
+        let spec = s3_text(
+            &cloud,
+            &format!("clusters/{CLUSTER}/nodes/{group}/spec.yaml"),
+        )
+        .await;
+        assert!(
+            spec.contains(NEW),
+            "{group}'s node spec is not {NEW}:\n{spec}"
+        );
+        let hash = hex::encode(Sha256::digest(spec.as_bytes()));
+        for (id, (_, g, tag)) in after.iter().filter(|(id, _)| now_running.contains(*id)) {
+            if g != group {
+                continue;
+            }
+            assert_eq!(tag, &hash, "{id}'s launch tag");
+            let report = s3_text(&cloud, &format!("clusters/{CLUSTER}/reports/{id}.json")).await;
+            let report: serde_json::Value = serde_json::from_str(&report).expect("report json");
+            assert_eq!(report["nodeSpecSha256"], hash.as_str(), "{id}'s report");
+            assert_eq!(report["phase"], "Configured", "{id}'s report");
+        }
+    }
+    ballast(&cloud)
+        .args(["validate", "cluster"])
+        .assert()
+        .success();
+
+    // Nothing left to do.
+    let again = ballast(&cloud)
+        .args(["rolling-update", "cluster", "--yes", "--cloudonly"])
+        .output()
+        .expect("second roll");
+    assert!(again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("No rolling update is needed"));
+    assert_eq!(running(&instances(&cloud).await), now_running);
+
+    // A downgrade is refused and changes nothing.
+    let down = replace_version(&cloud, &dir, NEW, OLD);
+    assert!(!down.status.success());
+    assert!(
+        String::from_utf8_lossy(&down.stderr).contains("cannot be downgraded"),
+        "{}",
+        String::from_utf8_lossy(&down.stderr)
+    );
+    assert_eq!(stored_version(&cloud), NEW);
+
+    // --instance-group nodes rolls that group only (forced: nothing else is out of date).
+    let control_plane_before: BTreeSet<String> = now_running
+        .iter()
+        .filter(|id| {
+            after
+                .get(*id)
+                .is_some_and(|(_, g, _)| g.starts_with("control-plane"))
+        })
+        .cloned()
+        .collect();
+    ballast(&cloud)
+        .args([
+            "rolling-update",
+            "cluster",
+            "--instance-group",
+            "nodes",
+            "--force",
+            "--yes",
+            "--cloudonly",
+        ])
+        .assert()
+        .success();
+    let final_state = instances(&cloud).await;
+    let final_running = running(&final_state);
+    assert!(
+        control_plane_before.is_subset(&final_running),
+        "a control-plane instance was replaced"
+    );
+    let nodes_before: BTreeSet<&String> = now_running
+        .iter()
+        .filter(|id| !control_plane_before.contains(*id))
+        .collect();
+    assert_eq!(nodes_before.len(), 4);
+    assert!(
+        nodes_before.iter().all(|id| !final_running.contains(*id)),
+        "every node replaced"
+    );
+    assert_eq!(final_running.len(), 7);
+    assert_eq!(group_sizes(&cloud).await, sizes_before);
+    ballast(&cloud)
+        .args(["validate", "cluster", "--wait", "2m"])
+        .assert()
+        .success();
+}
