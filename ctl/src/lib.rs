@@ -40,13 +40,25 @@ pub fn run() -> i32 {
         }
     };
     let command_line = std::env::args().collect::<Vec<_>>().join(" ");
-    match runtime.block_on(commands::dispatch(cli, &command_line)) {
+    let code = match runtime.block_on(commands::dispatch(cli, &command_line)) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("error: {e}");
             e.exit_code()
         }
+    };
+    if let Some(path) = std::env::var_os(cloud::calls::CALL_LOG_ENV) {
+        if let Err(e) =
+            cloud::calls::append_process_calls(std::path::Path::new(&path), &command_line)
+        {
+            eprintln!(
+                "warning: could not append the AWS call counts to {} ({}): {e}",
+                std::path::Path::new(&path).display(),
+                cloud::calls::CALL_LOG_ENV
+            );
+        }
     }
+    code
 }
 
 fn init_logging(verbose: u8) {

@@ -651,6 +651,114 @@ def apply_patches(args: argparse.Namespace) -> None:
     log.info("applied patch_trust_policy_principals (ec2 service user: %s)", args.ec2_service_user)
 
 
+STATS_PATH = "/_ballast/stats"
+FINGERPRINT_PATH = "/_ballast/instances-fingerprint"
+
+
+def instances_fingerprint() -> str:
+    """A digest of what the instance runner acts on: every instance's id, state, tags and instance profile.
+
+    moto serializes DescribeInstances at about 8 ms per instance (its generic serializer), so at a hundred
+    instances the runner's polling alone kept the emulator busy. The runner asks for this digest instead (a few
+    milliseconds) and describes the instances only when it changed, or every few seconds. Not an AWS API.
+    """
+    import hashlib
+
+    from moto.ec2.models import ec2_backends
+
+    digest = hashlib.sha256()
+    for account_id in list(ec2_backends.keys()):
+        regions = ec2_backends[account_id]
+        # Only regions that exist already: reading a missing one would create it.
+        for region in sorted(dict.keys(regions)):
+            backend = dict.__getitem__(regions, region)
+            for reservation in list(backend.reservations.values()):
+                for instance in list(reservation.instances):
+                    tags = sorted(backend.tags.get(instance.id, {}).items())
+                    digest.update(
+                        repr(
+                            (instance.id, instance._state.name, tags, repr(instance.iam_instance_profile))
+                        ).encode()
+                    )
+            associations = sorted(
+                (key, getattr(getattr(a, "instance", None), "id", ""), repr(getattr(a, "iam_instance_profile", "")))
+                for key, a in list(backend.iam_instance_profile_associations.items())
+            )
+            digest.update(repr(associations).encode())
+    return digest.hexdigest()
+
+
+class CallStats:
+    """Counts the emulator's requests by call and the time it spent on them: what a call costs here.
+
+    `GET /_ballast/stats` returns {"Service:Action": [count, seconds]}; the lifecycle benchmark reads it before
+    and after each phase. Not an AWS API: only the local cloud's own tools ask for it.
+    """
+
+    def __init__(self, app):
+        self.app = app
+        self.lock = threading.Lock()
+        self.calls: dict[str, list] = {}
+
+    @staticmethod
+    def call_name(environ) -> str:
+        import io
+        import urllib.parse
+
+        method = environ.get("REQUEST_METHOD", "")
+        query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+        action = (query.get("Action") or [""])[0]
+        if not action and method == "POST":
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            body = environ["wsgi.input"].read(length) if length else b""
+            # Put the body back for moto.
+            environ["wsgi.input"] = io.BytesIO(body)
+            if b"Action=" in body:
+                form = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
+                action = (form.get("Action") or [""])[0]
+        if not action:
+            target = environ.get("HTTP_X_AMZ_TARGET", "")
+            action = target.rsplit(".", 1)[-1]
+        if action:
+            auth = environ.get("HTTP_AUTHORIZATION", "")
+            # Credential=KEY/DATE/REGION/SERVICE/aws4_request
+            service = auth.split("Credential=", 1)[-1].split("/")[3] if "Credential=" in auth else "?"
+            return f"{service}:{action}"
+        return f"s3:{method}"
+
+    def __call__(self, environ, start_response):
+        import json
+        import time
+
+        if environ.get("PATH_INFO") == STATS_PATH:
+            with self.lock:
+                body = json.dumps(self.calls).encode()
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return [body]
+        if environ.get("PATH_INFO") == FINGERPRINT_PATH:
+            started = time.perf_counter()
+            body = instances_fingerprint().encode()
+            with self.lock:
+                entry = self.calls.setdefault("local:InstancesFingerprint", [0, 0.0])
+                entry[0] += 1
+                entry[1] += time.perf_counter() - started
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [body]
+        try:
+            name = self.call_name(environ)
+        except Exception:  # counting must never break a request
+            name = "?"
+        started = time.perf_counter()
+        try:
+            return self.app(environ, start_response)
+        finally:
+            spent = time.perf_counter() - started
+            with self.lock:
+                entry = self.calls.setdefault(name, [0, 0.0])
+                entry[0] += 1
+                entry[1] += spent
+
+
 def watch_stdin() -> None:
     """Exit the whole process when stdin hits EOF: the parent (a test harness) holds the write
     end of the pipe, so its death, however abrupt, closes it. os._exit skips cleanup on purpose:
@@ -694,8 +802,9 @@ def main(argv: list[str] | None = None) -> None:
     else:
         assert settings.INITIAL_NO_AUTH_ACTION_COUNT == float("inf")
 
-    app = DomainDispatcherApplication(create_backend_app)
-    app.debug = True  # as moto.server.main does: error pages carry tracebacks
+    moto_app = DomainDispatcherApplication(create_backend_app)
+    moto_app.debug = True  # as moto.server.main does: error pages carry tracebacks
+    app = CallStats(moto_app)
     try:
         # make_server binds and listens in its constructor, so a taken port fails here, before
         # "ready", and once it returns connections are accepted (queued until serve_forever).

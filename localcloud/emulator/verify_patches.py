@@ -592,6 +592,55 @@ def verify_no_enforcement_by_default(url: str) -> None:
     check("iam: without --iam-enforce any key works", code == "OK", code)
 
 
+def verify_call_stats(url: str) -> None:
+    """GET /_ballast/stats counts the requests by Service:Action (form bodies, JSON targets, S3 methods)."""
+    import urllib.request
+
+    def stats() -> dict:
+        with urllib.request.urlopen(url + "/_ballast/stats", timeout=10) as r:
+            return json.loads(r.read())
+
+    before = stats()
+    ec2 = client("ec2", url)
+    ec2.describe_vpcs()
+    ec2.describe_vpcs()
+    s3 = client("s3", url)
+    s3.create_bucket(Bucket="stats-check", CreateBucketConfiguration={"LocationConstraint": REGION})
+    s3.put_object(Bucket="stats-check", Key="k", Body=b"v")
+    after = stats()
+
+    def grew(name: str) -> int:
+        return after.get(name, [0, 0.0])[0] - before.get(name, [0, 0.0])[0]
+
+    check("stats: DescribeVpcs counted by its form-body action", grew("ec2:DescribeVpcs") == 2, after.get("ec2:DescribeVpcs"))
+    check("stats: an S3 PUT counted by its method", grew("s3:PUT") >= 2, after.get("s3:PUT"))
+    check("stats: time spent is recorded", after.get("ec2:DescribeVpcs", [0, 0.0])[1] > 0.0, after.get("ec2:DescribeVpcs"))
+    # The request moto answered still had its body: the VPCs were described, the object stored.
+    body = s3.get_object(Bucket="stats-check", Key="k")["Body"].read()
+    check("stats: a counted request still reaches moto with its body", body == b"v", body)
+
+
+def verify_instances_fingerprint(c: Cloud, url: str) -> None:
+    """The runner's change detector: stable while nothing changes, new on a launch, a tag, a termination."""
+    import urllib.request
+
+    def fingerprint() -> str:
+        with urllib.request.urlopen(url + "/_ballast/instances-fingerprint", timeout=10) as r:
+            return r.read().decode()
+
+    first = fingerprint()
+    check("fingerprint: stable while nothing changes", fingerprint() == first, first)
+    image = c.ec2.describe_images()["Images"][0]["ImageId"]
+    instance = c.ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
+    launched = fingerprint()
+    check("fingerprint: changes on a launch", launched != first)
+    c.ec2.create_tags(Resources=[instance], Tags=[{"Key": "k", "Value": "v"}])
+    tagged = fingerprint()
+    check("fingerprint: changes on a new tag", tagged != launched)
+    c.ec2.terminate_instances(InstanceIds=[instance])
+    check("fingerprint: changes on a termination", fingerprint() != tagged)
+
+
 def main() -> int:
     proc, url, ready_s = start_launcher()
     print(f"INFO launcher ready in {ready_s:.2f} s at {url}", flush=True)
@@ -601,6 +650,8 @@ def main() -> int:
         guarded("auto scaling", lambda: verify_asg(c))
         guarded("profile by arn / plain RunInstances", lambda: verify_profile_by_arn_and_plain_run(c))
         guarded("no enforcement by default", lambda: verify_no_enforcement_by_default(url))
+        guarded("call stats", lambda: verify_call_stats(url))
+        guarded("instances fingerprint", lambda: verify_instances_fingerprint(c, url))
     finally:
         stop_launcher(proc)
     guarded("iam enforcement", verify_iam_enforcement)

@@ -232,6 +232,28 @@ impl ImdsServer {
         format!("http://{}", self.addr)
     }
 
+    /// Fetches the instance role's credentials before anyone asks, as EC2 has them ready when an instance boots:
+    /// nodeup's first request is then answered from the cache instead of waiting on the emulator (the SDK gives
+    /// IMDS one second, and a hundred instances booting at once each asking the emulator to assume a role made
+    /// every first request time out and back off). A failure is only logged: the first request tries again.
+    pub async fn prewarm_credentials(&self) {
+        let meta = match self.shared.meta.read() {
+            Ok(meta) => meta.clone(),
+            Err(_) => return,
+        };
+        let Some(profile) = meta.instance_profile.as_ref() else {
+            return;
+        };
+        let warmed = async {
+            let (_, role_arn) = role_of(&self.shared, profile).await?;
+            credentials(&self.shared, &role_arn, &meta.instance_id).await
+        }
+        .await;
+        if let Err(e) = warmed {
+            tracing::warn!(instance_id = %meta.instance_id, error = %e, "prefetching role credentials failed; IMDS retries on request");
+        }
+    }
+
     /// Replaces what the endpoint serves (tags change while an instance runs).
     pub fn update(&self, meta: InstanceMetadata) {
         if let Ok(mut current) = self.shared.meta.write() {

@@ -105,6 +105,9 @@ pub enum StoreError {
 pub struct StoreOptions {
     /// SSE-KMS key id or ARN for S3 objects; SSE-S3 when `None`.
     pub kms_key_id: Option<String>,
+    /// An SDK interceptor for the S3 client (`ballast` counts its calls with one: the state store's reads are
+    /// part of what a command costs).
+    pub interceptor: Option<aws_sdk_s3::config::SharedInterceptor>,
 }
 
 /// A state store, by URL.
@@ -468,6 +471,9 @@ impl S3Store {
         }
         if shared.region().is_none() {
             builder = builder.region(aws_sdk_s3::config::Region::new("us-east-1"));
+        }
+        if let Some(interceptor) = options.interceptor {
+            builder.push_interceptor(interceptor);
         }
         S3Store {
             client: aws_sdk_s3::Client::from_conf(builder.build()),

@@ -4,4 +4,5 @@
 pub mod aws;
 pub mod cluster_etcd;
 pub mod image;
+pub mod lifecycle;
 pub mod localcloud;

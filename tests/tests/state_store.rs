@@ -439,6 +439,7 @@ async fn s3_objects_are_encrypted_at_rest() {
         &format!("s3://{bucket}/q"),
         StoreOptions {
             kms_key_id: Some("alias/ballast-state".into()),
+            ..StoreOptions::default()
         },
     )
     .await

@@ -2,6 +2,8 @@
 //! prints and the benchmark measures (a no-op update must make no mutating call).
 
 use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use aws_smithy_runtime_api::box_error::BoxError;
@@ -28,6 +30,9 @@ impl CallLog {
     }
 
     fn record(&self, operation: String) {
+        if let Ok(mut totals) = PROCESS_TOTALS.lock() {
+            *totals.entry(operation.clone()).or_default() += 1;
+        }
         if let Ok(mut counts) = self.counts.lock() {
             *counts.entry(operation).or_default() += 1;
         }
@@ -61,6 +66,36 @@ impl CallLog {
             ops.join(", ")
         )
     }
+}
+
+/// Every call of this process, whichever log counted it: what [`append_process_calls`] writes.
+static PROCESS_TOTALS: Mutex<BTreeMap<String, u64>> = Mutex::new(BTreeMap::new());
+
+/// The environment variable naming a file to which each `ballast` run appends one JSON line of the AWS calls it
+/// made (`{"command": ..., "total": n, "mutating": m, "operations": {...}}`): how the lifecycle benchmark counts
+/// the calls of a `ballast` it runs as a child process. Unset: nothing is written.
+pub const CALL_LOG_ENV: &str = "BALLAST_AWS_CALL_LOG";
+
+/// Appends this process's calls to `path` as one JSON line (see [`CALL_LOG_ENV`]).
+pub fn append_process_calls(path: &Path, command: &str) -> std::io::Result<()> {
+    let operations = PROCESS_TOTALS.lock().map(|t| t.clone()).unwrap_or_default();
+    let mutating: u64 = operations
+        .iter()
+        .filter(|(op, _)| !is_read_only(op))
+        .map(|(_, n)| n)
+        .sum();
+    let line = serde_json::json!({
+        "command": command,
+        "total": operations.values().sum::<u64>(),
+        "mutating": mutating,
+        "operations": operations,
+    });
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    // One write per line, so that runs appending at once do not interleave.
+    file.write_all(format!("{line}\n").as_bytes())
 }
 
 fn is_read_only(operation: &str) -> bool {
@@ -111,5 +146,33 @@ mod tests {
             vec!["EC2:CreateVpc"]
         );
         assert!(log.summary().starts_with("AWS calls: 4 (1 mutating)"));
+    }
+
+    #[test]
+    fn a_run_appends_its_calls_as_one_json_line() {
+        let log = CallLog::new();
+        log.record("EC2:DescribeSubnets".into());
+        log.record("EC2:CreateSubnet".into());
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("calls.jsonl");
+        append_process_calls(&path, "ballast update cluster").expect("append");
+        append_process_calls(&path, "ballast validate cluster").expect("append");
+        let text = std::fs::read_to_string(&path).expect("read");
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["command"], "ballast update cluster");
+        // Other tests of this process count into the same totals: at least ours are there.
+        assert!(lines[0]["operations"]["EC2:CreateSubnet"].as_u64() >= Some(1));
+        let sum: u64 = lines[0]["operations"]
+            .as_object()
+            .expect("operations")
+            .values()
+            .filter_map(|n| n.as_u64())
+            .sum();
+        assert_eq!(lines[0]["total"].as_u64(), Some(sum));
+        assert!(lines[0]["mutating"].as_u64() >= Some(1));
     }
 }

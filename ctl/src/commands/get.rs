@@ -6,7 +6,7 @@ use ballast_state::defaults::complete;
 use ballast_state::registry::RegistryError;
 use ballast_state::spec::{Cluster, ClusterConfig, InstanceGroup, Role};
 
-use super::nodes::{read_report, NodeSpecs, SpecState};
+use super::nodes::{read_reports, NodeSpecs, ReportRead, SpecState};
 use super::Context;
 use crate::cli::{GetArgs, GetObjectArgs, GetWhat, OutputFormat};
 use crate::cloud::aws::{cluster_instances, tag_map, GROUP_TAG, NODE_SPEC_HASH_TAG, ROLE_TAG};
@@ -204,8 +204,14 @@ async fn instances(context: &Context, args: GetObjectArgs) -> Result<String, Com
     .await?;
     let paths = ballast_state::layout::ClusterPaths::new(&name);
     let mut node_specs = NodeSpecs::new(registry.store(), &paths);
+    let wanted: Vec<&str> = found
+        .iter()
+        .filter_map(|i| i.instance_id())
+        .filter(|id| args.object.as_deref().is_none_or(|o| o == *id))
+        .collect();
+    let mut reports = read_reports(registry.store(), &paths, wanted).await?;
     let mut views = Vec::new();
-    for instance in found {
+    for instance in &found {
         let tags = tag_map(instance.tags());
         let id = instance.instance_id().unwrap_or_default().to_string();
         if args.object.as_deref().is_some_and(|o| o != id) {
@@ -216,7 +222,7 @@ async fn instances(context: &Context, args: GetObjectArgs) -> Result<String, Com
             tags.get(NODE_SPEC_HASH_TAG).map(String::as_str),
             node_specs.current(&group).await?.as_deref(),
         );
-        let report = read_report(registry.store(), &paths, &id).await?.found();
+        let report = reports.remove(&id).and_then(ReportRead::found);
         views.push(InstanceView {
             instance_id: id,
             instance_group: group,

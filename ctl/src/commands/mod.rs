@@ -104,6 +104,8 @@ impl Context {
             url,
             StoreOptions {
                 kms_key_id: self.kms_key.clone(),
+                // Counted like every other AWS call (BALLAST_AWS_CALL_LOG, the benchmarks).
+                interceptor: Some(crate::cloud::CallLog::new().interceptor()),
             },
         )
         .await?;

@@ -56,7 +56,7 @@ pub async fn run(context: &Context, args: RollingUpdateArgs) -> Result<(), Comma
         kubernetes,
     };
     let mut roller = Roller::new(&cloud, store, &completed, settings);
-    let groups = observe::groups(&cloud, store, &completed).await?;
+    let groups = observe::groups(&cloud, store, &completed, &mut Default::default()).await?;
     let work: Vec<&GroupView> = chosen
         .iter()
         .filter_map(|n| groups.iter().find(|g| &g.name == n))

@@ -16,7 +16,7 @@ use ballast_state::store::StateStore;
 use serde::Serialize;
 
 use super::etcd::expected_members;
-use super::nodes::{read_report, NodeSpecs, ReportRead, SpecState};
+use super::nodes::{read_reports, NodeSpecs, ReportRead, SpecState};
 use super::{require_cluster, Context};
 use crate::cli::{OutputFormat, ValidateArgs, ValidateWhat};
 use crate::cloud::aws::auto_scaling_groups;
@@ -200,20 +200,22 @@ async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) 
                     ),
                 });
                 let want = node_specs.current(group).await;
+                let reports = read_reports(store, &paths, in_service.iter().copied())
+                    .await
+                    .map_err(|e| e.to_string());
                 for id in in_service {
-                    let judged = match &want {
-                        Ok(want) => read_report(store, &paths, id)
-                            .await
-                            .map(|report| {
-                                let truth = Truth {
-                                    cluster: &name,
-                                    group,
-                                    role: ig.spec.role,
-                                };
-                                judge_report(&paths, id, &report, want.as_deref(), &truth)
-                            })
-                            .map_err(|e| e.to_string()),
-                        Err(e) => Err(e.to_string()),
+                    let judged = match (&want, &reports) {
+                        (Ok(want), Ok(reports)) => {
+                            let report = reports.get(id).cloned().unwrap_or(ReportRead::Missing);
+                            let truth = Truth {
+                                cluster: &name,
+                                group,
+                                role: ig.spec.role,
+                            };
+                            Ok(judge_report(&paths, id, &report, want.as_deref(), &truth))
+                        }
+                        (Err(e), _) => Err(e.to_string()),
+                        (_, Err(e)) => Err(e.clone()),
                     };
                     let (ok, reason) = judged
                         .unwrap_or_else(|e| (false, format!("cannot read the state store: {e}")));

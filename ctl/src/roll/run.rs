@@ -54,6 +54,8 @@ pub struct Roller<'a> {
     clock: Instant,
     /// Instances this run terminated: never terminated again, whatever an eventually consistent read shows.
     terminated: BTreeSet<String>,
+    /// What instances reported Configured with, kept between looks (see [`observe::ConfiguredReports`]).
+    configured: tokio::sync::Mutex<observe::ConfiguredReports>,
     last_progress: String,
 }
 
@@ -73,6 +75,7 @@ impl<'a> Roller<'a> {
             started: unix_rfc3339(ballast_state::timestamp::now_stamp().1),
             clock: Instant::now(),
             terminated: BTreeSet::new(),
+            configured: tokio::sync::Mutex::new(observe::ConfiguredReports::new()),
             last_progress: String::new(),
         }
     }
@@ -95,7 +98,13 @@ impl<'a> Roller<'a> {
     }
 
     async fn observe(&self, name: &str) -> Result<(Vec<GroupView>, GroupView), RollError> {
-        let groups = observe::groups(self.cloud, self.store, self.completed).await?;
+        let groups = observe::groups(
+            self.cloud,
+            self.store,
+            self.completed,
+            &mut *self.configured.lock().await,
+        )
+        .await?;
         let group = groups
             .iter()
             .find(|g| g.name == name)

@@ -1,0 +1,141 @@
+//! The published kops benchmark's phases on the local cloud (IAM enforced), at one of its sizes: create until
+//! validated, the node group doubled until validated, a Kubernetes upgrade rolled until validated, one
+//! control-plane instance terminated until validated. Prints Ballast's times beside the published ones (AWS
+//! us-west-2, where instance boot and image download dominate: the local cloud measures Ballast's own cost), and
+//! per phase the AWS calls of `ballast`, the local cloud's peak memory and the peak RSS of nodeup and `ballast`.
+//!
+//! cargo run --release -p ballast-e2e --bin lifecycle-bench -- --size small|medium|large
+
+use std::time::Instant;
+
+use ballast_e2e::lifecycle::{human, Lifecycle, PhaseReport, Size, FROM_VERSION, TO_VERSION};
+use ballast_e2e::localcloud::bench_binaries;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let mut size = Size::Small;
+    while let Some(arg) = args.next() {
+        let value = match arg.as_str() {
+            "--size" => args.next(),
+            other => other.strip_prefix("--size=").map(str::to_string),
+        };
+        size = match value.as_deref().and_then(Size::parse) {
+            Some(size) => size,
+            None => {
+                eprintln!("usage: lifecycle-bench --size small|medium|large");
+                std::process::exit(2);
+            }
+        };
+    }
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    runtime.block_on(bench(size));
+}
+
+async fn bench(size: Size) {
+    let ballast = bench_binaries();
+    let (control_plane, nodes) = size.instances();
+    eprintln!(
+        "lifecycle-bench: {} ({control_plane} control-plane + {nodes} nodes), ballast at {}",
+        size.name(),
+        ballast.display()
+    );
+    let started = Instant::now();
+    let mut life = Lifecycle::start(size, ballast).await;
+    eprintln!("local cloud ready in {}", human(started.elapsed()));
+    let mut phases = Vec::new();
+    for phase in 0..4 {
+        let report = match phase {
+            0 => life.create(),
+            1 => life.double_nodes(),
+            2 => life.upgrade(),
+            _ => life.recover_control_plane().await,
+        };
+        eprintln!(
+            "{}: {} ({} instances running)",
+            report.name,
+            human(report.wall),
+            life.running_instances()
+        );
+        phases.push(report);
+    }
+    print_table(size, &phases);
+}
+
+fn print_table(size: Size, phases: &[PhaseReport]) {
+    let (control_plane, nodes) = size.instances();
+    let published = size.published();
+    // The published table's column order: create, rolling upgrade, node group doubled, recovery.
+    let order = [0usize, 2, 1, 3];
+    println!();
+    println!(
+        "{} ({control_plane} + {nodes}), Kubernetes {FROM_VERSION} -> {TO_VERSION}, node group {nodes} -> {}",
+        size.name(),
+        nodes * 2
+    );
+    println!(
+        "{:<24} {:>14} {:>14}",
+        "phase", "kops on AWS", "Ballast here"
+    );
+    for (column, &i) in order.iter().enumerate() {
+        let phase = &phases[i];
+        let mut ballast = human(phase.wall);
+        if let Some(after_boot) = phase.from_replacement_boot {
+            ballast = format!(
+                "{ballast} ({} after the replacement's boot)",
+                human(after_boot)
+            );
+        }
+        println!(
+            "{:<24} {:>14} {:>14}",
+            phase.name, published[column], ballast
+        );
+    }
+    println!();
+    println!(
+        "{:<24} {:>10} {:>9} {:>10} {:>9} {:>11} {:>11} {:>11}",
+        "phase",
+        "AWS calls",
+        "mutating",
+        "validate",
+        "runs",
+        "cloud MiB",
+        "nodeup MiB",
+        "ballast MiB"
+    );
+    for phase in phases {
+        println!(
+            "{:<24} {:>10} {:>9} {:>10} {:>9} {:>11.0} {:>11.1} {:>11.1}",
+            phase.name,
+            phase.calls.0,
+            phase.calls.1,
+            phase.validate_calls,
+            phase.validate_runs,
+            phase.cloud_peak_mib,
+            phase.nodeup_peak_mib,
+            phase.ballast_peak_mib
+        );
+    }
+    println!();
+    println!("AWS calls: of the phase's changing ballast runs (create / replace / update / rolling-update); validate:");
+    println!("the calls of one `validate cluster` run, and how many runs the phase's wait took (every 250 ms).");
+    for phase in phases {
+        let ops: Vec<String> = phase
+            .operations
+            .iter()
+            .map(|(op, n)| format!("{op}={n}"))
+            .collect();
+        println!("  {}: {}", phase.name, ops.join(", "));
+    }
+    println!();
+    println!("What the emulator served per phase (everyone's calls), the most costly first: count, seconds spent");
+    for phase in phases {
+        let top: Vec<String> = phase
+            .emulator
+            .iter()
+            .take(8)
+            .map(|(call, count, secs)| format!("{call} {count} ({secs:.1} s)"))
+            .collect();
+        let total: f64 = phase.emulator.iter().map(|e| e.2).sum();
+        println!("  {} [{total:.1} s in all]: {}", phase.name, top.join(", "));
+    }
+}

@@ -1,0 +1,563 @@
+//! The phases of a cluster's life as the published kops benchmark timed them, run through the real `ballast`
+//! binary on a local cloud with IAM enforced: create until validated, double the node group until validated, a
+//! Kubernetes upgrade rolled until validated, and a control-plane instance terminated until validated again.
+//! `lifecycle-bench` prints them beside the published figures; `tests/lifecycle_small.rs` runs the small size's
+//! first two phases so CI proves this still works.
+//!
+//! Each phase records its wall time, the AWS calls of the `ballast` runs that changed something (counted by
+//! `ballast` itself through `BALLAST_AWS_CALL_LOG`), the calls of one `validate cluster` run, the local cloud's
+//! peak memory (runner + emulator), and the peak RSS of any nodeup and of any `ballast` run.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::localcloud::LocalCloud;
+
+/// The state store the phases use.
+const BUCKET: &str = "ballast-lifecycle";
+const STATE: &str = "s3://ballast-lifecycle/clusters";
+/// The two releases the manifest pins: the create uses the older, the roll upgrades to the newer.
+pub const FROM_VERSION: &str = "1.32.8";
+pub const TO_VERSION: &str = "1.33.4";
+/// How long any phase may take before the benchmark gives up (the large size takes minutes on 2 cores).
+const PHASE_TIMEOUT: Duration = Duration::from_secs(1800);
+/// How often the recovery phase asks `validate cluster` (its own `--wait` rechecks every 2 s: too coarse).
+const RECHECK: Duration = Duration::from_millis(250);
+
+/// A cluster size of the published benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Size {
+    Small,
+    Medium,
+    Large,
+}
+
+impl Size {
+    pub fn parse(text: &str) -> Option<Size> {
+        match text {
+            "small" => Some(Size::Small),
+            "medium" => Some(Size::Medium),
+            "large" => Some(Size::Large),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Size::Small => "small",
+            Size::Medium => "medium",
+            Size::Large => "large",
+        }
+    }
+
+    /// (control-plane instances, nodes).
+    pub fn instances(self) -> (u32, u32) {
+        match self {
+            Size::Small => (3, 10),
+            Size::Medium => (3, 50),
+            Size::Large => (5, 100),
+        }
+    }
+
+    /// The published kops figures on AWS us-west-2: create, rolling upgrade, node group doubled, recovery.
+    pub fn published(self) -> [&'static str; 4] {
+        match self {
+            Size::Small => ["3 min 28 s", "8 min 15 s", "4 min 50 s", "< 90 s"],
+            Size::Medium => ["7 min 52 s", "15 min 30 s", "12 min 10 s", "< 90 s"],
+            Size::Large => ["14 min 05 s", "22 min 45 s", "18 min 20 s", "< 90 s"],
+        }
+    }
+}
+
+/// What one phase measured.
+#[derive(Debug, Clone, Default)]
+pub struct PhaseReport {
+    pub name: &'static str,
+    pub wall: Duration,
+    /// For the recovery: from the replacement's nodeup start until validated.
+    pub from_replacement_boot: Option<Duration>,
+    /// AWS calls of the phase's changing `ballast` runs (create, replace, update, rolling-update): total, mutating.
+    pub calls: (u64, u64),
+    /// The changing runs' calls by operation.
+    pub operations: BTreeMap<String, u64>,
+    /// AWS calls of one `validate cluster` run (the phase's last).
+    pub validate_calls: u64,
+    /// How many `validate cluster` runs the phase's waits took.
+    pub validate_runs: u64,
+    /// The local cloud's peak memory (runner + emulator), MiB.
+    pub cloud_peak_mib: f64,
+    /// The peak RSS of any nodeup, MiB.
+    pub nodeup_peak_mib: f64,
+    /// The peak RSS of any `ballast` run, MiB.
+    pub ballast_peak_mib: f64,
+    /// What the emulator served during the phase, by `service:Action` (S3 by method): count and seconds spent,
+    /// most time first. Everything's calls: `ballast`, nodeup, etcd supervisors, the local cloud's runner and IMDS.
+    pub emulator: Vec<(String, u64, f64)>,
+}
+
+/// One `ballast` run's end: its output, and what it used.
+struct Ran {
+    success: bool,
+    stdout: String,
+    stderr: String,
+    peak_rss_mib: f64,
+}
+
+/// A cluster on a local cloud and the phases run on it.
+pub struct Lifecycle {
+    pub cloud: LocalCloud,
+    pub size: Size,
+    pub cluster: String,
+    ballast: PathBuf,
+    work: tempfile::TempDir,
+    sampler: Sampler,
+    ballast_peak_mib: f64,
+}
+
+impl Lifecycle {
+    /// A fresh local cloud (IAM enforced) with the state bucket and both releases' images.
+    pub async fn start(size: Size, ballast: PathBuf) -> Lifecycle {
+        let cloud = LocalCloud::start();
+        cloud.prepare_for_ballast(BUCKET).await;
+        cloud
+            .ec2()
+            .register_image()
+            .name("ballast-k8s-1.32-debian-12")
+            .root_device_name("/dev/xvda")
+            .send()
+            .await
+            .expect("RegisterImage 1.32");
+        let sampler = Sampler::start(&cloud);
+        Lifecycle {
+            cloud,
+            size,
+            cluster: format!("{}.lifecycle.example.com", size.name()),
+            ballast,
+            work: tempfile::tempdir().expect("a work directory"),
+            sampler,
+            ballast_peak_mib: 0.0,
+        }
+    }
+
+    fn call_log(&self) -> PathBuf {
+        self.work.path().join("aws-calls.jsonl")
+    }
+
+    /// Runs `ballast ARGS`, waiting for it with wait4 to read its peak RSS.
+    fn run(&mut self, args: &[&str]) -> Ran {
+        let child = Command::new(&self.ballast)
+            .args(args)
+            .env_clear()
+            .envs(self.cloud.operator_env(STATE))
+            .env("BALLAST_CLUSTER_NAME", &self.cluster)
+            .env("BALLAST_AWS_CALL_LOG", self.call_log())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawning ballast");
+        let ran = wait_with_rusage(child);
+        self.ballast_peak_mib = self.ballast_peak_mib.max(ran.peak_rss_mib);
+        ran
+    }
+
+    /// Runs `ballast ARGS` and panics with its stderr when it fails.
+    fn must(&mut self, args: &[&str]) -> String {
+        let ran = self.run(args);
+        assert!(
+            ran.success,
+            "ballast {} failed:\n{}",
+            args.join(" "),
+            ran.stderr
+        );
+        ran.stdout
+    }
+
+    /// The call-log lines written so far.
+    fn logged_calls(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.call_log())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// Runs `validate cluster` until it passes; returns how many runs it took.
+    fn validated(&mut self) -> u64 {
+        let deadline = Instant::now() + PHASE_TIMEOUT;
+        let mut runs = 0;
+        loop {
+            runs += 1;
+            let ran = self.run(&["validate", "cluster"]);
+            if ran.success {
+                return runs;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not validate within {PHASE_TIMEOUT:?}:\n{}{}",
+                self.cluster,
+                ran.stdout,
+                ran.stderr
+            );
+            std::thread::sleep(RECHECK);
+        }
+    }
+
+    /// Starts a phase: resets the peaks and remembers where the call log and the emulator's counts stand.
+    fn begin(&mut self) -> Begun {
+        self.sampler.reset();
+        self.ballast_peak_mib = 0.0;
+        Begun {
+            at: Instant::now(),
+            call_log_lines: self.logged_calls().len(),
+            emulator: emulator_stats(&self.cloud),
+        }
+    }
+
+    /// Ends a phase: sums the calls of its changing runs (not `validate`), reads the peaks.
+    fn finish(&mut self, name: &'static str, begun: Begun, validate_runs: u64) -> PhaseReport {
+        let wall = begun.at.elapsed();
+        let first_line = begun.call_log_lines;
+        let lines = self.logged_calls();
+        let mut report = PhaseReport {
+            name,
+            wall,
+            validate_runs,
+            ..PhaseReport::default()
+        };
+        for line in &lines[first_line..] {
+            let command = line["command"].as_str().unwrap_or_default();
+            let total = line["total"].as_u64().unwrap_or_default();
+            if command.contains(" validate ") {
+                report.validate_calls = total;
+                continue;
+            }
+            report.calls.0 += total;
+            report.calls.1 += line["mutating"].as_u64().unwrap_or_default();
+            for (op, n) in line["operations"].as_object().into_iter().flatten() {
+                *report.operations.entry(op.clone()).or_default() += n.as_u64().unwrap_or_default();
+            }
+        }
+        let (cloud, nodeup) = self.sampler.peaks();
+        report.cloud_peak_mib = cloud;
+        report.nodeup_peak_mib = nodeup;
+        report.ballast_peak_mib = self.ballast_peak_mib;
+        let mut served: Vec<(String, u64, f64)> = emulator_stats(&self.cloud)
+            .into_iter()
+            .map(|(call, (count, secs))| {
+                let (count0, secs0) = begun.emulator.get(&call).copied().unwrap_or((0, 0.0));
+                (call, count - count0, secs - secs0)
+            })
+            .filter(|(_, count, _)| *count > 0)
+            .collect();
+        served.sort_by(|a, b| b.2.total_cmp(&a.2));
+        report.emulator = served;
+        report
+    }
+
+    /// `create cluster --yes` at the size, then `validate cluster` until it passes.
+    pub fn create(&mut self) -> PhaseReport {
+        let phase = self.begin();
+        let (control_plane, nodes) = self.size.instances();
+        let cluster = self.cluster.clone();
+        self.must(&[
+            "create",
+            "cluster",
+            "--name",
+            &cluster,
+            "--zones",
+            "us-west-2a,us-west-2b,us-west-2c",
+            "--control-plane-count",
+            &control_plane.to_string(),
+            "--node-count",
+            &nodes.to_string(),
+            "--kubernetes-version",
+            FROM_VERSION,
+            "--yes",
+        ]);
+        let runs = self.validated();
+        self.finish("create", phase, runs)
+    }
+
+    /// The node group's sizes doubled (`replace -f`, `update cluster --yes`), then validated.
+    pub fn double_nodes(&mut self) -> PhaseReport {
+        let phase = self.begin();
+        let (_, nodes) = self.size.instances();
+        let group = self.must(&["get", "instancegroups", "nodes", "-o", "yaml"]);
+        let doubled = group
+            .replace(
+                &format!("minSize: {nodes}\n"),
+                &format!("minSize: {}\n", nodes * 2),
+            )
+            .replace(
+                &format!("maxSize: {nodes}\n"),
+                &format!("maxSize: {}\n", nodes * 2),
+            );
+        assert_ne!(
+            doubled, group,
+            "the node group's sizes were not found in:\n{group}"
+        );
+        self.replace_with(&doubled);
+        self.must(&["update", "cluster", "--yes"]);
+        let runs = self.validated();
+        self.finish("node group doubled", phase, runs)
+    }
+
+    /// The Kubernetes version moved to the newer pinned release, `update cluster --yes`, `rolling-update cluster
+    /// --yes --cloudonly` (no Kubernetes API runs here), then validated.
+    pub fn upgrade(&mut self) -> PhaseReport {
+        let phase = self.begin();
+        let cluster = self.cluster.clone();
+        let spec = self.must(&["get", "clusters", &cluster, "-o", "yaml"]);
+        let upgraded = spec.replace(
+            &format!("kubernetesVersion: {FROM_VERSION}"),
+            &format!("kubernetesVersion: {TO_VERSION}"),
+        );
+        assert_ne!(
+            upgraded, spec,
+            "no kubernetesVersion {FROM_VERSION} in:\n{spec}"
+        );
+        self.replace_with(&upgraded);
+        self.must(&["update", "cluster", "--yes"]);
+        self.must(&["rolling-update", "cluster", "--yes", "--cloudonly"]);
+        let runs = self.validated();
+        self.finish("rolling upgrade", phase, runs)
+    }
+
+    /// One control-plane instance terminated through EC2 (as from the console), then validated again: the Auto
+    /// Scaling Group replaces it and etcd takes the new member in.
+    pub async fn recover_control_plane(&mut self) -> PhaseReport {
+        let victim = self
+            .cloud
+            .powered_on()
+            .into_iter()
+            .find(|r| {
+                r.autoscaling_group
+                    .as_deref()
+                    .is_some_and(|g| g.starts_with("control-plane"))
+            })
+            .expect("a running control-plane instance");
+        let before: Vec<String> = self
+            .cloud
+            .instances()
+            .into_iter()
+            .map(|r| r.instance_id)
+            .collect();
+        let phase = self.begin();
+        self.cloud
+            .ec2()
+            .terminate_instances()
+            .instance_ids(&victim.instance_id)
+            .send()
+            .await
+            .expect("TerminateInstances");
+        // Validation passes again only once the replacement is configured and etcd has it voting.
+        let runs = self.validated_after(&victim.instance_id);
+        let mut report = self.finish("control-plane recovery", phase, runs);
+        let replacement = self
+            .cloud
+            .instances()
+            .into_iter()
+            .find(|r| {
+                !before.contains(&r.instance_id) && r.autoscaling_group == victim.autoscaling_group
+            })
+            .expect("the replacement's record");
+        let booted = time::OffsetDateTime::parse(
+            &replacement.booted_at,
+            &time::format_description::well_known::Rfc3339,
+        )
+        .expect("an RFC 3339 boot time");
+        let since_boot = time::OffsetDateTime::now_utc() - booted;
+        report.from_replacement_boot = Some(Duration::from_secs_f64(
+            since_boot.as_seconds_f64().max(0.0),
+        ));
+        report
+    }
+
+    /// Like [`Self::validated`], but a pass counts only once the victim is no longer running: right after
+    /// TerminateInstances, AWS may still list it.
+    fn validated_after(&mut self, victim: &str) -> u64 {
+        let deadline = Instant::now() + PHASE_TIMEOUT;
+        let mut runs = 0;
+        loop {
+            let gone = self
+                .cloud
+                .try_instance(victim)
+                .is_none_or(|r| r.stopped_at.is_some());
+            if gone {
+                runs += self.validated();
+                return runs;
+            }
+            assert!(Instant::now() < deadline, "{victim} was never powered off");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn replace_with(&mut self, yaml: &str) {
+        let path = self.work.path().join("replace.yaml");
+        std::fs::write(&path, yaml).expect("writing the spec to replace");
+        let path = path.display().to_string();
+        self.must(&["replace", "-f", &path]);
+    }
+
+    /// The instances powered on now.
+    pub fn running_instances(&self) -> usize {
+        self.cloud.powered_on().len()
+    }
+}
+
+/// Where a phase began.
+struct Begun {
+    at: Instant,
+    call_log_lines: usize,
+    emulator: BTreeMap<String, (u64, f64)>,
+}
+
+/// The emulator's request counts so far (`GET /_ballast/stats` of the launcher): call -> (count, seconds).
+/// Empty when it does not answer in time (the phase's table then shows no emulator line).
+fn emulator_stats(cloud: &LocalCloud) -> BTreeMap<String, (u64, f64)> {
+    let addr = crate::localcloud::endpoint_addr(&cloud.record.endpoint);
+    let Ok((200, body)) = crate::localcloud::http(addr, "GET", "/_ballast/stats", &[]) else {
+        return BTreeMap::new();
+    };
+    serde_json::from_str::<BTreeMap<String, (u64, f64)>>(&body).unwrap_or_default()
+}
+
+/// Waits for `child` with wait4 (std's wait does not give the rusage), collecting its output.
+fn wait_with_rusage(mut child: std::process::Child) -> Ran {
+    use std::io::Read;
+    // Drain the pipes on threads so that a chatty child never blocks on a full pipe.
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let out = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        text
+    });
+    let err = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let pid = child.id() as libc::pid_t;
+    let mut status: libc::c_int = 0;
+    // SAFETY: plain zeroed C struct filled by the kernel.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: pid is our own un-waited child; status and usage point at live locals.
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(
+        waited,
+        pid,
+        "wait4 on ballast: {}",
+        std::io::Error::last_os_error()
+    );
+    Ran {
+        success: libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+        // ru_maxrss is in KiB on Linux.
+        peak_rss_mib: usage.ru_maxrss as f64 / 1024.0,
+    }
+}
+
+/// Samples memory on a thread: the local cloud's runner + emulator RSS, and every nodeup's peak RSS (VmHWM).
+struct Sampler {
+    peaks: Arc<Mutex<(f64, f64)>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Sampler {
+    fn start(cloud: &LocalCloud) -> Sampler {
+        let peaks = Arc::new(Mutex::new((0.0f64, 0.0f64)));
+        let stop = Arc::new(AtomicBool::new(false));
+        let cloud_pids: Vec<u32> = std::iter::once(cloud.record.runner.pid)
+            .chain(cloud.record.emulator.as_ref().map(|e| e.pid))
+            .collect();
+        let state = cloud.state.clone();
+        let thread = {
+            let (peaks, stop) = (peaks.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut nodeups: Vec<u32> = Vec::new();
+                let mut listed = Instant::now() - Duration::from_secs(10);
+                while !stop.load(Ordering::Relaxed) {
+                    if listed.elapsed() > Duration::from_secs(1) {
+                        nodeups = state
+                            .read_instances()
+                            .unwrap_or_default()
+                            .into_iter()
+                            .filter(|r| r.stopped_at.is_none())
+                            .filter_map(|r| r.nodeup.map(|p| p.pid))
+                            .collect();
+                        listed = Instant::now();
+                    }
+                    let cloud_mib: f64 = cloud_pids
+                        .iter()
+                        .filter_map(|pid| status_kib(*pid, "VmRSS:"))
+                        .sum::<f64>()
+                        / 1024.0;
+                    let nodeup_mib = nodeups
+                        .iter()
+                        .filter_map(|pid| status_kib(*pid, "VmHWM:"))
+                        .fold(0.0, f64::max)
+                        / 1024.0;
+                    if let Ok(mut p) = peaks.lock() {
+                        p.0 = p.0.max(cloud_mib);
+                        p.1 = p.1.max(nodeup_mib);
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            })
+        };
+        Sampler {
+            peaks,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn reset(&self) {
+        if let Ok(mut p) = self.peaks.lock() {
+            *p = (0.0, 0.0);
+        }
+        // Let one sample land so that a phase's peak is never the zero of the reset.
+        std::thread::sleep(Duration::from_millis(250));
+    }
+
+    fn peaks(&self) -> (f64, f64) {
+        self.peaks.lock().map(|p| *p).unwrap_or((0.0, 0.0))
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A `/proc/PID/status` field in KiB (`VmRSS:`, `VmHWM:`); None once the process is gone.
+fn status_kib(pid: u32, field: &str) -> Option<f64> {
+    let status =
+        std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+}
+
+/// `3 min 05 s` / `42.1 s`.
+pub fn human(d: Duration) -> String {
+    let secs = d.as_secs_f64();
+    if secs >= 60.0 {
+        format!("{} min {:04.1} s", (secs / 60.0).floor(), secs % 60.0)
+    } else {
+        format!("{secs:.1} s")
+    }
+}
