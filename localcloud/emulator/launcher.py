@@ -733,7 +733,9 @@ class CallStats:
         if environ.get("PATH_INFO") == STATS_PATH:
             with self.lock:
                 body = json.dumps(self.calls).encode()
-            start_response("200 OK", [("Content-Type", "application/json")])
+            start_response(
+                "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+            )
             return [body]
         if environ.get("PATH_INFO") == FINGERPRINT_PATH:
             started = time.perf_counter()
@@ -742,7 +744,7 @@ class CallStats:
                 entry = self.calls.setdefault("local:InstancesFingerprint", [0, 0.0])
                 entry[0] += 1
                 entry[1] += time.perf_counter() - started
-            start_response("200 OK", [("Content-Type", "text/plain")])
+            start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
             return [body]
         try:
             name = self.call_name(environ)
