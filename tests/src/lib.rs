@@ -3,5 +3,6 @@
 
 pub mod aws;
 pub mod cluster_etcd;
+pub mod front;
 pub mod image;
 pub mod localcloud;
