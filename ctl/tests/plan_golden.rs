@@ -113,6 +113,15 @@ async fn applied_state(model: &ClusterModel, completed: &ClusterConfig) -> Actua
                 .images
                 .insert(group.image.clone(), "ami-0123456789abcdef0".into());
         }
+        let id = if group.image.starts_with("ami-") {
+            group.image.clone()
+        } else {
+            "ami-0123456789abcdef0".to_string()
+        };
+        state
+            .launch_templates
+            .root_devices
+            .insert(id, Some("/dev/xvda".into()));
     }
 
     // A launch template's default version holds what its plan line creates: planned against the state so far.

@@ -624,6 +624,30 @@ def patch_bucket_versioning_root_element() -> None:
     S3Response.get_bucket_versioning = get_bucket_versioning
 
 
+def patch_register_image_root_device_name() -> None:
+    """RegisterImage (moto.ec2.responses.amis.AmisResponse.register_image).
+
+    moto bug (5.2.5): RootDeviceName is ignored and every registered image reports /dev/sda1, so an
+    image registered with /dev/xvda could not be told from one on /dev/sda1 and a launch template
+    whose root volume mapping names the wrong device looked right. Fix: the image keeps the
+    RootDeviceName sent, and none when none was sent (an image AWS would describe without one).
+    Internals: AmisResponse.register_image, ec2_backend.register_image, Ami.root_device_name.
+    """
+    from moto.core.responses import ActionResult
+    from moto.ec2.responses.amis import AmisResponse
+
+    def register_image(self):  # type: ignore[no-untyped-def]
+        name = self._get_param("Name")
+        description = self._get_param("Description", "")
+        root_device_name = self._get_param("RootDeviceName")
+        self.error_on_dryrun()
+        image = self.ec2_backend.register_image(name, description)
+        image.root_device_name = root_device_name
+        return ActionResult({"ImageId": image.id})
+
+    AmisResponse.register_image = register_image
+
+
 PATCHES = [
     patch_signature_of_form_encoded_bodies,
     patch_launch_template_version_user_data_and_source_version,
@@ -633,6 +657,7 @@ PATCHES = [
     patch_launch_template_profile_and_metadata_options,
     patch_resource_tag_conditions_of_volume_attachment,
     patch_bucket_versioning_root_element,
+    patch_register_image_root_device_name,
 ]
 
 

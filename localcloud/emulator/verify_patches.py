@@ -265,6 +265,16 @@ def verify_launch_template_versions(c: Cloud) -> None:
     check("a: invalid base64 user-data rejected like CreateLaunchTemplate", bad != "OK", bad)
 
 
+def verify_register_image_root_device_name(c: Cloud) -> None:
+    xvda = c.ec2.register_image(Name="root-xvda", RootDeviceName="/dev/xvda")["ImageId"]
+    sda1 = c.ec2.register_image(Name="root-sda1", RootDeviceName="/dev/sda1")["ImageId"]
+    bare = c.ec2.register_image(Name="root-none")["ImageId"]
+    names = {i["ImageId"]: i.get("RootDeviceName")
+             for i in c.ec2.describe_images(ImageIds=[xvda, sda1, bare])["Images"]}
+    check("RegisterImage keeps RootDeviceName (/dev/xvda, /dev/sda1, none)",
+          names == {xvda: "/dev/xvda", sda1: "/dev/sda1", bare: None}, json.dumps(names))
+
+
 def verify_asg(c: Cloud) -> None:
     subnet_ids = list(c.subnets)
     c.asg.create_auto_scaling_group(
@@ -648,6 +658,7 @@ def main() -> int:
         c = Cloud(url)
         guarded("launch template versions", lambda: verify_launch_template_versions(c))
         guarded("auto scaling", lambda: verify_asg(c))
+        guarded("register image root device", lambda: verify_register_image_root_device_name(c))
         guarded("profile by arn / plain RunInstances", lambda: verify_profile_by_arn_and_plain_run(c))
         guarded("no enforcement by default", lambda: verify_no_enforcement_by_default(url))
         guarded("call stats", lambda: verify_call_stats(url))

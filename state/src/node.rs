@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::layout::{pki_names, ClusterPaths, ENCRYPTION_KEYS_SECRET};
-use crate::pki::BOOTSTRAP_TOKEN_SECRET;
 use crate::spec::*;
 use crate::store::sha256_hex;
 
@@ -107,10 +106,11 @@ pub struct PkiLocations {
     pub service_account_public_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption_keys: Option<String>,
-    /// The kubelet bootstrap token (`secrets/bootstrap-token`): workers' kubelets join with it (TLS
-    /// bootstrapping); control-plane nodes publish it to the API as a bootstrap-token Secret.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bootstrap_token: Option<String>,
+    /// Where node specs written before node identity named a shared kubelet bootstrap token
+    /// (`pki.bootstrapToken`). Read so that such a spec still loads, never written and never used: workers
+    /// prove which instance they are instead (docs/node-identity.md).
+    #[serde(default, rename = "bootstrapToken", skip_serializing)]
+    pub legacy_bootstrap_token: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -179,7 +179,7 @@ pub fn render_node_spec(
         service_account_key: private(paths.pki_key(pki_names::SERVICE_ACCOUNT)),
         service_account_public_key: private(paths.pki_public_key(pki_names::SERVICE_ACCOUNT)),
         encryption_keys: private(paths.secret(ENCRYPTION_KEYS_SECRET)),
-        bootstrap_token: Some(paths.secret(BOOTSTRAP_TOKEN_SECRET)),
+        legacy_bootstrap_token: None,
     };
     let control_plane_settings = if control_plane {
         let etcd = cluster.etcd.clone().unwrap_or_default();
@@ -336,6 +336,28 @@ mod tests {
                 .members
                 .len(),
             3
+        );
+    }
+
+    /// Nothing reads a shared bootstrap token any more, so no node spec names one; a spec written before
+    /// (naming it) still loads.
+    #[test]
+    fn node_specs_name_no_bootstrap_token() {
+        let config = completed();
+        for group in ["nodes", "control-plane-us-west-2a"] {
+            let spec = render_node_spec(&config, group, "s3://b/p", "api.elb").expect("render");
+            assert!(!spec.yaml.contains("bootstrap"), "{group}: {}", spec.yaml);
+        }
+        let spec = render_node_spec(&config, "nodes", "s3://b/p", "api.elb").expect("render");
+        let old = spec.yaml.replace(
+            "pki:\n",
+            "pki:\n  bootstrapToken: demo.example.com/secrets/bootstrap-token\n",
+        );
+        assert_ne!(old, spec.yaml, "the old field was inserted");
+        let loaded: NodeSpec = yaml_serde::from_str(&old).expect("an old node spec loads");
+        assert_eq!(
+            loaded.pki.kubernetes_ca_cert,
+            spec.spec.pki.kubernetes_ca_cert
         );
     }
 

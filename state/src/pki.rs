@@ -69,9 +69,8 @@ impl std::fmt::Debug for EncryptionKeys {
 
 /// The secret (under `secrets/`) where clusters made before node identity (issue 16) kept a shared kubelet
 /// bootstrap token. Nothing writes or reads it any more: workers prove which instance they are to the control
-/// plane's bootstrap service (docs/node-identity.md); an old cluster's object can be deleted. Node specs still
-/// name the key (`pki.bootstrapToken`, ignored by nodeup) so that their hashes, and running instances, do not
-/// change with this release.
+/// plane's bootstrap service (docs/node-identity.md); an old cluster's object can be deleted. Node specs no longer
+/// name it (an old spec's `pki.bootstrapToken` is read and ignored).
 pub const BOOTSTRAP_TOKEN_SECRET: &str = "bootstrap-token";
 
 /// Everything secret a new cluster needs.

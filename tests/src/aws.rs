@@ -162,3 +162,94 @@ pub async fn sdk_config() -> aws_config::SdkConfig {
     shared_emulator();
     aws_config::load_from_env().await
 }
+
+/// Counts of the cluster's owned resources by kind: duplicates show up here.
+pub async fn owned_counts(cluster: &str) -> std::collections::BTreeMap<&'static str, usize> {
+    let config = sdk_config().await;
+    let ec2 = aws_sdk_ec2::Client::new(&config);
+    let owned = || {
+        aws_sdk_ec2::types::Filter::builder()
+            .name(format!("tag:kubernetes.io/cluster/{cluster}"))
+            .values("owned")
+            .build()
+    };
+    let mut counts = std::collections::BTreeMap::new();
+    counts.insert(
+        "vpc",
+        ec2.describe_vpcs()
+            .filters(owned())
+            .send()
+            .await
+            .expect("vpcs")
+            .vpcs()
+            .len(),
+    );
+    counts.insert(
+        "subnet",
+        ec2.describe_subnets()
+            .filters(owned())
+            .send()
+            .await
+            .expect("subnets")
+            .subnets()
+            .len(),
+    );
+    counts.insert(
+        "igw",
+        ec2.describe_internet_gateways()
+            .filters(owned())
+            .send()
+            .await
+            .expect("igw")
+            .internet_gateways()
+            .len(),
+    );
+    counts.insert(
+        "route-table",
+        ec2.describe_route_tables()
+            .filters(owned())
+            .send()
+            .await
+            .expect("rt")
+            .route_tables()
+            .len(),
+    );
+    counts.insert(
+        "security-group",
+        ec2.describe_security_groups()
+            .filters(owned())
+            .send()
+            .await
+            .expect("sg")
+            .security_groups()
+            .len(),
+    );
+    counts.insert(
+        "launch-template",
+        ec2.describe_launch_templates()
+            .filters(owned())
+            .send()
+            .await
+            .expect("lt")
+            .launch_templates()
+            .len(),
+    );
+    let asg = aws_sdk_autoscaling::Client::new(&config);
+    let groups = asg
+        .describe_auto_scaling_groups()
+        .send()
+        .await
+        .expect("asgs");
+    counts.insert(
+        "asg",
+        groups
+            .auto_scaling_groups()
+            .iter()
+            .filter(|g| {
+                g.auto_scaling_group_name()
+                    .is_some_and(|n| n.ends_with(&format!(".{cluster}")))
+            })
+            .count(),
+    );
+    counts
+}

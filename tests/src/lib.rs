@@ -3,6 +3,7 @@
 
 pub mod aws;
 pub mod cluster_etcd;
+pub mod front;
 pub mod image;
 pub mod lifecycle;
 pub mod localcloud;

@@ -125,97 +125,6 @@ async fn running_instances(cluster: &str) -> Vec<aws_sdk_ec2::types::Instance> {
         .collect()
 }
 
-/// Counts of the cluster's owned resources by kind: duplicates show up here.
-async fn owned_counts(cluster: &str) -> BTreeMap<&'static str, usize> {
-    let config = aws::sdk_config().await;
-    let ec2 = aws_sdk_ec2::Client::new(&config);
-    let owned = || {
-        aws_sdk_ec2::types::Filter::builder()
-            .name(format!("tag:kubernetes.io/cluster/{cluster}"))
-            .values("owned")
-            .build()
-    };
-    let mut counts = BTreeMap::new();
-    counts.insert(
-        "vpc",
-        ec2.describe_vpcs()
-            .filters(owned())
-            .send()
-            .await
-            .expect("vpcs")
-            .vpcs()
-            .len(),
-    );
-    counts.insert(
-        "subnet",
-        ec2.describe_subnets()
-            .filters(owned())
-            .send()
-            .await
-            .expect("subnets")
-            .subnets()
-            .len(),
-    );
-    counts.insert(
-        "igw",
-        ec2.describe_internet_gateways()
-            .filters(owned())
-            .send()
-            .await
-            .expect("igw")
-            .internet_gateways()
-            .len(),
-    );
-    counts.insert(
-        "route-table",
-        ec2.describe_route_tables()
-            .filters(owned())
-            .send()
-            .await
-            .expect("rt")
-            .route_tables()
-            .len(),
-    );
-    counts.insert(
-        "security-group",
-        ec2.describe_security_groups()
-            .filters(owned())
-            .send()
-            .await
-            .expect("sg")
-            .security_groups()
-            .len(),
-    );
-    counts.insert(
-        "launch-template",
-        ec2.describe_launch_templates()
-            .filters(owned())
-            .send()
-            .await
-            .expect("lt")
-            .launch_templates()
-            .len(),
-    );
-    let asg = aws_sdk_autoscaling::Client::new(&config);
-    let groups = asg
-        .describe_auto_scaling_groups()
-        .send()
-        .await
-        .expect("asgs");
-    counts.insert(
-        "asg",
-        groups
-            .auto_scaling_groups()
-            .iter()
-            .filter(|g| {
-                g.auto_scaling_group_name()
-                    .is_some_and(|n| n.ends_with(&format!(".{cluster}")))
-            })
-            .count(),
-    );
-    counts
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn create_with_yes_builds_everything_and_the_next_update_changes_nothing() {
     let cluster = Cluster::new("build").await;
@@ -345,7 +254,7 @@ async fn create_with_yes_builds_everything_and_the_next_update_changes_nothing()
         .assert()
         .success()
         .stderr(predicate::str::contains("(0 mutating)"));
-    let counts = owned_counts(&cluster.name).await;
+    let counts = aws::owned_counts(&cluster.name).await;
     assert_eq!(
         counts,
         BTreeMap::from([
@@ -617,7 +526,7 @@ async fn prune_removes_a_deleted_group() {
         .args(["update", "cluster", "--yes"])
         .assert()
         .success();
-    assert_eq!(owned_counts(&cluster.name).await["asg"], 5);
+    assert_eq!(aws::owned_counts(&cluster.name).await["asg"], 5);
 
     cluster
         .ballast()
@@ -643,7 +552,7 @@ async fn prune_removes_a_deleted_group() {
         .success()
         .stderr(predicate::str::contains("add --prune"));
     assert_eq!(
-        owned_counts(&cluster.name).await["asg"],
+        aws::owned_counts(&cluster.name).await["asg"],
         5,
         "kept without --prune"
     );
@@ -652,7 +561,7 @@ async fn prune_removes_a_deleted_group() {
         .args(["update", "cluster", "--yes", "--prune"])
         .assert()
         .success();
-    let counts = owned_counts(&cluster.name).await;
+    let counts = aws::owned_counts(&cluster.name).await;
     assert_eq!((counts["asg"], counts["launch-template"]), (4, 4));
     assert!(cluster.plan().starts_with("No changes"));
 }
@@ -685,7 +594,7 @@ async fn an_interrupted_apply_converges_without_duplicates() {
         .assert()
         .success();
     assert!(cluster.plan().starts_with("No changes"));
-    let counts = owned_counts(&cluster.name).await;
+    let counts = aws::owned_counts(&cluster.name).await;
     assert_eq!(
         counts,
         BTreeMap::from([
@@ -1139,4 +1048,84 @@ async fn validate_names_what_is_missing_until_the_cluster_is_up() {
         stdout.contains("healthy, 3 voting members of 3 (epoch 1)"),
         "{stdout}"
     );
+}
+
+/// Registers an image as `aws ec2 register-image` would, with `root_device` as its root device name (or none).
+async fn register_image(name: &str, root_device: Option<&str>) -> String {
+    let ec2 = aws_sdk_ec2::Client::new(&aws::sdk_config().await);
+    ec2.register_image()
+        .name(name)
+        .set_root_device_name(root_device.map(str::to_string))
+        .architecture(aws_sdk_ec2::types::ArchitectureValues::X8664)
+        .send()
+        .await
+        .expect("register image")
+        .image_id()
+        .expect("an image id")
+        .to_string()
+}
+
+/// The encrypted root volume is mapped on the image's own root device name: on an image whose root device is
+/// /dev/sda1, a mapping on a hard-coded /dev/xvda would be a second, unused volume while the instance boots
+/// from the image's unencrypted one. An image without a root device name is refused, naming it and the groups.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_root_volume_is_mapped_on_the_images_root_device() {
+    let cluster = Cluster::new("rootdev").await;
+    let sda1 = register_image("ballast-rootdev-sda1", Some("/dev/sda1")).await;
+    cluster.create(&["--image", &sda1]);
+    let ec2 = aws_sdk_ec2::Client::new(&aws::sdk_config().await);
+    let templates = ec2
+        .describe_launch_templates()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name(format!("tag:kubernetes.io/cluster/{}", cluster.name))
+                .values("owned")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("launch templates");
+    assert_eq!(templates.launch_templates().len(), 4);
+    for template in templates.launch_templates() {
+        let versions = ec2
+            .describe_launch_template_versions()
+            .launch_template_id(template.launch_template_id().expect("an id"))
+            .versions("$Default")
+            .send()
+            .await
+            .expect("launch template versions");
+        let data = versions.launch_template_versions()[0]
+            .launch_template_data()
+            .expect("version data");
+        let mappings: Vec<(Option<&str>, Option<bool>)> = data
+            .block_device_mappings()
+            .iter()
+            .map(|m| (m.device_name(), m.ebs().and_then(|e| e.encrypted())))
+            .collect();
+        assert_eq!(
+            mappings,
+            vec![(Some("/dev/sda1"), Some(true))],
+            "{:?}",
+            template.launch_template_name()
+        );
+    }
+    assert!(cluster.plan().starts_with("No changes"));
+
+    let bare_cluster = Cluster::new("rootnone").await;
+    let bare = register_image("ballast-rootdev-none", None).await;
+    bare_cluster
+        .ballast()
+        .args(["create", "cluster", "--zones", ZONES, "--image", &bare])
+        .assert()
+        .success();
+    bare_cluster
+        .ballast()
+        .args(["update", "cluster", "--yes"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(format!(
+            "InstanceGroup/control-plane-us-west-2a, InstanceGroup/control-plane-us-west-2b, \
+             InstanceGroup/control-plane-us-west-2c, InstanceGroup/nodes: spec.image: AMI {bare} has no root \
+             device name"
+        )));
 }

@@ -337,7 +337,6 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
         "pki/etcd-ca/key.pem",
         "pki/service-account/key.pem",
         "secrets/encryption-keys.yaml",
-        "secrets/bootstrap-token",
         &format!("nodes/{cp_group}/spec.yaml"),
     ] {
         let err = s3

@@ -1,5 +1,5 @@
 //! Launch templates, one per group: AMI, instance type, security group, instance profile, IMDSv2 with the
-//! group's hop limit, an encrypted root volume, the boot config as user-data, and TagSpecifications carrying
+//! group's hop limit, an encrypted root volume mapped on the image's own root device name, the boot config as user-data, and TagSpecifications carrying
 //! the node spec's hash. Compared with the default version's own data (not a tag of ours), so a change made by
 //! hand shows too. A change is a new version made the default. Groups are found and applied in parallel.
 
@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{Known, Target};
 use crate::cloud::aws::{
-    call, ec2_tags, filter, owned_launch_templates, tag_map, tag_spec, GROUP_TAG,
-    NODE_SPEC_HASH_TAG,
+    call, ec2_tags, filter, find as find_optional, owned_launch_templates, tag_map, tag_spec,
+    GROUP_TAG, NODE_SPEC_HASH_TAG,
 };
 use crate::cloud::error::UpdateError;
 use crate::cloud::model::{ClusterModel, GroupModel};
@@ -45,6 +45,11 @@ pub struct Actual {
     /// AMI names the groups use, resolved to the newest image of that name (a name left out has none).
     #[serde(default)]
     pub images: BTreeMap<String, String>,
+    /// The root device name of every image the groups use, by image id: `null` for an image described
+    /// without one, left out for an id no image has. The root volume's mapping must name exactly this
+    /// device, or the instance boots from the image's own unencrypted volume beside an unused one.
+    #[serde(default)]
+    pub root_devices: BTreeMap<String, Option<String>>,
 }
 
 /// Everything an instance launches with: what a launch template version holds.
@@ -56,6 +61,7 @@ pub struct LaunchSpec {
     instance_profile: Option<String>,
     http_tokens: String,
     hop_limit: i32,
+    root_device: String,
     volume_size: i32,
     volume_type: String,
     encrypted: bool,
@@ -133,22 +139,36 @@ pub async fn find(cloud: &Cloud, model: &ClusterModel) -> Result<Actual, UpdateE
             },
         );
     }
-    actual.images = resolve_images(cloud, model).await?;
+    resolve_images(cloud, model, &mut actual).await?;
     Ok(actual)
 }
 
-/// AMI names resolve to the newest image of that name the account can use.
+/// AMI names resolve to the newest image of that name the account can use; every image used, by name or
+/// id, is described for its root device name.
 async fn resolve_images(
     cloud: &Cloud,
     model: &ClusterModel,
-) -> Result<BTreeMap<String, String>, UpdateError> {
-    let mut images = BTreeMap::new();
-    let names: BTreeSet<&String> = model
+    actual: &mut Actual,
+) -> Result<(), UpdateError> {
+    let (ids, names): (BTreeSet<&String>, BTreeSet<&String>) = model
         .groups
         .iter()
         .map(|g| &g.image)
-        .filter(|i| !i.starts_with("ami-"))
-        .collect();
+        .partition(|i| i.starts_with("ami-"));
+    for id in ids {
+        let out = find_optional(
+            &format!("image {id}"),
+            "DescribeImages",
+            &["InvalidAMIID.NotFound", "InvalidAMIID.Malformed"],
+            || cloud.ec2.describe_images().image_ids(id.as_str()).send(),
+        )
+        .await?;
+        if let Some(image) = out.as_ref().and_then(|o| o.images().first()) {
+            actual
+                .root_devices
+                .insert(id.clone(), image.root_device_name().map(str::to_string));
+        }
+    }
     for name in names {
         let out = call(&format!("image {name:?}"), "DescribeImages", || {
             cloud
@@ -161,13 +181,15 @@ async fn resolve_images(
         let newest = out
             .images()
             .iter()
-            .max_by(|a, b| a.creation_date().cmp(&b.creation_date()))
-            .and_then(|i| i.image_id());
-        if let Some(id) = newest {
-            images.insert(name.clone(), id.to_string());
+            .max_by(|a, b| a.creation_date().cmp(&b.creation_date()));
+        if let Some((image, id)) = newest.and_then(|i| Some((i, i.image_id()?))) {
+            actual.images.insert(name.clone(), id.to_string());
+            actual
+                .root_devices
+                .insert(id.to_string(), image.root_device_name().map(str::to_string));
         }
     }
-    Ok(images)
+    Ok(())
 }
 
 /// The fields of a launch template's default version, as [`LaunchSpec::fields`] names them.
@@ -220,20 +242,18 @@ fn version_fields(data: &ec2::ResponseLaunchTemplateData) -> BTreeMap<String, St
             ),
         );
     }
-    if let Some(ebs) = data.block_device_mappings().first().and_then(|b| b.ebs()) {
-        set(
-            "rootVolume",
-            format!(
-                "{} GiB {}{}",
-                ebs.volume_size().unwrap_or(0),
-                ebs.volume_type().map(|t| t.as_str()).unwrap_or(""),
-                if ebs.encrypted() == Some(true) {
-                    " encrypted"
-                } else {
-                    ""
-                }
-            ),
-        );
+    if let Some(mapping) = data.block_device_mappings().first() {
+        if let Some(ebs) = mapping.ebs() {
+            set(
+                "rootVolume",
+                root_volume_field(
+                    ebs.volume_size().unwrap_or(0),
+                    ebs.volume_type().map(|t| t.as_str()).unwrap_or(""),
+                    ebs.encrypted() == Some(true),
+                    mapping.device_name().unwrap_or(""),
+                ),
+            );
+        }
     }
     if let Some(spec) = data
         .tag_specifications()
@@ -258,33 +278,78 @@ fn version_fields(data: &ec2::ResponseLaunchTemplateData) -> BTreeMap<String, St
     fields
 }
 
-/// Fails when a group's AMI name matches no image.
-fn check_images(
-    model: &ClusterModel,
-    images: &BTreeMap<String, String>,
-) -> Result<(), UpdateError> {
-    let names: BTreeSet<&String> = model
-        .groups
-        .iter()
-        .map(|g| &g.image)
-        .filter(|i| !i.starts_with("ami-"))
-        .collect();
-    let Some(name) = names.into_iter().find(|n| !images.contains_key(*n)) else {
-        return Ok(());
-    };
-    let groups: Vec<&str> = model
-        .groups
-        .iter()
-        .filter(|g| &g.image == name)
-        .map(|g| g.name.as_str())
-        .collect();
-    Err(UpdateError::Missing {
-        resource: format!("InstanceGroup/{}: spec.image", groups.join(", InstanceGroup/")),
-        message: format!(
-            "no AMI named {name:?} in {}: bake one (packer/README.md) or set spec.image to an AMI id",
-            model.region
-        ),
-    })
+/// How a plan shows a root volume: size, type, encryption and the device it is mapped on.
+fn root_volume_field(size: i32, volume_type: &str, encrypted: bool, device: &str) -> String {
+    let encrypted = if encrypted { " encrypted" } else { "" };
+    format!("{size} GiB {volume_type}{encrypted} on {device}")
+}
+
+/// The image id a group launches from: its `spec.image` when an id, else what that name resolved to.
+fn image_id_of(group: &GroupModel, images: &BTreeMap<String, String>) -> Option<String> {
+    if group.image.starts_with("ami-") {
+        Some(group.image.clone())
+    } else {
+        images.get(&group.image).cloned()
+    }
+}
+
+/// Fails when a group's image is missing (no image of that name, or no image with that id) or has no root
+/// device name to map the encrypted root volume on; the error names the groups, the image and the fix.
+fn check_images(model: &ClusterModel, actual: &Actual) -> Result<(), UpdateError> {
+    let images: BTreeSet<&String> = model.groups.iter().map(|g| &g.image).collect();
+    for image in images {
+        let groups: Vec<&str> = model
+            .groups
+            .iter()
+            .filter(|g| &g.image == image)
+            .map(|g| g.name.as_str())
+            .collect();
+        let resource = format!(
+            "InstanceGroup/{}: spec.image",
+            groups.join(", InstanceGroup/")
+        );
+        let region = &model.region;
+        let id = if image.starts_with("ami-") {
+            image.clone()
+        } else if let Some(id) = actual.images.get(image) {
+            id.clone()
+        } else {
+            return Err(UpdateError::Missing {
+                resource,
+                message: format!(
+                    "no AMI named {image:?} in {region}: bake one (packer/README.md) or set spec.image to an AMI id"
+                ),
+            });
+        };
+        let described = if id == *image {
+            format!("AMI {id}")
+        } else {
+            format!("AMI {id} (named {image:?})")
+        };
+        match actual.root_devices.get(&id) {
+            Some(Some(_)) => {}
+            Some(None) => {
+                return Err(UpdateError::Missing {
+                    resource,
+                    message: format!(
+                        "{described} has no root device name, so its encrypted root volume cannot be mapped: \
+                         register the image with a root device name (aws ec2 register-image --root-device-name) \
+                         or choose another image"
+                    ),
+                })
+            }
+            None => {
+                return Err(UpdateError::Missing {
+                    resource,
+                    message: format!(
+                        "no {described} in {region} that this account can use: check the id, or bake one \
+                         (packer/README.md)"
+                    ),
+                })
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The launch templates' ids, by group.
@@ -303,10 +368,10 @@ pub fn diff(
     known: &Known,
     actual: &Actual,
 ) -> Result<Vec<Change>, UpdateError> {
-    check_images(model, &actual.images)?;
+    check_images(model, actual)?;
     let mut changes = Vec::new();
     for group in &model.groups {
-        let spec = launch_spec(model, group, &actual.images, known);
+        let spec = launch_spec(model, group, actual, known);
         let found = actual.templates.get(&group.resource_name);
         let fields: Vec<(&'static str, Option<String>, String)> = spec
             .fields()
@@ -333,14 +398,17 @@ pub fn diff(
 fn launch_spec(
     model: &ClusterModel,
     group: &GroupModel,
-    images: &BTreeMap<String, String>,
+    actual: &Actual,
     known: &Known,
 ) -> LaunchSpec {
-    let image = if group.image.starts_with("ami-") {
-        group.image.clone()
-    } else {
-        images.get(&group.image).cloned().unwrap_or_default()
-    };
+    let image = image_id_of(group, &actual.images).unwrap_or_default();
+    // check_images has made sure every group's image has one.
+    let root_device = actual
+        .root_devices
+        .get(&image)
+        .cloned()
+        .flatten()
+        .unwrap_or_default();
     let node_spec_hash = known.node_spec_hashes.get(&group.name).cloned();
     let user_data = node_spec_hash.as_ref().and_then(|hash| {
         BootConfig::for_group(
@@ -373,6 +441,7 @@ fn launch_spec(
         }
         .to_string(),
         hop_limit: group.hop_limit,
+        root_device,
         volume_size: group.root_volume_size,
         volume_type: group.root_volume_type.clone(),
         encrypted: group.root_volume_encrypted,
@@ -416,11 +485,11 @@ impl LaunchSpec {
             ),
             (
                 "rootVolume",
-                format!(
-                    "{} GiB {}{}",
+                root_volume_field(
                     self.volume_size,
-                    self.volume_type,
-                    if self.encrypted { " encrypted" } else { "" }
+                    &self.volume_type,
+                    self.encrypted,
+                    &self.root_device,
                 ),
             ),
             ("instanceTags", tags.join(" ")),
@@ -472,7 +541,7 @@ impl LaunchSpec {
             )
             .block_device_mappings(
                 ec2::LaunchTemplateBlockDeviceMappingRequest::builder()
-                    .device_name("/dev/xvda")
+                    .device_name(&self.root_device)
                     .ebs(ebs.build())
                     .build(),
             )
