@@ -4,7 +4,9 @@
 //! us-west-2, where instance boot and image download dominate: the local cloud measures Ballast's own cost), and
 //! per phase the AWS calls of `ballast`, the local cloud's peak memory and the peak RSS of nodeup and `ballast`.
 //!
-//! cargo run --release -p ballast-e2e --bin lifecycle-bench -- --size small|medium|large
+//! cargo run --release -p ballast-e2e --bin lifecycle-bench -- --size small|medium|large [--phases N]
+//!
+//! `--phases N` (1 to 4) stops after the first N phases (a large roll takes many minutes on 2 cores).
 
 use std::time::Instant;
 
@@ -14,24 +16,35 @@ use ballast_e2e::localcloud::bench_binaries;
 fn main() {
     let mut args = std::env::args().skip(1);
     let mut size = Size::Small;
+    let mut phases = 4;
+    let usage = || -> ! {
+        eprintln!("usage: lifecycle-bench --size small|medium|large [--phases 1..4]");
+        std::process::exit(2);
+    };
     while let Some(arg) = args.next() {
-        let value = match arg.as_str() {
-            "--size" => args.next(),
-            other => other.strip_prefix("--size=").map(str::to_string),
-        };
-        size = match value.as_deref().and_then(Size::parse) {
-            Some(size) => size,
-            None => {
-                eprintln!("usage: lifecycle-bench --size small|medium|large");
-                std::process::exit(2);
+        match arg.as_str() {
+            "--size" => {
+                size = args
+                    .next()
+                    .as_deref()
+                    .and_then(Size::parse)
+                    .unwrap_or_else(|| usage())
             }
-        };
+            "--phases" => {
+                phases = args
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .filter(|n| (1..=4).contains(n))
+                    .unwrap_or_else(|| usage())
+            }
+            _ => usage(),
+        }
     }
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
-    runtime.block_on(bench(size));
+    runtime.block_on(bench(size, phases));
 }
 
-async fn bench(size: Size) {
+async fn bench(size: Size, count: usize) {
     let ballast = bench_binaries();
     let (control_plane, nodes) = size.instances();
     eprintln!(
@@ -43,7 +56,7 @@ async fn bench(size: Size) {
     let mut life = Lifecycle::start(size, ballast).await;
     eprintln!("local cloud ready in {}", human(started.elapsed()));
     let mut phases = Vec::new();
-    for phase in 0..4 {
+    for phase in 0..count {
         let report = match phase {
             0 => life.create(),
             1 => life.double_nodes(),
@@ -77,7 +90,20 @@ fn print_table(size: Size, phases: &[PhaseReport]) {
         "phase", "kops on AWS", "Ballast here"
     );
     for (column, &i) in order.iter().enumerate() {
-        let phase = &phases[i];
+        let Some(phase) = phases.get(i) else {
+            println!(
+                "{:<24} {:>14} {:>14}",
+                [
+                    "create",
+                    "rolling upgrade",
+                    "node group doubled",
+                    "control-plane recovery"
+                ][column],
+                published[column],
+                "not run"
+            );
+            continue;
+        };
         let mut ballast = human(phase.wall);
         if let Some(after_boot) = phase.from_replacement_boot {
             ballast = format!(
