@@ -123,14 +123,7 @@ impl Lifecycle {
     pub async fn start(size: Size, ballast: PathBuf) -> Lifecycle {
         let cloud = LocalCloud::start();
         cloud.prepare_for_ballast(BUCKET).await;
-        cloud
-            .ec2()
-            .register_image()
-            .name("ballast-k8s-1.32-debian-12")
-            .root_device_name("/dev/xvda")
-            .send()
-            .await
-            .expect("RegisterImage 1.32");
+        cloud.register_older_release_image().await;
         let sampler = Sampler::start(&cloud);
         Lifecycle {
             cloud,

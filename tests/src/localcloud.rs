@@ -310,6 +310,23 @@ impl LocalCloud {
             });
     }
 
+    /// Registers the image of the older Kubernetes release the manifest pins (`prepare_for_ballast` registers
+    /// the newer one), for clusters created at that release and upgraded.
+    pub async fn register_older_release_image(&self) {
+        self.ec2()
+            .register_image()
+            .name("ballast-k8s-1.32-debian-12")
+            .root_device_name("/dev/xvda")
+            .send()
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "RegisterImage 1.32: {}",
+                    aws_sdk_ec2::error::DisplayErrorContext(e)
+                )
+            });
+    }
+
     /// Every instance the runner booted, oldest first.
     pub fn instances(&self) -> Vec<InstanceRecord> {
         self.state

@@ -35,59 +35,6 @@ fn ballast(cloud: &LocalCloud) -> Command {
     cmd
 }
 
-/// The state bucket as `create cluster` advises (versioning, default encryption, public access blocked), so
-/// that `validate cluster`'s state-bucket check can pass.
-async fn harden_state_bucket(cloud: &LocalCloud) {
-    use aws_sdk_s3::types::{
-        BucketVersioningStatus, PublicAccessBlockConfiguration, ServerSideEncryption,
-        ServerSideEncryptionByDefault, ServerSideEncryptionConfiguration, ServerSideEncryptionRule,
-        VersioningConfiguration,
-    };
-    let s3 = cloud.s3();
-    s3.put_bucket_versioning()
-        .bucket(BUCKET)
-        .versioning_configuration(
-            VersioningConfiguration::builder()
-                .status(BucketVersioningStatus::Enabled)
-                .build(),
-        )
-        .send()
-        .await
-        .expect("PutBucketVersioning");
-    s3.put_public_access_block()
-        .bucket(BUCKET)
-        .public_access_block_configuration(
-            PublicAccessBlockConfiguration::builder()
-                .block_public_acls(true)
-                .ignore_public_acls(true)
-                .block_public_policy(true)
-                .restrict_public_buckets(true)
-                .build(),
-        )
-        .send()
-        .await
-        .expect("PutPublicAccessBlock");
-    let default = ServerSideEncryptionByDefault::builder()
-        .sse_algorithm(ServerSideEncryption::Aes256)
-        .build()
-        .expect("an encryption default");
-    s3.put_bucket_encryption()
-        .bucket(BUCKET)
-        .server_side_encryption_configuration(
-            ServerSideEncryptionConfiguration::builder()
-                .rules(
-                    ServerSideEncryptionRule::builder()
-                        .apply_server_side_encryption_by_default(default)
-                        .build(),
-                )
-                .build()
-                .expect("an encryption configuration"),
-        )
-        .send()
-        .await
-        .expect("PutBucketEncryption");
-}
-
 /// A roll as a child process, to be killed.
 fn spawn_roll(cloud: &LocalCloud) -> std::process::Child {
     std::process::Command::new(&ballast_e2e::localcloud::binaries().ballast)
@@ -355,15 +302,7 @@ async fn kill_when(
 async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole() {
     let cloud = LocalCloud::start();
     cloud.prepare_for_ballast(BUCKET).await;
-    harden_state_bucket(&cloud).await;
-    cloud
-        .ec2()
-        .register_image()
-        .name("ballast-k8s-1.32-debian-12")
-        .root_device_name("/dev/xvda")
-        .send()
-        .await
-        .expect("RegisterImage 1.32");
+    cloud.register_older_release_image().await;
     let dir = tempfile::tempdir().expect("tempdir");
     ballast(&cloud)
         .args([

@@ -39,14 +39,7 @@ fn ballast(cloud: &LocalCloud, args: &[&str]) -> String {
 async fn bench() {
     let cloud = LocalCloud::start();
     cloud.prepare_for_ballast("roll-bench").await;
-    cloud
-        .ec2()
-        .register_image()
-        .name("ballast-k8s-1.32-debian-12")
-        .root_device_name("/dev/xvda")
-        .send()
-        .await
-        .expect("RegisterImage 1.32");
+    cloud.register_older_release_image().await;
     let zones = "us-west-2a,us-west-2b,us-west-2c";
     ballast(
         &cloud,
