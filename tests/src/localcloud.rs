@@ -247,6 +247,39 @@ impl LocalCloud {
         ]
     }
 
+    /// Runs `ballast ARGS` as the operator of this cloud (its keys, endpoint and VPC CIDR; `state` as the state
+    /// store): whether it succeeded, and its stdout then stderr.
+    pub fn ballast(&self, state: &str, args: &[&str]) -> (bool, String) {
+        let out = Command::new(&binaries().ballast)
+            .args(args)
+            .env_clear()
+            .envs(self.operator_env(state))
+            .env("HOME", self.dir())
+            .output()
+            .expect("running ballast");
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    }
+
+    /// The bytes of `bucket/key`, or None when it cannot be read (not written yet).
+    pub async fn s3_object(&self, bucket: &str, key: &str) -> Option<Vec<u8>> {
+        let out = self
+            .s3()
+            .get_object()
+            .bucket(bucket)
+            .key(key)
+            .send()
+            .await
+            .ok()?;
+        Some(out.body.collect().await.ok()?.into_bytes().to_vec())
+    }
+
     /// SDK configuration with the operator's (admin) keys.
     pub fn sdk_config(&self) -> aws_config::SdkConfig {
         localcloud::aws::sdk_config(
@@ -279,49 +312,28 @@ impl LocalCloud {
     /// What an operator does on AWS before `ballast create cluster`: a state bucket named `bucket`, and the AMI
     /// the default spec names (`ballast-k8s-1.33-debian-12`), registered as the Packer template would.
     pub async fn prepare_for_ballast(&self, bucket: &str) {
-        self.s3()
-            .create_bucket()
-            .bucket(bucket)
-            .create_bucket_configuration(
-                aws_sdk_s3::types::CreateBucketConfiguration::builder()
-                    .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::UsWest2)
-                    .build(),
-            )
-            .send()
-            .await
-            .unwrap_or_else(|e| {
-                panic!(
-                    "CreateBucket {bucket}: {}",
-                    aws_sdk_s3::error::DisplayErrorContext(e)
-                )
-            });
+        crate::aws::create_bucket(&self.s3(), bucket).await;
         crate::aws::secure_bucket(&self.s3(), bucket).await;
-        self.ec2()
-            .register_image()
-            .name("ballast-k8s-1.33-debian-12")
-            .root_device_name("/dev/xvda")
-            .send()
-            .await
-            .unwrap_or_else(|e| {
-                panic!(
-                    "RegisterImage: {}",
-                    aws_sdk_ec2::error::DisplayErrorContext(e)
-                )
-            });
+        self.register_release_image("1.33").await;
     }
 
     /// Registers the image of the older Kubernetes release the manifest pins (`prepare_for_ballast` registers
     /// the newer one), for clusters created at that release and upgraded.
     pub async fn register_older_release_image(&self) {
+        self.register_release_image("1.32").await;
+    }
+
+    /// Registers `ballast-k8s-<minor>-debian-12`, the image name a group of that Kubernetes minor defaults to.
+    async fn register_release_image(&self, minor: &str) {
         self.ec2()
             .register_image()
-            .name("ballast-k8s-1.32-debian-12")
+            .name(format!("ballast-k8s-{minor}-debian-12"))
             .root_device_name("/dev/xvda")
             .send()
             .await
             .unwrap_or_else(|e| {
                 panic!(
-                    "RegisterImage 1.32: {}",
+                    "RegisterImage {minor}: {}",
                     aws_sdk_ec2::error::DisplayErrorContext(e)
                 )
             });

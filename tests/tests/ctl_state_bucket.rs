@@ -24,23 +24,7 @@ fn ballast(state: &str, name: &str) -> Command {
 /// A bucket as `aws s3 mb` makes it: no public-access block, no versioning, no default encryption.
 async fn open_bucket(hint: &str) -> String {
     let bucket = format!("ballast-open-{hint}-{}", std::process::id());
-    aws::s3_client()
-        .await
-        .create_bucket()
-        .bucket(&bucket)
-        .create_bucket_configuration(
-            aws_sdk_s3::types::CreateBucketConfiguration::builder()
-                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::UsWest2)
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap_or_else(|e| {
-            panic!(
-                "creating bucket {bucket}: {}",
-                aws_sdk_s3::error::DisplayErrorContext(e)
-            )
-        });
+    aws::create_bucket(&aws::s3_client().await, &bucket).await;
     bucket
 }
 

@@ -7,13 +7,11 @@
 //! venv; fails (never skips) without it.
 
 use std::net::SocketAddr;
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use aws_credential_types::provider::ProvideCredentials;
 use aws_credential_types::Credentials;
-use ballast_e2e::localcloud::{binaries, LocalCloud};
+use ballast_e2e::localcloud::LocalCloud;
 use ballast_state::layout::ClusterPaths;
 use ballast_state::report::{NodeReport, Phase};
 use localcloud::state::InstanceRecord;
@@ -26,45 +24,8 @@ use nodeup::certs::cert_facts;
 const CLUSTER: &str = "identity.example.com";
 const BUCKET: &str = "ballast-identity-e2e";
 
-fn ballast(cloud: &LocalCloud, state: &str, args: &[&str]) -> (bool, String) {
-    let out = Command::new(&binaries().ballast)
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", cloud.dir())
-        .env("AWS_ACCESS_KEY_ID", &cloud.record.admin.access_key_id)
-        .env(
-            "AWS_SECRET_ACCESS_KEY",
-            &cloud.record.admin.secret_access_key,
-        )
-        .env("AWS_REGION", &cloud.record.region)
-        .env("AWS_DEFAULT_REGION", &cloud.record.region)
-        .env("AWS_ENDPOINT_URL", &cloud.record.endpoint)
-        .env("BALLAST_NETWORK_CIDR", "127.43.0.0/16")
-        .env("BALLAST_STATE", state)
-        .output()
-        .expect("running ballast");
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
-}
-
 async fn stored_report(cloud: &LocalCloud, key: &str) -> Option<NodeReport> {
-    let out = cloud
-        .s3()
-        .get_object()
-        .bucket(BUCKET)
-        .key(key)
-        .send()
-        .await
-        .ok()?;
-    let bytes = out.body.collect().await.ok()?.into_bytes();
-    NodeReport::from_json(&bytes).ok()
+    NodeReport::from_json(&cloud.s3_object(BUCKET, key).await?).ok()
 }
 
 /// Every running instance of the cluster, with its EC2 private DNS name and role tag.
@@ -172,8 +133,7 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
     let cloud = LocalCloud::start();
     cloud.prepare_for_ballast(BUCKET).await;
     let state = format!("s3://{BUCKET}/clusters");
-    let (ok, out) = ballast(
-        &cloud,
+    let (ok, out) = cloud.ballast(
         &state,
         &[
             "create",
@@ -396,5 +356,4 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
             "a session token was logged"
         );
     }
-    let _ = Path::new(cloud.dir());
 }

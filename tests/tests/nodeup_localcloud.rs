@@ -3,59 +3,15 @@
 //! instance's nodeup configures it: its boot report in the state store says Configured, and its files are under
 //! its root. Needs the emulator's venv; fails (never skips) without it.
 
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
-use ballast_e2e::localcloud::{binaries, LocalCloud};
+use ballast_e2e::localcloud::LocalCloud;
 use ballast_state::layout::ClusterPaths;
 use ballast_state::report::{NodeReport, Phase, ServiceState};
 use ballast_state::spec::Role;
 
-/// The `ballast` binary of the harness's shared build.
-fn ballast_binary() -> &'static Path {
-    &binaries().ballast
-}
-
-/// `ballast ARGS` with the local cloud's operator environment.
-fn ballast(cloud: &LocalCloud, state: &str, cidr: &str, args: &[&str]) -> (bool, String) {
-    let out = Command::new(ballast_binary())
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", cloud.dir())
-        .env("AWS_ACCESS_KEY_ID", &cloud.record.admin.access_key_id)
-        .env(
-            "AWS_SECRET_ACCESS_KEY",
-            &cloud.record.admin.secret_access_key,
-        )
-        .env("AWS_REGION", &cloud.record.region)
-        .env("AWS_DEFAULT_REGION", &cloud.record.region)
-        .env("AWS_ENDPOINT_URL", &cloud.record.endpoint)
-        .env("BALLAST_NETWORK_CIDR", cidr)
-        .env("BALLAST_STATE", state)
-        .output()
-        .expect("running ballast");
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
-}
-
 async fn stored_report(cloud: &LocalCloud, bucket: &str, key: &str) -> Option<NodeReport> {
-    let out = cloud
-        .s3()
-        .get_object()
-        .bucket(bucket)
-        .key(key)
-        .send()
-        .await
-        .ok()?;
-    let bytes = out.body.collect().await.ok()?.into_bytes();
+    let bytes = cloud.s3_object(bucket, key).await?;
     Some(NodeReport::from_json(&bytes).expect("a NodeReport in the store"))
 }
 
@@ -66,10 +22,8 @@ async fn every_instance_of_a_new_cluster_reports_configured() {
     cloud.prepare_for_ballast(bucket).await;
     let name = "nodeup.example.com";
     let state = format!("s3://{bucket}/clusters");
-    let (ok, out) = ballast(
-        &cloud,
+    let (ok, out) = cloud.ballast(
         &state,
-        "127.41.0.0/16",
         &[
             "create",
             "cluster",
@@ -225,5 +179,4 @@ async fn every_instance_of_a_new_cluster_reports_configured() {
                 .collect::<Vec<_>>()
         );
     }
-    let _ = Path::new(cloud.dir());
 }
