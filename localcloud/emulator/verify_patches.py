@@ -229,6 +229,28 @@ def tags_of(instance: dict) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
 
 
+def verify_tag_lookup(c: Cloud) -> None:
+    """patch_tag_lookup_by_resource: each resource's own tags, exactly as moto's DescribeTags would give them."""
+    image = c.ec2.describe_images()["Images"][0]["ImageId"]
+    ids = [i["InstanceId"] for i in c.ec2.run_instances(ImageId=image, MinCount=3, MaxCount=3)["Instances"]]
+    c.ec2.create_tags(Resources=ids, Tags=[{"Key": "lookup", "Value": "all"}])
+    c.ec2.create_tags(Resources=[ids[0]], Tags=[{"Key": "lookup-one", "Value": "first"}, {"Key": "z", "Value": "1"}])
+    # Another resource whose id shares no tag with the instances, and a tag key that is a prefix of another.
+    c.ec2.create_tags(Resources=[c.sg], Tags=[{"Key": "lookup-one", "Value": "first"}])
+    described = {i["InstanceId"]: tags_of(i) for r in c.ec2.describe_instances(InstanceIds=ids)["Reservations"] for i in r["Instances"]}
+    by_describe_tags: dict[str, dict[str, str]] = {}
+    for t in c.ec2.describe_tags(Filters=[{"Name": "resource-id", "Values": ids}])["Tags"]:
+        by_describe_tags.setdefault(t["ResourceId"], {})[t["Key"]] = t["Value"]
+    check("tags: each instance's tags equal DescribeTags' for it", described == by_describe_tags, described)
+    first = c.ec2.describe_instances(Filters=[{"Name": "tag:lookup-one", "Values": ["first"]}])
+    found = [i["InstanceId"] for r in first["Reservations"] for i in r["Instances"]]
+    check("tags: a tag: filter selects exactly the tagged instance", found == [ids[0]], found)
+    c.ec2.delete_tags(Resources=[ids[0]], Tags=[{"Key": "lookup-one"}])
+    left = c.ec2.describe_instances(Filters=[{"Name": "tag:lookup-one", "Values": ["*"]}])
+    check("tags: a deleted tag no longer matches", not left["Reservations"], left["Reservations"])
+    c.ec2.terminate_instances(InstanceIds=ids)
+
+
 def verify_launch_template_versions(c: Cloud) -> None:
     v2 = c.ec2.create_launch_template_version(
         LaunchTemplateId=c.lt_id, SourceVersion="1", VersionDescription="v2",
@@ -661,6 +683,7 @@ def main() -> int:
         guarded("register image root device", lambda: verify_register_image_root_device_name(c))
         guarded("profile by arn / plain RunInstances", lambda: verify_profile_by_arn_and_plain_run(c))
         guarded("no enforcement by default", lambda: verify_no_enforcement_by_default(url))
+        guarded("tag lookup", lambda: verify_tag_lookup(c))
         guarded("call stats", lambda: verify_call_stats(url))
         guarded("instances fingerprint", lambda: verify_instances_fingerprint(c, url))
     finally:

@@ -8,7 +8,8 @@
 //!   sees EOF and does the same; its nodeup children also carry PDEATHSIG=SIGKILL and the emulator watches its own
 //!   stdin, held by the runner.
 //!
-//! A failing test keeps its state directory (logs of the runner, emulator and every instance) and prints where.
+//! A failing test keeps its state directory (logs of the runner, emulator and every instance) and prints where;
+//! `BALLAST_KEEP_CLOUD=1` keeps it after any run.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -479,7 +480,9 @@ impl Drop for LocalCloud {
         if !leftovers.is_empty() {
             eprintln!("local cloud teardown: {}", leftovers.join("; "));
         }
-        if std::thread::panicking() {
+        // BALLAST_KEEP_CLOUD=1 keeps it after a passing run too (benchmarks: read the instances' logs).
+        let asked = std::env::var_os("BALLAST_KEEP_CLOUD").is_some_and(|v| v == "1");
+        if std::thread::panicking() || asked {
             if let Some(dir) = self.dir.take() {
                 let kept = dir.keep();
                 eprintln!("local cloud state (logs) kept in {}", kept.display());

@@ -17,10 +17,14 @@ impl Supervisor {
     ) -> Result<(), RecordError> {
         let described = step.describe();
         let error = error.or_else(|| self.last_error.clone());
+        // What a reader acts on: the step, and this member's view of the cluster. A change of either publishes
+        // at once, so a member that joined (or left) shows in every report within one round, not one
+        // `publish_interval`.
+        let published_view = format!("{described}\n{}", view_summary(o));
         let due = match &self.last_published {
             None => true,
             Some((at, last)) => {
-                *last != described
+                *last != published_view
                     || at.elapsed() >= self.config.publish_interval
                     || error.is_some()
             }
@@ -77,7 +81,32 @@ impl Supervisor {
             tracing::warn!(error = %e, "writing the local etcd health report");
         }
         publish_health(&self.store, &self.paths, &report).await?;
-        self.last_published = Some((Instant::now(), described));
+        self.last_published = Some((Instant::now(), published_view));
         Ok(())
     }
+}
+
+/// The parts of an observation a health report shows that change with the membership: local etcd's member
+/// id, learner and leader flags, and each member as voter or learner.
+fn view_summary(o: &Observation) -> String {
+    let local = match o.local_etcd {
+        LocalEtcd::Running(s) => format!(
+            "running {:x} learner={} leader={}",
+            s.member_id,
+            s.is_learner,
+            s.leader == s.member_id && s.leader != 0
+        ),
+        LocalEtcd::Unresponsive => "unresponsive".to_string(),
+        LocalEtcd::Stopped => "stopped".to_string(),
+    };
+    let members = o.cluster.as_ref().map(|v| {
+        let mut members: Vec<String> = v
+            .members
+            .iter()
+            .map(|m| format!("{}:{}:{}", m.name, m.peer_url, m.is_learner))
+            .collect();
+        members.sort();
+        (v.is_healthy(), members)
+    });
+    format!("{local} {members:?}")
 }

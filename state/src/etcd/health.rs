@@ -109,8 +109,8 @@ pub struct EtcdHealthSummary {
     pub problems: Vec<String>,
 }
 
-/// Judges etcd's health from what the supervisors published: healthy when a fresh report of the current
-/// epoch says so and shows `expected_members` voting members and no learner.
+/// Judges etcd's health from what the supervisors published: healthy when the newest fresh report of the
+/// current epoch says so and shows `expected_members` voting members and no learner.
 pub async fn cluster_health(
     store: &StateStore,
     paths: &ClusterPaths,
@@ -119,19 +119,12 @@ pub async fn cluster_health(
     let record = read_record(store, paths).await?;
     let (_, now_unix) = now_stamp();
     let reports = read_health(store, paths).await?;
-    let fresh: Vec<_> = reports
-        .iter()
-        .filter(|r| now_unix - r.updated_unix <= REPORT_FRESHNESS.as_secs() as i64)
-        .collect();
     let mut problems = Vec::new();
     let epoch = record.map(|r| r.record.epoch);
     if epoch.is_none() {
         problems.push("etcd was never bootstrapped (no etcd/cluster.json)".to_string());
     }
-    let best = fresh
-        .iter()
-        .filter(|r| r.cluster_healthy && r.local_epoch == epoch)
-        .max_by_key(|r| (r.is_leader, r.updated_unix));
+    let best = trusted_report(&reports, epoch, now_unix);
     let (voting, learners) = best.map_or((vec![], vec![]), |r| {
         (r.voting_members.clone(), r.learners.clone())
     });
@@ -155,4 +148,75 @@ pub async fn cluster_health(
         learners,
         problems,
     })
+}
+
+/// The report whose view of the membership is trusted: the newest fresh report of the current `epoch` that
+/// sees a healthy cluster, the leader's on a tie. Supervisors republish as soon as their view changes, so
+/// after a member joins the newest report is the first to show it; preferring the leader's report whatever
+/// its age kept `validate` waiting for the leader's next periodic publish (up to 10 s).
+fn trusted_report(
+    reports: &[HealthReport],
+    epoch: Option<u64>,
+    now_unix: i64,
+) -> Option<&HealthReport> {
+    reports
+        .iter()
+        .filter(|r| now_unix - r.updated_unix <= REPORT_FRESHNESS.as_secs() as i64)
+        .filter(|r| r.cluster_healthy && r.local_epoch == epoch)
+        .max_by_key(|r| (r.updated_unix, r.is_leader))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(instance: &str, updated_unix: i64, leader: bool, voters: &[&str]) -> HealthReport {
+        HealthReport {
+            instance_id: instance.to_string(),
+            peer_url: String::new(),
+            client_url: String::new(),
+            updated_at: String::new(),
+            updated_unix,
+            local_epoch: Some(1),
+            running: true,
+            member_id: None,
+            is_learner: false,
+            is_leader: leader,
+            raft_index: 0,
+            cluster_healthy: true,
+            voting_members: voters.iter().map(|v| v.to_string()).collect(),
+            learners: vec![],
+            last_step: "steady".to_string(),
+            last_error: None,
+        }
+    }
+
+    #[test]
+    fn the_newest_view_wins_over_an_older_leader_report() {
+        let reports = [
+            report("i-leader", 100, true, &["i-a", "i-leader"]),
+            report("i-joined", 104, false, &["i-a", "i-joined", "i-leader"]),
+        ];
+        let best = trusted_report(&reports, Some(1), 105).expect("a trusted report");
+        assert_eq!(best.instance_id, "i-joined");
+    }
+
+    #[test]
+    fn the_leader_wins_a_tie_and_stale_unhealthy_or_other_epoch_reports_never_count() {
+        let mut unhealthy = report("i-minority", 110, false, &["i-minority"]);
+        unhealthy.cluster_healthy = false;
+        let mut old_epoch = report("i-old", 110, false, &["i-old"]);
+        old_epoch.local_epoch = Some(0);
+        let reports = [
+            report("i-follower", 104, false, &["i-a"]),
+            report("i-leader", 104, true, &["i-a", "i-b"]),
+            unhealthy,
+            old_epoch,
+        ];
+        let best = trusted_report(&reports, Some(1), 110).expect("a trusted report");
+        assert_eq!(best.instance_id, "i-leader");
+        let later = 110 + REPORT_FRESHNESS.as_secs() as i64 + 1;
+        let stale = trusted_report(&reports, Some(1), later);
+        assert!(stale.is_none(), "{stale:?}");
+    }
 }

@@ -4,21 +4,28 @@
 //! us-west-2, where instance boot and image download dominate: the local cloud measures Ballast's own cost), and
 //! per phase the AWS calls of `ballast`, the local cloud's peak memory and the peak RSS of nodeup and `ballast`.
 //!
-//! cargo run --release -p ballast-e2e --bin lifecycle-bench -- --size small|medium|large [--phases N]
+//! cargo run --release -p ballast-e2e --bin lifecycle-bench -- --size small|medium|large [--phases N|LIST]
 //!
-//! `--phases N` (1 to 4) stops after the first N phases (a large roll takes many minutes on 2 cores).
+//! `--phases N` (1 to 4) stops after the first N phases (a large roll takes many minutes on 2 cores);
+//! `--phases create,recovery` runs the named phases in their usual order (create always runs first).
 
 use std::time::Instant;
 
 use ballast_e2e::lifecycle::{human, Lifecycle, PhaseReport, Size, FROM_VERSION, TO_VERSION};
 use ballast_e2e::localcloud::bench_binaries;
 
+/// The published benchmark's phases, in the order they run.
+const PHASES: [&str; 4] = ["create", "double", "upgrade", "recovery"];
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let mut size = Size::Small;
-    let mut phases = 4;
+    let mut phases = vec![true; PHASES.len()];
     let usage = || -> ! {
-        eprintln!("usage: lifecycle-bench --size small|medium|large [--phases 1..4]");
+        eprintln!(
+            "usage: lifecycle-bench --size small|medium|large [--phases 1..4 | a list of {}]",
+            PHASES.join(",")
+        );
         std::process::exit(2);
     };
     while let Some(arg) = args.next() {
@@ -33,18 +40,35 @@ fn main() {
             "--phases" => {
                 phases = args
                     .next()
-                    .and_then(|n| n.parse().ok())
-                    .filter(|n| (1..=4).contains(n))
+                    .as_deref()
+                    .and_then(parse_phases)
                     .unwrap_or_else(|| usage())
             }
             _ => usage(),
         }
     }
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
-    runtime.block_on(bench(size, phases));
+    runtime.block_on(bench(size, &phases));
 }
 
-async fn bench(size: Size, count: usize) {
+/// `N` (the first N phases) or a comma-separated list of phase names; create always runs (the others need a
+/// cluster).
+fn parse_phases(text: &str) -> Option<Vec<bool>> {
+    if let Ok(count) = text.parse::<usize>() {
+        return (1..=PHASES.len())
+            .contains(&count)
+            .then(|| (0..PHASES.len()).map(|i| i < count).collect());
+    }
+    let mut chosen = vec![false; PHASES.len()];
+    chosen[0] = true;
+    for name in text.split(',') {
+        let index = PHASES.iter().position(|p| *p == name.trim())?;
+        chosen[index] = true;
+    }
+    Some(chosen)
+}
+
+async fn bench(size: Size, chosen: &[bool]) {
     let ballast = bench_binaries();
     let (control_plane, nodes) = size.instances();
     eprintln!(
@@ -55,8 +79,12 @@ async fn bench(size: Size, count: usize) {
     let started = Instant::now();
     let mut life = Lifecycle::start(size, ballast).await;
     eprintln!("local cloud ready in {}", human(started.elapsed()));
-    let mut phases = Vec::new();
-    for phase in 0..count {
+    let mut phases: Vec<Option<PhaseReport>> = Vec::new();
+    for (phase, &run) in chosen.iter().enumerate() {
+        if !run {
+            phases.push(None);
+            continue;
+        }
         let report = match phase {
             0 => life.create(),
             1 => life.double_nodes(),
@@ -69,12 +97,12 @@ async fn bench(size: Size, count: usize) {
             human(report.wall),
             life.running_instances()
         );
-        phases.push(report);
+        phases.push(Some(report));
     }
     print_table(size, &phases);
 }
 
-fn print_table(size: Size, phases: &[PhaseReport]) {
+fn print_table(size: Size, phases: &[Option<PhaseReport>]) {
     let (control_plane, nodes) = size.instances();
     let published = size.published();
     // The published table's column order: create, rolling upgrade, node group doubled, recovery.
@@ -90,7 +118,7 @@ fn print_table(size: Size, phases: &[PhaseReport]) {
         "phase", "kops on AWS", "Ballast here"
     );
     for (column, &i) in order.iter().enumerate() {
-        let Some(phase) = phases.get(i) else {
+        let Some(Some(phase)) = phases.get(i) else {
             println!(
                 "{:<24} {:>14} {:>14}",
                 [
@@ -128,7 +156,8 @@ fn print_table(size: Size, phases: &[PhaseReport]) {
         "nodeup MiB",
         "ballast MiB"
     );
-    for phase in phases {
+    let ran: Vec<&PhaseReport> = phases.iter().flatten().collect();
+    for phase in &ran {
         println!(
             "{:<24} {:>10} {:>9} {:>10} {:>9} {:>11.0} {:>11.1} {:>11.1}",
             phase.name,
@@ -144,7 +173,7 @@ fn print_table(size: Size, phases: &[PhaseReport]) {
     println!();
     println!("AWS calls: of the phase's changing ballast runs (create / replace / update / rolling-update); validate:");
     println!("the calls of one `validate cluster` run, and how many runs the phase's wait took (every 250 ms).");
-    for phase in phases {
+    for phase in &ran {
         let ops: Vec<String> = phase
             .operations
             .iter()
@@ -154,7 +183,7 @@ fn print_table(size: Size, phases: &[PhaseReport]) {
     }
     println!();
     println!("What the emulator served per phase (everyone's calls), the most costly first: count, seconds spent");
-    for phase in phases {
+    for phase in &ran {
         let top: Vec<String> = phase
             .emulator
             .iter()
