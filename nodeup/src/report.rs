@@ -9,11 +9,13 @@ use std::time::{Duration, Instant};
 use ballast_state::layout::ClusterPaths;
 use ballast_state::node::BootConfig;
 use ballast_state::report::{NodeReport, Step, StepTiming};
+use ballast_state::report_signature;
 use ballast_state::store::{Precondition, StateStore};
 /// Now, as the report's timestamps say it (RFC 3339, Ballast's one timestamp writer).
 pub use ballast_state::timestamp::now_rfc3339;
 
 use crate::identity::Identity;
+use crate::model::pki;
 
 /// Where the boot report is kept on the node, relative to `--root`.
 pub const REPORT_FILE: &str = "var/lib/nodeup/report.json";
@@ -97,9 +99,10 @@ pub async fn publish(root: &Path, report: &NodeReport, remote: Option<ReportDest
         return;
     };
     let key = ClusterPaths::new(cluster).report(&report.instance_id);
+    let stored = signed_or_plain(root, report, json);
     match tokio::time::timeout(
         STORE_WRITE_TIMEOUT,
-        store.put(&key, &json, &Precondition::None),
+        store.put(&key, &stored, &Precondition::None),
     )
     .await
     {
@@ -109,6 +112,26 @@ pub async fn publish(root: &Path, report: &NodeReport, remote: Option<ReportDest
             key,
             "writing the boot report to the state store: timed out after {STORE_WRITE_TIMEOUT:?}"
         ),
+    }
+}
+
+/// The report as stored: signed with the node's kubelet client key when the node has one (readers trust only a
+/// report signed by the node EC2 names for its key, `ballast_state::report_signature`), else plain, which readers
+/// show as unsigned (a node that failed before it had its certificate still tells why).
+fn signed_or_plain(root: &Path, report: &NodeReport, plain: Vec<u8>) -> Vec<u8> {
+    let on_node = |path: String| root.join(path.trim_start_matches('/'));
+    let key = std::fs::read_to_string(on_node(pki::key(pki::KUBELET_CLIENT)));
+    let cert = std::fs::read_to_string(on_node(pki::cert(pki::KUBELET_CLIENT)));
+    let (Ok(key), Ok(cert)) = (key, cert) else {
+        tracing::warn!("no kubelet client certificate yet: the boot report is stored unsigned");
+        return plain;
+    };
+    match report_signature::sign(report, &key, &cert) {
+        Ok(signed) => signed,
+        Err(e) => {
+            tracing::error!("the boot report is stored unsigned: {e}");
+            plain
+        }
     }
 }
 
@@ -123,6 +146,45 @@ mod tests {
     #[derive(Debug, thiserror::Error)]
     #[error("middle")]
     struct Middle(#[source] std::io::Error);
+
+    #[test]
+    fn the_stored_report_is_signed_with_the_nodes_kubelet_key_when_it_has_one() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let report = NodeReport::new("i-0abc", "0.1.0", "2025-01-01T00:00:00Z");
+        let plain = report.to_json().expect("json");
+        // No key yet (a node that failed before its certificate): stored plain, still readable.
+        assert_eq!(signed_or_plain(root.path(), &report, plain.clone()), plain);
+
+        let ca = ballast_state::pki::generate_ca("kubernetes-ca", "Kubernetes CA").expect("ca");
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "system:node:ip-127-0-0-9");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::OrganizationName, "system:nodes");
+        let issuer = rcgen::Issuer::from_ca_cert_pem(
+            &ca.cert_pem,
+            rcgen::KeyPair::from_pem(&ca.key_pem).expect("ca key"),
+        )
+        .expect("issuer");
+        let cert = params.signed_by(&key, &issuer).expect("cert");
+        let dir = root.path().join(pki::KUBELET_DIR.trim_start_matches('/'));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let on_node = |p: String| root.path().join(p.trim_start_matches('/'));
+        std::fs::write(on_node(pki::cert(pki::KUBELET_CLIENT)), cert.pem()).expect("cert");
+        std::fs::write(on_node(pki::key(pki::KUBELET_CLIENT)), key.serialize_pem()).expect("key");
+
+        let stored = signed_or_plain(root.path(), &report, plain);
+        let read = report_signature::parse_stored(&stored).expect("parse");
+        assert_eq!(read.report, report);
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        assert_eq!(
+            report_signature::verify(&read, &ca.cert_pem, Some("ip-127-0-0-9"), now).as_deref(),
+            Ok("ip-127-0-0-9")
+        );
+    }
 
     #[test]
     fn a_cause_already_quoted_is_not_repeated() {

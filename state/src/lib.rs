@@ -27,6 +27,7 @@ pub mod node;
 pub mod pki;
 pub mod registry;
 pub mod report;
+pub mod report_signature;
 pub mod rolling_update;
 pub mod spec;
 pub mod store;

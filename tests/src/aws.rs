@@ -259,3 +259,29 @@ pub async fn owned_counts(cluster: &str) -> std::collections::BTreeMap<&'static 
     );
     counts
 }
+
+/// Registers the image `name` on the shared emulator (root device `/dev/xvda`, x86_64) unless it is there, as
+/// `packer build` would: Ballast's default spec names such an image by its release.
+pub async fn ensure_image(name: &str) {
+    let ec2 = aws_sdk_ec2::Client::new(&sdk_config().await);
+    let found = ec2
+        .describe_images()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("name")
+                .values(name)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("DescribeImages");
+    if found.images().is_empty() {
+        ec2.register_image()
+            .name(name)
+            .root_device_name("/dev/xvda")
+            .architecture(aws_sdk_ec2::types::ArchitectureValues::X8664)
+            .send()
+            .await
+            .expect("RegisterImage");
+    }
+}

@@ -2,7 +2,7 @@
 //! client certificate would (mutual TLS, the certificate nodeup issued on a live control-plane instance), and
 //! judges membership against the instances the local cloud runs.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use ballast_etcd::client::ClientTls;
@@ -36,6 +36,8 @@ pub struct Membership {
     pub voters: BTreeSet<String>,
     pub learners: BTreeSet<String>,
     pub cluster_id: u64,
+    /// Each member's etcd member ID by name: a member wiped and joined again comes back under a new ID.
+    pub member_ids: BTreeMap<String, u64>,
 }
 
 /// A client over every live control-plane instance's etcd, with the TLS identity of one of them.
@@ -82,6 +84,7 @@ pub async fn settled_membership(cloud: &LocalCloud, expected: usize) -> Result<M
     let cluster_id = list.header().map_or(0, |h| h.cluster_id());
     let mut voters = BTreeSet::new();
     let mut learners = BTreeSet::new();
+    let mut member_ids = BTreeMap::new();
     for m in list.members() {
         if m.name().is_empty() {
             return Err(format!("member {:x} has not started yet", m.id()));
@@ -94,6 +97,7 @@ pub async fn settled_membership(cloud: &LocalCloud, expected: usize) -> Result<M
         if !fresh {
             return Err(format!("member {} is listed twice", m.name()));
         }
+        member_ids.insert(m.name().to_string(), m.id());
     }
     let ids: BTreeSet<String> = live.iter().map(|r| r.instance_id.clone()).collect();
     if !learners.is_empty() || voters != ids {
@@ -135,6 +139,7 @@ pub async fn settled_membership(cloud: &LocalCloud, expected: usize) -> Result<M
         voters,
         learners,
         cluster_id,
+        member_ids,
     })
 }
 

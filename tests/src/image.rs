@@ -68,7 +68,7 @@ pub fn require_tool(tool: &str, package: &str) {
         .unwrap_or(false);
     assert!(
         found,
-        "`{tool}` is not installed, and the image tests need it: `apt-get install -y {package}` \
+        "`{tool}` is not installed, and these tests need it: `apt-get install -y {package}` \
          (tools/install-deps installs it)"
     );
 }

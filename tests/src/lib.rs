@@ -7,3 +7,5 @@ pub mod front;
 pub mod image;
 pub mod lifecycle;
 pub mod localcloud;
+pub mod partition;
+pub mod reports;

@@ -281,6 +281,15 @@ impl LocalCloud {
         Some(out.body.collect().await.ok()?.into_bytes().to_vec())
     }
 
+    /// The boot report stored at `bucket/key` (signed by its node, or plain), or None when it is not written yet.
+    pub async fn stored_report(
+        &self,
+        bucket: &str,
+        key: &str,
+    ) -> Option<ballast_state::report_signature::StoredReport> {
+        Some(crate::reports::parse(&self.s3_object(bucket, key).await?))
+    }
+
     /// SDK configuration with the operator's (admin) keys.
     pub fn sdk_config(&self) -> aws_config::SdkConfig {
         localcloud::aws::sdk_config(

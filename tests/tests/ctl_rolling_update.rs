@@ -558,9 +558,17 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
             }
             assert_eq!(tag, &hash, "{id}'s launch tag");
             let report = s3_text(&cloud, &format!("clusters/{CLUSTER}/reports/{id}.json")).await;
-            let report: serde_json::Value = serde_json::from_str(&report).expect("report json");
-            assert_eq!(report["nodeSpecSha256"], hash.as_str(), "{id}'s report");
-            assert_eq!(report["phase"], "Configured", "{id}'s report");
+            let report = ballast_e2e::reports::parse(report.as_bytes()).report;
+            assert_eq!(
+                report.node_spec_sha256.as_deref(),
+                Some(hash.as_str()),
+                "{id}'s report"
+            );
+            assert_eq!(
+                report.phase,
+                ballast_state::report::Phase::Configured,
+                "{id}'s report"
+            );
         }
     }
     ballast(&cloud)

@@ -150,7 +150,7 @@ async fn the_state_kms_key_is_recorded_in_the_node_specs_granted_to_both_roles_a
     let bucket = aws::new_bucket("kms").await;
     let state = format!("s3://{bucket}/clusters");
     let name = "kms.example.com";
-    register_default_image().await;
+    aws::ensure_image("ballast-k8s-1.33-debian-12").await;
     ballast(&state, name)
         .args(["create", "cluster", "--zones", "us-west-2a", "--yes"])
         .args(["--state-kms-key", KMS_KEY])
@@ -288,30 +288,4 @@ fn urlencoding_decode(text: &str) -> String {
         i += 1;
     }
     String::from_utf8(out).expect("utf8")
-}
-
-/// The AMI the default spec names, registered once per emulator as `packer build` would.
-async fn register_default_image() {
-    let ec2 = aws_sdk_ec2::Client::new(&aws::sdk_config().await);
-    let name = "ballast-k8s-1.33-debian-12";
-    let found = ec2
-        .describe_images()
-        .filters(
-            aws_sdk_ec2::types::Filter::builder()
-                .name("name")
-                .values(name)
-                .build(),
-        )
-        .send()
-        .await
-        .expect("DescribeImages");
-    if !found.images().is_empty() {
-        return;
-    }
-    ec2.register_image()
-        .name(name)
-        .root_device_name("/dev/xvda")
-        .send()
-        .await
-        .expect("RegisterImage");
 }

@@ -66,31 +66,7 @@ impl Cluster {
 /// emulator, as `packer build` would.
 async fn ensure_default_image() {
     for name in ["ballast-k8s-1.33-debian-12", "ballast-k8s-1.32-debian-12"] {
-        ensure_image(name).await;
-    }
-}
-
-async fn ensure_image(name: &str) {
-    let ec2 = aws_sdk_ec2::Client::new(&aws::sdk_config().await);
-    let found = ec2
-        .describe_images()
-        .filters(
-            aws_sdk_ec2::types::Filter::builder()
-                .name("name")
-                .values(name)
-                .build(),
-        )
-        .send()
-        .await
-        .expect("describe images");
-    if found.images().is_empty() {
-        ec2.register_image()
-            .name(name)
-            .root_device_name("/dev/xvda")
-            .architecture(aws_sdk_ec2::types::ArchitectureValues::X8664)
-            .send()
-            .await
-            .expect("register image");
+        aws::ensure_image(name).await;
     }
 }
 
@@ -824,7 +800,7 @@ async fn validate_names_what_is_missing_until_the_cluster_is_up() {
     use ballast_state::etcd::record::{write_record, ClusterRecord, Origin};
     use ballast_state::layout::ClusterPaths;
     use ballast_state::report::{NodeReport, Phase};
-    use ballast_state::store::{sha256_hex, Precondition, StateStore, StoreOptions};
+    use ballast_state::store::{sha256_hex, StateStore, StoreOptions};
 
     let cluster = Cluster::new("validate").await;
     cluster
@@ -877,12 +853,25 @@ async fn validate_names_what_is_missing_until_the_cluster_is_up() {
             .collect::<BTreeMap<String, (bool, String)>>()
     };
     let checks = validation(6);
-    let instances: Vec<(String, String)> = running_instances(&cluster.name)
-        .await
+    let running = running_instances(&cluster.name).await;
+    let instances: Vec<(String, String)> = running
         .iter()
         .map(|i| {
             let group = tags_of(i.tags())["ballast.dev/instance-group"].clone();
             (i.instance_id().expect("id").to_string(), group)
+        })
+        .collect();
+    // Reports count only when signed by the node EC2 names for the instance: each is signed as that node, with
+    // a certificate from the cluster's CA (as nodeup would with the one it holds).
+    let node_names: BTreeMap<String, String> = running
+        .iter()
+        .map(|i| {
+            (
+                i.instance_id().expect("id").to_string(),
+                i.private_dns_name()
+                    .expect("a private DNS name")
+                    .to_string(),
+            )
         })
         .collect();
     assert_eq!(instances.len(), 6);
@@ -929,14 +918,7 @@ async fn validate_names_what_is_missing_until_the_cluster_is_up() {
         } else {
             sha256_hex(&spec.data)
         });
-        store
-            .put(
-                &paths.report(id),
-                &report.to_json().expect("json"),
-                &Precondition::None,
-            )
-            .await
-            .expect("report");
+        ballast_e2e::reports::put_signed(&store, &paths, &report, &node_names[id]).await;
     }
     let checks = validation(6);
     let (first, first_group) = &instances[0];
@@ -962,14 +944,7 @@ async fn validate_names_what_is_missing_until_the_cluster_is_up() {
     let mut report = NodeReport::new(first, "0.1.0", "2025-01-01T00:00:00Z");
     report.phase = Phase::Configured;
     report.node_spec_sha256 = Some(sha256_hex(&spec.data));
-    store
-        .put(
-            &paths.report(first),
-            &report.to_json().expect("json"),
-            &Precondition::None,
-        )
-        .await
-        .expect("report");
+    ballast_e2e::reports::put_signed(&store, &paths, &report, &node_names[first]).await;
     let waiting = std::process::Command::new(&ballast_e2e::localcloud::binaries().ballast)
         .env("BALLAST_STATE", &cluster.state)
         .env("BALLAST_CLUSTER_NAME", &cluster.name)

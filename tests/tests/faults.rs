@@ -44,13 +44,7 @@ async fn aws_lost_in_the_middle_of_an_update_then_back_converges() {
     let bucket = aws::new_bucket("faults").await;
     let state = format!("s3://{bucket}/clusters");
     let cluster = "faults.example.com";
-    let ec2 = aws_sdk_ec2::Client::new(&aws::sdk_config().await);
-    ec2.register_image()
-        .name("ballast-k8s-1.33-debian-12")
-        .root_device_name("/dev/xvda")
-        .send()
-        .await
-        .expect("register image");
+    aws::ensure_image("ballast-k8s-1.33-debian-12").await;
     let mut front = Front::start(endpoint_addr(emulator.endpoint()));
     let endpoint = front.endpoint();
 

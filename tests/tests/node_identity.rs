@@ -13,7 +13,7 @@ use aws_credential_types::provider::ProvideCredentials;
 use aws_credential_types::Credentials;
 use ballast_e2e::localcloud::LocalCloud;
 use ballast_state::layout::ClusterPaths;
-use ballast_state::report::{NodeReport, Phase};
+use ballast_state::report::Phase;
 use localcloud::state::InstanceRecord;
 use nodeup::bootstrap::client::{post_once, Answer};
 use nodeup::bootstrap::issue::new_csr;
@@ -23,10 +23,6 @@ use nodeup::certs::cert_facts;
 
 const CLUSTER: &str = "identity.example.com";
 const BUCKET: &str = "ballast-identity-e2e";
-
-async fn stored_report(cloud: &LocalCloud, key: &str) -> Option<NodeReport> {
-    NodeReport::from_json(&cloud.s3_object(BUCKET, key).await?).ok()
-}
 
 /// Every running instance of the cluster, with its EC2 private DNS name and role tag.
 async fn instances(cloud: &LocalCloud) -> Vec<(String, String, String)> {
@@ -166,8 +162,8 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
         let key = format!("clusters/{}", paths.report(id));
         let deadline = std::time::Instant::now() + Duration::from_secs(180);
         let report = loop {
-            if let Some(r) = stored_report(&cloud, &key).await {
-                break r;
+            if let Some(r) = cloud.stored_report(BUCKET, &key).await {
+                break r.report;
             }
             assert!(
                 std::time::Instant::now() < deadline,
@@ -343,6 +339,8 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
         "{keys:?}"
     );
 
+    forged_reports_are_not_trusted(&cloud, &s3, &control_plane, &worker, root).await;
+
     // The service logged each refusal with its reason, and never a signature.
     let log = std::fs::read_to_string(&cp_record.log).expect("the control plane's log");
     assert!(log.contains("node certificate refused"), "{log}");
@@ -354,6 +352,119 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
         assert!(
             !log.contains(&request.sts_headers["x-amz-security-token"]),
             "a session token was logged"
+        );
+    }
+}
+
+/// Boot reports are bound to their writer: every node signs its own, and the cluster validates; then the worker's
+/// role credentials (which may write any `reports/*` key) overwrite the control plane's report with a copy of its
+/// genuine content, unsigned and then signed with the worker's own kubelet key. Neither is trusted or counted,
+/// and both `validate cluster` and `get instances` say why, naming the report.
+async fn forged_reports_are_not_trusted(
+    cloud: &LocalCloud,
+    worker_s3: &aws_sdk_s3::Client,
+    control_plane: &(String, String, String),
+    worker: &(String, String, String),
+    worker_root: &std::path::Path,
+) {
+    let state = format!("s3://{BUCKET}/clusters");
+    let (ok, out) = cloud.ballast(&state, &["validate", "cluster", CLUSTER, "--wait", "3m"]);
+    assert!(ok, "validate with every node's own signed report: {out}");
+
+    let key = format!(
+        "clusters/{}",
+        ClusterPaths::new(CLUSTER).report(&control_plane.0)
+    );
+    let genuine = cloud
+        .stored_report(BUCKET, &key)
+        .await
+        .expect("the control plane's report")
+        .report;
+    let read = |p: &str| std::fs::read_to_string(worker_root.join(p)).expect(p);
+    let worker_cert = read("var/lib/kubelet/pki/kubelet-client.crt");
+    let worker_key = read("var/lib/kubelet/pki/kubelet-client.key");
+    let forgeries: [(&str, Vec<u8>, String); 2] = [
+        (
+            "unsigned",
+            genuine.to_json().expect("json"),
+            "it is not signed".to_string(),
+        ),
+        (
+            "signed with the worker's kubelet key",
+            ballast_state::report_signature::sign(&genuine, &worker_key, &worker_cert)
+                .expect("sign"),
+            format!(
+                "it is signed by node {}, but EC2 says the instance is {}",
+                worker.1, control_plane.1
+            ),
+        ),
+    ];
+    for (what, body, why) in forgeries {
+        worker_s3
+            .put_object()
+            .bucket(BUCKET)
+            .key(&key)
+            .server_side_encryption(aws_sdk_s3::types::ServerSideEncryption::Aes256)
+            .body(body.into())
+            .send()
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "the worker writes {key} ({what}): {}",
+                    aws_sdk_s3::error::DisplayErrorContext(e)
+                )
+            });
+        let (ok, out) = cloud.ballast(&state, &["validate", "cluster", CLUSTER]);
+        assert!(!ok, "validate counted a forged report ({what}): {out}");
+        let line = out
+            .lines()
+            .find(|l| l.contains(&format!("node {}", control_plane.0)))
+            .unwrap_or_else(|| panic!("no check of {}: {out}", control_plane.0));
+        assert!(
+            line.contains("fail")
+                && line.contains(&format!(
+                    "{CLUSTER}/reports/{}.json is not trusted, not counted",
+                    control_plane.0
+                ))
+                && line.contains(&why),
+            "{what}: {line}"
+        );
+        assert!(
+            out.contains(&format!("node {} ", worker.0))
+                && !out.contains(&format!("{}.json is not trusted", worker.0)),
+            "the worker's own report stays trusted: {out}"
+        );
+        let got = std::process::Command::new(&ballast_e2e::localcloud::binaries().ballast)
+            .args(["get", "instances", "--name", CLUSTER, "-o", "json"])
+            .env_clear()
+            .envs(cloud.operator_env(&state))
+            .env("HOME", cloud.dir())
+            .output()
+            .expect("running ballast");
+        let out = String::from_utf8_lossy(&got.stdout);
+        assert!(
+            got.status.success(),
+            "get instances: {}",
+            String::from_utf8_lossy(&got.stderr)
+        );
+        let views: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        let view = views
+            .as_array()
+            .and_then(|v| {
+                v.iter()
+                    .find(|i| i["instanceId"] == control_plane.0.as_str())
+            })
+            .unwrap_or_else(|| panic!("{} not listed: {out}", control_plane.0));
+        assert!(
+            view["report"].is_null(),
+            "an untrusted report is shown as the node's: {view}"
+        );
+        assert!(
+            view["reportUntrusted"]
+                .as_str()
+                .is_some_and(|r| r.contains(&why)),
+            "{what}: {view}"
         );
     }
 }

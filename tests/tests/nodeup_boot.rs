@@ -189,7 +189,7 @@ impl Setup {
     async fn stored_report(&self) -> Option<NodeReport> {
         let key = ClusterPaths::new(CLUSTER).report("i-0b00700000000001");
         let object = self.store().get(&key).await.expect("store")?;
-        Some(NodeReport::from_json(&object.data).expect("parses"))
+        Some(ballast_e2e::reports::parse(&object.data).report)
     }
 
     /// Every file under the root but nodeup's own records.

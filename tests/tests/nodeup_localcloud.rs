@@ -8,12 +8,8 @@ use std::time::Duration;
 use ballast_e2e::localcloud::LocalCloud;
 use ballast_state::layout::ClusterPaths;
 use ballast_state::report::{NodeReport, Phase, ServiceState};
+use ballast_state::report_signature;
 use ballast_state::spec::Role;
-
-async fn stored_report(cloud: &LocalCloud, bucket: &str, key: &str) -> Option<NodeReport> {
-    let bytes = cloud.s3_object(bucket, key).await?;
-    Some(NodeReport::from_json(&bytes).expect("a NodeReport in the store"))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_instance_of_a_new_cluster_reports_configured() {
@@ -52,9 +48,12 @@ async fn every_instance_of_a_new_cluster_reports_configured() {
         .reservations()
         .iter()
         .flat_map(|r| {
-            r.instances()
-                .iter()
-                .filter_map(|i| i.instance_id().map(str::to_owned))
+            r.instances().iter().filter_map(|i| {
+                Some((
+                    i.instance_id()?.to_owned(),
+                    i.private_dns_name().unwrap_or_default().to_owned(),
+                ))
+            })
         })
         .collect::<Vec<_>>();
     assert!(
@@ -62,14 +61,31 @@ async fn every_instance_of_a_new_cluster_reports_configured() {
         "3 control-plane instances and workers: {expected:?}"
     );
     let paths = ClusterPaths::new(name);
+    let ca = cloud
+        .s3_object(
+            bucket,
+            &format!("clusters/{name}/pki/kubernetes-ca/cert.pem"),
+        )
+        .await
+        .expect("the Kubernetes CA certificate");
+    let ca = String::from_utf8(ca).expect("PEM");
     let mut reports = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    for id in &expected {
+    for (id, node_name) in &expected {
         let report = loop {
-            if let Some(r) =
-                stored_report(&cloud, bucket, &format!("clusters/{}", paths.report(id))).await
+            if let Some(r) = cloud
+                .stored_report(bucket, &format!("clusters/{}", paths.report(id)))
+                .await
             {
-                break r;
+                // Each node signs its report as itself (its kubelet client certificate, from the cluster CA).
+                let signer = report_signature::verify(
+                    &r,
+                    &ca,
+                    Some(node_name),
+                    time::OffsetDateTime::now_utc().unix_timestamp(),
+                );
+                assert_eq!(signer.as_deref(), Ok(node_name.as_str()), "{id}'s report");
+                break r.report;
             }
             assert!(
                 std::time::Instant::now() < deadline,

@@ -6,7 +6,7 @@ use ballast_state::defaults::complete;
 use ballast_state::registry::RegistryError;
 use ballast_state::spec::{Cluster, ClusterConfig, InstanceGroup, Role};
 
-use super::nodes::{read_reports, NodeSpecs, ReportRead, SpecState};
+use super::nodes::{read_reports, untrusted_reason, NodeSpecs, ReportRead, SpecState};
 use super::Context;
 use crate::cli::{GetArgs, GetObjectArgs, GetWhat, OutputFormat};
 use crate::cloud::aws::{cluster_instances, tag_map, GROUP_TAG, NODE_SPEC_HASH_TAG, ROLE_TAG};
@@ -186,8 +186,11 @@ struct InstanceView {
     state: String,
     /// `current`, `outdated` (its node spec changed since it booted) or `unknown`.
     node_spec: String,
-    /// What its nodeup reported, if it has.
+    /// What its nodeup reported, if it has and the report is signed by the instance's own node.
     report: Option<ballast_state::report::NodeReport>,
+    /// Why the report stored under its key is not trusted (not shown, not counted), when it is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    report_untrusted: Option<String>,
 }
 
 async fn instances(context: &Context, args: GetObjectArgs) -> Result<String, CommandError> {
@@ -204,10 +207,10 @@ async fn instances(context: &Context, args: GetObjectArgs) -> Result<String, Com
     .await?;
     let paths = ballast_state::layout::ClusterPaths::new(&name);
     let mut node_specs = NodeSpecs::new(registry.store(), &paths);
-    let wanted: Vec<&str> = found
+    let wanted: Vec<(&str, Option<&str>)> = found
         .iter()
-        .filter_map(|i| i.instance_id())
-        .filter(|id| args.object.as_deref().is_none_or(|o| o == *id))
+        .filter_map(|i| Some((i.instance_id()?, i.private_dns_name())))
+        .filter(|(id, _)| args.object.as_deref().is_none_or(|o| o == *id))
         .collect();
     let mut reports = read_reports(registry.store(), &paths, wanted).await?;
     let mut views = Vec::new();
@@ -222,7 +225,11 @@ async fn instances(context: &Context, args: GetObjectArgs) -> Result<String, Com
             tags.get(NODE_SPEC_HASH_TAG).map(String::as_str),
             node_specs.current(&group).await?.as_deref(),
         );
-        let report = reports.remove(&id).and_then(ReportRead::found);
+        let (report, report_untrusted) = match reports.remove(&id) {
+            Some(ReportRead::Found(report)) => (Some(*report), None),
+            Some(ReportRead::Untrusted(why)) => (None, Some(untrusted_reason(&why))),
+            _ => (None, None),
+        };
         views.push(InstanceView {
             instance_id: id,
             instance_group: group,
@@ -243,6 +250,7 @@ async fn instances(context: &Context, args: GetObjectArgs) -> Result<String, Com
                 .unwrap_or_default(),
             node_spec: node_spec.as_str().to_string(),
             report,
+            report_untrusted,
         });
     }
     views.sort_by(|a, b| {
@@ -255,12 +263,13 @@ async fn instances(context: &Context, args: GetObjectArgs) -> Result<String, Com
             let rows: Vec<Vec<String>> = views
                 .iter()
                 .map(|v| {
-                    let (phase, error) = match &v.report {
-                        Some(r) => (
+                    let (phase, error) = match (&v.report, &v.report_untrusted) {
+                        (Some(r), _) => (
                             format!("{:?}", r.phase),
                             r.errors.first().cloned().unwrap_or_default(),
                         ),
-                        None => ("-".to_string(), String::new()),
+                        (None, Some(why)) => ("Untrusted".to_string(), why.clone()),
+                        (None, None) => ("-".to_string(), String::new()),
                     };
                     vec![
                         v.instance_id.clone(),

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use ballast_state::layout::ClusterPaths;
 use ballast_state::report::NodeReport;
+use ballast_state::report_signature::{self, UntrustedReport};
 use ballast_state::store::{sha256_hex, StateStore, StoreError};
 
 /// Whether an instance runs its group's current node spec.
@@ -74,30 +75,80 @@ pub enum ReportRead {
     Missing,
     /// It is there but not a report this Ballast reads; the parse error.
     Unreadable(String),
+    /// Signed by the node EC2 names for the instance (`ballast_state::report_signature`): trusted.
     Found(Box<NodeReport>),
+    /// Readable, but not shown to be written by the instance's own node: its content is not used; why.
+    Untrusted(UntrustedReport),
 }
 
 impl ReportRead {
-    pub fn found(self) -> Option<NodeReport> {
-        match self {
-            ReportRead::Found(report) => Some(*report),
-            _ => None,
+    /// Judges a stored report against the instance EC2 reports for its key (`node_name`, its private DNS name),
+    /// with the cluster's Kubernetes CA certificate (`None` when the store has none).
+    pub fn judge(
+        data: &[u8],
+        ca_cert_pem: Option<&str>,
+        node_name: Option<&str>,
+        now_unix: i64,
+    ) -> Self {
+        let stored = match report_signature::parse_stored(data) {
+            Ok(stored) => stored,
+            Err(e) => return ReportRead::Unreadable(e.to_string()),
+        };
+        let verified = match ca_cert_pem {
+            Some(ca) => report_signature::verify(&stored, ca, node_name, now_unix).map(|_| ()),
+            None => Err(UntrustedReport::BadCa(
+                "it is not in the state store".to_string(),
+            )),
+        };
+        match verified {
+            Ok(()) => ReportRead::Found(Box::new(stored.report)),
+            Err(why) => ReportRead::Untrusted(why),
         }
     }
 }
 
-/// Reads an instance's nodeup report.
+/// Why a report is not trusted and what to do, in one sentence (for `validate cluster` and `get instances`).
+pub fn untrusted_reason(why: &UntrustedReport) -> String {
+    let advice = match why {
+        UntrustedReport::Unsigned => {
+            "if the instance runs a nodeup older than this ballast, replace it (`ballast rolling-update cluster`); \
+             otherwise restart nodeup on it so that it writes a signed one"
+        }
+        UntrustedReport::BadCa(_) => "restore pki/kubernetes-ca/cert.pem from the bucket's versions",
+        _ => "another node or a copy wrote it: delete it and restart nodeup on the instance so that it writes its own",
+    };
+    format!("not trusted, not counted: {why}; {advice}")
+}
+
+/// What a report is checked against: the cluster's Kubernetes CA certificate, read once per command.
+pub struct ReportAnchor {
+    ca_cert_pem: Option<String>,
+}
+
+impl ReportAnchor {
+    pub async fn load(store: &StateStore, paths: &ClusterPaths) -> Result<Self, StoreError> {
+        let ca = store
+            .get(&paths.pki_cert(ballast_state::layout::pki_names::KUBERNETES_CA))
+            .await?
+            .map(|o| String::from_utf8_lossy(&o.data).into_owned());
+        Ok(ReportAnchor { ca_cert_pem: ca })
+    }
+}
+
+/// Reads and judges an instance's nodeup report; `node_name` is the private DNS name EC2 gives the instance.
 pub async fn read_report(
     store: &StateStore,
     paths: &ClusterPaths,
+    anchor: &ReportAnchor,
     instance_id: &str,
+    node_name: Option<&str>,
 ) -> Result<ReportRead, StoreError> {
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
     Ok(match store.get(&paths.report(instance_id)).await? {
         None => ReportRead::Missing,
-        Some(object) => match NodeReport::from_json(&object.data) {
-            Ok(report) => ReportRead::Found(Box::new(report)),
-            Err(e) => ReportRead::Unreadable(e.to_string()),
-        },
+        Some(object) => {
+            ReportRead::judge(&object.data, anchor.ca_cert_pem.as_deref(), node_name, now)
+        }
     })
 }
 
@@ -105,16 +156,17 @@ pub async fn read_report(
 /// instances, in sequence, `validate cluster` spent most of its time waiting on S3).
 const REPORT_READS_AT_ONCE: usize = 16;
 
-/// Reads the reports of `instance_ids` concurrently (at most [`REPORT_READS_AT_ONCE`] in flight): instance id ->
-/// what was found. The first store error fails the whole read.
+/// Reads the reports of `instances` (instance id, its private DNS name as EC2 gives it) concurrently (at most
+/// [`REPORT_READS_AT_ONCE`] in flight): instance id -> what was found. The first store error fails the whole read.
 pub async fn read_reports<'a>(
     store: &StateStore,
     paths: &ClusterPaths,
-    instance_ids: impl IntoIterator<Item = &'a str>,
+    instances: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
 ) -> Result<BTreeMap<String, ReportRead>, StoreError> {
     use futures_util::{stream, StreamExt, TryStreamExt};
-    stream::iter(instance_ids.into_iter().map(|id| async move {
-        read_report(store, paths, id)
+    let anchor = &ReportAnchor::load(store, paths).await?;
+    stream::iter(instances.into_iter().map(|(id, node_name)| async move {
+        read_report(store, paths, anchor, id, node_name)
             .await
             .map(|read| (id.to_string(), read))
     }))

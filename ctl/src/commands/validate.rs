@@ -3,7 +3,7 @@
 //! healthy with every member voting. Each check prints ok or fail with its reason. A check that cannot be made
 //! (AWS or the state store failed) fails, with the failure as its reason: `--wait` then tries again.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use aws_sdk_autoscaling::types::{AutoScalingGroup, LifecycleState};
@@ -16,10 +16,10 @@ use ballast_state::store::StateStore;
 use serde::Serialize;
 
 use super::etcd::expected_members;
-use super::nodes::{read_reports, NodeSpecs, ReportRead, SpecState};
+use super::nodes::{read_reports, untrusted_reason, NodeSpecs, ReportRead, SpecState};
 use super::{require_cluster, Context};
 use crate::cli::{OutputFormat, ValidateArgs, ValidateWhat};
-use crate::cloud::aws::auto_scaling_groups;
+use crate::cloud::aws::{auto_scaling_groups, cluster_instances};
 use crate::cloud::error::UpdateError;
 use crate::cloud::{CallLog, Cloud};
 use crate::error::CommandError;
@@ -156,6 +156,7 @@ async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) 
             reason,
         }),
         Ok(found) => {
+            let node_names = node_names(cloud, &name, &mut checks).await;
             let mut node_specs = NodeSpecs::new(store, &paths);
             for (ig, resource) in completed.instance_groups.iter().zip(&resource_names) {
                 let group = &ig.metadata.name;
@@ -200,7 +201,10 @@ async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) 
                     ),
                 });
                 let want = node_specs.current(group).await;
-                let reports = read_reports(store, &paths, in_service.iter().copied())
+                let signers = in_service
+                    .iter()
+                    .map(|id| (*id, node_names.get(*id).map(String::as_str)));
+                let reports = read_reports(store, &paths, signers)
                     .await
                     .map_err(|e| e.to_string());
                 for id in in_service {
@@ -241,6 +245,34 @@ async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) 
         valid: checks.iter().all(|c| c.ok),
         checks,
         etcd,
+    }
+}
+
+/// Each running instance's private DNS name: the node a report stored under its id must be signed by. When EC2
+/// cannot be read, a failed check says so (every report then shows as untrusted).
+async fn node_names(
+    cloud: &Cloud,
+    cluster: &str,
+    checks: &mut Vec<Check>,
+) -> BTreeMap<String, String> {
+    match cluster_instances(cloud, cluster, &["pending", "running"]).await {
+        Ok(found) => found
+            .iter()
+            .filter_map(|i| {
+                Some((
+                    i.instance_id()?.to_string(),
+                    i.private_dns_name()?.to_string(),
+                ))
+            })
+            .collect(),
+        Err(e) => {
+            checks.push(Check {
+                name: "instances".to_string(),
+                ok: false,
+                reason: format!("cannot tell which node should have signed each report: {e}"),
+            });
+            BTreeMap::new()
+        }
     }
 }
 
@@ -456,6 +488,9 @@ fn judge_report(
             )
         }
         ReportRead::Unreadable(e) => return (false, format!("{key} is not a nodeup report: {e}")),
+        ReportRead::Untrusted(why) => {
+            return (false, format!("{key} is {}", untrusted_reason(why)))
+        }
         ReportRead::Found(report) => report,
     };
     if let Some(claims) = claims_mismatch(report, id, truth) {
@@ -504,6 +539,7 @@ fn judge_report(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ballast_state::report_signature::UntrustedReport;
 
     #[test]
     fn etcd_members_are_held_against_the_instances_in_service() {
@@ -573,6 +609,24 @@ mod tests {
             !ok && reason.contains("it claims instance i-2, cluster other,"),
             "{reason}"
         );
+
+        // A report not signed by the instance's own node is not counted, whatever it claims.
+        let (ok, reason) = judge(
+            &ReportRead::Untrusted(UntrustedReport::WrongNode {
+                signer: "ip-10-0-2-9.ec2.internal".into(),
+                expected: "ip-10-0-1-4.ec2.internal".into(),
+            }),
+            Some("a"),
+        );
+        assert!(!ok);
+        assert_eq!(
+            reason,
+            "c.example.com/reports/i-1.json is not trusted, not counted: it is signed by node \
+             ip-10-0-2-9.ec2.internal, but EC2 says the instance is ip-10-0-1-4.ec2.internal; another node or a \
+             copy wrote it: delete it and restart nodeup on the instance so that it writes its own"
+        );
+        let (ok, reason) = judge(&ReportRead::Untrusted(UntrustedReport::Unsigned), Some("a"));
+        assert!(!ok && reason.contains("it is not signed"), "{reason}");
 
         report.phase = Phase::Failed;
         report.errors.push("fetching the node spec: denied".into());

@@ -90,11 +90,14 @@ pub async fn groups(
             }
         };
         let want_hash = node_specs.current(group).await?;
-        let unknown: Vec<&str> = asg
+        // Only a report its own node signed counts (`ReportRead::Found`): a forged one never marks an instance
+        // as configured.
+        let unknown: Vec<(&str, Option<&str>)> = asg
             .instances()
             .iter()
             .filter_map(|m| m.instance_id())
             .filter(|id| !known.contains_key(*id))
+            .map(|id| (id, instances.get(id).and_then(|i| i.private_dns_name())))
             .collect();
         for (id, read) in read_reports(store, &paths, unknown).await? {
             if let ReportRead::Found(report) = read {

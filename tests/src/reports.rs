@@ -1,0 +1,73 @@
+//! Boot reports as the tests read and write them: stored reports are signed by their node
+//! (`ballast_state::report_signature`), so a test reads their content through the envelope, and a test that plays
+//! a node without running one signs as that node with a certificate the cluster's CA issues (the operator holds
+//! the CA key; a worker never does).
+
+use ballast_state::layout::{pki_names, ClusterPaths};
+use ballast_state::report::NodeReport;
+use ballast_state::report_signature::{self, StoredReport};
+use ballast_state::store::{Precondition, StateStore};
+use rcgen::{CertificateParams, DnType, Issuer, KeyPair};
+
+/// The report in a stored object (signed or plain); panics when it is neither.
+pub fn parse(bytes: &[u8]) -> StoredReport {
+    report_signature::parse_stored(bytes).unwrap_or_else(|e| {
+        panic!(
+            "not a stored nodeup report ({e}): {}",
+            String::from_utf8_lossy(bytes)
+        )
+    })
+}
+
+/// A kubelet client certificate and key for `node_name` (`system:node:<name>`, `system:nodes`), issued by the
+/// cluster's Kubernetes CA as read from `store`.
+pub async fn node_certificate(
+    store: &StateStore,
+    paths: &ClusterPaths,
+    node_name: &str,
+) -> (String, String) {
+    let read = |key: String| async move {
+        let object = store
+            .get(&key)
+            .await
+            .unwrap_or_else(|e| panic!("reading {key}: {e}"))
+            .unwrap_or_else(|| panic!("{key} is not in the store"));
+        String::from_utf8(object.data).expect("PEM is text")
+    };
+    let ca_cert = read(paths.pki_cert(pki_names::KUBERNETES_CA)).await;
+    let ca_key = read(paths.pki_key(pki_names::KUBERNETES_CA)).await;
+    let issuer = Issuer::from_ca_cert_pem(&ca_cert, KeyPair::from_pem(&ca_key).expect("CA key"))
+        .expect("the CA certificate");
+    let key = KeyPair::generate().expect("a key");
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, format!("system:node:{node_name}"));
+    params
+        .distinguished_name
+        .push(DnType::OrganizationName, "system:nodes");
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::hours(1);
+    params.not_after = now + time::Duration::days(1);
+    let cert = params.signed_by(&key, &issuer).expect("issue");
+    (cert.pem(), key.serialize_pem())
+}
+
+/// Stores `report` under its instance's key, signed as node `node_name` would sign it.
+pub async fn put_signed(
+    store: &StateStore,
+    paths: &ClusterPaths,
+    report: &NodeReport,
+    node_name: &str,
+) {
+    let (cert, key) = node_certificate(store, paths, node_name).await;
+    let signed = report_signature::sign(report, &key, &cert).expect("sign the report");
+    store
+        .put(
+            &paths.report(&report.instance_id),
+            &signed,
+            &Precondition::None,
+        )
+        .await
+        .expect("store the report");
+}
