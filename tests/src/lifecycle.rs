@@ -94,6 +94,8 @@ pub struct PhaseReport {
     pub nodeup_peak_mib: f64,
     /// The peak RSS of any `ballast` run, MiB.
     pub ballast_peak_mib: f64,
+    /// CPU seconds (user + system) of the phase's `ballast` runs: the changing ones, and the `validate` runs.
+    pub ballast_cpu_s: (f64, f64),
     /// What the emulator served during the phase, by `service:Action` (S3 by method): count and seconds spent,
     /// most time first. Everything's calls: `ballast`, nodeup, etcd supervisors, the local cloud's runner and IMDS.
     pub emulator: Vec<(String, u64, f64)>,
@@ -105,6 +107,8 @@ struct Ran {
     stdout: String,
     stderr: String,
     peak_rss_mib: f64,
+    /// User + system CPU seconds.
+    cpu_s: f64,
 }
 
 /// A cluster on a local cloud and the phases run on it.
@@ -116,6 +120,8 @@ pub struct Lifecycle {
     work: tempfile::TempDir,
     sampler: Sampler,
     ballast_peak_mib: f64,
+    /// CPU seconds of the current phase's changing `ballast` runs and of its `validate` runs.
+    ballast_cpu_s: (f64, f64),
 }
 
 impl Lifecycle {
@@ -133,6 +139,7 @@ impl Lifecycle {
             work: tempfile::tempdir().expect("a work directory"),
             sampler,
             ballast_peak_mib: 0.0,
+            ballast_cpu_s: (0.0, 0.0),
         }
     }
 
@@ -154,6 +161,11 @@ impl Lifecycle {
             .expect("spawning ballast");
         let ran = wait_with_rusage(child);
         self.ballast_peak_mib = self.ballast_peak_mib.max(ran.peak_rss_mib);
+        if args.first() == Some(&"validate") {
+            self.ballast_cpu_s.1 += ran.cpu_s;
+        } else {
+            self.ballast_cpu_s.0 += ran.cpu_s;
+        }
         ran
     }
 
@@ -203,6 +215,7 @@ impl Lifecycle {
     fn begin(&mut self) -> Begun {
         self.sampler.reset();
         self.ballast_peak_mib = 0.0;
+        self.ballast_cpu_s = (0.0, 0.0);
         Begun {
             at: Instant::now(),
             call_log_lines: self.logged_calls().len(),
@@ -238,6 +251,7 @@ impl Lifecycle {
         report.cloud_peak_mib = cloud;
         report.nodeup_peak_mib = nodeup;
         report.ballast_peak_mib = self.ballast_peak_mib;
+        report.ballast_cpu_s = self.ballast_cpu_s;
         let mut served: Vec<(String, u64, f64)> = emulator_stats(&self.cloud)
             .into_iter()
             .map(|(call, (count, secs))| {
@@ -453,7 +467,12 @@ fn wait_with_rusage(mut child: std::process::Child) -> Ran {
         stderr: err.join().unwrap_or_default(),
         // ru_maxrss is in KiB on Linux.
         peak_rss_mib: usage.ru_maxrss as f64 / 1024.0,
+        cpu_s: seconds(usage.ru_utime) + seconds(usage.ru_stime),
     }
+}
+
+fn seconds(t: libc::timeval) -> f64 {
+    t.tv_sec as f64 + t.tv_usec as f64 / 1e6
 }
 
 /// Samples memory on a thread: the local cloud's runner + emulator RSS, and every nodeup's peak RSS (VmHWM).

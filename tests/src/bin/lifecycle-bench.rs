@@ -146,7 +146,7 @@ fn print_table(size: Size, phases: &[Option<PhaseReport>]) {
     }
     println!();
     println!(
-        "{:<24} {:>10} {:>9} {:>10} {:>9} {:>11} {:>11} {:>11}",
+        "{:<24} {:>10} {:>9} {:>10} {:>9} {:>11} {:>11} {:>11} {:>12}",
         "phase",
         "AWS calls",
         "mutating",
@@ -154,12 +154,13 @@ fn print_table(size: Size, phases: &[Option<PhaseReport>]) {
         "runs",
         "cloud MiB",
         "nodeup MiB",
-        "ballast MiB"
+        "ballast MiB",
+        "ballast CPU"
     );
     let ran: Vec<&PhaseReport> = phases.iter().flatten().collect();
     for phase in &ran {
         println!(
-            "{:<24} {:>10} {:>9} {:>10} {:>9} {:>11.0} {:>11.1} {:>11.1}",
+            "{:<24} {:>10} {:>9} {:>10} {:>9} {:>11.0} {:>11.1} {:>11.1} {:>12}",
             phase.name,
             phase.calls.0,
             phase.calls.1,
@@ -167,12 +168,14 @@ fn print_table(size: Size, phases: &[Option<PhaseReport>]) {
             phase.validate_runs,
             phase.cloud_peak_mib,
             phase.nodeup_peak_mib,
-            phase.ballast_peak_mib
+            phase.ballast_peak_mib,
+            format!("{:.1}+{:.1} s", phase.ballast_cpu_s.0, phase.ballast_cpu_s.1)
         );
     }
     println!();
     println!("AWS calls: of the phase's changing ballast runs (create / replace / update / rolling-update); validate:");
-    println!("the calls of one `validate cluster` run, and how many runs the phase's wait took (every 250 ms).");
+    println!("the calls of one `validate cluster` run, and how many runs the phase's wait took (every 250 ms);");
+    println!("ballast CPU: user + system seconds of the changing runs + of the validate runs.");
     for phase in &ran {
         let ops: Vec<String> = phase
             .operations
