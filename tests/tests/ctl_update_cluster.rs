@@ -339,6 +339,7 @@ fn export_kubeconfig_is_read_by_kubectl(cluster: &Cluster) {
         .stderr(predicate::str::contains("--admin"));
     cluster
         .ballast()
+        .env_remove("BALLAST_CLUSTER_NAME")
         .args([
             "export",
             "kubeconfig",
@@ -1103,7 +1104,7 @@ async fn validate_names_what_is_missing_until_the_cluster_is_up() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(
-        stderr.contains("validate: 1 of 12 checks failing: etcd; checking again every 2s"),
+        stderr.contains("validate: 1 of 13 checks failing: etcd; checking again every 2s"),
         "{stderr}"
     );
     assert!(stderr.contains("is valid"), "{stderr}");

@@ -39,7 +39,7 @@ pub fn api_not_expected(control_plane_reports: &[(&str, &NodeReport)]) -> Option
     } else {
         format!(
             "not checked: no control-plane instance reports a running kubelet ({}), so no API server can run \
-             (the local cloud has no kubelet binary); once one does, an unreachable API fails this check",
+             (the local cloud has no kubelet binary); once one does, the API must answer",
             ids.join(", ")
         )
     })
