@@ -32,6 +32,8 @@ struct Fake {
     /// `METHOD path?query content-type`, in order.
     log: Vec<String>,
     resource_version: u64,
+    /// Whether `/version` answers (an API server that is up).
+    answers_version: bool,
 }
 
 type Shared = Arc<Mutex<Fake>>;
@@ -62,6 +64,9 @@ async fn api(
         uri.query().unwrap_or("")
     ));
     match method {
+        Method::GET if path == "/version" && fake.answers_version => json_response(
+            json!({"major": "1", "minor": "33", "gitVersion": "v1.33.4", "platform": "linux/amd64"}),
+        ),
         Method::GET => match fake.objects.get(&path) {
             Some(object) => json_response(object.clone()).into_response(),
             None => status(404, "NotFound", &format!("{path} not found")),
@@ -268,4 +273,97 @@ fn json_response(body: serde_json::Value) -> axum::response::Response {
         body.to_string(),
     )
         .into_response()
+}
+
+/// The applier's round on a control-plane node: silent API -> waiting; the baked CNI manifest missing -> an
+/// error naming where it should be; then applied, reported with versions and the set's hash, and a second
+/// round writes nothing.
+#[tokio::test]
+async fn the_runner_waits_for_the_api_then_applies_what_the_image_carries_and_reports_it() {
+    use ballast_state::addon_report::AddonsState;
+    use nodeup::addons::runner::{AddonJob, AddonRunError};
+
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let text = std::fs::read_to_string(dir.join("control-plane/spec.yaml")).expect("spec");
+    let mut spec: NodeSpec = yaml_serde::from_str(&text).expect("node spec");
+    spec.networking = Networking::Calico;
+    let manifest = ComponentManifest::embedded().expect("embedded");
+    let (minor, release) = manifest
+        .release_exact(&spec.kubernetes_version)
+        .expect("pinned");
+    let mut release = release.clone();
+    for image in release
+        .addons
+        .values_mut()
+        .flat_map(|a| a.images.values_mut())
+    {
+        image.digest = ImageDigest::Pinned("ab".repeat(32));
+    }
+    let root = tempfile::tempdir().expect("tempdir");
+    // The CA is not used: the test hands the job its client.
+    let job = AddonJob::new(root.path(), spec, "10.0.1.10", "unused", "unused");
+    assert_eq!(job.api_server, "https://10.0.1.10:443");
+
+    let (client, shared) = serve(Fake::default()).await;
+    let waiting = job
+        .apply_once(&client, &release, minor)
+        .await
+        .expect("no error");
+    assert_eq!(
+        waiting, None,
+        "an API that does not answer /version: keep waiting"
+    );
+
+    shared.lock().expect("lock").answers_version = true;
+    let missing = job
+        .apply_once(&client, &release, minor)
+        .await
+        .expect_err("no manifest baked");
+    assert!(matches!(missing, AddonRunError::Render(_)), "{missing}");
+    assert!(
+        missing
+            .to_string()
+            .contains("/etc/ballast/addons/calico.yaml"),
+        "{missing}"
+    );
+    assert!(
+        shared.lock().expect("lock").objects.is_empty(),
+        "nothing applied"
+    );
+
+    let baked = root.path().join("etc/ballast/addons");
+    std::fs::create_dir_all(&baked).expect("mkdir");
+    std::fs::copy(
+        dir.join("addons/cni/calico.yaml"),
+        baked.join("calico.yaml"),
+    )
+    .expect("bake");
+    let first = job
+        .apply_once(&client, &release, minor)
+        .await
+        .expect("applies")
+        .expect("the API answers");
+    assert_eq!(first.state, AddonsState::Applied);
+    assert_eq!(first.api_server, "https://10.0.1.10:443");
+    assert_eq!(
+        first.versions.get("calico").map(String::as_str),
+        Some("3.30.2")
+    );
+    assert_eq!(
+        first.versions.get("kube-proxy").map(String::as_str),
+        Some("1.33.4")
+    );
+    assert_eq!(first.applied, first.objects);
+    assert_eq!(first.objects, shared.lock().expect("lock").objects.len());
+    let second = job
+        .apply_once(&client, &release, minor)
+        .await
+        .expect("applies")
+        .expect("the API answers");
+    assert_eq!(second.applied, 0, "a second round writes nothing");
+    assert_eq!(second.set_sha256, first.set_sha256);
+    assert!(second.summary().starts_with(&format!(
+        "applied: {} objects (0 written this run)",
+        second.objects
+    )));
 }

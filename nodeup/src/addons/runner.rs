@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use ballast_state::addon_report::{AddonsReport, AddonsState};
 use ballast_state::components::addons::{baked_manifest_path, cni_addon};
-use ballast_state::components::ComponentManifest;
+use ballast_state::components::{ComponentManifest, Release};
 use ballast_state::node::NodeSpec;
 use ballast_state::report::NodeReport;
 use base64::Engine;
@@ -104,6 +104,8 @@ impl AddonJob {
         Fut: std::future::Future<Output = ()>,
     {
         let mut wait = FIRST_WAIT;
+        // The last failure published: the same one again is not written again (one store write per change).
+        let mut last_failure: Option<String> = None;
         loop {
             match self.round().await {
                 Ok(Some(report)) => {
@@ -115,10 +117,14 @@ impl AddonJob {
                 Ok(None) => {}
                 Err(e) => {
                     tracing::warn!("add-ons: {e}");
-                    let mut report = AddonsReport::waiting(&self.api_server, &now());
-                    report.state = AddonsState::Failed;
-                    report.detail = Some(crate::report::error_lines(&e).join(": "));
-                    publish(report).await;
+                    let detail = crate::report::error_lines(&e).join(": ");
+                    if last_failure.as_deref() != Some(detail.as_str()) {
+                        let mut report = AddonsReport::waiting(&self.api_server, &now());
+                        report.state = AddonsState::Failed;
+                        report.detail = Some(detail.clone());
+                        publish(report).await;
+                        last_failure = Some(detail);
+                    }
                 }
             }
             tokio::time::sleep(wait).await;
@@ -126,19 +132,30 @@ impl AddonJob {
         }
     }
 
-    /// One attempt: `None` while the API does not answer.
+    /// One attempt with the embedded manifest's pins: `None` while the API does not answer.
     async fn round(&self) -> Result<Option<AddonsReport>, AddonRunError> {
         let client = self.client().await?;
+        let manifest = ComponentManifest::embedded().map_err(AddonRunError::Manifest)?;
+        let (minor, release) = manifest
+            .release_exact(&self.spec.kubernetes_version)
+            .map_err(|e| AddonRunError::Render(AddonError::UnknownRelease(e)))?;
+        self.apply_once(&client, release, minor).await
+    }
+
+    /// One attempt through `client` with `release`'s pins: `None` while the API does not answer `/version`;
+    /// else the set rendered from the node spec and the CNI manifest baked under the node's root, applied.
+    pub async fn apply_once(
+        &self,
+        client: &Client,
+        release: &Release,
+        minor: &str,
+    ) -> Result<Option<AddonsReport>, AddonRunError> {
         if tokio::time::timeout(REQUEST_TIMEOUT, client.apiserver_version())
             .await
             .map_or(true, |r| r.is_err())
         {
             return Ok(None);
         }
-        let manifest = ComponentManifest::embedded().map_err(AddonRunError::Manifest)?;
-        let (minor, release) = manifest
-            .release_exact(&self.spec.kubernetes_version)
-            .map_err(|e| AddonRunError::Render(AddonError::UnknownRelease(e)))?;
         let cni = cni_addon(self.spec.networking);
         let baked = baked_manifest_path(cni);
         let on_node = self.root.join(baked.trim_start_matches('/'));
@@ -153,7 +170,7 @@ impl AddonJob {
             }
         };
         let set = render(&self.spec, release, minor, text.as_deref())?;
-        let outcomes = apply_set(&client, &set, RetryPolicy::default()).await?;
+        let outcomes = apply_set(client, &set, RetryPolicy::default()).await?;
         Ok(Some(AddonsReport {
             state: AddonsState::Applied,
             api_server: self.api_server.clone(),
