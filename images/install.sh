@@ -78,11 +78,15 @@ if [ -n "$patch" ] && [ "$patch" != "$pinned" ]; then
 fi
 ballast_components "$work/flat" "$minor" > "$work/components"
 ballast_files "$work/flat" "$minor" > "$work/files"
+ballast_addon_images "$work/flat" "$minor" > "$work/addon-images"
+ballast_addon_manifests "$work/flat" "$minor" > "$work/addon-manifests"
 
 if [ "$print_plan" = 1 ]; then
   printf 'kubernetes|%s|%s\n' "$minor" "$pinned"
   cat "$work/components"
   sed 's/^/file|/' "$work/files"
+  sed 's/^/addon-image|/' "$work/addon-images"
+  sed 's/^/addon-manifest|/' "$work/addon-manifests"
   exit 0
 fi
 
@@ -142,6 +146,45 @@ while IFS='|' read -r name cversion url sha archive _; do
   esac
   printf '%s\n' "$actual" > "$work/unpacked/$name.sha256"
 done < "$work/components"
+# The add-ons (docs/addons.md): every image and CNI manifest pinned, each manifest downloaded and verified.
+while IFS='|' read -r addon image reference digest; do
+  case $digest in
+    sha256:*) ballast_is_sha256 "${digest#sha256:}" || problem "add-on $addon: image $image digest \"$digest\" is not sha256:<64 hex>" ;;
+    *) problem "add-on $addon: image $reference digest is ${digest:-missing}: refusing an unpinned image (pin its digest in the manifest: images/pin.sh does not pin add-ons yet)" ;;
+  esac
+done < "$work/addon-images"
+if [ -s "$work/addon-images" ]; then
+  # Pulling the pinned images into the image's containerd store (ctr images pull by digest on the build VM) is
+  # not built yet; without it pods would pull at boot, which Ballast does not do.
+  problem "add-on images: baking them into containerd's image store is not built yet (docs/addons.md)"
+fi
+mkdir -p "$work/addons"
+while IFS='|' read -r addon url sha format; do
+  if [ "$format" = helm-chart ]; then
+    problem "add-on $addon: its manifest is a Helm chart; rendering it at bake time is not built yet (docs/addons.md)"
+    continue
+  fi
+  if [ "$sha" = unpinned ] || ! ballast_is_sha256 "$sha"; then
+    problem "add-on $addon: manifest sha256 is ${sha:-missing}: refusing an unverified manifest (pin its sha256 in the manifest: images/pin.sh does not pin add-ons yet)"
+    continue
+  fi
+  file=${url##*/}
+  dest=$work/addons/$addon.yaml
+  case $source in
+    upstream | http://* | https://*)
+      from=$url
+      [ "$source" = upstream ] || from=${source%/}/$file
+      curl -fsSL --retry 3 --connect-timeout 20 -o "$dest" "$from" < /dev/null || { problem "add-on $addon: cannot download $from"; continue; }
+      ;;
+    *)
+      from=$source/$file
+      [ -f "$from" ] || { problem "add-on $addon: $file is not in $source"; continue; }
+      cp "$from" "$dest"
+      ;;
+  esac
+  actual=$(ballast_sha256 "$dest")
+  [ "$actual" = "$sha" ] || problem "add-on $addon: manifest sha256 mismatch for $file (from $from): expected $sha, got $actual"
+done < "$work/addon-manifests"
 while IFS='|' read -r name from to; do
   [ -d "$work/unpacked/$name" ] || continue # already reported
   src=$work/unpacked/$name/$from
@@ -194,6 +237,11 @@ for f in etc/sysctl.d/99-ballast-kubernetes.conf etc/modules-load.d/ballast-kube
 done
 mkdir -p "$root/etc/ballast" "$root/etc/cni/net.d" "$root/opt/cni/bin" "$root/var/lib/kubelet"
 install -m 0644 "$record" "$root/etc/ballast/components.yaml"
+# The CNI manifests nodeup applies on control-plane nodes (nodeup/src/addons/), verified above.
+for manifest in "$work"/addons/*.yaml; do
+  [ -f "$manifest" ] || continue
+  install -D -m 0644 "$manifest" "$root/etc/ballast/addons/${manifest##*/}"
+done
 # --root works without a running systemd (a chroot, a DESTDIR) and on the build VM alike.
 systemctl --root="${root:-/}" enable nodeup.service containerd.service kubelet.service
 

@@ -132,3 +132,26 @@ ballast_sha256() {
 ballast_is_sha256() {
   printf '%s\n' "$1" | grep -Eq '^[0-9a-f]{64}$'
 }
+
+# ballast_addon_images FLAT MINOR: addon|image|reference|digest per pinned add-on image.
+ballast_addon_images() {
+  awk -F '\t' -v minor="$2" '
+    $1 == "releases" && $2 == minor && $3 == "addons" && $5 == "images" && NF == 8 {
+      key = $4 "|" $6
+      if (!(key in seen)) { seen[key] = 1; order[++n] = key }
+      field[key, $7] = $8
+    }
+    END { for (i = 1; i <= n; i++) printf "%s|%s|%s\n", order[i], field[order[i], "reference"], field[order[i], "digest"] }
+  ' "$1"
+}
+
+# ballast_addon_manifests FLAT MINOR: addon|url|sha256|format per add-on manifest (the CNIs').
+ballast_addon_manifests() {
+  awk -F '\t' -v minor="$2" '
+    $1 == "releases" && $2 == minor && $3 == "addons" && $5 == "manifest" && NF == 7 {
+      if (!($4 in seen)) { seen[$4] = 1; order[++n] = $4 }
+      field[$4, $6] = $7
+    }
+    END { for (i = 1; i <= n; i++) printf "%s|%s|%s|%s\n", order[i], field[order[i], "url"], field[order[i], "sha256"], field[order[i], "format"] }
+  ' "$1"
+}

@@ -403,8 +403,10 @@ pub struct ValidateArgs {
 pub enum ValidateWhat {
     /// Check every instance group's Auto Scaling Group has its minSize in service, every such instance's
     /// nodeup report says Configured with its group's current node spec, and etcd is healthy with every
-    /// member voting. Exit 0 when all pass, 6 when one fails (a check that cannot be made, AWS unreachable
-    /// say, fails with the reason).
+    /// member voting; once a control-plane report shows a running kubelet, also that the Kubernetes API
+    /// answers, every instance is a Ready Node and kube-system's pods run (otherwise `kubernetes API` says
+    /// why it was not checked). Exit 0 when all pass, 6 when one fails (a check that cannot be made, AWS
+    /// unreachable say, fails with the reason).
     Cluster(ValidateClusterArgs),
 }
 

@@ -9,10 +9,12 @@ use std::time::{Duration, Instant};
 use ballast_etcd::peers::Ec2Peers;
 use ballast_etcd::process::EtcdTls;
 use ballast_etcd::supervisor::{Supervisor as EtcdSupervisor, SupervisorConfig};
+use ballast_state::addon_report::AddonsReport;
 use ballast_state::node::{BootConfig, ControlPlaneSettings, NodeSpec};
 use ballast_state::report::{NodeReport, Phase, ServiceState, Step};
 use ballast_state::store::StateStore;
 
+use crate::addons::runner::AddonJob;
 use crate::cli::Cli;
 use crate::credentials::check_credentials;
 use crate::error::{BootConfigError, FailedService, NodeupError};
@@ -38,6 +40,8 @@ struct Run {
     etcd: Option<(SupervisorConfig, String)>,
     /// On a control-plane node: the node bootstrap service, serving until nodeup ends.
     bootstrap_service: Option<tokio::task::JoinHandle<()>>,
+    /// On a control-plane node: the add-on applier, started once configured (crate::addons).
+    addons: Option<AddonJob>,
 }
 
 impl Run {
@@ -63,6 +67,7 @@ pub async fn run(
         manager: None,
         etcd: None,
         bootstrap_service: None,
+        addons: None,
     };
     let result = configure(cli, &mut state).await;
     match &result {
@@ -90,7 +95,7 @@ pub async fn run(
         .as_ref()
         .map_or_else(|e| !e.exits_at_once(), |()| true);
     if stays_up && !cli.once {
-        stay_up(&mut state, result.is_ok()).await;
+        stay_up(&mut state, result.is_ok(), &cli.root).await;
         tracing::info!("terminating");
     }
     if let Some(manager) = state.manager.as_mut() {
@@ -103,7 +108,11 @@ pub async fn run(
 }
 
 /// Until SIGTERM: the services' supervisor ticks, and a configured control-plane node runs its etcd supervisor.
-async fn stay_up(state: &mut Run, configured: bool) {
+async fn stay_up(state: &mut Run, configured: bool, root: &Path) {
+    let addons = match (configured, state.addons.take()) {
+        (true, Some(job)) => Some(start_addon_applier(job, root, state)),
+        _ => None,
+    };
     let supervisor = match (configured, state.etcd.take(), &state.store) {
         (true, Some((config, region)), Some(store)) => {
             start_etcd_supervisor(config, &region, store.clone()).await
@@ -120,6 +129,27 @@ async fn stay_up(state: &mut Run, configured: bool) {
         }
         None => wait_for_termination(state.manager.as_mut()).await,
     }
+    if let Some(task) = addons {
+        task.abort();
+    }
+}
+
+/// The add-on applier in the background: it republishes the report with each new `addons` section.
+fn start_addon_applier(job: AddonJob, root: &Path, state: &Run) -> tokio::task::JoinHandle<()> {
+    let root = root.to_path_buf();
+    let report = state.report.clone();
+    let destination = state.store.clone().zip(state.cluster.clone());
+    tokio::spawn(job.run(move |section| {
+        let report = crate::addons::runner::with_addons(&report, section);
+        let root = root.clone();
+        let destination = destination.clone();
+        async move {
+            let remote = destination
+                .as_ref()
+                .map(|(store, cluster)| ReportDestination { store, cluster });
+            report::publish(&root, &report, remote).await;
+        }
+    }))
 }
 
 async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
@@ -187,6 +217,22 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
     if let Some(cp) = &spec.control_plane {
         let config = etcd_supervisor_config(cli, &boot, &identity, cp)?;
         state.etcd = Some((config, identity.region.clone()));
+    }
+
+    // 7. On a control-plane node, the add-on applier (it starts once the report is out, and waits for the API).
+    if let Some(cp) = &secrets.control_plane {
+        let job = AddonJob::new(
+            &cli.root,
+            spec.clone(),
+            &identity.local_ipv4,
+            &secrets.kubernetes_ca_cert,
+            &cp.kubernetes_ca_key,
+        );
+        state.report.addons = Some(AddonsReport::waiting(
+            &job.api_server,
+            &report::now_rfc3339(),
+        ));
+        state.addons = Some(job);
     }
     Ok(())
 }

@@ -23,6 +23,7 @@
 //! The modules' layers: [`model`] (the shared types and paths) imports nothing from the crate; the steps depend
 //! on it and never on [`boot`], which alone knows their order.
 
+pub mod addons;
 pub mod boot;
 pub mod bootstrap;
 pub mod cert_plan;

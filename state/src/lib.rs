@@ -14,6 +14,7 @@
 //!
 //! Everything but `store`, `registry` and `etcd` is pure: no I/O.
 
+pub mod addon_report;
 pub mod components;
 pub mod defaults;
 pub mod document;

@@ -126,6 +126,9 @@ pub struct NodeReport {
     pub errors: Vec<String>,
     /// The last lines of nodeup's log (never a secret: nodeup does not log them).
     pub log_tail: Vec<String>,
+    /// On a control-plane node: its add-on applier's progress (`crate::addon_report`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addons: Option<crate::addon_report::AddonsReport>,
 }
 
 impl NodeReport {
@@ -152,6 +155,7 @@ impl NodeReport {
             services: Vec::new(),
             errors: Vec::new(),
             log_tail: Vec::new(),
+            addons: None,
         }
     }
 

@@ -304,6 +304,43 @@ fn export_kubeconfig_is_read_by_kubectl(cluster: &Cluster) {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("cannot be revoked"));
+    // Bad input changes nothing: a negative duration, an unknown cluster, a kubeconfig that cannot be written.
+    let before = std::fs::read(&file).expect("read the kubeconfig");
+    cluster
+        .ballast()
+        .args(["export", "kubeconfig", "--admin=-5m", "--kubeconfig"])
+        .arg(&file)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--admin"));
+    cluster
+        .ballast()
+        .env_remove("BALLAST_CLUSTER_NAME")
+        .args([
+            "export",
+            "kubeconfig",
+            "nope.example.com",
+            "--admin",
+            "--kubeconfig",
+        ])
+        .arg(&file)
+        .assert()
+        .code(5)
+        .stderr(predicate::str::contains("nope.example.com"));
+    // Its parent is a regular file: no one, root included, can create it.
+    let unwritable = file.join("config");
+    cluster
+        .ballast()
+        .args(["export", "kubeconfig", "--admin", "--kubeconfig"])
+        .arg(&unwritable)
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(unwritable.display().to_string()));
+    assert_eq!(
+        std::fs::read(&file).expect("read the kubeconfig"),
+        before,
+        "a refused export leaves the existing kubeconfig untouched"
+    );
     cluster
         .ballast()
         .args(["export", "kubeconfig", "--admin=2h", "--kubeconfig"])
@@ -358,6 +395,30 @@ fn export_kubeconfig_is_read_by_kubectl(cluster: &Cluster) {
     let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()).expect("pem");
     let cert = pem.parse_x509().expect("x509");
     assert!(cert.subject().to_string().contains("O=system:masters"));
+    // The signature verifies against the cluster CA (as the API server will check it).
+    let ca_pem = {
+        use base64::Engine;
+        let data = view["clusters"][0]["cluster"]["certificate-authority-data"]
+            .as_str()
+            .expect("the cluster's CA");
+        base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .expect("base64")
+    };
+    std::fs::write(dir.path().join("ca.pem"), &ca_pem).expect("write the CA");
+    std::fs::write(dir.path().join("admin.pem"), &cert_pem).expect("write the certificate");
+    let verified = std::process::Command::new("openssl")
+        .args(["verify", "-CAfile"])
+        .arg(dir.path().join("ca.pem"))
+        .arg(dir.path().join("admin.pem"))
+        .output()
+        .expect("run openssl");
+    assert!(
+        verified.status.success(),
+        "openssl verify: {}{}",
+        String::from_utf8_lossy(&verified.stdout),
+        String::from_utf8_lossy(&verified.stderr)
+    );
     assert!(
         cert.issuer().to_string().contains("kubernetes-ca"),
         "{}",
@@ -820,7 +881,10 @@ async fn validate_names_what_is_missing_until_the_cluster_is_up() {
             cluster.name
         )))
         .stdout(predicate::str::contains("etcd was never bootstrapped"))
-        .stderr(predicate::str::contains("is not valid: 5 of 6 checks failed"));
+        .stdout(predicate::str::contains(
+            "kubernetes API                            ok       not checked: no control-plane instance has reported yet",
+        ))
+        .stderr(predicate::str::contains("is not valid: 5 of 7 checks failed"));
 
     // The groups are in service, but no instance reported and etcd never started.
     cluster
@@ -897,8 +961,9 @@ async fn validate_names_what_is_missing_until_the_cluster_is_up() {
         );
     }
     assert!(!checks["etcd"].0, "{checks:?}");
-    // 4 groups, 6 nodes, etcd, the state bucket.
-    assert_eq!(checks.len(), 4 + 6 + 1 + 1, "{checks:?}");
+    // 4 groups, 6 nodes, etcd, the state bucket, the Kubernetes API (not checked: no kubelet reported).
+    assert_eq!(checks.len(), 4 + 6 + 1 + 1 + 1, "{checks:?}");
+    assert!(checks["kubernetes API"].0, "{checks:?}");
 
     // Every node reports Configured, one of them with an older node spec.
     let store = StateStore::open(&cluster.state, StoreOptions::default())
@@ -1014,7 +1079,7 @@ async fn validate_names_what_is_missing_until_the_cluster_is_up() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(
-        stderr.contains("validate: 1 of 12 checks failing: etcd; checking again every 2s"),
+        stderr.contains("validate: 1 of 13 checks failing: etcd; checking again every 2s"),
         "{stderr}"
     );
     assert!(stderr.contains("is valid"), "{stderr}");

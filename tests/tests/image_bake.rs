@@ -359,6 +359,31 @@ fn the_real_manifest_is_refused_until_a_maintainer_pins_it() {
                 );
             }
         }
+        // The add-ons too: every unpinned image and manifest, and the steps not built yet, named.
+        for (name, addon) in &release.addons {
+            for image in addon.images.values() {
+                assert!(
+                    report.contains(&format!(
+                        "add-on {name}: image {} digest is unpinned: refusing an unpinned image",
+                        image.reference
+                    )),
+                    "{report}"
+                );
+            }
+        }
+        assert!(report.contains("add-on cilium: its manifest is a Helm chart; rendering it at bake time is not built yet"), "{report}");
+        assert!(
+            report.contains(
+                "add-on calico: manifest sha256 is unpinned: refusing an unverified manifest"
+            ),
+            "{report}"
+        );
+        assert!(
+            report.contains(
+                "add-on images: baking them into containerd's image store is not built yet"
+            ),
+            "{report}"
+        );
         let written: Vec<_> = std::fs::read_dir(&image_root).expect("root").collect();
         assert!(
             written.is_empty(),
@@ -385,6 +410,24 @@ fn rust_plan(manifest: &ComponentManifest, minor: &str) -> Vec<String> {
         ));
         for (from, to) in &c.files {
             lines.push(format!("file|{name}|{from}|{to}"));
+        }
+    }
+    for (name, addon) in &release.addons {
+        for (image, pinned) in &addon.images {
+            lines.push(format!(
+                "addon-image|{name}|{image}|{}|{}",
+                pinned.reference, pinned.digest
+            ));
+        }
+        if let Some(m) = &addon.manifest {
+            let format = match m.format {
+                ballast_state::components::ManifestFormat::Yaml => "yaml",
+                ballast_state::components::ManifestFormat::HelmChart => "helm-chart",
+            };
+            lines.push(format!(
+                "addon-manifest|{name}|{}|{}|{format}",
+                m.url, m.sha256
+            ));
         }
     }
     lines.sort();

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use ballast_e2e::localcloud::LocalCloud;
+use ballast_state::addon_report::AddonsState;
 use ballast_state::layout::ClusterPaths;
 use ballast_state::report::{NodeReport, Phase, ServiceState};
 use ballast_state::report_signature;
@@ -145,6 +146,16 @@ async fn every_instance_of_a_new_cluster_reports_configured() {
         roles.push(role);
         match role {
             Role::ControlPlane => {
+                // The add-on applier is waiting for an API server the local cloud cannot run, and says so.
+                let addons = report
+                    .addons
+                    .as_ref()
+                    .expect("a control plane reports its add-ons");
+                assert_eq!(addons.state, AddonsState::WaitingForApi, "{addons:?}");
+                assert_eq!(
+                    addons.api_server,
+                    format!("https://{}:443", record.private_ip)
+                );
                 assert!(root
                     .join("etc/kubernetes/manifests/kube-apiserver.yaml")
                     .is_file());
@@ -161,6 +172,10 @@ async fn every_instance_of_a_new_cluster_reports_configured() {
                 );
             }
             Role::Node => {
+                assert_eq!(
+                    report.addons, None,
+                    "only control-plane nodes apply add-ons"
+                );
                 // Its kubelet certificate came from the control plane's bootstrap service (docs/node-identity.md):
                 // no bootstrap token on the node.
                 assert!(root

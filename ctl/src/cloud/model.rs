@@ -282,6 +282,9 @@ fn security_groups(
         ));
     }
     control_plane.extend(ssh.iter().cloned());
+    if let Some(networking) = spec.networking {
+        control_plane.extend(super::cni::cni_control_plane_rules(networking));
+    }
     let mut nodes = vec![
         rule("-1", -1, -1, Source::Group(Role::Node)),
         rule("-1", -1, -1, Source::Group(Role::ControlPlane)),
@@ -354,12 +357,24 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
     }
     let nodes = serde_json::json!({"Version": "2012-10-17", "Statement": node_statements});
     let kms = state_kms_statement(completed);
+    // What the CNI needs on every instance (super::cni): nothing unless it is amazon-vpc.
+    let cni: Vec<serde_json::Value> = spec
+        .networking
+        .into_iter()
+        .flat_map(|n| {
+            [
+                super::cni::cni_iam_statement(n),
+                super::cni::cni_tagging_statement(n),
+            ]
+        })
+        .flatten()
+        .collect();
     [(Role::ControlPlane, control_plane), (Role::Node, nodes)]
         .into_iter()
         .map(|(role, mut policy)| {
-            if let (Some(statement), Some(statements)) = (&kms, policy["Statement"].as_array_mut())
-            {
-                statements.push(statement.clone());
+            if let Some(statements) = policy["Statement"].as_array_mut() {
+                statements.extend(kms.iter().cloned());
+                statements.extend(cni.iter().cloned());
             }
             (role, policy)
         })

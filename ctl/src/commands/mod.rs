@@ -11,6 +11,8 @@ pub(crate) mod nodes;
 mod rolling_update;
 mod update;
 mod validate;
+mod validate_kube;
+mod validate_kube_run;
 
 use std::path::Path;
 

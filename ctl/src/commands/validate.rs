@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use super::etcd::expected_members;
 use super::nodes::{read_reports, untrusted_reason, NodeSpecs, ReportRead, SpecState};
+use super::validate_kube_run::{kubernetes_checks, KubeInputs};
 use super::{require_cluster, Context};
 use crate::cli::{OutputFormat, ValidateArgs, ValidateWhat};
 use crate::cloud::aws::{auto_scaling_groups, cluster_instances};
@@ -142,6 +143,8 @@ async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) 
     let mut checks = Vec::new();
     // The control-plane instances in service, to hold etcd's reported members against (None: unknown).
     let mut control_plane: Option<BTreeSet<String>> = None;
+    // What the Kubernetes checks need of the instances (None: the groups could not be read).
+    let mut kube_inputs: Option<KubeInputs> = None;
 
     // (a) and (b): each group's Auto Scaling Group, and the reports of its instances in service.
     let resource_names: Vec<String> = completed
@@ -157,6 +160,7 @@ async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) 
         }),
         Ok(found) => {
             let node_names = node_names(cloud, &name, &mut checks).await;
+            let kube_inputs = kube_inputs.get_or_insert_with(KubeInputs::default);
             let mut node_specs = NodeSpecs::new(store, &paths);
             for (ig, resource) in completed.instance_groups.iter().zip(&resource_names) {
                 let group = &ig.metadata.name;
@@ -221,8 +225,26 @@ async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) 
                         (Err(e), _) => Err(e.to_string()),
                         (_, Err(e)) => Err(e.clone()),
                     };
-                    let (ok, reason) = judged
+                    let (ok, mut reason) = judged
                         .unwrap_or_else(|e| (false, format!("cannot read the state store: {e}")));
+                    let mut private_ip = None;
+                    if let Ok(reports) = &reports {
+                        if let Some(ReportRead::Found(report)) = reports.get(id) {
+                            // A control-plane node's add-on applier, shown (not judged: docs/addons.md).
+                            if let Some(addons) = &report.addons {
+                                reason.push_str(&format!("; add-ons: {}", addons.summary()));
+                            }
+                            if ig.spec.role == Role::ControlPlane {
+                                kube_inputs
+                                    .control_plane
+                                    .push((id.to_string(), (**report).clone()));
+                            }
+                            private_ip = report.private_ip.clone();
+                        }
+                    }
+                    kube_inputs
+                        .in_service
+                        .insert(id.to_string(), (group.clone(), private_ip));
                     checks.push(Check {
                         name: format!("node {id} ({group})"),
                         ok,
@@ -239,6 +261,12 @@ async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) 
     // (d) the state bucket that holds the cluster's keys.
     if let Some(check) = bucket_check(store, completed).await {
         checks.push(check);
+    }
+    // (e) Kubernetes, when the instances could be read (validate_kube says when the API is expected).
+    if let Some(inputs) = &kube_inputs {
+        for (name, ok, reason) in kubernetes_checks(cloud, store, completed, inputs).await {
+            checks.push(Check { name, ok, reason });
+        }
     }
     Validation {
         cluster: name,

@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::addons::Addon;
 use super::validation::shell_subset_problems;
 use super::{MANIFEST_SOURCE, MANIFEST_YAML, UNPINNED};
 
@@ -26,6 +27,10 @@ pub struct Release {
     /// The full Kubernetes version the image carries for this minor: `1.33.4`.
     pub kubernetes: String,
     pub components: BTreeMap<String, Component>,
+    /// The cluster add-ons of this release (CoreDNS, kube-proxy, the cloud controller manager, each CNI). Empty
+    /// only in test manifests: the embedded manifest pins every add-on (see [`super::addons`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub addons: BTreeMap<String, Addon>,
 }
 
 /// One pinned artifact and what is installed from it.
@@ -163,6 +168,29 @@ impl ComponentManifest {
                 problems,
             })
         }
+    }
+
+    /// Every `minor/addon/image` digest and `minor/addon/manifest` sha256 still `unpinned`: the bake refuses
+    /// each of them.
+    pub fn unpinned_addons(&self) -> Vec<String> {
+        let mut unpinned = Vec::new();
+        for (minor, release) in &self.releases {
+            for (name, addon) in &release.addons {
+                for (image, pinned) in &addon.images {
+                    if pinned.digest == super::addons::ImageDigest::Unpinned {
+                        unpinned.push(format!("{minor}/{name}/{image}"));
+                    }
+                }
+                if addon
+                    .manifest
+                    .as_ref()
+                    .is_some_and(|m| m.sha256 == Sha256::Unpinned)
+                {
+                    unpinned.push(format!("{minor}/{name}/manifest"));
+                }
+            }
+        }
+        unpinned
     }
 
     /// Every `minor/component` whose sha256 is still `unpinned`.

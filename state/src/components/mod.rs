@@ -9,11 +9,13 @@
 //! Pure: no I/O. The shell side (`images/lib.sh`) reads the same manifest with a small awk parser, which is why
 //! [`ComponentManifest::parse`] also refuses YAML that parser cannot read (lists, flow style, anchors, ...).
 
+pub mod addons;
 mod image;
 mod lookup;
 mod manifest;
 mod validation;
 
+pub use addons::{Addon, AddonManifest, ImageDigest, ManifestFormat, PinnedImage};
 pub use image::{
     ImageComponents, ImageMismatch, ImageRecordError, InstalledComponent, InstalledFile,
 };

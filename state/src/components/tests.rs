@@ -353,3 +353,105 @@ fn a_record_of_another_kind_is_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn the_embedded_manifest_pins_every_addon_and_invents_no_digest() {
+    let manifest = embedded();
+    for (minor, release) in &manifest.releases {
+        let names: BTreeSet<&str> = release.addons.keys().map(String::as_str).collect();
+        assert_eq!(names, addons::ADDONS.into_iter().collect(), "{minor}");
+        // kube-proxy runs the release's own Kubernetes version.
+        assert_eq!(
+            release.addons[addons::KUBE_PROXY].version,
+            release.kubernetes
+        );
+        for networking in [
+            crate::spec::Networking::AmazonVpc,
+            crate::spec::Networking::Cilium,
+            crate::spec::Networking::Calico,
+        ] {
+            let cni = &release.addons[addons::cni_addon(networking)];
+            assert!(cni.manifest.is_some(), "{minor}: {networking:?}");
+        }
+    }
+    // Nothing could be downloaded where the manifest was written: no digest and no manifest hash is pinned.
+    let every_pin = manifest
+        .releases
+        .values()
+        .flat_map(|r| r.addons.values())
+        .map(|a| a.images.len() + usize::from(a.manifest.is_some()))
+        .sum::<usize>();
+    assert_eq!(manifest.unpinned_addons().len(), every_pin);
+    assert!(manifest
+        .unpinned_addons()
+        .contains(&"1.33/calico/manifest".to_string()));
+    let image = &manifest.releases["1.33"].addons[addons::COREDNS].images[addons::COREDNS];
+    assert_eq!(image.pinned_reference(), None);
+}
+
+#[test]
+fn an_image_digest_is_pinned_or_explicitly_unpinned() {
+    let hex = "ab".repeat(32);
+    let pinned = ImageDigest::try_from(format!("sha256:{hex}")).expect("pinned");
+    assert_eq!(pinned.to_string(), format!("sha256:{hex}"));
+    let image = PinnedImage {
+        reference: "registry.k8s.io/coredns/coredns:v1.12.0".into(),
+        digest: pinned,
+    };
+    assert_eq!(
+        image.pinned_reference().as_deref(),
+        Some(format!("registry.k8s.io/coredns/coredns:v1.12.0@sha256:{hex}").as_str())
+    );
+    for bad in [hex.clone(), "sha256:abc".into(), format!("sha512:{hex}")] {
+        let err = ImageDigest::try_from(bad.clone()).expect_err(&bad);
+        assert!(err.contains("is not an image digest"), "{err}");
+    }
+}
+
+#[test]
+fn addon_rules_are_reported_at_once() {
+    // The small manifest with a broken add-on section: every problem named with its path.
+    let text = format!(
+        "{SMALL}    addons:
+      coredns:
+        version: v1.12.0
+        images:
+          other:
+            reference: coredns:latest
+            digest: unpinned
+      calico:
+        version: 3.30.2
+        images:
+          node:
+            reference: quay.io/calico/node:v3.30.2
+            digest: unpinned
+      flannel:
+        version: 0.26.0
+        manifest:
+          url: http://example.invalid/flannel.yaml
+          sha256: unpinned
+          format: yaml
+        images:
+          flannel:
+            reference: docker.io/flannel/flannel:v0.26.0@sha256:{}
+            digest: unpinned
+",
+        "0".repeat(64)
+    );
+    let problems = problems_of(&text);
+    let expected = [
+        "releases.\"1.33\".addons: kube-proxy is missing",
+        "releases.\"1.33\".addons.coredns.version: \"v1.12.0\" must be a version without a leading v",
+        "releases.\"1.33\".addons.coredns.images: Ballast's objects run the image named \"coredns\", which is missing",
+        "releases.\"1.33\".addons.coredns.images.other.reference: \"coredns:latest\" must be registry/repository:tag",
+        "releases.\"1.33\".addons.calico.manifest: a CNI is installed from its upstream manifest",
+        "releases.\"1.33\".addons.flannel: unknown add-on",
+        "releases.\"1.33\".addons.flannel.images.flannel.reference:",
+    ];
+    for want in expected {
+        assert!(
+            problems.iter().any(|p| p.contains(want)),
+            "missing {want:?} in {problems:#?}"
+        );
+    }
+}

@@ -58,6 +58,7 @@ fn release_problems(minor: &str, release: &Release, problems: &mut Vec<String>) 
             problems.push(format!("{at}.components: {name} is missing"));
         }
     }
+    super::addons::addon_problems(&at, &release.addons, problems);
     let mut destinations: BTreeMap<&str, &str> = BTreeMap::new();
     for (name, component) in &release.components {
         let at = format!("{at}.components.{name}");

@@ -69,9 +69,20 @@ impl Rule {
 fn rule_key(protocol: &str, from: i32, to: i32, source: &str) -> String {
     if protocol == "-1" {
         format!("all from {source}")
-    } else {
+    } else if carries_ports(protocol) {
         format!("{protocol} {from}-{to} from {source}")
+    } else {
+        // IP-in-IP (4) and the like: EC2 ignores ports for them and reports none.
+        format!("protocol {protocol} from {source}")
     }
+}
+
+/// Whether a rule of this protocol has a port range (or ICMP type range) that EC2 keeps.
+fn carries_ports(protocol: &str) -> bool {
+    matches!(
+        protocol,
+        "tcp" | "udp" | "icmp" | "icmpv6" | "6" | "17" | "1" | "58"
+    )
 }
 
 /// An actual permission split into one rule per source.
@@ -292,7 +303,7 @@ fn wanted_key(rule: &IngressRule, known: &Known) -> String {
 /// The permission that authorizes a wanted rule.
 fn permission(rule: &IngressRule, known: &Known) -> ec2::IpPermission {
     let mut permission = ec2::IpPermission::builder().ip_protocol(&rule.protocol);
-    if rule.protocol != "-1" {
+    if carries_ports(&rule.protocol) {
         permission = permission.from_port(rule.from_port).to_port(rule.to_port);
     }
     match &rule.source {

@@ -1,0 +1,195 @@
+//! The add-on set of a node spec (pure): which add-ons its release and networking install, at which versions,
+//! and every object to apply, in apply order.
+
+use std::collections::BTreeMap;
+
+use ballast_state::components::addons::{
+    self as pins, cni_addon, cni_replaces_kube_proxy, AWS_CLOUD_CONTROLLER_MANAGER, COREDNS,
+    KUBE_PROXY,
+};
+use ballast_state::components::{Addon, Release};
+use ballast_state::node::NodeSpec;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::{cni, objects, AddonError, AddonObject};
+
+/// Certificate rotation's binding belongs to no upstream add-on; it is named this in the report.
+pub const NODE_RBAC: &str = "node-rbac";
+
+/// What a control-plane node applies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AddonSet {
+    /// Add-on -> its pinned version (`node-rbac` carries the release's Kubernetes version).
+    pub versions: BTreeMap<String, String>,
+    /// In apply order: namespaces and CRDs, then RBAC and accounts, then configuration, then workloads.
+    pub objects: Vec<AddonObject>,
+}
+
+impl AddonSet {
+    /// sha256 over every object's hash, in order: equal sets, equal hashes.
+    pub fn sha256(&self) -> String {
+        let mut hasher = Sha256::new();
+        for object in &self.objects {
+            hasher.update(object.content_sha256().as_bytes());
+            hasher.update(b"\n");
+        }
+        hex::encode(hasher.finalize())
+    }
+}
+
+/// The add-on set for `spec` from its release's pins. `cni_manifest` is the text of the CNI's baked manifest
+/// (`None` when the image does not carry it: an error naming where it should be).
+pub fn render(
+    spec: &NodeSpec,
+    release: &Release,
+    minor: &str,
+    cni_manifest: Option<&str>,
+) -> Result<AddonSet, AddonError> {
+    let addon = |name: &str| -> Result<&Addon, AddonError> {
+        release
+            .addons
+            .get(name)
+            .ok_or_else(|| AddonError::AddonNotPinned {
+                addon: name.to_string(),
+                minor: minor.to_string(),
+            })
+    };
+    let image = |name: &str| -> Result<String, AddonError> {
+        let pinned = addon(name)?
+            .images
+            .get(name)
+            .ok_or_else(|| AddonError::AddonNotPinned {
+                addon: name.to_string(),
+                minor: minor.to_string(),
+            })?;
+        pinned
+            .pinned_reference()
+            .ok_or_else(|| AddonError::ImageUnpinned {
+                addon: name.to_string(),
+                image: name.to_string(),
+                reference: pinned.reference.clone(),
+            })
+    };
+    let mut versions = BTreeMap::from([(NODE_RBAC.to_string(), release.kubernetes.clone())]);
+    let mut out = Vec::new();
+    push(
+        &mut out,
+        NODE_RBAC,
+        &objects::certificate_rotation_binding(),
+    )?;
+
+    let cni_name = cni_addon(spec.networking);
+    let cni = addon(cni_name)?;
+    let text = cni_manifest.ok_or_else(|| AddonError::ManifestMissing {
+        addon: cni_name.to_string(),
+        path: pins::baked_manifest_path(cni_name),
+    })?;
+    out.extend(cni::parse(cni_name, text, &cni.images)?);
+    versions.insert(cni_name.to_string(), cni.version.clone());
+
+    if !cni_replaces_kube_proxy(spec.networking) {
+        let proxy = objects::kube_proxy(spec, &image(KUBE_PROXY)?);
+        push(&mut out, KUBE_PROXY, &proxy.service_account)?;
+        push(&mut out, KUBE_PROXY, &proxy.binding)?;
+        push(&mut out, KUBE_PROXY, &proxy.config)?;
+        push(&mut out, KUBE_PROXY, &proxy.daemon_set)?;
+        versions.insert(KUBE_PROXY.to_string(), addon(KUBE_PROXY)?.version.clone());
+    }
+
+    let dns = objects::coredns(spec, &image(COREDNS)?);
+    push(&mut out, COREDNS, &dns.service_account)?;
+    push(&mut out, COREDNS, &dns.cluster_role)?;
+    push(&mut out, COREDNS, &dns.binding)?;
+    push(&mut out, COREDNS, &dns.config)?;
+    push(&mut out, COREDNS, &dns.deployment)?;
+    push(&mut out, COREDNS, &dns.service)?;
+    versions.insert(COREDNS.to_string(), addon(COREDNS)?.version.clone());
+
+    let ccm = objects::cloud_controller_manager(spec, &image(AWS_CLOUD_CONTROLLER_MANAGER)?);
+    push(&mut out, AWS_CLOUD_CONTROLLER_MANAGER, &ccm.service_account)?;
+    push(&mut out, AWS_CLOUD_CONTROLLER_MANAGER, &ccm.cluster_role)?;
+    push(&mut out, AWS_CLOUD_CONTROLLER_MANAGER, &ccm.binding)?;
+    push(
+        &mut out,
+        AWS_CLOUD_CONTROLLER_MANAGER,
+        &ccm.authentication_reader,
+    )?;
+    push(&mut out, AWS_CLOUD_CONTROLLER_MANAGER, &ccm.daemon_set)?;
+    versions.insert(
+        AWS_CLOUD_CONTROLLER_MANAGER.to_string(),
+        addon(AWS_CLOUD_CONTROLLER_MANAGER)?.version.clone(),
+    );
+
+    // A stable sort: within a rank, the add-ons' own order stays.
+    out.sort_by_key(|o| apply_rank(o.kind()));
+    Ok(AddonSet {
+        versions,
+        objects: out,
+    })
+}
+
+fn push<T: Serialize + k8s_openapi::Resource>(
+    out: &mut Vec<AddonObject>,
+    addon: &str,
+    object: &T,
+) -> Result<(), AddonError> {
+    let value = serde_json::to_value(object).map_err(|source| AddonError::Serialize {
+        addon: addon.to_string(),
+        object: T::KIND.to_string(),
+        source,
+    })?;
+    out.push(AddonObject::new(addon, value));
+    Ok(())
+}
+
+/// What must exist before what: a namespace before what lives in it, a CRD before its objects, an account and
+/// its permissions before the pods that use them.
+fn apply_rank(kind: &str) -> u8 {
+    match kind {
+        "Namespace" => 0,
+        "CustomResourceDefinition" => 1,
+        "PriorityClass" | "StorageClass" => 2,
+        "ServiceAccount" => 3,
+        "ClusterRole" | "Role" => 4,
+        "ClusterRoleBinding" | "RoleBinding" => 5,
+        "ConfigMap" | "Secret" => 6,
+        "Service" => 7,
+        "DaemonSet" | "Deployment" | "StatefulSet" | "Job" => 9,
+        _ => 8,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn apply_order_puts_definitions_before_their_users() {
+        let kinds = [
+            "Deployment",
+            "ConfigMap",
+            "ClusterRoleBinding",
+            "Namespace",
+            "ServiceAccount",
+            "CustomResourceDefinition",
+            "ClusterRole",
+            "PodDisruptionBudget",
+        ];
+        let mut sorted = kinds.to_vec();
+        sorted.sort_by_key(|k| apply_rank(k));
+        assert_eq!(
+            sorted,
+            [
+                "Namespace",
+                "CustomResourceDefinition",
+                "ServiceAccount",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "ConfigMap",
+                "PodDisruptionBudget",
+                "Deployment"
+            ]
+        );
+    }
+}
