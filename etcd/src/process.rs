@@ -113,6 +113,21 @@ impl LocalState {
     fn seeded_file(&self) -> PathBuf {
         self.dir.join("seeded")
     }
+    fn member_file(&self) -> PathBuf {
+        self.dir.join("member")
+    }
+
+    /// The etcd member the data belongs to (hex, as etcdctl shows it), once recorded.
+    pub fn member_id(&self) -> Option<u64> {
+        let text = std::fs::read_to_string(self.member_file()).ok()?;
+        u64::from_str_radix(text.trim(), 16).ok()
+    }
+
+    /// Records the member the data belongs to: it travels with the data (on a member's volume) to a new instance.
+    pub fn set_member_id(&self, id: u64) -> Result<(), ProcessError> {
+        std::fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
+        write_durably(&self.member_file(), format!("{id:x}\n").as_bytes())
+    }
 
     /// etcd's data dir holds a member.
     pub fn has_member_data(&self) -> bool {
@@ -159,6 +174,12 @@ impl LocalState {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(io(&data)(e)),
+        }
+        let member = self.member_file();
+        match std::fs::remove_file(&member) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(&member)(e)),
         }
         let epoch = self.epoch_file();
         match std::fs::remove_file(&epoch) {

@@ -57,6 +57,9 @@ pub struct SupervisorConfig {
     pub publish_interval: Duration,
     /// Timeout of one etcd request while observing.
     pub request_timeout: Duration,
+    /// The state dir is this member's own EBS volume, re-attached by a replacement instance: gone members are
+    /// not removed by the leader, and a member keeps its ID across instances (`decide/volume.rs`).
+    pub member_volume: bool,
 }
 
 impl SupervisorConfig {
@@ -81,6 +84,7 @@ impl SupervisorConfig {
             steady_interval: Duration::from_secs(2),
             publish_interval: Duration::from_secs(10),
             request_timeout: Duration::from_secs(2),
+            member_volume: false,
         }
     }
 
@@ -333,6 +337,9 @@ impl Supervisor {
                 .await
                 .map(|()| None),
             Step::Backup => self.scheduled_backup().await.map(|()| None),
+            Step::UpdatePeerUrl { member_id, .. } => {
+                self.update_peer_url(*member_id).await.map(|()| None)
+            }
         }
     }
 

@@ -88,10 +88,18 @@ impl Supervisor {
                 self.local.set_seeded(record.record.epoch)?;
             }
         }
+        // The member the data belongs to travels with it (a re-attached volume): recorded once etcd answers on it.
+        if let LocalEtcd::Running(st) = local_etcd {
+            if has_member_data && st.member_id != 0 && self.local.member_id() != Some(st.member_id)
+            {
+                self.local.set_member_id(st.member_id)?;
+            }
+        }
         let local_data = LocalData {
             present: has_member_data || (running && self.local.epoch().is_some()),
             epoch: self.local.epoch(),
             seeded_epoch: self.local.seeded_epoch(),
+            member_id: has_member_data.then(|| self.local.member_id()).flatten(),
         };
         let (_, now_unix) = now_stamp();
         let (reports, epoch_backup_revision) = if cluster.is_none() && !local_data.present {
@@ -121,6 +129,7 @@ impl Supervisor {
             epoch_backup_revision,
             now_unix,
             backup_due,
+            member_volume: self.config.member_volume,
         })
     }
 
