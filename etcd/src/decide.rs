@@ -48,11 +48,15 @@ pub fn quorum(voters: usize) -> usize {
 pub struct Me {
     pub instance_id: String,
     pub ip: String,
+    /// The member's stable peer name (`etcd-<member>.internal.<cluster>`, `hosts`) when its data lives on the
+    /// member's volume: the peer URL is then by name, so it survives the instance. `None`: by IP.
+    pub peer_name: Option<String>,
 }
 
 impl Me {
+    /// The peer URL this instance's member advertises: by name when it has one, else by IP.
     pub fn peer_url(&self) -> String {
-        peer_url(&self.ip)
+        peer_url(self.peer_name.as_deref().unwrap_or(&self.ip))
     }
     pub fn client_url(&self) -> String {
         client_url(&self.ip)
@@ -101,6 +105,8 @@ pub struct MemberView {
     /// The instance id of a started member; empty for a member added but never started.
     pub name: String,
     pub peer_url: String,
+    /// Its first client URL (empty for a member never started): always an IP, so clients need no name.
+    pub client_url: String,
     pub is_learner: bool,
     /// What it answered, when it answered.
     pub status: Option<MemberStatus>,
@@ -153,7 +159,13 @@ impl ClusterView {
     pub fn voter_endpoints(&self) -> Vec<String> {
         self.voters()
             .filter(|m| m.status.is_some())
-            .map(|m| client_url(url_host(&m.peer_url)))
+            .map(|m| {
+                if m.client_url.is_empty() {
+                    client_url(url_host(&m.peer_url))
+                } else {
+                    m.client_url.clone()
+                }
+            })
             .collect()
     }
 }
@@ -185,6 +197,8 @@ pub struct Observation {
     /// Each member's data lives on its own EBS volume, which a replacement instance re-attaches: a member whose
     /// instance is gone comes back with its data, so the leader does not remove it (`decide/volume.rs`).
     pub member_volume: bool,
+    /// Peer names and the private IPs they resolve to on this node now (`hosts`); empty when peer URLs are IPs.
+    pub peer_hosts: BTreeMap<String, String>,
 }
 
 /// A published report older than this is not trusted to say "no data here".
@@ -198,6 +212,12 @@ pub const REPORT_FRESHNESS_SECS: i64 = 30;
 pub const UNLISTED_GRACE: Duration = Duration::from_secs(300);
 
 impl Observation {
+    /// The IP a peer URL reaches from here: its host, or for a peer name the address it resolves to now.
+    pub fn peer_ip<'a>(&'a self, url: &'a str) -> &'a str {
+        let host = url_host(url);
+        self.peer_hosts.get(host).map_or(host, String::as_str)
+    }
+
     /// The instance behind a member: by name (instance id) when started, else by its peer URL's IP (an alive
     /// instance first).
     pub fn instance_of(&self, member: &MemberView) -> Option<&PeerInstance> {
@@ -206,7 +226,7 @@ impl Observation {
                 return Some(i);
             }
         }
-        let ip = url_host(&member.peer_url);
+        let ip = self.peer_ip(&member.peer_url);
         let mut matching: Vec<&PeerInstance> = self
             .instances
             .iter()

@@ -84,7 +84,10 @@ pub enum StartMode {
 #[derive(Debug, Clone)]
 pub struct StartSpec {
     pub name: String,
+    /// Where etcd listens (client and peer ports).
     pub ip: String,
+    /// The peer URL it advertises: by name on member volumes (`hosts`), else on `ip`.
+    pub peer_url: String,
     /// `name=peer-url` pairs.
     pub initial_cluster: Vec<(String, String)>,
     pub token: String,
@@ -250,10 +253,7 @@ impl LocalState {
             .arg(format!("--data-dir={}", data_dir.display()))
             .arg(format!("--initial-cluster={}", initial_cluster_arg(spec)))
             .arg(format!("--initial-cluster-token={}", spec.token))
-            .arg(format!(
-                "--initial-advertise-peer-urls={}",
-                crate::decide::peer_url(&spec.ip)
-            ))
+            .arg(format!("--initial-advertise-peer-urls={}", spec.peer_url))
             .stdin(Stdio::null())
             .output()
             .await
@@ -354,7 +354,7 @@ impl EtcdProcess {
             .arg(format!("--listen-client-urls={client}"))
             .arg(format!("--advertise-client-urls={client}"))
             .arg(format!("--listen-peer-urls={peer}"))
-            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={}", spec.peer_url))
             .arg(format!("--initial-cluster={}", initial_cluster_arg(spec)))
             .arg(format!("--initial-cluster-token={}", spec.token))
             .arg(format!(

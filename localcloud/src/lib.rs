@@ -19,6 +19,7 @@ mod commands;
 pub mod emulator;
 pub mod error;
 pub mod imds;
+pub mod namespace;
 pub mod process;
 pub mod runner;
 pub mod state;

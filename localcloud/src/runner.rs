@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use aws_sdk_ec2::types::{Filter, Instance, InstanceAttributeName};
 
 use crate::imds::{CredentialIssuer, ImdsServer, InstanceMetadata, InstanceProfileRef};
+use crate::namespace;
 use crate::process::{kill_group, ProcessRecord, Spawner};
 use crate::state::{now_rfc3339, AccessKey, InstanceRecord, StateDir};
 use crate::volumes::{self, Attached};
@@ -530,6 +531,7 @@ async fn boot_inner(ctx: &Context, instance: &Instance, owner: &str) -> Result<B
     // started instance keeps its root, like an EBS root volume.
     let root = options.state.instance_root(&id);
     std::fs::create_dir_all(&root).map_err(files(root.clone()))?;
+    namespace::prepare_instance_root(&root).map_err(files(root.clone()))?;
     let log_path = options.state.instance_log(&id);
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -556,6 +558,8 @@ async fn boot_inner(ctx: &Context, instance: &Instance, owner: &str) -> Result<B
         .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.endpoint())
         .env("AWS_ENDPOINT_URL", &options.endpoint)
         .env("AWS_REGION", &options.region);
+    let hosts = namespace::hosts_file(&root);
+    namespace::with_own_hosts(&mut cmd, &hosts).map_err(files(hosts))?;
     for passthrough in ["RUST_LOG", "RUST_BACKTRACE"] {
         if let Some(v) = std::env::var_os(passthrough) {
             cmd.env(passthrough, v);

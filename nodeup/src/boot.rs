@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use ballast_etcd::peers::Ec2Peers;
 use ballast_etcd::process::EtcdTls;
-use ballast_etcd::supervisor::{Supervisor as EtcdSupervisor, SupervisorConfig};
+use ballast_etcd::supervisor::{PeerNames, Supervisor as EtcdSupervisor, SupervisorConfig};
 use ballast_state::node::{BootConfig, ControlPlaneSettings, NodeSpec};
 use ballast_state::report::{NodeReport, Phase, ServiceState, Step};
 use ballast_state::store::StateStore;
@@ -409,6 +409,14 @@ fn etcd_supervisor_config(
     config.etcd_binary = etcd_binary;
     config.etcdctl_binary = etcdctl_binary;
     config.member_volume = cli.etcd_data == EtcdData::Volume;
+    // On its volume the member is the volume's, not the instance's: its peer URL is its stable name, resolved
+    // through `<root>/etc/hosts`, which the supervisor keeps current from EC2 (`ballast_etcd::hosts`).
+    if config.member_volume {
+        config.peer_names = Some(PeerNames {
+            member: cp.etcd.member_name.clone(),
+            hosts_file: write::under_root(&cli.root, "/etc/hosts"),
+        });
+    }
     Ok(config)
 }
 

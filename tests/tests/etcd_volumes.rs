@@ -5,7 +5,8 @@
 //!   group, in the group's zone, attached to the group's instance, with etcd's data on it;
 //! - the control-plane role cannot attach another cluster's volume (the emulator's IAM answers AccessDenied);
 //! - a terminated control-plane instance's replacement re-attaches the member's volume: same member ID, every
-//!   key, the peer URL moved by the supervisor (MemberUpdate, never remove/add), the volume not formatted again;
+//!   key, the same peer URL (by name, now resolving to the replacement; never remove/add), the volume not
+//!   formatted again;
 //! - `delete cluster --yes` deletes the volumes with the cluster.
 //!
 //! The local cloud's volumes are directories bind-mounted into instance roots (`docs/local-cloud.md`): what is
@@ -282,7 +283,7 @@ async fn each_member_keeps_its_data_on_its_own_encrypted_volume() {
         .expect("DeleteVolume (admin)");
 
     // One control-plane instance terminated: its replacement re-attaches the volume, and the member keeps its
-    // ID and data; the supervisor moves its peer URL (no remove, no add).
+    // ID and data at the same peer URL, by name (no remove, no add, no member update).
     write_keys(&cloud, "before", 200).await;
     let before = members(&cloud).await;
     let victim = live[1].clone();
@@ -337,11 +338,24 @@ async fn each_member_keeps_its_data_on_its_own_encrypted_volume() {
     assert!(settled.voters.contains(&replacement.instance_id));
     let (name, peer_urls) = &after[&victim_member];
     assert_eq!(name, &replacement.instance_id);
+    // Peer URLs by name: the member's URL names its volume's member, never an instance, so it did not change;
+    // the name now resolves (the replacement's own /etc/hosts) to the replacement.
+    let victim_member_name = volumes
+        .iter()
+        .find(|(_, v)| v.volume_id() == Some(victim_volume.as_str()))
+        .map(|(m, _)| m.clone())
+        .expect("the victim volume's member");
+    let peer_name = format!("etcd-{victim_member_name}.internal.{CLUSTER}");
+    assert_eq!(peer_urls, &vec![format!("https://{peer_name}:2380")]);
+    assert_eq!(&before[&victim_member].1, peer_urls, "the peer URL changed");
+    let hosts = std::fs::read_to_string(replacement.root.join("etc/hosts"))
+        .expect("the replacement's /etc/hosts");
     assert!(
-        peer_urls
-            .iter()
-            .any(|u| u.contains(&replacement.private_ip)),
-        "member {victim_member:x} still at {peer_urls:?}, not {}",
+        hosts
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == [replacement.private_ip.as_str(), &peer_name]),
+        "{peer_name} does not resolve to the replacement {} in its /etc/hosts:\n{hosts}",
         replacement.private_ip
     );
     let volumes = etcd_volumes(&cloud).await;
@@ -370,8 +384,8 @@ async fn each_member_keeps_its_data_on_its_own_encrypted_volume() {
         "nodeup's log does not say it mounted the volume unformatted:\n{log}"
     );
     assert!(
-        log.contains(&format!("moving member {victim_member:x}")),
-        "the supervisor did not move the member's peer URL:\n{log}"
+        !log.contains(&format!("moving member {victim_member:x}")),
+        "a member listed by name needs no peer URL update:\n{log}"
     );
     for r in control_plane(&cloud) {
         let log = nodeup_log(&r);

@@ -41,6 +41,7 @@ fn member(id: u64, name: &str, ip: &str, learner: bool, answers: Option<u64>) ->
         id,
         name: name.to_string(),
         peer_url: peer_url(ip),
+        client_url: String::new(),
         is_learner: learner,
         status: answers.map(|leader| MemberStatus {
             is_learner: learner,
@@ -62,6 +63,7 @@ fn joiner() -> Observation {
         me: Me {
             instance_id: ME.to_string(),
             ip: ME_IP.to_string(),
+            peer_name: None,
         },
         record: Some(record(1, Some("i-a"), Origin::Bootstrap)),
         local_data: LocalData::default(),
@@ -81,6 +83,7 @@ fn joiner() -> Observation {
         now_unix: 1000,
         backup_due: false,
         member_volume: false,
+        peer_hosts: BTreeMap::new(),
     }
 }
 
@@ -990,4 +993,61 @@ fn one_reattached_member_beside_a_reachable_majority_waits_for_the_election() {
         panic!("{:?}", decide(&o));
     };
     assert!(reason.contains("election"), "{reason}");
+}
+
+#[test]
+fn every_member_reattached_at_once_with_peer_names_waits_for_its_own_election_never_forces() {
+    // Peer URLs by name: the members are listed at their names, which now resolve to the replacements. The same
+    // cluster elects a leader by itself; nothing is forced, nothing removed.
+    let mut o = all_reattached(120);
+    o.me.peer_name = Some("etcd-c.internal.x".to_string());
+    let by_name = [
+        ("etcd-a.internal.x", "127.0.0.21"),
+        ("etcd-b.internal.x", "127.0.0.22"),
+        ("etcd-c.internal.x", ME_IP),
+    ];
+    o.peer_hosts = by_name
+        .iter()
+        .map(|(n, ip)| (n.to_string(), ip.to_string()))
+        .collect();
+    if let Some(v) = o.cluster.as_mut() {
+        for (m, (name, _)) in v.members.iter_mut().zip(by_name) {
+            m.peer_url = peer_url(name);
+        }
+    }
+    let Step::Wait { reason } = decide(&o) else {
+        panic!("{:?}", decide(&o));
+    };
+    assert!(reason.contains("election"), "{reason}");
+    // Two of them not started yet: still never forced (their volumes bring them back).
+    if let Some(v) = o.cluster.as_mut() {
+        v.members[0].status = None;
+        v.members[1].status = None;
+    }
+    let Step::Wait { reason } = decide(&o) else {
+        panic!("{:?}", decide(&o));
+    };
+    assert!(reason.contains("its volume brings it back"), "{reason}");
+}
+
+#[test]
+fn a_member_by_name_is_already_where_it_belongs_and_one_by_ip_moves_to_its_name() {
+    // Healthy, this member listed by its name: nothing to move.
+    let mut o = member_of_three(3);
+    o.member_volume = true;
+    o.me.peer_name = Some("etcd-c.internal.x".to_string());
+    o.peer_hosts = [("etcd-c.internal.x".to_string(), ME_IP.to_string())].into();
+    o.local_data.member_id = Some(3);
+    if let Some(v) = o.cluster.as_mut() {
+        v.members[2].peer_url = peer_url("etcd-c.internal.x");
+    }
+    assert_eq!(decide(&o), Step::Steady);
+    // Listed by its IP (a cluster from before peer names): moved to its name through the quorum, keeping its ID.
+    if let Some(v) = o.cluster.as_mut() {
+        v.members[2].peer_url = peer_url(ME_IP);
+    }
+    assert!(matches!(
+        decide(&o),
+        Step::UpdatePeerUrl { member_id: 3, .. }
+    ));
 }

@@ -7,8 +7,7 @@
 use std::collections::BTreeSet;
 
 use super::{
-    quorum, removal, url_host, wait, ClusterView, InstanceFate, LocalEtcd, MemberView, Observation,
-    Step,
+    quorum, removal, wait, ClusterView, InstanceFate, LocalEtcd, MemberView, Observation, Step,
 };
 
 /// This instance's member in the view: the member its local data belongs to (the running etcd's ID, else the
@@ -101,7 +100,7 @@ pub(super) fn stale_peers(o: &Observation, view: &ClusterView) -> StalePeers {
         .iter()
         .copied()
         .filter(|m| m.status.is_some())
-        .partition(|m| alive.contains(url_host(&m.peer_url)));
+        .partition(|m| alive.contains(o.peer_ip(&m.peer_url)));
     if stale.is_empty() || reachable.len() >= quorum(voters.len()) {
         return StalePeers::Electable;
     }

@@ -23,6 +23,9 @@ impl Supervisor {
         );
         self.record = record?;
         let mut instances = instances?;
+        // Before etcd starts (the first round) and whenever a volume moves: every member's name resolves to the
+        // instance holding its volume.
+        self.update_peer_hosts(&instances).await?;
         let running = self.process.as_mut().is_some_and(EtcdProcess::is_running);
         if !running {
             if let Some(p) = self.process.take() {
@@ -130,7 +133,49 @@ impl Supervisor {
             now_unix,
             backup_due,
             member_volume: self.config.member_volume,
+            peer_hosts: self.peer_hosts.clone(),
         })
+    }
+
+    /// Keeps the hosts file's block of peer names current (peer URLs by name only). A failed DescribeVolumes
+    /// keeps the other members' last known addresses (logged); this member's own entry is always written.
+    async fn update_peer_hosts(
+        &mut self,
+        instances: &[PeerInstance],
+    ) -> Result<(), SupervisorError> {
+        let Some(names) = self.config.peer_names.clone() else {
+            return Ok(());
+        };
+        let volumes = match self.peers.member_volumes().await {
+            Ok(v) => Some(v),
+            Err(e) => {
+                tracing::warn!(error = %e, "listing the etcd volumes for the peer names; keeping the last addresses");
+                None
+            }
+        };
+        let wanted = match volumes {
+            Some(volumes) => crate::hosts::entries(
+                &self.config.cluster_name,
+                &volumes,
+                instances,
+                &names.member,
+                &self.me.ip,
+            ),
+            None => {
+                let mut last = self.peer_hosts.clone();
+                if let Some(own) = &self.me.peer_name {
+                    last.insert(own.clone(), self.me.ip.clone());
+                }
+                last
+            }
+        };
+        if wanted != self.peer_hosts || self.peer_hosts.is_empty() {
+            if crate::hosts::update_file(&names.hosts_file, &wanted)? {
+                tracing::info!(hosts = ?wanted, file = %names.hosts_file.display(), "etcd peer names updated");
+            }
+            self.peer_hosts = wanted;
+        }
+        Ok(())
     }
 
     /// The member list of the cluster that answers best: one with a leader, the most members answering, ours
@@ -171,6 +216,7 @@ impl Supervisor {
                     id: m.id(),
                     name: m.name().to_string(),
                     peer_url: m.peer_urls().first().cloned().unwrap_or_default(),
+                    client_url: m.client_urls().first().cloned().unwrap_or_default(),
                     is_learner: m.is_learner(),
                     status: group
                         .iter()
