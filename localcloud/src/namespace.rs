@@ -40,10 +40,7 @@ pub fn prepare_instance_root(root: &Path) -> io::Result<()> {
         std::fs::write(&hosts, DEFAULT_HOSTS)?;
     }
     let canonical = std::fs::canonicalize(root)?;
-    if !crate::volumes::mounts_under(root)
-        .iter()
-        .any(|m| *m == canonical)
-    {
+    if !crate::volumes::mounts_under(root).contains(&canonical) {
         run(StdCommand::new("mount").arg("--bind").arg(root).arg(root))?;
     }
     run(StdCommand::new("mount").arg("--make-shared").arg(root))
