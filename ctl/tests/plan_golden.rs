@@ -12,7 +12,7 @@ use ballast::cloud::aws::{ownership_tag, GROUP_TAG};
 use ballast::cloud::engine::plan_recorded;
 use ballast::cloud::kinds::{
     auto_scaling_groups, iam, launch_templates, load_balancer, network, node_specs, routes,
-    security_groups, subnets, ActualState,
+    security_groups, subnets, volumes, ActualState,
 };
 use ballast::cloud::model::{cluster_model, ClusterModel, Source, StateLocation, VpcModel};
 use ballast::cloud::plan::Kind;
@@ -95,6 +95,7 @@ async fn applied_state(model: &ClusterModel, completed: &ClusterConfig) -> Actua
     let (vpc_id, subnet_ids) = applied_network(model, &mut state);
     applied_routes(model, &mut state, &vpc_id, &subnet_ids);
     applied_security_and_iam(model, &mut state);
+    applied_etcd_volumes(model, completed, &mut state);
     let (dns, target_group) = applied_load_balancer(model, &mut state);
     let rendered = node_specs::render(completed, model, &dns).expect("node specs render");
     for (group, spec) in model.groups.iter().zip(&rendered) {
@@ -342,6 +343,23 @@ fn applied_security_and_iam(model: &ClusterModel, state: &mut ActualState) {
                     roles: vec![role.name.clone()],
                 }),
             },
+        );
+    }
+}
+
+/// One volume per etcd member, as the spec wants it.
+fn applied_etcd_volumes(model: &ClusterModel, completed: &ClusterConfig, state: &mut ActualState) {
+    for want in volumes::wanted(completed, model).expect("etcd volumes") {
+        state.etcd_volumes.volumes.insert(
+            want.member.clone(),
+            vec![volumes::Volume {
+                id: format!("vol-{}", want.member),
+                zone: want.zone.clone(),
+                size_gib: want.size_gib,
+                volume_type: want.volume_type.clone(),
+                encrypted: want.encrypted,
+                tags: want.tags.clone(),
+            }],
         );
     }
 }

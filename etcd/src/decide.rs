@@ -48,11 +48,15 @@ pub fn quorum(voters: usize) -> usize {
 pub struct Me {
     pub instance_id: String,
     pub ip: String,
+    /// The member's stable peer name (`etcd-<member>.internal.<cluster>`, `hosts`) when its data lives on the
+    /// member's volume: the peer URL is then by name, so it survives the instance. `None`: by IP.
+    pub peer_name: Option<String>,
 }
 
 impl Me {
+    /// The peer URL this instance's member advertises: by name when it has one, else by IP.
     pub fn peer_url(&self) -> String {
-        peer_url(&self.ip)
+        peer_url(self.peer_name.as_deref().unwrap_or(&self.ip))
     }
     pub fn client_url(&self) -> String {
         client_url(&self.ip)
@@ -89,6 +93,9 @@ pub struct LocalData {
     pub epoch: Option<u64>,
     /// The last epoch this instance seeded (kept across wipes): a seed never seeds twice.
     pub seeded_epoch: Option<u64>,
+    /// The etcd member the data belongs to (`<state_dir>/member`, written once etcd answered on it): on a volume
+    /// re-attached to a new instance, how the member is recognised although its peer URL names the old one.
+    pub member_id: Option<u64>,
 }
 
 /// One member in the member list.
@@ -98,6 +105,8 @@ pub struct MemberView {
     /// The instance id of a started member; empty for a member added but never started.
     pub name: String,
     pub peer_url: String,
+    /// Its first client URL (empty for a member never started): always an IP, so clients need no name.
+    pub client_url: String,
     pub is_learner: bool,
     /// What it answered, when it answered.
     pub status: Option<MemberStatus>,
@@ -150,7 +159,13 @@ impl ClusterView {
     pub fn voter_endpoints(&self) -> Vec<String> {
         self.voters()
             .filter(|m| m.status.is_some())
-            .map(|m| client_url(url_host(&m.peer_url)))
+            .map(|m| {
+                if m.client_url.is_empty() {
+                    client_url(url_host(&m.peer_url))
+                } else {
+                    m.client_url.clone()
+                }
+            })
             .collect()
     }
 }
@@ -179,6 +194,11 @@ pub struct Observation {
     pub now_unix: i64,
     /// A scheduled backup is due (the leader takes it).
     pub backup_due: bool,
+    /// Each member's data lives on its own EBS volume, which a replacement instance re-attaches: a member whose
+    /// instance is gone comes back with its data, so the leader does not remove it (`decide/volume.rs`).
+    pub member_volume: bool,
+    /// Peer names and the private IPs they resolve to on this node now (`hosts`); empty when peer URLs are IPs.
+    pub peer_hosts: BTreeMap<String, String>,
 }
 
 /// A published report older than this is not trusted to say "no data here".
@@ -191,82 +211,13 @@ pub const REPORT_FRESHNESS_SECS: i64 = 30;
 /// listed yet, so one absence proves nothing: the absence must last this long, seen in every round.
 pub const UNLISTED_GRACE: Duration = Duration::from_secs(300);
 
-/// What EC2 says about the instance behind a member, as far as removing the member goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum InstanceFate {
-    /// Listed terminated (or shutting down): gone for good.
-    Terminated { instance_id: String },
-    /// Listed by neither the cluster's tags nor its id for at least [`UNLISTED_GRACE`], and the member does not
-    /// answer: EC2 forgot it, long after terminating it.
-    Unlisted {
-        instance_id: String,
-        unlisted_for: Duration,
-    },
-    /// Listed in another state: it may come back (an unreachable one may be partitioned).
-    Listed {
-        instance_id: String,
-        state: InstanceState,
-    },
-    /// Not listed, but not for [`UNLISTED_GRACE`] yet.
-    UnlistedWithinGrace {
-        instance_id: String,
-        unlisted_for: Duration,
-    },
-    /// Not listed, but its member answers: an instance whose member answers is not gone.
-    UnlistedButAnswers { instance_id: String },
-    /// EC2 could not say: the member was never started and no listed instance has its IP, or the lookup by id
-    /// failed (an API error), or was not made this round.
-    Unknown { label: String },
-}
-
-impl InstanceFate {
-    /// Whether the member can never come back, so removing it (or forcing a new cluster without it) is safe.
-    pub fn is_gone(&self) -> bool {
-        matches!(
-            self,
-            InstanceFate::Terminated { .. } | InstanceFate::Unlisted { .. }
-        )
-    }
-
-    /// Why the member goes (a removal's reason) or why it stays (a wait's).
-    pub fn describe(&self) -> String {
-        match self {
-            InstanceFate::Terminated { instance_id } => {
-                format!("its instance {instance_id} is terminated")
-            }
-            InstanceFate::Unlisted {
-                instance_id,
-                unlisted_for,
-            } => format!(
-                "its instance {instance_id} is no longer listed by EC2 (terminated more than an hour ago: EC2 \
-                 lists a terminated instance for about an hour; not listed for {} s)",
-                unlisted_for.as_secs()
-            ),
-            InstanceFate::Listed { instance_id, state } => format!(
-                "EC2 lists its instance {instance_id} as not terminated (state {})",
-                state.as_str()
-            ),
-            InstanceFate::UnlistedWithinGrace {
-                instance_id,
-                unlisted_for,
-            } => format!(
-                "its instance {instance_id} is not listed by EC2 yet for {} s (waiting for the grace period of \
-                 {} s: right after a launch EC2 may not list an instance yet)",
-                unlisted_for.as_secs(),
-                UNLISTED_GRACE.as_secs()
-            ),
-            InstanceFate::UnlistedButAnswers { instance_id } => format!(
-                "its instance {instance_id} is not listed by EC2 but its member answers: not gone"
-            ),
-            InstanceFate::Unknown { label } => format!(
-                "EC2 does not say what became of the instance behind it ({label}): not listed, and not looked \
-                 up by id successfully; unknown is not terminated"
-            ),
-        }
-    }
-}
-
 impl Observation {
+    /// The IP a peer URL reaches from here: its host, or for a peer name the address it resolves to now.
+    pub fn peer_ip<'a>(&'a self, url: &'a str) -> &'a str {
+        let host = url_host(url);
+        self.peer_hosts.get(host).map_or(host, String::as_str)
+    }
+
     /// The instance behind a member: by name (instance id) when started, else by its peer URL's IP (an alive
     /// instance first).
     pub fn instance_of(&self, member: &MemberView) -> Option<&PeerInstance> {
@@ -275,7 +226,7 @@ impl Observation {
                 return Some(i);
             }
         }
-        let ip = url_host(&member.peer_url);
+        let ip = self.peer_ip(&member.peer_url);
         let mut matching: Vec<&PeerInstance> = self
             .instances
             .iter()
@@ -392,6 +343,9 @@ pub enum Step {
     },
     /// Take a scheduled backup.
     Backup,
+    /// This instance's member (its data re-attached on a volume) is listed with the peer URL of the instance it
+    /// ran on before: point the member at this instance (MemberUpdate), keeping its ID and data.
+    UpdatePeerUrl { member_id: u64, from: String },
 }
 
 impl Step {
@@ -429,6 +383,9 @@ impl Step {
                 reason,
             } => format!("removing member {member_id:x} ({label}): {reason}"),
             Step::Backup => "taking a scheduled backup".to_string(),
+            Step::UpdatePeerUrl { member_id, from } => format!(
+                "moving member {member_id:x} (its data re-attached here) from peer URL {from} to this instance's"
+            ),
         }
     }
 }
@@ -573,9 +530,8 @@ fn restore_refused_by_healthy_cluster(o: &Observation, record: &ClusterRecord) -
 /// Local data of the current epoch: keep it in the healthy cluster, or leave it if the cluster dropped it;
 /// restart it, promote it, or (as leader) remove the dead and take backups.
 fn with_current_data(o: &Observation, healthy: Option<&ClusterView>) -> Step {
-    let me = &o.me;
     if let Some(view) = healthy {
-        let mine = view.by_peer_url(&me.peer_url());
+        let mine = volume::my_member(o, view);
         if let LocalEtcd::Running(st) = o.local_etcd {
             if st.cluster_id != view.cluster_id {
                 return Step::Wipe {
@@ -595,6 +551,9 @@ fn with_current_data(o: &Observation, healthy: Option<&ClusterView>) -> Step {
                 reason: "this member is not in the cluster's member list (removed)".to_string(),
             };
         }
+        if let Some(step) = volume::peer_url_step(o, view) {
+            return step;
+        }
     }
     let st = match o.local_etcd {
         LocalEtcd::Stopped => return Step::Restart,
@@ -610,7 +569,9 @@ fn with_current_data(o: &Observation, healthy: Option<&ClusterView>) -> Step {
         };
     }
     if view.leader() == Some(st.member_id) {
-        if let Some(step) = remove_dead(o, view) {
+        // With volumes a member whose instance is gone comes back on its replacement: not removed here (a
+        // replacement with an empty volume removes it before it joins, `join`).
+        if let Some(step) = remove_dead(o, view).filter(|_| !o.member_volume) {
             return step;
         }
         if o.backup_due {
@@ -721,12 +682,27 @@ fn lost_majority(o: &Observation, st: MemberStatus) -> Step {
         .copied()
         .filter(|m| m.status.is_some())
         .collect();
-    if survivors.len() >= quorum(voters.len()) {
-        return wait("a majority answers but no leader yet (election)");
-    }
     let mut lost = Vec::new();
+    if survivors.len() >= quorum(voters.len()) {
+        match volume::stale_peers(o, view) {
+            volume::StalePeers::Electable => {
+                return wait("a majority answers but no leader yet (election)")
+            }
+            volume::StalePeers::Wait(step) => return step,
+            volume::StalePeers::Unelectable { lost: stale } => lost = stale,
+        }
+    }
     for m in voters.iter().filter(|m| m.status.is_none()) {
         let fate = o.instance_fate(m);
+        // On volumes a member whose instance is gone comes back with its replacement, with its data, which may be
+        // newer than any survivor's: never forced over.
+        if o.member_volume {
+            return wait(format!(
+                "no quorum, and member {} does not answer ({}): its volume brings it back with its replacement;                  waiting, not forcing",
+                Observation::label(m),
+                fate.describe()
+            ));
+        }
         if !fate.is_gone() {
             return wait(format!(
                 "no quorum, and member {} does not answer but is not confirmed gone ({}): waiting, not forcing",
@@ -801,6 +777,11 @@ fn reseed(o: &Observation, record: &ClusterRecord, seed: &str) -> Option<Step> {
         ),
     })
 }
+
+mod fate;
+mod volume;
+
+pub use fate::InstanceFate;
 
 #[cfg(test)]
 mod tests;

@@ -6,7 +6,8 @@
 //!
 //! - [`decide`]: the pure decision, with every safety rule as a table test;
 //! - [`record`]: `etcd/cluster.json` (the cluster's epoch and seed) and published health;
-//! - [`peers`]: the control-plane instances (EC2, or a stand-in for tests);
+//! - [`peers`]: the control-plane instances and the members' volumes (EC2, or a stand-in for tests);
+//! - [`hosts`]: peer URLs by name, resolved through a block of `/etc/hosts` kept current from EC2;
 //! - [`process`] and [`client`]: the etcd child process and TLS clients;
 //! - [`backup`]: snapshots in the state store, listing, and the restore decision;
 //! - [`supervisor`]: the loop.
@@ -14,6 +15,7 @@
 pub mod backup;
 pub mod client;
 pub mod decide;
+pub mod hosts;
 pub mod peers;
 pub mod process;
 pub mod record;
@@ -23,4 +25,4 @@ pub mod testing;
 
 pub use decide::{decide, Observation, Step};
 pub use peers::{Ec2Peers, InstanceState, PeerInstance, Peers, StaticPeers};
-pub use supervisor::{Supervisor, SupervisorConfig};
+pub use supervisor::{PeerNames, Supervisor, SupervisorConfig};

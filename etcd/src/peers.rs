@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use aws_sdk_ec2::error::{DisplayErrorContext, SdkError};
 use aws_sdk_ec2::operation::describe_instances::DescribeInstancesError;
+use aws_sdk_ec2::operation::describe_volumes::DescribeVolumesError;
 use aws_sdk_ec2::types::Filter;
 
 /// An instance's lifecycle state, as EC2 reports it.
@@ -74,6 +75,14 @@ pub struct PeerInstance {
     pub state: InstanceState,
 }
 
+/// One etcd member's volume: the member (its `ballast.dev/etcd-member` tag) and the instance EC2 says it is
+/// attached to (attaching or attached), if any. Whoever holds the volume *is* the member's peer name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberVolume {
+    pub member: String,
+    pub attached_to: Option<String>,
+}
+
 /// Failures finding the control plane.
 #[derive(Debug, thiserror::Error)]
 pub enum PeersError {
@@ -91,7 +100,18 @@ pub enum PeersError {
         #[source]
         source: Box<SdkError<DescribeInstancesError>>,
     },
+    /// DescribeVolumes of the cluster's etcd volumes failed: the peer names keep the addresses they had.
+    #[error("listing the etcd volumes of cluster {cluster:?}: {}", DisplayErrorContext(source.as_ref()))]
+    Volumes {
+        cluster: String,
+        #[source]
+        source: Box<SdkError<DescribeVolumesError>>,
+    },
 }
+
+/// The boxed future of [`Peers::member_volumes`].
+pub type VolumesFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Vec<MemberVolume>, PeersError>> + Send + 'a>>;
 
 /// The boxed future of [`Peers::instances`].
 pub type PeersFuture<'a> =
@@ -104,6 +124,9 @@ pub trait Peers: Send + Sync {
     /// The instances the cloud lists with these ids, whatever their tags and state. An id the cloud does not know
     /// (any more) is simply missing from the answer; an error means the cloud could not say, never "absent".
     fn lookup<'a>(&'a self, instance_ids: &'a [String]) -> PeersFuture<'a>;
+
+    /// The cluster's etcd member volumes and who holds each (for the peer names, `hosts`).
+    fn member_volumes(&self) -> VolumesFuture<'_>;
 }
 
 /// EC2: DescribeInstances filtered by the tags `ballast.dev/cluster=<name>` and `ballast.dev/role=control-plane`.
@@ -216,9 +239,66 @@ impl Ec2Peers {
     }
 }
 
+impl Ec2Peers {
+    /// DescribeVolumes by the cluster's ownership tag and the member tag (the control-plane role may describe
+    /// exactly these).
+    async fn describe_member_volumes(&self) -> Result<Vec<MemberVolume>, PeersError> {
+        use ballast_state::etcd_volume::ETCD_MEMBER_TAG;
+        let filters = vec![
+            Filter::builder()
+                .name(format!("tag:kubernetes.io/cluster/{}", self.cluster))
+                .values("owned")
+                .build(),
+            Filter::builder()
+                .name("tag-key")
+                .values(ETCD_MEMBER_TAG)
+                .build(),
+        ];
+        let mut out = Vec::new();
+        let mut pages = self
+            .client
+            .describe_volumes()
+            .set_filters(Some(filters))
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|source| PeersError::Volumes {
+                cluster: self.cluster.clone(),
+                source: Box::new(source),
+            })?;
+            for v in page.volumes() {
+                let Some(member) = v
+                    .tags()
+                    .iter()
+                    .find(|t| t.key() == Some(ETCD_MEMBER_TAG))
+                    .and_then(|t| t.value())
+                else {
+                    continue;
+                };
+                use aws_sdk_ec2::types::VolumeAttachmentState as A;
+                let attached_to = v
+                    .attachments()
+                    .iter()
+                    .find(|a| matches!(a.state(), Some(A::Attached | A::Attaching)))
+                    .and_then(|a| a.instance_id())
+                    .map(str::to_string);
+                out.push(MemberVolume {
+                    member: member.to_string(),
+                    attached_to,
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
 impl Peers for Ec2Peers {
     fn instances(&self) -> PeersFuture<'_> {
         Box::pin(self.describe())
+    }
+
+    fn member_volumes(&self) -> VolumesFuture<'_> {
+        Box::pin(self.describe_member_volumes())
     }
 
     fn lookup<'a>(&'a self, instance_ids: &'a [String]) -> PeersFuture<'a> {
@@ -230,6 +310,7 @@ impl Peers for Ec2Peers {
 #[derive(Debug, Clone, Default)]
 pub struct StaticPeers {
     inner: Arc<Mutex<Vec<PeerInstance>>>,
+    volumes: Arc<Mutex<Vec<MemberVolume>>>,
 }
 
 impl StaticPeers {
@@ -263,6 +344,16 @@ impl StaticPeers {
         list.retain(|p| p.instance_id != instance_id);
     }
 
+    /// Attaches member `member`'s volume to `instance_id` (detached with `None`).
+    pub fn attach(&self, member: &str, instance_id: Option<&str>) {
+        let mut list = self.volumes.lock().unwrap_or_else(|e| e.into_inner());
+        list.retain(|v| v.member != member);
+        list.push(MemberVolume {
+            member: member.to_string(),
+            attached_to: instance_id.map(str::to_string),
+        });
+    }
+
     pub fn snapshot(&self) -> Vec<PeerInstance> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -278,6 +369,15 @@ impl Peers for StaticPeers {
     fn lookup<'a>(&'a self, instance_ids: &'a [String]) -> PeersFuture<'a> {
         let mut list = self.snapshot();
         list.retain(|p| instance_ids.contains(&p.instance_id));
+        Box::pin(async move { Ok(list) })
+    }
+
+    fn member_volumes(&self) -> VolumesFuture<'_> {
+        let list = self
+            .volumes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         Box::pin(async move { Ok(list) })
     }
 }

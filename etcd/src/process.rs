@@ -84,7 +84,10 @@ pub enum StartMode {
 #[derive(Debug, Clone)]
 pub struct StartSpec {
     pub name: String,
+    /// Where etcd listens (client and peer ports).
     pub ip: String,
+    /// The peer URL it advertises: by name on member volumes (`hosts`), else on `ip`.
+    pub peer_url: String,
     /// `name=peer-url` pairs.
     pub initial_cluster: Vec<(String, String)>,
     pub token: String,
@@ -112,6 +115,21 @@ impl LocalState {
     }
     fn seeded_file(&self) -> PathBuf {
         self.dir.join("seeded")
+    }
+    fn member_file(&self) -> PathBuf {
+        self.dir.join("member")
+    }
+
+    /// The etcd member the data belongs to (hex, as etcdctl shows it), once recorded.
+    pub fn member_id(&self) -> Option<u64> {
+        let text = std::fs::read_to_string(self.member_file()).ok()?;
+        u64::from_str_radix(text.trim(), 16).ok()
+    }
+
+    /// Records the member the data belongs to: it travels with the data (on a member's volume) to a new instance.
+    pub fn set_member_id(&self, id: u64) -> Result<(), ProcessError> {
+        std::fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
+        write_durably(&self.member_file(), format!("{id:x}\n").as_bytes())
     }
 
     /// etcd's data dir holds a member.
@@ -159,6 +177,12 @@ impl LocalState {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(io(&data)(e)),
+        }
+        let member = self.member_file();
+        match std::fs::remove_file(&member) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(&member)(e)),
         }
         let epoch = self.epoch_file();
         match std::fs::remove_file(&epoch) {
@@ -229,10 +253,7 @@ impl LocalState {
             .arg(format!("--data-dir={}", data_dir.display()))
             .arg(format!("--initial-cluster={}", initial_cluster_arg(spec)))
             .arg(format!("--initial-cluster-token={}", spec.token))
-            .arg(format!(
-                "--initial-advertise-peer-urls={}",
-                crate::decide::peer_url(&spec.ip)
-            ))
+            .arg(format!("--initial-advertise-peer-urls={}", spec.peer_url))
             .stdin(Stdio::null())
             .output()
             .await
@@ -333,7 +354,7 @@ impl EtcdProcess {
             .arg(format!("--listen-client-urls={client}"))
             .arg(format!("--advertise-client-urls={client}"))
             .arg(format!("--listen-peer-urls={peer}"))
-            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={}", spec.peer_url))
             .arg(format!("--initial-cluster={}", initial_cluster_arg(spec)))
             .arg(format!("--initial-cluster-token={}", spec.token))
             .arg(format!(

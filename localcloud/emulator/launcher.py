@@ -747,7 +747,8 @@ FINGERPRINT_PATH = "/_ballast/instances-fingerprint"
 
 
 def instances_fingerprint() -> str:
-    """A digest of what the instance runner acts on: every instance's id, state, tags and instance profile.
+    """A digest of what the instance runner acts on: every instance's id, state, tags and instance profile, and
+    every volume's attachment.
 
     moto serializes DescribeInstances at about 8 ms per instance (its generic serializer), so at a hundred
     instances the runner's polling alone kept the emulator busy. The runner asks for this digest instead (a few
@@ -771,6 +772,19 @@ def instances_fingerprint() -> str:
                             (instance.id, instance._state.name, tags, repr(instance.iam_instance_profile))
                         ).encode()
                     )
+            # Volume attachments too: the runner mounts an attached volume into its instance's root.
+            for volume in list(backend.volumes.values()):
+                attachment = volume.attachment
+                digest.update(
+                    repr(
+                        (
+                            volume.id,
+                            getattr(getattr(attachment, "instance", None), "id", None),
+                            getattr(attachment, "device", None),
+                            getattr(attachment, "status", None),
+                        )
+                    ).encode()
+                )
             associations = sorted(
                 (key, getattr(getattr(a, "instance", None), "id", ""), repr(getattr(a, "iam_instance_profile", "")))
                 for key, a in list(backend.iam_instance_profile_associations.items())

@@ -669,6 +669,12 @@ def verify_instances_fingerprint(c: Cloud, url: str) -> None:
     c.ec2.create_tags(Resources=[instance], Tags=[{"Key": "k", "Value": "v"}])
     tagged = fingerprint()
     check("fingerprint: changes on a new tag", tagged != launched)
+    volume = c.ec2.create_volume(AvailabilityZone=c.ec2.describe_instances(InstanceIds=[instance])[
+        "Reservations"][0]["Instances"][0]["Placement"]["AvailabilityZone"], Size=1)["VolumeId"]
+    created = fingerprint()
+    c.ec2.attach_volume(VolumeId=volume, InstanceId=instance, Device="/dev/xvdf")
+    attached = fingerprint()
+    check("fingerprint: changes on a volume attachment", attached != created)
     c.ec2.terminate_instances(InstanceIds=[instance])
     check("fingerprint: changes on a termination", fingerprint() != tagged)
 

@@ -7,6 +7,7 @@
 //! - [`runner`]: polls EC2 and boots/powers off instances.
 //! - [`process`]: process identity, process-group kills, spawning that cannot outlive the runner.
 //! - [`state`]: the state directory and its records.
+//! - [`volumes`]: EBS volumes as directories, bind-mounted into the roots of the instances they are attached to.
 //! - [`cli`] (clap only), `commands` (each verb's work) and [`error`] (exit codes): the `localcloud` command,
 //!   whose `main.rs` only calls [`run`].
 //!
@@ -18,9 +19,11 @@ mod commands;
 pub mod emulator;
 pub mod error;
 pub mod imds;
+pub mod namespace;
 pub mod process;
 pub mod runner;
 pub mod state;
+pub mod volumes;
 
 use clap::Parser;
 

@@ -6,7 +6,7 @@
 //! One `DescribeInstances` (filtered to running instances) per poll keeps the steady state cheap; user-data is
 //! read once per instance at boot.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -16,8 +16,10 @@ use std::time::{Duration, Instant};
 use aws_sdk_ec2::types::{Filter, Instance, InstanceAttributeName};
 
 use crate::imds::{CredentialIssuer, ImdsServer, InstanceMetadata, InstanceProfileRef};
+use crate::namespace;
 use crate::process::{kill_group, ProcessRecord, Spawner};
 use crate::state::{now_rfc3339, AccessKey, InstanceRecord, StateDir};
+use crate::volumes::{self, Attached};
 
 /// How often the runner polls EC2 by default: fast enough that a test sees a new instance boot within a
 /// fraction of a second, cheap enough (one filtered DescribeInstances) to idle at.
@@ -117,6 +119,8 @@ pub struct Runner {
     retry_after: HashMap<String, Instant>,
     /// The emulator's instance digest before the last full look, and when that look was.
     last_full_poll: Option<(String, Instant)>,
+    /// Volume attachments mounted into instance roots (`volumes`).
+    mounted: BTreeSet<Attached>,
 }
 
 impl Runner {
@@ -134,6 +138,7 @@ impl Runner {
             booted: HashMap::new(),
             retry_after: HashMap::new(),
             last_full_poll: None,
+            mounted: BTreeSet::new(),
         })
     }
 
@@ -241,7 +246,93 @@ impl Runner {
         }
 
         self.reap();
+        self.mount_volumes().await
+    }
+
+    /// Mounts the volumes EC2 says are attached to instances running here and unmounts the ones no longer
+    /// attached (`volumes`). An instance still holding a volume that is now attached elsewhere is powered off
+    /// first: on EC2 a volume moves only once its holder is off, and two etcds must never share a data dir.
+    async fn mount_volumes(&mut self) -> Result<(), RunnerError> {
+        let attached = self.describe_attachments().await?;
+        let running: BTreeSet<String> = self.booted.keys().cloned().collect();
+        let plan = volumes::plan_mounts(&attached, &self.mounted, &running);
+        if !plan.evict.is_empty() {
+            self.power_off(
+                plan.evict.clone(),
+                &HashMap::new(),
+                "its volume was attached to another instance",
+                "evicted",
+            )
+            .await;
+        }
+        let volumes_dir = self.ctx.options.state.volumes_dir();
+        for gone in &plan.unmount {
+            self.mounted.remove(gone);
+            // A powered-off instance had everything under its root unmounted already.
+            let Some(booted) = self.booted.get(&gone.instance_id) else {
+                continue;
+            };
+            let root = &booted.record.root;
+            let volume = volumes::volume_dir(&volumes_dir, &gone.volume_id);
+            let device = volumes::device_path(root, &gone.device);
+            match volumes::unmount_attachment(root, &volume, &device) {
+                Ok(()) => {
+                    tracing::info!(instance_id = %gone.instance_id, volume = %gone.volume_id, "volume detached")
+                }
+                Err(e) => {
+                    tracing::warn!(instance_id = %gone.instance_id, volume = %gone.volume_id, error = %e, "unmounting a detached volume")
+                }
+            }
+        }
+        for new in plan.mount {
+            let Some(booted) = self.booted.get(&new.instance_id) else {
+                continue;
+            };
+            let volume = volumes::volume_dir(&volumes_dir, &new.volume_id);
+            let device = volumes::device_path(&booted.record.root, &new.device);
+            match volumes::mount(&volume, &device) {
+                Ok(()) => {
+                    tracing::info!(instance_id = %new.instance_id, volume = %new.volume_id, device = %device.display(), "volume attached");
+                    self.mounted.insert(new);
+                }
+                Err(e) => {
+                    tracing::warn!(instance_id = %new.instance_id, volume = %new.volume_id, error = %e, "mounting a volume; retrying")
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// Every volume attachment EC2 reports as attached.
+    async fn describe_attachments(&self) -> Result<Vec<Attached>, RunnerError> {
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let page = self
+                .ctx
+                .ec2
+                .describe_volumes()
+                .set_next_token(token.take())
+                .send()
+                .await
+                .map_err(|e| RunnerError::Describe(crate::aws::error_chain(&e)))?;
+            for volume in page.volumes() {
+                for a in volume.attachments() {
+                    if a.state().map(|s| s.as_str()) != Some("attached") {
+                        continue;
+                    }
+                    out.push(Attached {
+                        volume_id: volume.volume_id().unwrap_or_default().to_owned(),
+                        instance_id: a.instance_id().unwrap_or_default().to_owned(),
+                        device: a.device().unwrap_or_default().to_owned(),
+                    });
+                }
+            }
+            match page.next_token() {
+                Some(t) if !t.is_empty() => token = Some(t.to_owned()),
+                _ => return Ok(out),
+            }
+        }
     }
 
     /// Records nodeup's exit when it ended on its own (the instance keeps running, as EC2 would).
@@ -276,6 +367,14 @@ impl Runner {
                 if let Err(e) = kill_group(p.pid) {
                     tracing::warn!(instance_id = %b.record.instance_id, error = %e, "killing the process group");
                 }
+            }
+        }
+        // Then its volumes go: EC2 detaches a terminated instance's volumes once it is off.
+        for b in &off {
+            self.mounted
+                .retain(|m| m.instance_id != b.record.instance_id);
+            if let Err(e) = volumes::unmount_all_under(&b.record.root) {
+                tracing::warn!(instance_id = %b.record.instance_id, error = %e, "unmounting its volumes");
             }
         }
         let mut closing = tokio::task::JoinSet::new();
@@ -432,6 +531,7 @@ async fn boot_inner(ctx: &Context, instance: &Instance, owner: &str) -> Result<B
     // started instance keeps its root, like an EBS root volume.
     let root = options.state.instance_root(&id);
     std::fs::create_dir_all(&root).map_err(files(root.clone()))?;
+    namespace::prepare_instance_root(&root).map_err(files(root.clone()))?;
     let log_path = options.state.instance_log(&id);
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -458,6 +558,8 @@ async fn boot_inner(ctx: &Context, instance: &Instance, owner: &str) -> Result<B
         .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.endpoint())
         .env("AWS_ENDPOINT_URL", &options.endpoint)
         .env("AWS_REGION", &options.region);
+    let hosts = namespace::hosts_file(&root);
+    namespace::with_own_hosts(&mut cmd, &hosts).map_err(files(hosts))?;
     for passthrough in ["RUST_LOG", "RUST_BACKTRACE"] {
         if let Some(v) = std::env::var_os(passthrough) {
             cmd.env(passthrough, v);

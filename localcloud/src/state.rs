@@ -169,6 +169,10 @@ impl StateDir {
     pub fn instance_record_file(&self, instance_id: &str) -> PathBuf {
         self.instance_dir(instance_id).join("instance.json")
     }
+    /// EBS volumes, one directory each (`crate::volumes`).
+    pub fn volumes_dir(&self) -> PathBuf {
+        self.root.join("volumes")
+    }
     pub fn instance_root(&self, instance_id: &str) -> PathBuf {
         self.instance_dir(instance_id).join("root")
     }
@@ -275,18 +279,32 @@ impl StateDir {
         Ok(records)
     }
 
-    /// Removes the instance directories of a previous cloud: instance ids start over with a fresh emulator.
+    /// Removes the instance and volume directories of a previous cloud: instance and volume ids start over with a
+    /// fresh emulator. Volume mounts a runner that died left behind are taken away first, so that nothing is
+    /// removed through them.
     pub fn clear_instances(&self) -> Result<(), StateError> {
-        let dir = self.instances_dir();
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(source) => Err(StateError::Io {
-                what: "removing",
-                path: dir,
-                source,
-            }),
+        let instances = self.instances_dir();
+        if let Err(e) = crate::volumes::unmount_all_under(&instances) {
+            return Err(StateError::Io {
+                what: "unmounting the volumes under",
+                path: instances,
+                source: io::Error::other(e.to_string()),
+            });
         }
+        for dir in [instances, self.volumes_dir()] {
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    return Err(StateError::Io {
+                        what: "removing",
+                        path: dir,
+                        source,
+                    })
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -8,14 +8,14 @@ use std::time::{Duration, Instant};
 
 use ballast_etcd::peers::Ec2Peers;
 use ballast_etcd::process::EtcdTls;
-use ballast_etcd::supervisor::{Supervisor as EtcdSupervisor, SupervisorConfig};
+use ballast_etcd::supervisor::{PeerNames, Supervisor as EtcdSupervisor, SupervisorConfig};
 use ballast_state::addon_report::AddonsReport;
 use ballast_state::node::{BootConfig, ControlPlaneSettings, NodeSpec};
 use ballast_state::report::{NodeReport, Phase, ServiceState, Step};
 use ballast_state::store::StateStore;
 
 use crate::addons::runner::AddonJob;
-use crate::cli::Cli;
+use crate::cli::{Cli, EtcdData};
 use crate::credentials::check_credentials;
 use crate::error::{BootConfigError, FailedService, NodeupError};
 use crate::fetch::{self, FetchError};
@@ -27,6 +27,7 @@ use crate::model::{paths, pki, ControlPlaneSecrets, NodeFacts, RenderedFile, Sec
 use crate::render::{self, Rendered};
 use crate::report::{self, step, ReportDestination};
 use crate::services::{self, ServiceManager, ServiceMode, Supervisor, Systemd};
+use crate::volume::attach::{attach_and_mount, VolumeRequest};
 use crate::write::{self, WriteOutcome};
 use crate::{bootstrap, cert_plan, certs, notify};
 
@@ -213,8 +214,15 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
         state.bootstrap_service = Some(service);
     }
 
-    // 6. On a control-plane node, what its etcd supervisor needs (it starts once the report is out).
+    // 6. On a control-plane node, its etcd member's volume at etcd's state directory, and what its etcd
+    // supervisor needs (it starts once the report is out).
     if let Some(cp) = &spec.control_plane {
+        match cli.etcd_data {
+            EtcdData::Volume => mount_etcd_volume(cli, &boot, &identity, cp).await?,
+            EtcdData::RootDisk => {
+                tracing::warn!("--etcd-data root-disk: etcd's data is on the root disk and dies with the instance")
+            }
+        }
         let config = etcd_supervisor_config(cli, &boot, &identity, cp)?;
         state.etcd = Some((config, identity.region.clone()));
     }
@@ -389,6 +397,43 @@ async fn start_bootstrap_service(
     Ok(bootstrap::server::start(config).await?)
 }
 
+/// How long a control-plane node waits for its etcd volume: a previous holder's release (EC2 detaches a
+/// terminated instance's volumes within about a minute) and the device.
+const ETCD_VOLUME_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Finds, attaches and mounts this member's volume at etcd's state directory (`docs/etcd.md`, "Volumes"), with
+/// the instance role's credentials.
+async fn mount_etcd_volume(
+    cli: &Cli,
+    boot: &BootConfig,
+    identity: &Identity,
+    cp: &ControlPlaneSettings,
+) -> Result<(), NodeupError> {
+    let aws = aws_config::from_env()
+        .region(aws_config::Region::new(identity.region.clone()))
+        .load()
+        .await;
+    let ec2 = aws_sdk_ec2::Client::new(&aws);
+    let request = VolumeRequest {
+        cluster: &boot.cluster_name,
+        member: &cp.etcd.member_name,
+        zone: &identity.availability_zone,
+        instance_id: &identity.instance_id,
+        root: &cli.root,
+        state_dir: paths::ETCD_STATE_DIR,
+        timeout: ETCD_VOLUME_TIMEOUT,
+    };
+    let mounted = attach_and_mount(&ec2, &request).await?;
+    tracing::info!(
+        volume = %mounted.volume_id,
+        device = %mounted.device.display(),
+        formatted = mounted.formatted,
+        state_dir = paths::ETCD_STATE_DIR,
+        "etcd's volume is mounted"
+    );
+    Ok(())
+}
+
 /// What the etcd supervisor of this control-plane node needs: its identity, its state dir, the certificates
 /// nodeup issued, the binaries and the node spec's etcd settings.
 fn etcd_supervisor_config(
@@ -409,6 +454,15 @@ fn etcd_supervisor_config(
     .map_err(NodeupError::EtcdSettings)?;
     config.etcd_binary = etcd_binary;
     config.etcdctl_binary = etcdctl_binary;
+    config.member_volume = cli.etcd_data == EtcdData::Volume;
+    // On its volume the member is the volume's, not the instance's: its peer URL is its stable name, resolved
+    // through `<root>/etc/hosts`, which the supervisor keeps current from EC2 (`ballast_etcd::hosts`).
+    if config.member_volume {
+        config.peer_names = Some(PeerNames {
+            member: cp.etcd.member_name.clone(),
+            hosts_file: write::under_root(&cli.root, "/etc/hosts"),
+        });
+    }
     Ok(config)
 }
 

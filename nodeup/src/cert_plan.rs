@@ -133,6 +133,12 @@ pub fn plan(spec: &NodeSpec, node: &NodeFacts) -> Vec<CertPlan> {
     let mut server_ips = own_ips.clone();
     server_ips.push(loopback);
     let host = node.hostname.as_str();
+    // Peers dial a member by its stable name (`ballast_etcd::hosts`): the name the peer certificate must carry.
+    let peer_name = spec
+        .control_plane
+        .as_ref()
+        .map(|cp| ballast_etcd::hosts::peer_name(&spec.cluster_name, &cp.etcd.member_name))
+        .unwrap_or_default();
     use pki::*;
     use Signer::*;
     vec![
@@ -190,7 +196,8 @@ pub fn plan(spec: &NodeSpec, node: &NodeFacts) -> Vec<CertPlan> {
         ),
         CertPlan::new(ETCD_SERVER, Etcd, host, None, true, true)
             .names(&[host, "localhost"], &server_ips),
-        CertPlan::new(ETCD_PEER, Etcd, host, None, true, true).names(&[host], &peer_ips),
+        CertPlan::new(ETCD_PEER, Etcd, host, None, true, true)
+            .names(&[host, &peer_name], &peer_ips),
         CertPlan::new(ETCD_CLIENT, Etcd, "nodeup-etcd-client", None, false, true),
         // The node bootstrap service (crate::bootstrap): workers reach it by this node's private IP and trust the
         // Kubernetes CA only.
@@ -372,6 +379,20 @@ mod tests {
             find(&routable, pki::ETCD_SERVER).ips,
             ips(&["10.0.1.10", "127.0.0.1"])
         );
+    }
+
+    #[test]
+    fn the_peer_certificate_names_the_members_stable_peer_name() {
+        let spec = control_plane();
+        let member = &spec
+            .control_plane
+            .as_ref()
+            .expect("a control-plane spec")
+            .etcd
+            .member_name;
+        let peer = find(&plan(&spec, &node("10.0.1.10", "h")), pki::ETCD_PEER).clone();
+        let name = format!("etcd-{member}.internal.{}", spec.cluster_name);
+        assert!(peer.dns_names.contains(&name), "{:?}", peer.dns_names);
     }
 
     #[test]

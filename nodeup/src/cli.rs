@@ -34,6 +34,20 @@ pub struct Cli {
     /// The etcdctl binary (snapshot restores) [default: next to etcd].
     #[arg(long, env = "NODEUP_ETCDCTL_BINARY")]
     pub etcdctl_binary: Option<PathBuf>,
+    /// Where a control-plane node keeps etcd's data: on its member's EBS volume (`volume`, what every instance
+    /// of a cluster does), or on the root disk (`root-disk`: for running nodeup outside EC2, where there is no
+    /// volume; the data then dies with the instance).
+    #[arg(long, env = "NODEUP_ETCD_DATA", value_enum, default_value_t = EtcdData::Volume)]
+    pub etcd_data: EtcdData,
+}
+
+/// Where a control-plane node keeps etcd's data (`--etcd-data`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EtcdData {
+    /// The member's EBS volume, found by tags, attached and mounted at etcd's state directory.
+    Volume,
+    /// The instance's root disk.
+    RootDisk,
 }
 
 impl Cli {

@@ -7,6 +7,7 @@ use crate::identity::WriteReportError;
 use crate::image::ImageError;
 use crate::imds::ImdsError;
 use crate::render::RenderError;
+use crate::volume::attach::VolumeError;
 use crate::write::WriteFileError;
 
 /// How nodeup exits. Without `--once`, only the failures before nodeup knows what it was asked to be (IMDS,
@@ -35,7 +36,8 @@ pub enum ExitCode {
     Services = 9,
     /// The AMI does not carry the components the node spec needs.
     Image = 10,
-    // 11 is the etcd volume's (issue 17, committed separately).
+    /// A control-plane node could not find, attach, format or mount its etcd member's volume.
+    EtcdVolume = 11,
     /// A worker got no kubelet client certificate from the node bootstrap service (refused, or no control-plane
     /// node answered), or a control-plane node could not start that service.
     NodeIdentity = 12,
@@ -131,6 +133,9 @@ pub enum NodeupError {
     /// The node bootstrap service of a control-plane node.
     #[error("{0}")]
     BootstrapService(#[from] crate::bootstrap::server::StartServerError),
+    /// etcd's volume could not be made ready; etcd is not started without it.
+    #[error("etcd's volume: {0}")]
+    EtcdVolume(#[from] VolumeError),
 }
 
 impl NodeupError {
@@ -151,6 +156,7 @@ impl NodeupError {
             NodeupError::NodeCertificate(_) | NodeupError::BootstrapService(_) => {
                 ExitCode::NodeIdentity
             }
+            NodeupError::EtcdVolume(_) => ExitCode::EtcdVolume,
             NodeupError::Runtime(_) => ExitCode::Failure,
         }
     }
@@ -185,12 +191,13 @@ mod tests {
             ExitCode::Render,
             ExitCode::Services,
             ExitCode::Image,
+            ExitCode::EtcdVolume,
             ExitCode::NodeIdentity,
         ]
         .into_iter()
         .map(ExitCode::code)
         .collect();
-        assert_eq!(codes, (0..=10).chain([12]).collect::<Vec<_>>());
+        assert_eq!(codes, (0..=12).collect::<Vec<_>>());
     }
 
     #[test]

@@ -41,6 +41,7 @@ pub mod notify;
 pub mod render;
 pub mod report;
 pub mod services;
+pub mod volume;
 pub mod write;
 
 use std::time::Instant;

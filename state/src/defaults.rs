@@ -20,6 +20,10 @@ pub const DEFAULT_NODE_VOLUME_GIB: u32 = 128;
 pub const DEFAULT_VOLUME_TYPE: &str = "gp3";
 pub const DEFAULT_ETCD_BACKUP_INTERVAL: &str = "15m";
 pub const DEFAULT_ETCD_BACKUP_RETENTION: &str = "7d";
+/// Size in GiB of each etcd member's volume: etcd's own quota is 2 GiB by default, and kops uses 20.
+pub const DEFAULT_ETCD_VOLUME_SIZE: u32 = 20;
+/// EBS type of each etcd member's volume.
+pub const DEFAULT_ETCD_VOLUME_TYPE: &str = "gp3";
 pub const CONTROL_PLANE_TAINT: &str = "node-role.kubernetes.io/control-plane:NoSchedule";
 /// Label put on every node, naming its instance group.
 pub const INSTANCE_GROUP_LABEL: &str = "ballast.dev/instance-group";
@@ -100,6 +104,9 @@ fn complete_cluster(spec: &mut ClusterSpec, instance_groups: &[InstanceGroup]) {
             .collect();
     }
     etcd.encrypted_volume.get_or_insert(true);
+    etcd.volume_size.get_or_insert(DEFAULT_ETCD_VOLUME_SIZE);
+    etcd.volume_type
+        .get_or_insert_with(|| DEFAULT_ETCD_VOLUME_TYPE.to_string());
     let backup = etcd.backup.get_or_insert_with(Default::default);
     backup
         .interval

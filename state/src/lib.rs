@@ -9,6 +9,7 @@
 //! - [`duration`] and [`timestamp`]: the one duration grammar (`15m`, `1h30m`, `7d`) and the one RFC 3339 writer;
 //! - [`store`], [`layout`] and [`registry`]: the state store (S3 or files), where things live in it, and
 //!   safe (locked, conditional) changes to the clusters it holds;
+//! - [`etcd_volume`]: the names and tags of etcd's per-member EBS volumes, shared by `update cluster` and nodeup;
 //! - [`etcd`]: etcd's objects in the store (epochs, health reports, backups, restore decisions), shared by the
 //!   supervisors of `ballast-etcd` and the CLI, which needs no etcd client.
 //!
@@ -21,6 +22,7 @@ pub mod document;
 pub mod duration;
 pub mod error;
 pub mod etcd;
+pub mod etcd_volume;
 pub mod generate;
 pub mod layout;
 pub mod limits;

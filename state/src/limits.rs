@@ -24,6 +24,13 @@ pub const MAX_CONTROL_PLANE_COUNT: u32 = 5;
 /// The most instances one group may run (`--node-count`, an instance group's `maxSize`).
 pub const MAX_GROUP_SIZE: u32 = 1000;
 
+/// Sizes in GiB an etcd member's volume may have: room for etcd's default 2 GiB quota with its WAL and
+/// snapshots at the low end, EBS's largest gp2/gp3 volume at the high end.
+pub const ETCD_VOLUME_SIZE_GIB: std::ops::RangeInclusive<u32> = 3..=16_384;
+/// EBS types an etcd member's volume may have: general purpose SSDs (io1/io2 need an IOPS figure the spec
+/// does not carry; HDD types are too slow for etcd's fsyncs).
+pub const ETCD_VOLUME_TYPES: [&str; 2] = ["gp3", "gp2"];
+
 /// AWS allows 50 tags on a resource ("Tag restrictions" in the EC2 user guide), the ones Ballast adds
 /// included.
 pub const AWS_MAX_TAGS_PER_RESOURCE: usize = 50;

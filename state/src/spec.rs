@@ -158,6 +158,12 @@ pub struct EtcdSpec {
     /// KMS key for the volumes; the account's default EBS key when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kms_key_id: Option<String>,
+    /// Size in GiB of each member's EBS volume (default 20; it can grow in place, never shrink).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_size: Option<u32>,
+    /// EBS type of each member's volume: `gp3` (the default) or `gp2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_type: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<EtcdBackupSpec>,
 }

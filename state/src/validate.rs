@@ -10,7 +10,7 @@ use regex::Regex;
 use crate::defaults::region_of_zone;
 use crate::duration::{parse_duration, DurationError};
 use crate::error::FieldError;
-use crate::limits::MAX_GROUP_SIZE;
+use crate::limits::{ETCD_VOLUME_SIZE_GIB, ETCD_VOLUME_TYPES, MAX_GROUP_SIZE};
 use crate::spec::*;
 
 /// Kubernetes minor versions this release can build nodes for.
@@ -461,6 +461,26 @@ fn check_etcd(report: &mut Report<'_>, etcd: &EtcdSpec) {
             report.error(
                 "spec.etcd.kmsKeyId",
                 "is set but encryptedVolume is false: remove the key or encrypt the volumes",
+            );
+        }
+    }
+    if let Some(size) = etcd.volume_size {
+        if !ETCD_VOLUME_SIZE_GIB.contains(&size) {
+            report.error(
+                "spec.etcd.volumeSize",
+                format!(
+                    "{size} GiB is outside {}..{}",
+                    ETCD_VOLUME_SIZE_GIB.start(),
+                    ETCD_VOLUME_SIZE_GIB.end()
+                ),
+            );
+        }
+    }
+    if let Some(kind) = &etcd.volume_type {
+        if !ETCD_VOLUME_TYPES.contains(&kind.as_str()) {
+            report.error(
+                "spec.etcd.volumeType",
+                format!("{kind:?} is not an etcd volume type: use gp3 or gp2"),
             );
         }
     }

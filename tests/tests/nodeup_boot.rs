@@ -163,6 +163,9 @@ impl Setup {
                 "3",
                 "--store-timeout-secs",
                 "2",
+                // No EC2 here (a fake IMDS, no emulator): etcd's data stays on the root disk.
+                "--etcd-data",
+                "root-disk",
             ])
             .env_clear()
             .env("HOME", &self.root)

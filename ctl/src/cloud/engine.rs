@@ -10,7 +10,7 @@ use ballast_state::store::StateStore;
 use super::aws::{cluster_instances, tag_map, GROUP_TAG, NODE_SPEC_HASH_TAG};
 use super::kinds::{
     auto_scaling_groups, iam, launch_templates, leftovers, load_balancer, network, node_specs,
-    routes, security_groups, subnets, ActualState, Known, Target,
+    routes, security_groups, subnets, volumes, ActualState, Known, Target,
 };
 use super::model::ClusterModel;
 use super::plan::{Plan, Stage};
@@ -154,6 +154,7 @@ impl<'a> Run<'a> {
         match stage {
             Stage::Vpc => self.vpc().await,
             Stage::Network => self.network().await,
+            Stage::EtcdVolumes => self.etcd_volumes().await,
             Stage::SecurityAndIam => self.security_and_iam().await,
             Stage::LoadBalancer => self.load_balancer().await,
             Stage::NodeSpecs => self.node_specs().await,
@@ -196,6 +197,20 @@ impl<'a> Run<'a> {
         self.plan.record(&changes);
         if self.options.apply {
             routes::apply(&self.target()?, &changes, &mut self.known).await?;
+        }
+        Ok(())
+    }
+
+    async fn etcd_volumes(&mut self) -> Result<(), UpdateError> {
+        let model = self.model;
+        let wanted = volumes::wanted(self.completed, model)?;
+        let actual = actual!(self.etcd_volumes, |cloud, store| volumes::find(
+            cloud, model
+        ));
+        let changes = volumes::diff(&wanted, &actual)?;
+        self.plan.record(&changes);
+        if self.options.apply {
+            volumes::apply(&self.target()?, &changes).await?;
         }
         Ok(())
     }

@@ -30,6 +30,26 @@ pub enum UpdateError {
         from: String,
         to: String,
     },
+    /// The spec asks for something that cannot work, named by its field.
+    #[error("{resource}: {field}: {message}")]
+    Refused {
+        resource: String,
+        field: &'static str,
+        message: String,
+    },
+    /// A change to an etcd member's volume that would need a new volume: refused, since the volume holds the
+    /// member's data and Ballast never replaces it.
+    #[error(
+        "{resource}: {field} cannot change ({from} -> {to}): {why}, and the volume holds an etcd member's data, \
+         which Ballast never replaces: revert {field}"
+    )]
+    VolumeRefused {
+        resource: String,
+        field: &'static str,
+        from: String,
+        to: String,
+        why: &'static str,
+    },
     /// Something the spec names does not exist.
     #[error("{resource}: {message}")]
     Missing { resource: String, message: String },

@@ -335,6 +335,17 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
             // The node bootstrap service checks that a worker's STS role is its instance profile's
             // (docs/node-identity.md). Read-only; "*" because the profile is the one EC2 names on the instance.
             {"Sid": "VerifyNodeProfiles", "Effect": "Allow", "Action": ["iam:GetInstanceProfile"], "Resource": "*"},
+            {"Sid": "FindEtcdVolumes", "Effect": "Allow", "Action": ["ec2:DescribeVolumes"], "Resource": "*"},
+            // A control-plane instance attaches its etcd member's volume: only volumes the cluster owns, and only
+            // to the cluster's control-plane instances (AWS checks each resource of AttachVolume on its own).
+            {"Sid": "AttachOwnEtcdVolumes", "Effect": "Allow", "Action": ["ec2:AttachVolume", "ec2:DetachVolume"],
+             "Resource": ["arn:aws:ec2:*:*:volume/*"],
+             "Condition": {"StringEquals": {format!("ec2:ResourceTag/{}", ownership_tag(cluster)): "owned"}}},
+            {"Sid": "AttachToOwnControlPlane", "Effect": "Allow", "Action": ["ec2:AttachVolume", "ec2:DetachVolume"],
+             "Resource": ["arn:aws:ec2:*:*:instance/*"],
+             "Condition": {"StringEquals": {
+                 format!("ec2:ResourceTag/{}", ownership_tag(cluster)): "owned",
+                 format!("ec2:ResourceTag/{ROLE_TAG}"): Role::ControlPlane.tag_value()}}},
         ]
     });
     let node_specs: Vec<String> = completed
@@ -546,6 +557,46 @@ mod tests {
                 "s3.us-west-2.amazonaws.com"
             );
         }
+    }
+
+    #[test]
+    fn the_control_plane_attaches_only_its_clusters_volumes_to_its_control_plane() {
+        let model = model();
+        let role = |r: Role| {
+            let policy = &model
+                .roles
+                .iter()
+                .find(|m| m.role == r)
+                .expect("role")
+                .policy;
+            serde_json::from_str::<serde_json::Value>(policy).expect("policy JSON")
+        };
+        let cp = role(Role::ControlPlane);
+        let statements = cp["Statement"].as_array().expect("statements");
+        let attach: Vec<&serde_json::Value> = statements
+            .iter()
+            .filter(|s| s["Action"].to_string().contains("ec2:AttachVolume"))
+            .collect();
+        assert_eq!(attach.len(), 2, "{cp}");
+        for statement in &attach {
+            assert_eq!(
+                statement["Condition"]["StringEquals"]
+                    ["ec2:ResourceTag/kubernetes.io/cluster/demo.example.com"],
+                "owned",
+                "{statement}"
+            );
+            assert_ne!(statement["Resource"], "*", "{statement}");
+        }
+        let instance = attach
+            .iter()
+            .find(|s| s["Resource"].to_string().contains(":instance/"))
+            .expect("the instance statement");
+        assert_eq!(
+            instance["Condition"]["StringEquals"]["ec2:ResourceTag/ballast.dev/role"],
+            "control-plane"
+        );
+        let nodes = role(Role::Node).to_string();
+        assert!(!nodes.contains("AttachVolume"), "{nodes}");
     }
 
     #[test]

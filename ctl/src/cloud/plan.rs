@@ -13,6 +13,8 @@ pub enum Stage {
     Vpc,
     /// Subnets, the internet gateway, NAT gateways with their Elastic IPs, route tables.
     Network,
+    /// etcd's volumes, one per member in its group's zone (they must exist before an instance needs one).
+    EtcdVolumes,
     /// Security groups and their rules, IAM roles, policies and instance profiles.
     SecurityAndIam,
     /// The API's network load balancer, target group and listener.
@@ -28,9 +30,10 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const ALL: [Stage; 8] = [
+    pub const ALL: [Stage; 9] = [
         Stage::Vpc,
         Stage::Network,
+        Stage::EtcdVolumes,
         Stage::SecurityAndIam,
         Stage::LoadBalancer,
         Stage::NodeSpecs,
@@ -44,6 +47,7 @@ impl Stage {
         match self {
             Stage::Vpc => "the VPC",
             Stage::Network => "network",
+            Stage::EtcdVolumes => "etcd volumes",
             Stage::SecurityAndIam => "security groups and IAM",
             Stage::LoadBalancer => "API load balancer",
             Stage::NodeSpecs => "node specs",
@@ -62,6 +66,7 @@ pub enum Kind {
     InternetGateway,
     NatGateway,
     RouteTable,
+    EtcdVolume,
     SecurityGroup,
     SecurityGroupRules,
     IamRole,
@@ -83,6 +88,7 @@ impl Kind {
             Kind::InternetGateway => "InternetGateway",
             Kind::NatGateway => "NatGateway",
             Kind::RouteTable => "RouteTable",
+            Kind::EtcdVolume => "EtcdVolume",
             Kind::SecurityGroup => "SecurityGroup",
             Kind::SecurityGroupRules => "SecurityGroupRules",
             Kind::IamRole => "IamRole",

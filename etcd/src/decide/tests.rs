@@ -41,6 +41,7 @@ fn member(id: u64, name: &str, ip: &str, learner: bool, answers: Option<u64>) ->
         id,
         name: name.to_string(),
         peer_url: peer_url(ip),
+        client_url: String::new(),
         is_learner: learner,
         status: answers.map(|leader| MemberStatus {
             is_learner: learner,
@@ -62,6 +63,7 @@ fn joiner() -> Observation {
         me: Me {
             instance_id: ME.to_string(),
             ip: ME_IP.to_string(),
+            peer_name: None,
         },
         record: Some(record(1, Some("i-a"), Origin::Bootstrap)),
         local_data: LocalData::default(),
@@ -80,6 +82,8 @@ fn joiner() -> Observation {
         epoch_backup_revision: None,
         now_unix: 1000,
         backup_due: false,
+        member_volume: false,
+        peer_hosts: BTreeMap::new(),
     }
 }
 
@@ -90,6 +94,7 @@ fn member_of_three(leader: u64) -> Observation {
         present: true,
         epoch: Some(1),
         seeded_epoch: None,
+        member_id: None,
     };
     o.local_etcd = LocalEtcd::Running(status(3, leader, 100));
     o.cluster = view(vec![
@@ -185,6 +190,7 @@ fn a_restore_without_seed_is_claimed() {
         present: true,
         epoch: Some(1),
         seeded_epoch: None,
+        member_id: None,
     };
     assert!(matches!(decide(&o), Step::Wipe { .. }));
 }
@@ -598,6 +604,7 @@ fn data_with_an_unknown_epoch_waits_and_says_what_to_do() {
         present: true,
         epoch: None,
         seeded_epoch: Some(1),
+        member_id: None,
     };
     for etcd in [
         LocalEtcd::Stopped,
@@ -792,4 +799,255 @@ fn lost_majority_counts_an_unlisted_voter_as_terminated_only_after_the_grace() {
             lost_members: vec!["i-a".into(), "i-b".into()]
         }
     );
+}
+
+// Members on their own volumes (decide/volume.rs).
+
+/// `me` restarted on its predecessor's volume: data of epoch 1 of member 3, which the cluster lists at the
+/// terminated predecessor's IP; the two others form a healthy quorum led by 1.
+fn reattached() -> Observation {
+    let mut o = member_of_three(1);
+    o.member_volume = true;
+    o.local_data.member_id = Some(3);
+    o.local_etcd = LocalEtcd::Stopped;
+    o.instances.push(inst("i-old", "127.0.0.13", Terminated));
+    o.cluster = view(vec![
+        member(1, "i-a", "127.0.0.11", false, Some(1)),
+        member(2, "i-b", "127.0.0.12", false, Some(1)),
+        member(3, "i-old", "127.0.0.13", false, None),
+    ]);
+    o
+}
+
+#[test]
+fn a_reattached_member_moves_its_peer_url_and_keeps_its_id() {
+    let o = reattached();
+    assert_eq!(
+        decide(&o),
+        Step::UpdatePeerUrl {
+            member_id: 3,
+            from: peer_url("127.0.0.13")
+        }
+    );
+    // Once moved, it restarts on its data: never a wipe, a removal or an add.
+    let mut moved = o.clone();
+    moved.cluster = view(vec![
+        member(1, "i-a", "127.0.0.11", false, Some(1)),
+        member(2, "i-b", "127.0.0.12", false, Some(1)),
+        member(3, "i-old", ME_IP, false, None),
+    ]);
+    assert_eq!(decide(&moved), Step::Restart);
+    // Running before the move (no quorum then): moved as soon as there is one.
+    let mut running = o.clone();
+    running.local_etcd = LocalEtcd::Running(status(3, 1, 100));
+    assert!(matches!(
+        decide(&running),
+        Step::UpdatePeerUrl { member_id: 3, .. }
+    ));
+}
+
+#[test]
+fn without_its_member_id_a_reattached_member_is_taken_for_removed() {
+    // Data from before the member marker: matched by peer URL as before, and not found.
+    let mut o = reattached();
+    o.local_data.member_id = None;
+    assert!(matches!(decide(&o), Step::Wipe { .. }));
+}
+
+#[test]
+fn a_member_that_answers_elsewhere_or_runs_on_a_live_instance_is_not_moved() {
+    let mut answers = reattached();
+    if let Some(v) = answers.cluster.as_mut() {
+        v.members[2].status = Some(status(3, 1, 100));
+    }
+    assert!(is_wait(&decide(&answers)), "{:?}", decide(&answers));
+    let mut alive = reattached();
+    alive.instances.retain(|i| i.instance_id != "i-old");
+    alive.instances.push(inst("i-old", "127.0.0.13", Running));
+    assert!(is_wait(&decide(&alive)), "{:?}", decide(&alive));
+}
+
+#[test]
+fn a_reused_ip_held_by_a_dead_member_is_freed_first() {
+    let mut o = reattached();
+    o.instances.push(inst("i-dead", ME_IP, Terminated));
+    if let Some(v) = o.cluster.as_mut() {
+        v.members.push(member(4, "i-dead", ME_IP, true, None));
+    }
+    assert!(matches!(
+        decide(&o),
+        Step::RemoveMember { member_id: 4, .. }
+    ));
+}
+
+#[test]
+fn with_volumes_the_leader_keeps_a_gone_members_place_for_its_volume() {
+    let mut o = member_of_three(3);
+    o.instances[0].state = Terminated;
+    if let Some(v) = o.cluster.as_mut() {
+        v.members[0].status = None;
+    }
+    assert!(matches!(
+        decide(&o),
+        Step::RemoveMember { member_id: 1, .. }
+    ));
+    o.member_volume = true;
+    assert_eq!(decide(&o), Step::Steady);
+    // A replacement whose volume is empty (a new volume) removes it before it joins.
+    let mut joiner = joiner();
+    joiner.member_volume = true;
+    joiner.instances[0].state = Terminated;
+    joiner.cluster = view(vec![
+        member(1, "i-a", "127.0.0.11", false, None),
+        member(2, "i-b", "127.0.0.12", false, Some(2)),
+        member(3, "i-c", "127.0.0.13", false, Some(2)),
+    ]);
+    joiner.instances.push(inst("i-c", "127.0.0.13", Running));
+    assert!(matches!(
+        decide(&joiner),
+        Step::RemoveMember { member_id: 1, .. }
+    ));
+}
+
+/// Every control-plane instance replaced at once, the three volumes re-attached: the members answer at new IPs
+/// but are listed at their terminated predecessors' (`me` is member 3, at raft index `my_index`).
+fn all_reattached(my_index: u64) -> Observation {
+    let mut o = member_of_three(0);
+    o.member_volume = true;
+    o.local_data.member_id = Some(3);
+    o.local_etcd = LocalEtcd::Running(status(3, 0, my_index));
+    o.instances = vec![
+        inst("i-a2", "127.0.0.21", Running),
+        inst("i-b2", "127.0.0.22", Running),
+        inst(ME, ME_IP, Running),
+        inst("i-a", "127.0.0.11", Terminated),
+        inst("i-b", "127.0.0.12", Terminated),
+        inst("i-old", "127.0.0.13", Terminated),
+    ];
+    let mut mine = member(3, "i-old", "127.0.0.13", false, Some(0));
+    mine.status = Some(status(3, 0, my_index));
+    o.cluster = view(vec![
+        member(1, "i-a", "127.0.0.11", false, Some(0)),
+        member(2, "i-b", "127.0.0.12", false, Some(0)),
+        mine,
+    ]);
+    o
+}
+
+#[test]
+fn every_member_reattached_at_once_the_most_up_to_date_carries_the_cluster() {
+    // The others (raft index 100) are behind: this member forces a new cluster from its data, which keeps the
+    // cluster ID, its member ID and every write a majority acknowledged.
+    let o = all_reattached(120);
+    let Step::ClaimForceNewCluster {
+        raft_index,
+        lost_members,
+    } = decide(&o)
+    else {
+        panic!("{:?}", decide(&o));
+    };
+    assert_eq!(raft_index, 120);
+    assert_eq!(lost_members.len(), 3, "{lost_members:?}");
+    // Behind the others: it waits for the one that carries it (ties go to the smallest member id).
+    let behind = all_reattached(90);
+    let Step::Wait { reason } = decide(&behind) else {
+        panic!("{:?}", decide(&behind));
+    };
+    assert!(reason.contains("carries the cluster"), "{reason}");
+    // A member that does not answer yet may hold newer data on its volume: never forced over, gone or not.
+    let mut silent = all_reattached(120);
+    if let Some(v) = silent.cluster.as_mut() {
+        v.members[0].status = None;
+    }
+    let Step::Wait { reason } = decide(&silent) else {
+        panic!("{:?}", decide(&silent));
+    };
+    assert!(reason.contains("its volume brings it back"), "{reason}");
+    // Without volumes the members that answer are never forced over.
+    let mut no_volumes = all_reattached(120);
+    no_volumes.member_volume = false;
+    assert!(is_wait(&decide(&no_volumes)));
+}
+
+#[test]
+fn a_stale_majority_whose_old_instance_may_live_is_not_forced() {
+    let mut o = all_reattached(120);
+    o.instances.retain(|i| i.instance_id != "i-b");
+    o.instances
+        .push(inst("i-b", "127.0.0.12", InstanceState::Stopped));
+    let Step::Wait { reason } = decide(&o) else {
+        panic!("{:?}", decide(&o));
+    };
+    assert!(reason.contains("not forcing"), "{reason}");
+}
+
+#[test]
+fn one_reattached_member_beside_a_reachable_majority_waits_for_the_election() {
+    // Two members at alive IPs can elect a leader without the third: never force then.
+    let mut o = all_reattached(120);
+    o.instances.push(inst("i-a", "127.0.0.11", Running));
+    o.instances.push(inst("i-b", "127.0.0.12", Running));
+    o.instances
+        .retain(|i| !(i.state == Terminated && (i.instance_id == "i-a" || i.instance_id == "i-b")));
+    let Step::Wait { reason } = decide(&o) else {
+        panic!("{:?}", decide(&o));
+    };
+    assert!(reason.contains("election"), "{reason}");
+}
+
+#[test]
+fn every_member_reattached_at_once_with_peer_names_waits_for_its_own_election_never_forces() {
+    // Peer URLs by name: the members are listed at their names, which now resolve to the replacements. The same
+    // cluster elects a leader by itself; nothing is forced, nothing removed.
+    let mut o = all_reattached(120);
+    o.me.peer_name = Some("etcd-c.internal.x".to_string());
+    let by_name = [
+        ("etcd-a.internal.x", "127.0.0.21"),
+        ("etcd-b.internal.x", "127.0.0.22"),
+        ("etcd-c.internal.x", ME_IP),
+    ];
+    o.peer_hosts = by_name
+        .iter()
+        .map(|(n, ip)| (n.to_string(), ip.to_string()))
+        .collect();
+    if let Some(v) = o.cluster.as_mut() {
+        for (m, (name, _)) in v.members.iter_mut().zip(by_name) {
+            m.peer_url = peer_url(name);
+        }
+    }
+    let Step::Wait { reason } = decide(&o) else {
+        panic!("{:?}", decide(&o));
+    };
+    assert!(reason.contains("election"), "{reason}");
+    // Two of them not started yet: still never forced (their volumes bring them back).
+    if let Some(v) = o.cluster.as_mut() {
+        v.members[0].status = None;
+        v.members[1].status = None;
+    }
+    let Step::Wait { reason } = decide(&o) else {
+        panic!("{:?}", decide(&o));
+    };
+    assert!(reason.contains("its volume brings it back"), "{reason}");
+}
+
+#[test]
+fn a_member_by_name_is_already_where_it_belongs_and_one_by_ip_moves_to_its_name() {
+    // Healthy, this member listed by its name: nothing to move.
+    let mut o = member_of_three(3);
+    o.member_volume = true;
+    o.me.peer_name = Some("etcd-c.internal.x".to_string());
+    o.peer_hosts = [("etcd-c.internal.x".to_string(), ME_IP.to_string())].into();
+    o.local_data.member_id = Some(3);
+    if let Some(v) = o.cluster.as_mut() {
+        v.members[2].peer_url = peer_url("etcd-c.internal.x");
+    }
+    assert_eq!(decide(&o), Step::Steady);
+    // Listed by its IP (a cluster from before peer names): moved to its name through the quorum, keeping its ID.
+    if let Some(v) = o.cluster.as_mut() {
+        v.members[2].peer_url = peer_url(ME_IP);
+    }
+    assert!(matches!(
+        decide(&o),
+        Step::UpdatePeerUrl { member_id: 3, .. }
+    ));
 }

@@ -84,6 +84,22 @@ impl Supervisor {
     }
 }
 
+impl Supervisor {
+    /// Points this instance's member (its data re-attached here on its volume) at this instance's peer URL.
+    pub(super) async fn update_peer_url(&mut self, member_id: u64) -> Result<(), SupervisorError> {
+        let client = self.voters_client("member update").await?;
+        let url = self.me.peer_url();
+        retry_transient("member update", || {
+            let mut client = client.clone();
+            let url = url.clone();
+            async move { client.member_update(member_id, [url]).await.map(|_| ()) }
+        })
+        .await?;
+        tracing::info!(member = format!("{member_id:x}"), peer_url = %url, "moved this instance's member here");
+        Ok(())
+    }
+}
+
 /// Retries a membership change on transient refusals ("unhealthy cluster" lasts up to ~5 s after a leader
 /// change or a removal) for up to 10 s; "already done" counts as done.
 async fn retry_transient<F, Fut>(operation: &'static str, mut f: F) -> Result<(), SupervisorError>

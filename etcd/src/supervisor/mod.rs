@@ -18,7 +18,7 @@ mod observe;
 mod start;
 mod unlisted;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -57,6 +57,21 @@ pub struct SupervisorConfig {
     pub publish_interval: Duration,
     /// Timeout of one etcd request while observing.
     pub request_timeout: Duration,
+    /// The state dir is this member's own EBS volume, re-attached by a replacement instance: gone members are
+    /// not removed by the leader, and a member keeps its ID across instances (`decide/volume.rs`).
+    pub member_volume: bool,
+    /// Peer URLs by name (`hosts`): this member's name and the hosts file that makes every member's name resolve.
+    /// `None`: peer URLs by IP.
+    pub peer_names: Option<PeerNames>,
+}
+
+/// Peer URLs by name: this node's member and the hosts file the supervisor keeps current (`/etc/hosts` under
+/// nodeup's root).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerNames {
+    /// This instance's etcd member (the `ballast.dev/etcd-member` tag of the volume it mounted).
+    pub member: String,
+    pub hosts_file: PathBuf,
 }
 
 impl SupervisorConfig {
@@ -81,6 +96,8 @@ impl SupervisorConfig {
             steady_interval: Duration::from_secs(2),
             publish_interval: Duration::from_secs(10),
             request_timeout: Duration::from_secs(2),
+            member_volume: false,
+            peer_names: None,
         }
     }
 
@@ -105,6 +122,8 @@ pub enum SupervisorError {
     Process(#[from] ProcessError),
     #[error(transparent)]
     Backup(#[from] BackupError),
+    #[error(transparent)]
+    Hosts(#[from] crate::hosts::HostsError),
     #[error("writing the restore snapshot to {path}: {source}")]
     SnapshotFile {
         path: PathBuf,
@@ -142,6 +161,8 @@ pub struct Supervisor {
     /// Members' instance ids EC2 lists neither by tags nor by id, and since when without a break
     /// (see `unlisted`).
     unlisted_since: HashMap<String, Instant>,
+    /// The peer names as last written to the hosts file (`observe`).
+    peer_hosts: BTreeMap<String, String>,
 }
 
 /// The requeue after etcd was (re)started, or a learner is not ready to promote: its next state comes quickly.
@@ -158,6 +179,10 @@ impl Supervisor {
             me: Me {
                 instance_id: config.instance_id.clone(),
                 ip: config.ip.clone(),
+                peer_name: config
+                    .peer_names
+                    .as_ref()
+                    .map(|n| crate::hosts::peer_name(&config.cluster_name, &n.member)),
             },
             paths: ClusterPaths::new(&config.cluster_name),
             local: LocalState::new(config.state_dir.clone()),
@@ -174,6 +199,7 @@ impl Supervisor {
             last_error: None,
             force_snapshot_failures: 0,
             unlisted_since: HashMap::new(),
+            peer_hosts: BTreeMap::new(),
         })
     }
 
@@ -257,6 +283,7 @@ impl Supervisor {
         StartSpec {
             name: self.me.instance_id.clone(),
             ip: self.me.ip.clone(),
+            peer_url: self.me.peer_url(),
             initial_cluster,
             token: record.cluster_token(&self.config.cluster_name),
             mode,
@@ -333,6 +360,9 @@ impl Supervisor {
                 .await
                 .map(|()| None),
             Step::Backup => self.scheduled_backup().await.map(|()| None),
+            Step::UpdatePeerUrl { member_id, .. } => {
+                self.update_peer_url(*member_id).await.map(|()| None)
+            }
         }
     }
 

@@ -23,6 +23,9 @@ impl Supervisor {
         );
         self.record = record?;
         let mut instances = instances?;
+        // Before etcd starts (the first round) and whenever a volume moves: every member's name resolves to the
+        // instance holding its volume.
+        self.update_peer_hosts(&instances).await?;
         let running = self.process.as_mut().is_some_and(EtcdProcess::is_running);
         if !running {
             if let Some(p) = self.process.take() {
@@ -88,10 +91,18 @@ impl Supervisor {
                 self.local.set_seeded(record.record.epoch)?;
             }
         }
+        // The member the data belongs to travels with it (a re-attached volume): recorded once etcd answers on it.
+        if let LocalEtcd::Running(st) = local_etcd {
+            if has_member_data && st.member_id != 0 && self.local.member_id() != Some(st.member_id)
+            {
+                self.local.set_member_id(st.member_id)?;
+            }
+        }
         let local_data = LocalData {
             present: has_member_data || (running && self.local.epoch().is_some()),
             epoch: self.local.epoch(),
             seeded_epoch: self.local.seeded_epoch(),
+            member_id: has_member_data.then(|| self.local.member_id()).flatten(),
         };
         let (_, now_unix) = now_stamp();
         let (reports, epoch_backup_revision) = if cluster.is_none() && !local_data.present {
@@ -121,7 +132,50 @@ impl Supervisor {
             epoch_backup_revision,
             now_unix,
             backup_due,
+            member_volume: self.config.member_volume,
+            peer_hosts: self.peer_hosts.clone(),
         })
+    }
+
+    /// Keeps the hosts file's block of peer names current (peer URLs by name only). A failed DescribeVolumes
+    /// keeps the other members' last known addresses (logged); this member's own entry is always written.
+    async fn update_peer_hosts(
+        &mut self,
+        instances: &[PeerInstance],
+    ) -> Result<(), SupervisorError> {
+        let Some(names) = self.config.peer_names.clone() else {
+            return Ok(());
+        };
+        let volumes = match self.peers.member_volumes().await {
+            Ok(v) => Some(v),
+            Err(e) => {
+                tracing::warn!(error = %e, "listing the etcd volumes for the peer names; keeping the last addresses");
+                None
+            }
+        };
+        let wanted = match volumes {
+            Some(volumes) => crate::hosts::entries(
+                &self.config.cluster_name,
+                &volumes,
+                instances,
+                &names.member,
+                &self.me.ip,
+            ),
+            None => {
+                let mut last = self.peer_hosts.clone();
+                if let Some(own) = &self.me.peer_name {
+                    last.insert(own.clone(), self.me.ip.clone());
+                }
+                last
+            }
+        };
+        if wanted != self.peer_hosts || self.peer_hosts.is_empty() {
+            if crate::hosts::update_file(&names.hosts_file, &wanted)? {
+                tracing::info!(hosts = ?wanted, file = %names.hosts_file.display(), "etcd peer names updated");
+            }
+            self.peer_hosts = wanted;
+        }
+        Ok(())
     }
 
     /// The member list of the cluster that answers best: one with a leader, the most members answering, ours
@@ -162,6 +216,7 @@ impl Supervisor {
                     id: m.id(),
                     name: m.name().to_string(),
                     peer_url: m.peer_urls().first().cloned().unwrap_or_default(),
+                    client_url: m.client_urls().first().cloned().unwrap_or_default(),
                     is_learner: m.is_learner(),
                     status: group
                         .iter()

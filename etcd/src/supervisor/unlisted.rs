@@ -83,6 +83,7 @@ mod tests {
         Me {
             instance_id: "i-me".to_string(),
             ip: "10.0.0.1".to_string(),
+            peer_name: None,
         }
     }
 
@@ -96,6 +97,7 @@ mod tests {
                     id: n as u64 + 1,
                     name: name.to_string(),
                     peer_url: peer_url(&format!("10.0.0.{}", n + 10)),
+                    client_url: String::new(),
                     is_learner: false,
                     status: None,
                 })

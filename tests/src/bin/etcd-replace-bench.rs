@@ -2,22 +2,50 @@
 //! groups, 10,000 keys written, then several replacements (EC2 TerminateInstances of one control-plane instance;
 //! its Auto Scaling Group launches another). For each it prints the time from the replacement's nodeup start
 //! (the runner's boot time) to three voting, healthy members without the dead one, and from the termination
-//! call to the same point, then the medians. Goal: under 3 s median for the first.
+//! call to the same point, then the medians. It runs twice, on two clusters: with each member's data on its
+//! volume (the default: the replacement re-attaches it, same member, peer URL by name) and with etcd's data on
+//! the root disk (`NODEUP_ETCD_DATA=root-disk` through a wrapper: the replacement joins as a learner, as before
+//! volumes), and prints the two side by side. Goal: under 3 s median for the first.
 //!
 //! cargo run -p ballast-e2e --bin etcd-replace-bench [--release] [-- REPLACEMENTS [KEYS]]
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 use ballast_e2e::cluster_etcd::{connect, control_plane, settled_membership, wait_for_settled};
-use ballast_e2e::localcloud::{bench_binaries, LocalCloud};
+use ballast_e2e::localcloud::{bench_binaries, binaries, LocalCloud, Options};
 
 fn main() {
     let mut args = std::env::args().skip(1);
     let replacements: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
     let keys: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
-    runtime.block_on(bench(replacements, keys));
+    let ballast = bench_binaries();
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    println!("== member volumes: the replacement re-attaches its member's volume");
+    let reattach = runtime.block_on(bench(&ballast, None, replacements, keys));
+    println!("== root disk: the replacement joins as a learner");
+    let wrapper = root_disk_nodeup(scratch.path());
+    let learner = runtime.block_on(bench(&ballast, Some(wrapper), replacements, keys));
+    println!(
+        "medians over {replacements} replacements with {keys} keys (nodeup start / termination call to 3 voting healthy members): re-attach {:.2} s / {:.2} s; learner join {:.2} s / {:.2} s (goal < 3 s for the first)",
+        reattach.0, reattach.1, learner.0, learner.1
+    );
+}
+
+/// A wrapper that runs nodeup with etcd's data on the root disk (the learner-join path).
+fn root_disk_nodeup(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("nodeup-root-disk");
+    let script = format!(
+        "#!/bin/sh\nNODEUP_ETCD_DATA=root-disk exec '{}' \"$@\"\n",
+        binaries().nodeup.display()
+    );
+    std::fs::write(&path, script).expect("writing the nodeup wrapper");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+        .expect("making the wrapper executable");
+    path
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -41,11 +69,19 @@ fn now_unix() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-async fn bench(replacements: usize, keys: usize) {
-    let ballast = bench_binaries();
-    let cloud = LocalCloud::start();
+/// One cluster's run; returns the medians (nodeup start, termination call) to three voting healthy members.
+async fn bench(
+    ballast: &Path,
+    nodeup: Option<PathBuf>,
+    replacements: usize,
+    keys: usize,
+) -> (f64, f64) {
+    let cloud = LocalCloud::start_with(Options {
+        nodeup,
+        ..Options::default()
+    });
     cloud.prepare_for_ballast("etcd-bench").await;
-    let out = Command::new(&ballast)
+    let out = Command::new(ballast)
         .args([
             "create",
             "cluster",
@@ -149,9 +185,10 @@ async fn bench(replacements: usize, keys: usize) {
         .expect("count")
         .count();
     assert_eq!(count as usize, keys, "keys lost");
+    let medians = (median(from_boot), median(from_termination));
     println!(
         "median over {replacements} replacements with {keys} keys: nodeup start to 3 voting healthy members {:.2} s (goal < 3 s); termination call to the same {:.2} s",
-        median(from_boot),
-        median(from_termination)
+        medians.0, medians.1
     );
+    medians
 }

@@ -21,6 +21,7 @@ pub mod node_specs;
 pub mod routes;
 pub mod security_groups;
 pub mod subnets;
+pub mod volumes;
 
 use std::collections::BTreeMap;
 
@@ -79,6 +80,8 @@ pub struct ActualState {
     pub subnets: subnets::Actual,
     #[serde(default)]
     pub routes: routes::Actual,
+    #[serde(default)]
+    pub etcd_volumes: volumes::Actual,
     #[serde(default)]
     pub security_groups: security_groups::Actual,
     #[serde(default)]
