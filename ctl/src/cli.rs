@@ -71,6 +71,14 @@ pub enum Command {
     RollingUpdate(RollingUpdateArgs),
     /// Write a cluster's context into your kubeconfig (with --admin, a short-lived admin certificate).
     Export(ExportArgs),
+    /// Rotate a key in stages (docs/keys.md): add a new key, promote it, for the encryption key rewrite the
+    /// secrets, then drop the old key.
+    ///
+    /// Each stage changes the cluster's keyset, then writes the node specs and launch templates that carry it
+    /// (as `update cluster --yes`); `rolling-update cluster --yes` then replaces the instances. Run the next
+    /// stage only after that roll. A stage out of order is refused with the reason (exit 4) and changes
+    /// nothing; a stage already done changes nothing and says so.
+    Rotate(RotateArgs),
     /// Print a shell completion script.
     Completion {
         #[arg(value_enum)]
@@ -212,6 +220,71 @@ pub enum GetWhat {
     /// nodeup reported (phase, first error).
     #[command(visible_aliases = ["instance"])]
     Instances(GetObjectArgs),
+    /// The cluster's keys and secrets (kubernetes-ca, etcd-ca, service-account, encryption-key): kind, id,
+    /// state (next, primary, trusted, distrusted), created, expires. Never a private value.
+    #[command(visible_aliases = ["secret"])]
+    Secrets(GetKeysArgs),
+    /// The cluster's key pairs only (the CAs and the service-account key), as `get secrets`.
+    #[command(visible_aliases = ["keypair"])]
+    Keypairs(GetKeysArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GetKeysArgs {
+    /// Only this keyset: kubernetes-ca, etcd-ca, service-account or encryption-key.
+    #[arg(value_name = "NAME")]
+    pub keyset: Option<String>,
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub output: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct RotateArgs {
+    /// The key to rotate.
+    #[arg(value_enum)]
+    pub keyset: KeysetArg,
+    /// add: a new key every node trusts, not yet used; promote: the new key signs (or encrypts), the old one
+    /// is still trusted; rewrite (encryption-key only): every secret written again with the new key; drop: the
+    /// old key is distrusted (kept in the state store, given to no node).
+    #[arg(long, value_enum)]
+    pub stage: StageArg,
+    /// The key the stage must act on (the key to promote, the old key to drop): refused when it is another.
+    #[arg(long, value_name = "ID", value_parser = parse_key_id)]
+    pub id: Option<String>,
+    /// With --stage rewrite: the secrets were rewritten by hand with the command this prints when the API
+    /// cannot be reached; record it so the old key can be dropped.
+    #[arg(long)]
+    pub rewritten_by_hand: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KeysetArg {
+    KubernetesCa,
+    EtcdCa,
+    ServiceAccount,
+    EncryptionKey,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StageArg {
+    Add,
+    Promote,
+    Rewrite,
+    Drop,
+}
+
+/// Key ids are 16 hex digits (key pairs) or `key-<unix seconds>[-<hex>]` (encryption keys): at most 64 characters of
+/// letters, digits and '-'.
+fn parse_key_id(text: &str) -> Result<String, String> {
+    if text.is_empty()
+        || text.len() > 64
+        || !text.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    {
+        return Err(
+            "a key id is 1 to 64 letters, digits or '-' (`ballast get secrets` lists them)".into(),
+        );
+    }
+    Ok(text.to_string())
 }
 
 #[derive(Debug, Args)]

@@ -63,6 +63,13 @@ pub enum CommandError {
         source: Box<BackupError>,
         hint: String,
     },
+    /// A keyset could not be read, or a rotation stage was refused (docs/keys.md).
+    #[error("cluster {cluster}: {source}")]
+    Keys {
+        cluster: String,
+        #[source]
+        source: Box<ballast_state::keystore::KeystoreError>,
+    },
     /// The cluster is not (yet) as asked: a failing check, or a wait that ran out.
     #[error("{0}")]
     NotReady(String),
@@ -144,6 +151,23 @@ impl CommandError {
                 // Corrupted and BadMetadata included: the backup is unusable, choose another.
                 _ => FAILURE,
             },
+            CommandError::Keys { source, .. } => {
+                use ballast_state::keyset::StageError;
+                use ballast_state::keystore::KeystoreError;
+                match source.as_ref() {
+                    KeystoreError::Stage(StageError::UnknownKey { .. })
+                    | KeystoreError::Missing { .. } => NOT_FOUND,
+                    KeystoreError::Stage(StageError::Damaged { .. })
+                    | KeystoreError::Corrupt { .. } => FAILURE,
+                    KeystoreError::Stage(_) => CONFLICT,
+                    KeystoreError::Store { source, .. }
+                        if matches!(source.as_ref(), StoreError::Conflict { .. }) =>
+                    {
+                        CONFLICT
+                    }
+                    KeystoreError::Store { .. } | KeystoreError::Generate(_) => FAILURE,
+                }
+            }
             CommandError::NotReady(_) => NOT_READY,
             CommandError::Roll(e) if e.not_ready() => NOT_READY,
             CommandError::Roll(crate::roll::RollError::ControlPlaneFirst { .. }) => USAGE,

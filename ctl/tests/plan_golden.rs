@@ -97,7 +97,8 @@ async fn applied_state(model: &ClusterModel, completed: &ClusterConfig) -> Actua
     applied_security_and_iam(model, &mut state);
     applied_etcd_volumes(model, completed, &mut state);
     let (dns, target_group) = applied_load_balancer(model, &mut state);
-    let rendered = node_specs::render(completed, model, &dns).expect("node specs render");
+    let rendered =
+        node_specs::render(completed, model, &dns, &Default::default()).expect("node specs render");
     for (group, spec) in model.groups.iter().zip(&rendered) {
         state.node_specs.specs.insert(
             group.name.clone(),

@@ -350,11 +350,14 @@ async fn worker_certificate(
             (cert, key)
         }
         _ => {
+            // During a Kubernetes CA rotation the service's certificate may be of either CA: trust both.
+            let trusted =
+                render::keys::bundle(&secrets.kubernetes_ca_cert, &secrets.kubernetes_ca_trusted);
             let ask = bootstrap::client::Ask {
                 cluster: &boot.cluster_name,
                 region: &identity.region,
                 node_name: &identity.local_hostname,
-                ca_cert_pem: &secrets.kubernetes_ca_cert,
+                ca_cert_pem: &trusted,
             };
             let (cert, key) = bootstrap::client::obtain(&ask).await?;
             (cert.into_bytes(), key.into_bytes())

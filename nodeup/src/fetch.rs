@@ -209,9 +209,13 @@ pub async fn secrets(
     if spec.role != Role::ControlPlane {
         // A worker's kubelet certificate comes from the bootstrap service (crate::bootstrap): it reads the CA
         // certificate only, even when an older node spec still names a bootstrap token.
-        let ca = fetch(pki.kubernetes_ca_cert.clone()).await?;
+        let (ca, trusted) = tokio::try_join!(
+            fetch(pki.kubernetes_ca_cert.clone()),
+            fetch_all(store, &pki.kubernetes_ca_trusted, deadline),
+        )?;
         return Ok(Secrets {
             kubernetes_ca_cert: ca,
+            kubernetes_ca_trusted: trusted,
             control_plane: None,
         });
     }
@@ -247,15 +251,38 @@ pub async fn secrets(
         },
         encryption,
     )?;
+    // Empty unless a key is being rotated (docs/keys.md).
+    let (kubernetes_ca_trusted, etcd_ca_trusted, service_account_verify_keys) = tokio::try_join!(
+        fetch_all(store, &pki.kubernetes_ca_trusted, deadline),
+        fetch_all(store, &pki.etcd_ca_trusted, deadline),
+        fetch_all(store, &pki.service_account_verify_keys, deadline),
+    )?;
     Ok(Secrets {
         kubernetes_ca_cert: ca,
+        kubernetes_ca_trusted,
         control_plane: Some(ControlPlaneSecrets {
             kubernetes_ca_key: ca_key,
             etcd_ca_cert: etcd_cert,
             etcd_ca_key: etcd_key,
+            etcd_ca_trusted,
             service_account_key: sa_key,
             service_account_public_key: sa_pub,
+            service_account_verify_keys,
             encryption_keys,
         }),
     })
+}
+
+/// Every object of `keys`, as text, in order.
+async fn fetch_all(
+    store: &StateStore,
+    keys: &[String],
+    deadline: Instant,
+) -> Result<Vec<String>, FetchError> {
+    let mut texts = Vec::with_capacity(keys.len());
+    for key in keys {
+        let data = get(store, key, deadline).await?;
+        texts.push(text(key, data)?);
+    }
+    Ok(texts)
 }

@@ -83,7 +83,10 @@ pub struct NodeFacts {
 /// Secrets fetched from the state store for this node. Workers get the CA certificate only.
 #[derive(Clone)]
 pub struct Secrets {
+    /// The CA certificate that issues (its key signs on the control plane).
     pub kubernetes_ca_cert: String,
+    /// CA certificates trusted beside it while the Kubernetes CA is rotated (docs/keys.md).
+    pub kubernetes_ca_trusted: Vec<String>,
     pub control_plane: Option<ControlPlaneSecrets>,
 }
 
@@ -93,8 +96,12 @@ pub struct ControlPlaneSecrets {
     pub kubernetes_ca_key: String,
     pub etcd_ca_cert: String,
     pub etcd_ca_key: String,
+    /// etcd CA certificates trusted beside `etcd_ca_cert` while the etcd CA is rotated.
+    pub etcd_ca_trusted: Vec<String>,
     pub service_account_key: String,
     pub service_account_public_key: String,
+    /// Public keys verifying service-account tokens beside `service_account_public_key` during a rotation.
+    pub service_account_verify_keys: Vec<String>,
     pub encryption_keys: Option<EncryptionKeys>,
 }
 

@@ -43,8 +43,10 @@ fn cp(s: &ClusterSecrets) -> ControlPlaneSecrets {
         kubernetes_ca_key: s.kubernetes_ca.key_pem.clone(),
         etcd_ca_cert: s.etcd_ca.cert_pem.clone(),
         etcd_ca_key: s.etcd_ca.key_pem.clone(),
+        etcd_ca_trusted: Vec::new(),
         service_account_key: s.service_account_key_pem.clone(),
         service_account_public_key: s.service_account_public_pem.clone(),
+        service_account_verify_keys: Vec::new(),
         encryption_keys: None,
     }
 }

@@ -16,11 +16,14 @@ use ballast_state::pki::EncryptionKeys;
 use nodeup::render::types::{EncryptionConfiguration, Kubeconfig, KubeletConfiguration};
 use nodeup::render::{self, ControlPlaneSecrets, NodeFacts, Rendered, Secrets};
 
-const CASES: [&str; 4] = [
+const CASES: [&str; 7] = [
     "control-plane",
     "control-plane-encryption-off",
     "worker",
     "worker-custom-kubelet",
+    "control-plane-rotation-add",
+    "control-plane-rotation-promote",
+    "control-plane-rotation-drop",
 ];
 
 fn data() -> PathBuf {
@@ -40,18 +43,43 @@ fn node() -> NodeFacts {
     }
 }
 
+/// The state-store object `key`: from `tests/data/store/<key>` (the keys a rotation added), else the cluster's
+/// original secret `original` from `tests/data/secrets/`.
+fn object(key: Option<&String>, original: &str) -> String {
+    key.map(|k| data().join("store").join(k))
+        .filter(|p| p.exists())
+        .map(|p| std::fs::read_to_string(p).expect("a stored object"))
+        .unwrap_or_else(|| secret(original))
+}
+
+fn objects(keys: &[String]) -> Vec<String> {
+    keys.iter()
+        .map(|k| std::fs::read_to_string(data().join("store").join(k)).expect(k))
+        .collect()
+}
+
 fn secrets_for(spec: &NodeSpec) -> Secrets {
+    let pki = &spec.pki;
     Secrets {
-        kubernetes_ca_cert: secret("kubernetes-ca.crt"),
+        kubernetes_ca_cert: object(Some(&pki.kubernetes_ca_cert), "kubernetes-ca.crt"),
+        kubernetes_ca_trusted: objects(&pki.kubernetes_ca_trusted),
         control_plane: spec.control_plane.as_ref().map(|_| ControlPlaneSecrets {
-            kubernetes_ca_key: secret("kubernetes-ca.key"),
-            etcd_ca_cert: secret("etcd-ca.crt"),
-            etcd_ca_key: secret("etcd-ca.key"),
-            service_account_key: secret("service-account.key"),
-            service_account_public_key: secret("service-account.pub"),
+            kubernetes_ca_key: object(pki.kubernetes_ca_key.as_ref(), "kubernetes-ca.key"),
+            etcd_ca_cert: object(pki.etcd_ca_cert.as_ref(), "etcd-ca.crt"),
+            etcd_ca_key: object(pki.etcd_ca_key.as_ref(), "etcd-ca.key"),
+            etcd_ca_trusted: objects(&pki.etcd_ca_trusted),
+            service_account_key: object(pki.service_account_key.as_ref(), "service-account.key"),
+            service_account_public_key: object(
+                pki.service_account_public_key.as_ref(),
+                "service-account.pub",
+            ),
+            service_account_verify_keys: objects(&pki.service_account_verify_keys),
             encryption_keys: Some(
-                yaml_serde::from_str::<EncryptionKeys>(&secret("encryption-keys.yaml"))
-                    .expect("keys"),
+                yaml_serde::from_str::<EncryptionKeys>(&object(
+                    pki.encryption_keys.as_ref(),
+                    "encryption-keys.yaml",
+                ))
+                .expect("keys"),
             ),
         }),
     }
@@ -264,7 +292,10 @@ fn configuration_files_parse_back_into_their_types() {
         assert_eq!(yaml_serde::to_string(&parsed).expect("yaml"), kubelet);
         match file(render::paths::ENCRYPTION_CONFIG) {
             Some(text) => {
-                assert_eq!(case, "control-plane");
+                assert!(
+                    case.starts_with("control-plane") && case != "control-plane-encryption-off",
+                    "{case}"
+                );
                 let parsed: EncryptionConfiguration =
                     yaml_serde::from_str(&text).expect("EncryptionConfiguration");
                 assert_eq!(parsed.api_version, "apiserver.config.k8s.io/v1");
@@ -328,4 +359,99 @@ fn systemd_units_pass_systemd_analyze_verify() {
         }
     }
     assert_eq!(checked, CASES.len(), "one kubelet unit per case");
+}
+
+/// The key-rotation cases' node specs are what `ballast update cluster` renders from the keysets at each stage
+/// (an etcd CA, service-account key and encryption key rotated together), so the rendered trees above are those
+/// of real stages. `BALLAST_BLESS=1` rewrites them too (then bless again for the trees).
+#[test]
+fn rotation_node_specs_follow_the_keysets_at_each_stage() {
+    use ballast_state::defaults::complete;
+    use ballast_state::generate::{generate, ClusterTemplate};
+    use ballast_state::keyset::{
+        KeyState, Keyset, KeysetItem, KeysetName, NodeKeys, Stage, StageOutcome,
+    };
+    use ballast_state::node::render_node_spec_with_keys;
+
+    let config = complete(
+        &generate(&ClusterTemplate {
+            name: "rotate.example.com".into(),
+            zones: vec![
+                "us-west-2a".into(),
+                "us-west-2b".into(),
+                "us-west-2c".into(),
+            ],
+            kubernetes_version: Some("1.33.4".into()),
+            ..Default::default()
+        })
+        .expect("template"),
+    );
+    let item = |id: &str, original: bool| KeysetItem {
+        id: id.into(),
+        created: None,
+        expires: None,
+        state: if original {
+            KeyState::Primary
+        } else {
+            KeyState::Next
+        },
+        original,
+    };
+    let mut keysets = [
+        (KeysetName::EtcdCa, "0000000000000001", "2222222222222222"),
+        (
+            KeysetName::ServiceAccount,
+            "0000000000000002",
+            "3333333333333333",
+        ),
+        (
+            KeysetName::EncryptionKey,
+            "key-1700000000",
+            "key-1800000000",
+        ),
+    ]
+    .map(|(name, old, new)| (Keyset::new(name, item(old, true)), new));
+    let bless = std::env::var("BALLAST_BLESS").is_ok_and(|v| v == "1");
+    let mut failures = Vec::new();
+    for (case, stages) in [
+        ("control-plane-rotation-add", &[Stage::Add][..]),
+        (
+            "control-plane-rotation-promote",
+            &[Stage::Promote, Stage::Rewrite][..],
+        ),
+        ("control-plane-rotation-drop", &[Stage::Drop][..]),
+    ] {
+        let mut keys = NodeKeys::default();
+        for (keyset, new) in &mut keysets {
+            for stage in stages {
+                if *stage == Stage::Rewrite && keyset.name != KeysetName::EncryptionKey {
+                    continue;
+                }
+                match keyset.stage(*stage, None, || item(new, false)) {
+                    Ok(StageOutcome::Changed { keyset: next, .. }) => *keyset = next,
+                    other => panic!("{case}: {:?} {stage:?}: {other:?}", keyset.name),
+                }
+            }
+            keys.set(keyset.name, keyset.key_use().expect("key use"));
+        }
+        let spec = render_node_spec_with_keys(
+            &config,
+            "control-plane-us-west-2a",
+            "s3://demo-state/clusters",
+            "api-rotate-example-com-0123456789.elb.us-west-2.amazonaws.com",
+            &keys,
+        )
+        .expect("renders");
+        let path = data().join(case).join("spec.yaml");
+        if bless {
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&path, &spec.yaml).expect("write spec");
+        } else if std::fs::read_to_string(&path).ok().as_deref() != Some(spec.yaml.as_str()) {
+            failures.push(format!(
+                "{case}: spec.yaml differs; rendered:\n{}",
+                spec.yaml
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -68,6 +68,32 @@ impl ClusterPaths {
         format!("{}/pki/{name}/public.pem", self.name)
     }
 
+    /// Every keyset's metadata is under this prefix.
+    pub fn keysets_prefix(&self) -> String {
+        format!("{}/keysets/", self.name)
+    }
+
+    /// A keyset's metadata (`keysets/<name>.yaml`): its keys' ids, dates and states, no key material.
+    pub fn keyset(&self, name: &str) -> String {
+        format!("{}/keysets/{name}.yaml", self.name)
+    }
+
+    /// The certificate of a keyset's item `id` added by a rotation (`pki/<ca>/<id>/cert.pem`); the key
+    /// `create cluster` made stays at [`ClusterPaths::pki_cert`].
+    pub fn pki_item_cert(&self, ca: &str, id: &str) -> String {
+        format!("{}/pki/{ca}/{id}/cert.pem", self.name)
+    }
+
+    /// The private key of a keyset's item `id` added by a rotation: readable by the control-plane role only.
+    pub fn pki_item_key(&self, ca: &str, id: &str) -> String {
+        format!("{}/pki/{ca}/{id}/key.pem", self.name)
+    }
+
+    /// The public key of a service-account item `id` added by a rotation.
+    pub fn pki_item_public_key(&self, name: &str, id: &str) -> String {
+        format!("{}/pki/{name}/{id}/public.pem", self.name)
+    }
+
     /// A secret (`secrets/<name>`), e.g. the keys encrypting Kubernetes secrets at rest.
     pub fn secret(&self, secret: &str) -> String {
         format!("{}/secrets/{secret}", self.name)

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::keyset::{KeyLocations, NodeKeys};
 use crate::layout::{pki_names, ClusterPaths, ENCRYPTION_KEYS_SECRET};
 use crate::spec::*;
 use crate::store::sha256_hex;
@@ -106,6 +107,19 @@ pub struct PkiLocations {
     pub service_account_public_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption_keys: Option<String>,
+    /// Key rotation (docs/keys.md): CA certificates trusted beside `kubernetesCaCert`, which issues.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kubernetes_ca_trusted: Vec<String>,
+    /// CA certificates trusted beside `etcdCaCert` (control plane only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub etcd_ca_trusted: Vec<String>,
+    /// Public keys verifying service-account tokens beside `serviceAccountPublicKey` (control plane only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub service_account_verify_keys: Vec<String>,
+    /// The encryption keys (by name, from `encryptionKeys`) the API server is configured with, in order: the
+    /// first encrypts, all decrypt. Absent before the encryption key was first rotated: every key, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption_key_names: Option<Vec<String>>,
     /// Where node specs written before node identity named a shared kubelet bootstrap token
     /// (`pki.bootstrapToken`). Read so that such a spec still loads, never written and never used: workers
     /// prove which instance they are instead (docs/node-identity.md).
@@ -157,12 +171,29 @@ pub struct RenderedNodeSpec {
     pub sha256: String,
 }
 
-/// Renders the node spec of `group` from a completed config.
+/// Renders the node spec of `group` from a completed config, for a cluster whose keys were never rotated.
 pub fn render_node_spec(
     completed: &ClusterConfig,
     group: &str,
     state_store: &str,
     api_server_endpoint: &str,
+) -> Result<RenderedNodeSpec, NodeSpecError> {
+    render_node_spec_with_keys(
+        completed,
+        group,
+        state_store,
+        api_server_endpoint,
+        &NodeKeys::default(),
+    )
+}
+
+/// Renders the node spec of `group` from a completed config and the keys its nodes must use (`keyset`).
+pub fn render_node_spec_with_keys(
+    completed: &ClusterConfig,
+    group: &str,
+    state_store: &str,
+    api_server_endpoint: &str,
+    keys: &NodeKeys,
 ) -> Result<RenderedNodeSpec, NodeSpecError> {
     let ig = completed
         .instance_group(group)
@@ -179,8 +210,13 @@ pub fn render_node_spec(
         service_account_key: private(paths.pki_key(pki_names::SERVICE_ACCOUNT)),
         service_account_public_key: private(paths.pki_public_key(pki_names::SERVICE_ACCOUNT)),
         encryption_keys: private(paths.secret(ENCRYPTION_KEYS_SECRET)),
+        kubernetes_ca_trusted: Vec::new(),
+        etcd_ca_trusted: Vec::new(),
+        service_account_verify_keys: Vec::new(),
+        encryption_key_names: None,
         legacy_bootstrap_token: None,
     };
+    let pki = with_rotated_keys(pki, keys.locations(&paths), control_plane);
     let control_plane_settings = if control_plane {
         let etcd = cluster.etcd.clone().unwrap_or_default();
         let member_name = etcd
@@ -255,6 +291,27 @@ pub fn render_node_spec(
         spec,
         yaml,
     })
+}
+
+/// `pki` with the keys of rotated keysets: workers get certificates only, never a private key.
+fn with_rotated_keys(mut pki: PkiLocations, at: KeyLocations, control_plane: bool) -> PkiLocations {
+    pki.kubernetes_ca_cert = at.kubernetes_ca_cert.unwrap_or(pki.kubernetes_ca_cert);
+    pki.kubernetes_ca_trusted = at.kubernetes_ca_trusted;
+    if control_plane {
+        let or = |new: Option<String>, old: Option<String>| new.or(old);
+        pki.kubernetes_ca_key = or(at.kubernetes_ca_key, pki.kubernetes_ca_key);
+        pki.etcd_ca_cert = or(at.etcd_ca_cert, pki.etcd_ca_cert);
+        pki.etcd_ca_key = or(at.etcd_ca_key, pki.etcd_ca_key);
+        pki.etcd_ca_trusted = at.etcd_ca_trusted;
+        pki.service_account_key = or(at.service_account_key, pki.service_account_key);
+        pki.service_account_public_key = or(
+            at.service_account_public_key,
+            pki.service_account_public_key,
+        );
+        pki.service_account_verify_keys = at.service_account_verify_keys;
+        pki.encryption_key_names = at.encryption_key_names;
+    }
+    pki
 }
 
 impl BootConfig {

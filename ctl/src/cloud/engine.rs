@@ -266,10 +266,10 @@ impl<'a> Run<'a> {
                 .record(&node_specs::diff(model, None, &Default::default()));
             return Ok(());
         };
-        let rendered = node_specs::render(self.completed, model, &dns)?;
         let actual = actual!(self.node_specs, |cloud, store| {
             node_specs::find(store, model)
         });
+        let rendered = node_specs::render(self.completed, model, &dns, &actual.keys)?;
         let changes = node_specs::diff(model, Some(&rendered), &actual);
         node_specs::learn(model, &rendered, &mut self.known);
         self.plan.record(&changes);

@@ -69,6 +69,13 @@ pub enum UpdateError {
         #[source]
         source: NodeSpecError,
     },
+    /// The cluster's keysets (what the node specs must name) could not be read.
+    #[error("reading the keysets of cluster {cluster}: {source}")]
+    Keys {
+        cluster: String,
+        #[source]
+        source: Box<ballast_state::keystore::KeystoreError>,
+    },
     /// A plan made from a recorded state cannot be applied: there is nothing to apply it to.
     #[error("a plan made from a recorded actual state cannot be applied")]
     RecordedState,

@@ -19,6 +19,8 @@ pub async fn run(context: &Context, args: GetArgs) -> Result<(), CommandError> {
         GetWhat::Clusters(args) => return clusters(context, args).await,
         GetWhat::Instancegroups(args) => instance_groups(context, args).await?,
         GetWhat::Instances(args) => instances(context, args).await?,
+        GetWhat::Secrets(args) => super::keys::get(context, args, false).await?,
+        GetWhat::Keypairs(args) => super::keys::get(context, args, true).await?,
     };
     print!("{text}");
     Ok(())

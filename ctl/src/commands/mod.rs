@@ -7,7 +7,9 @@ mod edit;
 pub(crate) mod etcd;
 mod export;
 mod get;
+mod keys;
 pub(crate) mod nodes;
+mod rewrite;
 mod rolling_update;
 mod update;
 mod validate;
@@ -45,6 +47,7 @@ pub async fn dispatch(cli: Cli, command_line: &str) -> Result<(), CommandError> 
         Command::Validate(args) => validate::run(&context, args).await,
         Command::RollingUpdate(args) => rolling_update::run(&context, args).await,
         Command::Export(args) => export::run(&context, args).await,
+        Command::Rotate(args) => keys::rotate(&context, args).await,
         Command::Completion { shell } => {
             let mut command = crate::command();
             clap_complete::generate(shell, &mut command, "ballast", &mut std::io::stdout());

@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::error::{to_yaml, RenderError};
+use super::keys;
 use super::types::*;
 use crate::model::{paths, pki, ControlPlaneSecrets, NodeFacts, RenderedFile};
 
@@ -40,9 +41,16 @@ pub(super) fn files(
         RenderedFile::new(
             pki::SERVICE_ACCOUNT_PUB,
             0o644,
-            cp.service_account_public_key.clone(),
+            keys::bundle(
+                &cp.service_account_public_key,
+                &cp.service_account_verify_keys,
+            ),
         ),
-        RenderedFile::new(pki::ETCD_CA_CERT, 0o644, cp.etcd_ca_cert.clone()),
+        RenderedFile::new(
+            pki::ETCD_CA_CERT,
+            0o644,
+            keys::bundle(&cp.etcd_ca_cert, &cp.etcd_ca_trusted),
+        ),
         RenderedFile::new(paths::AUDIT_POLICY, 0o644, AUDIT_POLICY),
         RenderedFile::new(paths::AUTHENTICATION_CONFIG, 0o644, AUTHENTICATION_CONFIG),
     ];
@@ -74,12 +82,13 @@ pub(super) fn files(
             .encryption_keys
             .as_ref()
             .ok_or(RenderError::MissingSecret("the encryption keys"))?;
+        let keys = keys::encryption_keys_in_use(keys, spec.pki.encryption_key_names.as_deref())?;
         files.push(RenderedFile::new(
             paths::ENCRYPTION_CONFIG,
             0o600,
             to_yaml(
                 paths::ENCRYPTION_CONFIG,
-                &encryption_configuration(provider, keys),
+                &encryption_configuration(provider, &keys),
             )?,
         ));
     }

@@ -18,6 +18,9 @@ pub enum RenderError {
     /// The spec needs a secret that was not fetched.
     #[error("the node spec needs {0}, which was not fetched")]
     MissingSecret(&'static str),
+    /// The node spec names an encryption key the stored keys do not have.
+    #[error("the node spec names encryption key {0:?}, which the state store's encryption keys do not hold; run `ballast update cluster --yes` again")]
+    UnknownEncryptionKey(String),
     /// A taint is not `key[=value]:Effect`.
     #[error("taint {0:?} is not key[=value]:Effect")]
     BadTaint(String),

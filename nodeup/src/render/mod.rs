@@ -6,6 +6,7 @@
 
 pub mod control_plane;
 mod error;
+pub mod keys;
 pub mod kubelet;
 pub mod types;
 
@@ -48,7 +49,7 @@ pub fn render(
         RenderedFile::new(
             pki::KUBERNETES_CA_CERT,
             0o644,
-            secrets.kubernetes_ca_cert.clone(),
+            keys::bundle(&secrets.kubernetes_ca_cert, &secrets.kubernetes_ca_trusted),
         ),
     ];
     files.extend(kubelet::files(spec, node)?);

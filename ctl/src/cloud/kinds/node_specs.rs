@@ -4,8 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use ballast_state::keyset::NodeKeys;
 use ballast_state::layout::ClusterPaths;
-use ballast_state::node::{render_node_spec, RenderedNodeSpec};
+use ballast_state::node::{render_node_spec_with_keys, RenderedNodeSpec};
 use ballast_state::spec::ClusterConfig;
 use ballast_state::store::{sha256_hex, Precondition, StateStore, Version};
 use serde::{Deserialize, Serialize};
@@ -31,6 +32,10 @@ pub struct Actual {
     /// By group; a group left out has none.
     #[serde(default)]
     pub specs: BTreeMap<String, StoredSpec>,
+    /// The keys the nodes must use, from the cluster's rotated keysets (docs/keys.md); not recorded: a recorded
+    /// plan is of a cluster whose keys were never rotated.
+    #[serde(skip)]
+    pub keys: NodeKeys,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,7 +90,15 @@ impl Planned for Change {
 /// Reads each group's node spec.
 pub async fn find(store: &StateStore, model: &ClusterModel) -> Result<Actual, UpdateError> {
     let paths = ClusterPaths::new(&model.cluster);
-    let mut actual = Actual::default();
+    let mut actual = Actual {
+        keys: ballast_state::keystore::node_keys(store, &model.cluster)
+            .await
+            .map_err(|source| UpdateError::Keys {
+                cluster: model.cluster.clone(),
+                source: Box::new(source),
+            })?,
+        ..Default::default()
+    };
     for group in &model.groups {
         if let Some(object) = store.get(&paths.node_spec(&group.name)).await? {
             actual.specs.insert(
@@ -105,18 +118,19 @@ pub fn render(
     completed: &ClusterConfig,
     model: &ClusterModel,
     api_dns: &str,
+    keys: &NodeKeys,
 ) -> Result<Vec<RenderedNodeSpec>, UpdateError> {
     let state_url = model.state.url();
     model
         .groups
         .iter()
         .map(|group| {
-            render_node_spec(completed, &group.name, &state_url, api_dns).map_err(|source| {
-                UpdateError::NodeSpec {
+            render_node_spec_with_keys(completed, &group.name, &state_url, api_dns, keys).map_err(
+                |source| UpdateError::NodeSpec {
                     group: group.name.clone(),
                     source,
-                }
-            })
+                },
+            )
         })
         .collect()
 }

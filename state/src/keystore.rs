@@ -1,0 +1,413 @@
+//! Keysets in the state store (`keysets/<name>.yaml`) and their keys' material, read and written with
+//! conditional writes. A cluster whose keyset object does not exist yet (every cluster until its first rotation)
+//! has a keyset of one primary key, the one `create cluster` made, read from its original objects.
+//!
+//! A stage writes the new key's material first (objects that did not exist, so nothing is overwritten) and the
+//! keyset last, with `MustMatch` on the version it read: the keyset object is the commit point, a lost race
+//! changes nothing that a node could use, and a stage that failed half way is simply run again.
+
+use base64::Engine;
+use rand::RngCore;
+use time::OffsetDateTime;
+
+use crate::keyset::{
+    cert_path, key_path, public_key_path, KeyState, Keyset, KeysetItem, KeysetName, NodeKeys,
+    Stage, StageError, StageOutcome,
+};
+use crate::layout::{ClusterPaths, ENCRYPTION_KEYS_SECRET};
+use crate::pki::{generate_ca, EncryptionKey, EncryptionKeys, PkiError};
+use crate::store::{sha256_hex, Precondition, StateStore, StoreError, Version};
+use crate::timestamp::{rfc3339, unix_rfc3339};
+
+/// Failures reading or changing a keyset.
+#[derive(Debug, thiserror::Error)]
+pub enum KeystoreError {
+    #[error("{what}: {source}")]
+    Store {
+        what: String,
+        #[source]
+        source: Box<StoreError>,
+    },
+    /// An object the keyset needs is not in the store.
+    #[error(
+        "{key} is not in the state store: was cluster {cluster} made by `ballast create cluster`?"
+    )]
+    Missing { cluster: String, key: String },
+    /// An object does not parse.
+    #[error("{key} is damaged: {problem}; restore it from an earlier version of the bucket")]
+    Corrupt { key: String, problem: String },
+    #[error(transparent)]
+    Stage(#[from] StageError),
+    #[error(transparent)]
+    Generate(#[from] PkiError),
+}
+
+/// A keyset as read, with the version a change must match (`None`: not stored yet, synthesized).
+#[derive(Debug, Clone)]
+pub struct StoredKeyset {
+    pub keyset: Keyset,
+    pub version: Option<Version>,
+}
+
+fn store_err(what: impl Into<String>) -> impl FnOnce(StoreError) -> KeystoreError {
+    let what = what.into();
+    move |source| KeystoreError::Store {
+        what,
+        source: Box::new(source),
+    }
+}
+
+async fn read(store: &StateStore, key: &str) -> Result<Option<(Vec<u8>, Version)>, KeystoreError> {
+    Ok(store
+        .get(key)
+        .await
+        .map_err(store_err(format!("reading {key}")))?
+        .map(|o| (o.data, o.version)))
+}
+
+async fn read_required(
+    store: &StateStore,
+    cluster: &str,
+    key: &str,
+) -> Result<(Vec<u8>, Version), KeystoreError> {
+    read(store, key)
+        .await?
+        .ok_or_else(|| KeystoreError::Missing {
+            cluster: cluster.to_string(),
+            key: key.to_string(),
+        })
+}
+
+fn corrupt(key: &str, problem: impl std::fmt::Display) -> KeystoreError {
+    KeystoreError::Corrupt {
+        key: key.to_string(),
+        problem: problem.to_string(),
+    }
+}
+
+/// A key's id: the start of the sha256 of its public part, so the same key always has the same id.
+pub fn fingerprint(public: &[u8]) -> String {
+    sha256_hex(public)[..16].to_string()
+}
+
+/// When a CA certificate starts and stops being valid, as RFC 3339.
+pub fn certificate_dates(pem: &str) -> Result<(String, String), String> {
+    let (_, parsed) = x509_parser::pem::parse_x509_pem(pem.as_bytes())
+        .map_err(|e| format!("not a PEM certificate: {e}"))?;
+    let cert = parsed
+        .parse_x509()
+        .map_err(|e| format!("not an X.509 certificate: {e}"))?;
+    let validity = cert.validity();
+    Ok((
+        unix_rfc3339(validity.not_before.timestamp()),
+        unix_rfc3339(validity.not_after.timestamp()),
+    ))
+}
+
+/// Reads keyset `name` of `cluster`: the stored one, or the one key `create cluster` made.
+pub async fn load(
+    store: &StateStore,
+    cluster: &str,
+    name: KeysetName,
+) -> Result<StoredKeyset, KeystoreError> {
+    let paths = ClusterPaths::new(cluster);
+    let key = paths.keyset(name.as_str());
+    if let Some((data, version)) = read(store, &key).await? {
+        let keyset: Keyset = std::str::from_utf8(&data)
+            .map_err(|e| corrupt(&key, e))
+            .and_then(|t| yaml_serde::from_str(t).map_err(|e| corrupt(&key, e)))?;
+        if keyset.name != name {
+            return Err(corrupt(&key, format!("it is the keyset {}", keyset.name)));
+        }
+        keyset.check()?;
+        return Ok(StoredKeyset {
+            keyset,
+            version: Some(version),
+        });
+    }
+    Ok(StoredKeyset {
+        keyset: original_keyset(store, cluster, name).await?,
+        version: None,
+    })
+}
+
+/// The keyset of a cluster never rotated: the key `create cluster` made, primary.
+async fn original_keyset(
+    store: &StateStore,
+    cluster: &str,
+    name: KeysetName,
+) -> Result<Keyset, KeystoreError> {
+    let paths = ClusterPaths::new(cluster);
+    let original = |id: String, created: Option<String>, expires: Option<String>| KeysetItem {
+        id,
+        created,
+        expires,
+        state: KeyState::Primary,
+        original: true,
+    };
+    let item = match name {
+        KeysetName::KubernetesCa | KeysetName::EtcdCa => {
+            let key = paths.pki_cert(name.as_str());
+            let (data, _) = read_required(store, cluster, &key).await?;
+            let pem = String::from_utf8(data).map_err(|e| corrupt(&key, e))?;
+            let (created, expires) = certificate_dates(&pem).map_err(|e| corrupt(&key, e))?;
+            original(fingerprint(pem.as_bytes()), Some(created), Some(expires))
+        }
+        KeysetName::ServiceAccount => {
+            let key = paths.pki_public_key(name.as_str());
+            let (data, _) = read_required(store, cluster, &key).await?;
+            let created = store
+                .modified_unix(&key)
+                .await
+                .map_err(store_err(format!("reading {key}")))?
+                .map(unix_rfc3339);
+            original(fingerprint(&data), created, None)
+        }
+        KeysetName::EncryptionKey => {
+            let key = paths.secret(ENCRYPTION_KEYS_SECRET);
+            let (keys, _) = read_encryption_keys(store, cluster).await?;
+            let first = keys
+                .keys
+                .first()
+                .ok_or_else(|| corrupt(&key, "it lists no key"))?;
+            let created = first
+                .name
+                .strip_prefix("key-")
+                .and_then(|s| s.parse::<i64>().ok())
+                .map(unix_rfc3339);
+            original(first.name.clone(), created, None)
+        }
+    };
+    Ok(Keyset::new(name, item))
+}
+
+async fn read_encryption_keys(
+    store: &StateStore,
+    cluster: &str,
+) -> Result<(EncryptionKeys, Version), KeystoreError> {
+    let key = ClusterPaths::new(cluster).secret(ENCRYPTION_KEYS_SECRET);
+    let (data, version) = read_required(store, cluster, &key).await?;
+    let keys = std::str::from_utf8(&data)
+        .map_err(|e| corrupt(&key, e))
+        .and_then(|t| yaml_serde::from_str(t).map_err(|e| corrupt(&key, e)))?;
+    Ok((keys, version))
+}
+
+/// Every keyset of a cluster, in [`KeysetName::ALL`]'s order.
+pub async fn load_all(store: &StateStore, cluster: &str) -> Result<Vec<Keyset>, KeystoreError> {
+    let mut all = Vec::new();
+    for name in KeysetName::ALL {
+        all.push(load(store, cluster, name).await?.keyset);
+    }
+    Ok(all)
+}
+
+/// What the node specs must carry: the keysets that were rotated (stored); the others stay as they were. One
+/// listing, and a read per rotated keyset only (`update cluster` runs this on every plan).
+pub async fn node_keys(store: &StateStore, cluster: &str) -> Result<NodeKeys, KeystoreError> {
+    let paths = ClusterPaths::new(cluster);
+    let listed = store
+        .list(&paths.keysets_prefix())
+        .await
+        .map_err(store_err(format!("listing {}", paths.keysets_prefix())))?;
+    let mut keys = NodeKeys::default();
+    for name in KeysetName::ALL {
+        if listed.contains(&paths.keyset(name.as_str())) {
+            keys.set(name, load(store, cluster, name).await?.keyset.key_use()?);
+        }
+    }
+    Ok(keys)
+}
+
+/// New key material, made before anything is written; its Debug output shows no private value.
+pub enum NewKey {
+    Ca { cert_pem: String, key_pem: String },
+    ServiceAccount { key_pem: String, public_pem: String },
+    Encryption(EncryptionKey),
+}
+
+impl std::fmt::Debug for NewKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NewKey::Ca { .. } => "NewKey::Ca(<redacted>)",
+            NewKey::ServiceAccount { .. } => "NewKey::ServiceAccount(<redacted>)",
+            NewKey::Encryption(_) => "NewKey::Encryption(<redacted>)",
+        })
+    }
+}
+
+/// Makes a fresh key for keyset `name` of `cluster`, and its item (state `next`).
+pub fn generate(cluster: &str, name: KeysetName) -> Result<(NewKey, KeysetItem), PkiError> {
+    let now = OffsetDateTime::now_utc();
+    let item = |id: String, expires: Option<String>| KeysetItem {
+        id,
+        created: Some(rfc3339(now)),
+        expires,
+        state: KeyState::Next,
+        original: false,
+    };
+    Ok(match name {
+        KeysetName::KubernetesCa | KeysetName::EtcdCa => {
+            // A subject of its own (the time it was made), so the old and new CAs are never confused by name.
+            let common_name = format!("{}-{}.{cluster}", name.as_str(), now.unix_timestamp());
+            let what = match name {
+                KeysetName::EtcdCa => "etcd CA",
+                _ => "Kubernetes CA",
+            };
+            let ca = generate_ca(&common_name, what)?;
+            let (_, expires) = certificate_dates(&ca.cert_pem).unwrap_or_default();
+            let id = fingerprint(ca.cert_pem.as_bytes());
+            (
+                NewKey::Ca {
+                    cert_pem: ca.cert_pem,
+                    key_pem: ca.key_pem,
+                },
+                item(id, Some(expires)),
+            )
+        }
+        KeysetName::ServiceAccount => {
+            let pair = rcgen::KeyPair::generate().map_err(|source| PkiError::Generate {
+                what: "service-account signing key",
+                source,
+            })?;
+            let public_pem = pair.public_key_pem();
+            (
+                NewKey::ServiceAccount {
+                    key_pem: pair.serialize_pem(),
+                    public_pem: public_pem.clone(),
+                },
+                item(fingerprint(public_pem.as_bytes()), None),
+            )
+        }
+        KeysetName::EncryptionKey => {
+            let mut secret = [0u8; 32];
+            rand::rng().fill_bytes(&mut secret);
+            // The time it was made, and a random part: two keys made in one second never share a name.
+            let id = format!(
+                "key-{}-{:04x}",
+                now.unix_timestamp(),
+                rand::rng().next_u32() & 0xffff
+            );
+            (
+                NewKey::Encryption(EncryptionKey {
+                    name: id.clone(),
+                    secret: base64::engine::general_purpose::STANDARD.encode(secret),
+                }),
+                item(id, None),
+            )
+        }
+    })
+}
+
+/// What running a stage did: the summary, and whether anything changed (a roll is needed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageReport {
+    pub summary: String,
+    pub changed: bool,
+}
+
+/// Runs `stage` of keyset `name`: refused (nothing written) when out of order, a no-op when already done.
+/// `new_key` is called for `add` only, to make the key to stage (a fresh one, or an operator's import).
+pub async fn run_stage(
+    store: &StateStore,
+    cluster: &str,
+    name: KeysetName,
+    stage: Stage,
+    id: Option<&str>,
+    new_key: impl FnOnce() -> Result<(NewKey, KeysetItem), KeystoreError>,
+) -> Result<StageReport, KeystoreError> {
+    let stored = load(store, cluster, name).await?;
+    // Made before the stage is decided (a stage must be pure), used only when it adds a key.
+    let mut made = None;
+    if stage == Stage::Add {
+        made = Some(new_key()?);
+    }
+    let new_item = made.as_ref().map(|(_, item)| item.clone());
+    let outcome = stored.keyset.stage(stage, id, || {
+        new_item.unwrap_or_else(|| KeysetItem {
+            id: String::new(),
+            created: None,
+            expires: None,
+            state: KeyState::Next,
+            original: false,
+        })
+    })?;
+    let (keyset, summary) = match outcome {
+        StageOutcome::AlreadyDone { summary } => {
+            return Ok(StageReport {
+                summary,
+                changed: false,
+            })
+        }
+        StageOutcome::Changed { keyset, summary } => (keyset, summary),
+    };
+    if let Some((material, item)) = made.filter(|(_, item)| keyset.items.contains(item)) {
+        write_material(store, cluster, name, &item, material).await?;
+    }
+    let key = ClusterPaths::new(cluster).keyset(name.as_str());
+    let yaml = yaml_serde::to_string(&keyset).map_err(|e| corrupt(&key, e))?;
+    let precondition = match stored.version {
+        Some(version) => Precondition::MustMatch(version),
+        None => Precondition::MustNotExist,
+    };
+    store
+        .put(&key, yaml.as_bytes(), &precondition)
+        .await
+        .map_err(store_err(format!("writing {key}")))?;
+    Ok(StageReport {
+        summary,
+        changed: true,
+    })
+}
+
+async fn write_material(
+    store: &StateStore,
+    cluster: &str,
+    name: KeysetName,
+    item: &KeysetItem,
+    material: NewKey,
+) -> Result<(), KeystoreError> {
+    let paths = ClusterPaths::new(cluster);
+    let put_new = |key: String, data: String| async move {
+        store
+            .put(&key, data.as_bytes(), &Precondition::MustNotExist)
+            .await
+            .map_err(store_err(format!("writing {key}")))
+            .map(|_| ())
+    };
+    match material {
+        NewKey::Ca { cert_pem, key_pem } => {
+            put_new(key_path(&paths, name, item), key_pem).await?;
+            put_new(cert_path(&paths, name, item), cert_pem).await?;
+        }
+        NewKey::ServiceAccount {
+            key_pem,
+            public_pem,
+        } => {
+            put_new(key_path(&paths, name, item), key_pem).await?;
+            put_new(public_key_path(&paths, name, item), public_pem).await?;
+        }
+        NewKey::Encryption(new) => {
+            // Every encryption key lives in the one secret nodes already read; the node spec names the ones
+            // in use. A key is appended, never removed (a dropped key is only no longer named).
+            let (mut keys, version) = read_encryption_keys(store, cluster).await?;
+            if keys.keys.iter().any(|k| k.name == new.name) {
+                return Err(corrupt(
+                    &paths.secret(ENCRYPTION_KEYS_SECRET),
+                    format!(
+                        "it already holds a key named {}; run the stage again in a second",
+                        new.name
+                    ),
+                ));
+            }
+            keys.keys.push(new);
+            let key = paths.secret(ENCRYPTION_KEYS_SECRET);
+            let yaml = yaml_serde::to_string(&keys).map_err(|e| corrupt(&key, e))?;
+            store
+                .put(&key, yaml.as_bytes(), &Precondition::MustMatch(version))
+                .await
+                .map_err(store_err(format!("writing {key}")))?;
+        }
+    }
+    Ok(())
+}
