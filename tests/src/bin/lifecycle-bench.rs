@@ -169,7 +169,10 @@ fn print_table(size: Size, phases: &[Option<PhaseReport>]) {
             phase.cloud_peak_mib,
             phase.nodeup_peak_mib,
             phase.ballast_peak_mib,
-            format!("{:.1}+{:.1} s", phase.ballast_cpu_s.0, phase.ballast_cpu_s.1)
+            format!(
+                "{:.1}+{:.1} s",
+                phase.ballast_cpu_s.0, phase.ballast_cpu_s.1
+            )
         );
     }
     println!();
