@@ -11,6 +11,7 @@
 
 pub mod aws;
 pub mod calls;
+pub mod ccm;
 pub mod cni;
 pub mod engine;
 pub mod error;

@@ -314,7 +314,7 @@ const EC2_TRUST_POLICY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect"
 
 /// Least privilege: the control plane reads its cluster's state and writes its reports and etcd data; nodes read
 /// only the node specs of node groups and the Kubernetes CA certificate (no secret, no token), and write their
-/// reports.
+/// reports. The control plane also holds what the cloud controller manager it runs needs (super::ccm).
 fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) -> Vec<IamRoleModel> {
     let spec = &completed.cluster.spec;
     let iam = spec.iam.clone().unwrap_or_default();
@@ -386,6 +386,10 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
             if let Some(statements) = policy["Statement"].as_array_mut() {
                 statements.extend(kms.iter().cloned());
                 statements.extend(cni.iter().cloned());
+                // The cloud controller manager runs on control-plane nodes only (super::ccm).
+                if role == Role::ControlPlane {
+                    statements.extend(super::ccm::ccm_iam_statements(cluster));
+                }
             }
             (role, policy)
         })

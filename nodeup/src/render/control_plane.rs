@@ -284,6 +284,9 @@ fn api_server(spec: &NodeSpec, settings: &ControlPlaneSettings, node: &NodeFacts
     )
 }
 
+/// No `--cloud-provider` here nor on the API server: the in-tree cloud providers are gone from Kubernetes (1.31),
+/// and the cloud loops (node initialization, load balancers) are the external AWS cloud controller manager's,
+/// which the control plane installs as an add-on; only the kubelet says `--cloud-provider=external`.
 fn controller_manager(spec: &NodeSpec, node: &NodeFacts) -> Pod {
     let kc = paths::CONTROLLER_MANAGER_KUBECONFIG;
     let mut args = vec![
@@ -450,6 +453,38 @@ fn static_pod(
 mod tests {
     use super::*;
 
+    fn golden() -> (NodeSpec, NodeFacts) {
+        let node = NodeFacts {
+            instance_id: "i-1".into(),
+            private_ip: "10.0.1.10".into(),
+            hostname: "ip-10-0-1-10".into(),
+            availability_zone: "us-west-2a".into(),
+        };
+        let spec: NodeSpec =
+            yaml_serde::from_str(include_str!("../../tests/data/control-plane/spec.yaml"))
+                .expect("the golden control-plane spec");
+        (spec, node)
+    }
+
+    #[test]
+    fn no_in_tree_cloud_provider_on_the_api_server_or_controller_manager() {
+        let (spec, node) = golden();
+        let settings = spec.control_plane.clone().expect("control-plane settings");
+        for pod in [
+            api_server(&spec, &settings, &node),
+            controller_manager(&spec, &node),
+        ] {
+            let command = pod.spec.expect("pod spec").containers[0]
+                .command
+                .clone()
+                .unwrap_or_default();
+            assert!(
+                !command.iter().any(|a| a.starts_with("--cloud-provider")),
+                "{command:?}"
+            );
+        }
+    }
+
     #[test]
     fn anonymous_requests_are_allowed_only_on_health_endpoints() {
         let config: yaml_serde::Value =
@@ -463,15 +498,7 @@ mod tests {
             .collect();
         assert_eq!(anonymous_paths, ["/livez", "/readyz", "/healthz"]);
         // The probes of the API server's own pod must be among them, or the kubelet would restart it forever.
-        let node = NodeFacts {
-            instance_id: "i-1".into(),
-            private_ip: "10.0.1.10".into(),
-            hostname: "ip-10-0-1-10".into(),
-            availability_zone: "us-west-2a".into(),
-        };
-        let spec: NodeSpec =
-            yaml_serde::from_str(include_str!("../../tests/data/control-plane/spec.yaml"))
-                .expect("the golden control-plane spec");
+        let (spec, node) = golden();
         let settings = spec.control_plane.clone().expect("control-plane settings");
         let pod = api_server(&spec, &settings, &node);
         let container = &pod.spec.expect("pod spec").containers[0];

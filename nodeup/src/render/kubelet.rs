@@ -119,6 +119,10 @@ fn args(spec: &NodeSpec, node: &NodeFacts) -> Vec<String> {
     let mut args = vec![
         format!("--config={}", paths::KUBELET_CONFIG),
         format!("--kubeconfig={}", paths::KUBELET_KUBECONFIG),
+        // Every cluster runs the AWS cloud controller manager (the control plane's add-on set installs it): the
+        // kubelet registers its node tainted `node.cloudprovider.kubernetes.io/uninitialized` and leaves the
+        // provider ID, zone labels and addresses to that controller, which then lifts the taint.
+        "--cloud-provider=external".to_string(),
     ];
     args.push(format!("--hostname-override={}", node.hostname));
     args.push(format!("--node-ip={}", node.private_ip));
@@ -204,4 +208,30 @@ pub fn parse_taint(text: &str) -> Result<Taint, RenderError> {
         effect: effect.to_string(),
         time_added: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kubelet_leaves_node_initialization_to_the_external_cloud_controller() {
+        let node = NodeFacts {
+            instance_id: "i-1".into(),
+            private_ip: "10.0.1.10".into(),
+            hostname: "ip-10-0-1-10".into(),
+            availability_zone: "us-west-2a".into(),
+        };
+        for data in [
+            include_str!("../../tests/data/control-plane/spec.yaml"),
+            include_str!("../../tests/data/worker/spec.yaml"),
+        ] {
+            let spec: NodeSpec = yaml_serde::from_str(data).expect("a golden spec");
+            let args = args(&spec, &node);
+            assert!(
+                args.contains(&"--cloud-provider=external".to_string()),
+                "{args:?}"
+            );
+        }
+    }
 }
