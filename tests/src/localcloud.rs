@@ -281,6 +281,30 @@ impl LocalCloud {
         Some(out.body.collect().await.ok()?.into_bytes().to_vec())
     }
 
+    /// The text of `bucket/key`; panics with AWS's error when it cannot be read.
+    pub async fn s3_text(&self, bucket: &str, key: &str) -> String {
+        let object = self
+            .s3()
+            .get_object()
+            .bucket(bucket)
+            .key(key)
+            .send()
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "GetObject {bucket}/{key}: {}",
+                    aws_sdk_s3::error::DisplayErrorContext(e)
+                )
+            });
+        let bytes = object
+            .body
+            .collect()
+            .await
+            .expect("object body")
+            .into_bytes();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
     /// The boot report stored at `bucket/key` (signed by its node, or plain), or None when it is not written yet.
     pub async fn stored_report(
         &self,

@@ -121,29 +121,6 @@ async fn group_sizes(cloud: &LocalCloud) -> BTreeMap<String, (i32, i32, i32, boo
         .collect()
 }
 
-async fn s3_text(cloud: &LocalCloud, key: &str) -> String {
-    let object = cloud
-        .s3()
-        .get_object()
-        .bucket(BUCKET)
-        .key(key)
-        .send()
-        .await
-        .unwrap_or_else(|e| {
-            panic!(
-                "GetObject {key}: {}",
-                aws_sdk_s3::error::DisplayErrorContext(e)
-            )
-        });
-    let bytes = object
-        .body
-        .collect()
-        .await
-        .expect("object body")
-        .into_bytes();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
 /// The cluster's spec as stored, with the Kubernetes version replaced; `replace -f` of it.
 fn replace_version(
     cloud: &LocalCloud,
@@ -542,11 +519,12 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
         "control-plane-us-west-2c",
         "nodes",
     ] {
-        let spec = s3_text(
-            &cloud,
-            &format!("clusters/{CLUSTER}/nodes/{group}/spec.yaml"),
-        )
-        .await;
+        let spec = &cloud
+            .s3_text(
+                BUCKET,
+                &format!("clusters/{CLUSTER}/nodes/{group}/spec.yaml"),
+            )
+            .await;
         assert!(
             spec.contains(NEW),
             "{group}'s node spec is not {NEW}:\n{spec}"
@@ -557,7 +535,9 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
                 continue;
             }
             assert_eq!(tag, &hash, "{id}'s launch tag");
-            let report = s3_text(&cloud, &format!("clusters/{CLUSTER}/reports/{id}.json")).await;
+            let report = &cloud
+                .s3_text(BUCKET, &format!("clusters/{CLUSTER}/reports/{id}.json"))
+                .await;
             let report = ballast_e2e::reports::parse(report.as_bytes()).report;
             assert_eq!(
                 report.node_spec_sha256.as_deref(),

@@ -31,29 +31,6 @@ fn ballast(cloud: &LocalCloud) -> Command {
     cmd
 }
 
-async fn s3_text(cloud: &LocalCloud, key: &str) -> String {
-    let object = cloud
-        .s3()
-        .get_object()
-        .bucket(BUCKET)
-        .key(key)
-        .send()
-        .await
-        .unwrap_or_else(|e| {
-            panic!(
-                "GetObject {key}: {}",
-                aws_sdk_s3::error::DisplayErrorContext(e)
-            )
-        });
-    let bytes = object
-        .body
-        .collect()
-        .await
-        .expect("object body")
-        .into_bytes();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
 /// An etcd CA as the operator holds it: certificate and key, from the state store.
 struct Ca {
     cert: String,
@@ -87,8 +64,12 @@ impl Ca {
 /// The etcd CA `create cluster` made (`pki/etcd-ca/{cert,key}.pem`).
 async fn original_ca(cloud: &LocalCloud) -> Ca {
     Ca {
-        cert: s3_text(cloud, &format!("clusters/{CLUSTER}/pki/etcd-ca/cert.pem")).await,
-        key: s3_text(cloud, &format!("clusters/{CLUSTER}/pki/etcd-ca/key.pem")).await,
+        cert: cloud
+            .s3_text(BUCKET, &format!("clusters/{CLUSTER}/pki/etcd-ca/cert.pem"))
+            .await,
+        key: cloud
+            .s3_text(BUCKET, &format!("clusters/{CLUSTER}/pki/etcd-ca/key.pem"))
+            .await,
     }
 }
 
@@ -113,8 +94,12 @@ async fn added_ca(cloud: &LocalCloud) -> Ca {
     assert_eq!(ids.len(), 1, "one added etcd CA under {prefix}: {ids:?}");
     let id = ids.into_iter().next().expect("one id");
     Ca {
-        cert: s3_text(cloud, &format!("{prefix}{id}/cert.pem")).await,
-        key: s3_text(cloud, &format!("{prefix}{id}/key.pem")).await,
+        cert: cloud
+            .s3_text(BUCKET, &format!("{prefix}{id}/cert.pem"))
+            .await,
+        key: cloud
+            .s3_text(BUCKET, &format!("{prefix}{id}/key.pem"))
+            .await,
     }
 }
 

@@ -110,6 +110,28 @@ fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
     }
 }
 
+/// A kube-system DaemonSet named and labelled `app: name`, selecting its own pods, running `pod`.
+fn labelled_daemon_set(name: &str, pod: PodSpec) -> DaemonSet {
+    DaemonSet {
+        metadata: meta(name, Some(KUBE_SYSTEM), name),
+        spec: Some(DaemonSetSpec {
+            selector: LabelSelector {
+                match_labels: Some(app_labels(name)),
+                ..Default::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(app_labels(name)),
+                    ..Default::default()
+                }),
+                spec: Some(pod),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 /// The node-identity design's one binding: kubelets may have renewals of their own client certificates approved
 /// (`rotateCertificates`). A node's first certificate comes from the bootstrap service (docs/node-identity.md),
 /// so nothing is bound to `system:bootstrappers` and no bootstrap token exists to apply. The Node authorizer and
@@ -410,47 +432,33 @@ fn kube_proxy_daemon_set(image: &str) -> DaemonSet {
         ]),
         ..Default::default()
     };
-    DaemonSet {
-        metadata: meta(NAME, Some(KUBE_SYSTEM), NAME),
-        spec: Some(DaemonSetSpec {
-            selector: LabelSelector {
-                match_labels: Some(app_labels(NAME)),
+    labelled_daemon_set(
+        NAME,
+        PodSpec {
+            containers: vec![container],
+            host_network: Some(true),
+            priority_class_name: Some("system-node-critical".into()),
+            service_account_name: Some(NAME.into()),
+            // Every node, whatever its taints: services must work everywhere.
+            tolerations: Some(vec![Toleration {
+                operator: Some("Exists".into()),
                 ..Default::default()
-            },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(app_labels(NAME)),
-                    ..Default::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![container],
-                    host_network: Some(true),
-                    priority_class_name: Some("system-node-critical".into()),
-                    service_account_name: Some(NAME.into()),
-                    // Every node, whatever its taints: services must work everywhere.
-                    tolerations: Some(vec![Toleration {
-                        operator: Some("Exists".into()),
+            }]),
+            volumes: Some(vec![
+                Volume {
+                    name: "kube-proxy".into(),
+                    config_map: Some(ConfigMapVolumeSource {
+                        name: NAME.into(),
                         ..Default::default()
-                    }]),
-                    volumes: Some(vec![
-                        Volume {
-                            name: "kube-proxy".into(),
-                            config_map: Some(ConfigMapVolumeSource {
-                                name: NAME.into(),
-                                ..Default::default()
-                            }),
-                            ..Default::default()
-                        },
-                        host_path("xtables-lock", "/run/xtables.lock", "FileOrCreate"),
-                        host_path("lib-modules", "/lib/modules", "Directory"),
-                    ]),
+                    }),
                     ..Default::default()
-                }),
-            },
+                },
+                host_path("xtables-lock", "/run/xtables.lock", "FileOrCreate"),
+                host_path("lib-modules", "/lib/modules", "Directory"),
+            ]),
             ..Default::default()
-        }),
-        ..Default::default()
-    }
+        },
+    )
 }
 
 /// The AWS cloud controller manager's objects, in apply order.
@@ -489,39 +497,25 @@ fn ccm_daemon_set(spec: &NodeSpec, image: &str) -> DaemonSet {
         }),
         ..Default::default()
     };
-    DaemonSet {
-        metadata: meta(NAME, Some(KUBE_SYSTEM), NAME),
-        spec: Some(DaemonSetSpec {
-            selector: LabelSelector {
-                match_labels: Some(app_labels(NAME)),
-                ..Default::default()
-            },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(app_labels(NAME)),
-                    ..Default::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![container],
-                    host_network: Some(true),
-                    node_selector: Some(BTreeMap::from([(
-                        CONTROL_PLANE_LABEL.to_string(),
-                        String::new(),
-                    )])),
-                    priority_class_name: Some("system-node-critical".into()),
-                    service_account_name: Some(ACCOUNT.into()),
-                    tolerations: Some(vec![
-                        tolerate(CONTROL_PLANE_LABEL),
-                        tolerate("node.cloudprovider.kubernetes.io/uninitialized"),
-                        tolerate("node.kubernetes.io/not-ready"),
-                    ]),
-                    ..Default::default()
-                }),
-            },
+    labelled_daemon_set(
+        NAME,
+        PodSpec {
+            containers: vec![container],
+            host_network: Some(true),
+            node_selector: Some(BTreeMap::from([(
+                CONTROL_PLANE_LABEL.to_string(),
+                String::new(),
+            )])),
+            priority_class_name: Some("system-node-critical".into()),
+            service_account_name: Some(ACCOUNT.into()),
+            tolerations: Some(vec![
+                tolerate(CONTROL_PLANE_LABEL),
+                tolerate("node.cloudprovider.kubernetes.io/uninitialized"),
+                tolerate("node.kubernetes.io/not-ready"),
+            ]),
             ..Default::default()
-        }),
-        ..Default::default()
-    }
+        },
+    )
 }
 
 pub fn cloud_controller_manager(spec: &NodeSpec, image: &str) -> CloudControllerManager {
