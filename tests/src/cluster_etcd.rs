@@ -161,3 +161,127 @@ pub async fn wait_for_settled(
         }
     }
 }
+
+/// One look at etcd's quorum while control-plane instances come and go (a watcher's sample during a roll).
+#[derive(Debug, Clone)]
+pub struct QuorumSample {
+    /// Voting members, by member ID, as the member that knows best lists them (the leader when one answers).
+    pub voters: usize,
+    /// Live control-plane instances whose etcd answered a status request as one of those voters.
+    pub answering: usize,
+    /// Whether any answering member knew a leader (none does during an election).
+    pub leader_known: bool,
+    /// Each live instance's answer, for a failure message.
+    pub detail: String,
+}
+
+/// Asks every live control-plane instance's etcd for its status, and the leader (else any member with a leader,
+/// else any member) for the membership; counts the instances that answered as voting members.
+///
+/// Members are matched by member ID, not by name: a member whose instance was replaced keeps its ID (its volume)
+/// but answers under its new instance's name only once it publishes it through raft, and a member just restarted
+/// replays its log from the start, so for a moment it lists the names the cluster was created with.
+/// Matching names made a healthy cluster look like none of its voters answered.
+pub async fn sample_quorum(cloud: &LocalCloud) -> Option<QuorumSample> {
+    // In parallel: a terminated member's endpoint takes its whole timeout to fail.
+    let mut asks = tokio::task::JoinSet::new();
+    for r in control_plane(cloud) {
+        asks.spawn(async move {
+            let answer = match connect_member(&r).await {
+                Ok(mut client) => {
+                    match tokio::time::timeout(Duration::from_secs(2), client.status()).await {
+                        Ok(Ok(status)) => {
+                            let id = status.header().map_or(0, |h| h.member_id());
+                            Ok((client, id, status.leader()))
+                        }
+                        Ok(Err(e)) => Err(format!("status: {e}")),
+                        Err(_) => Err("status timed out after 2s".to_string()),
+                    }
+                }
+                Err(e) => Err(e),
+            };
+            (r.instance_id, answer)
+        });
+    }
+    let mut answers = Vec::new();
+    let mut detail = Vec::new();
+    for (instance, answer) in asks.join_all().await {
+        match answer {
+            Ok((client, id, leader)) => {
+                detail.push(format!("{instance}: member {id:x}, leader {leader:x}"));
+                answers.push((client, id, leader));
+            }
+            Err(e) => detail.push(format!("{instance}: {e}")),
+        }
+    }
+    let leader_known = answers.iter().any(|(_, _, leader)| *leader != 0);
+    let best = answers
+        .iter()
+        .position(|(_, id, leader)| *leader != 0 && id == leader)
+        .or_else(|| answers.iter().position(|(_, _, leader)| *leader != 0))
+        .or(if answers.is_empty() { None } else { Some(0) })?;
+    let (client, best_id, _) = &mut answers[best];
+    let best_id = *best_id;
+    let list = tokio::time::timeout(Duration::from_secs(2), client.member_list())
+        .await
+        .ok()?
+        .ok()?;
+    let voters: BTreeSet<u64> = list
+        .members()
+        .iter()
+        .filter(|m| !m.is_learner())
+        .map(|m| m.id())
+        .collect();
+    let answering = answers
+        .iter()
+        .filter(|(_, id, _)| voters.contains(id))
+        .count();
+    detail.push(format!(
+        "voters as member {best_id:x} lists them: {voters:x?}"
+    ));
+    Some(QuorumSample {
+        voters: voters.len(),
+        answering,
+        leader_known,
+        detail: detail.join("; "),
+    })
+}
+
+/// Samples [`sample_quorum`] every `interval` until `stop` is set.
+#[derive(Debug, Clone, Default)]
+pub struct QuorumWatch {
+    pub samples: usize,
+    /// Samples taken while no answering member knew a leader (elections: the roll terminated the leader).
+    pub leaderless: usize,
+    /// The sample with the fewest voters answering.
+    pub worst: Option<QuorumSample>,
+}
+
+impl QuorumWatch {
+    /// The fewest voters answering in any sample (`usize::MAX` when there was none).
+    pub fn fewest(&self) -> usize {
+        self.worst.as_ref().map_or(usize::MAX, |s| s.answering)
+    }
+}
+
+/// Watches quorum until told to stop.
+pub async fn watch_quorum(
+    cloud: &LocalCloud,
+    stop: &std::sync::atomic::AtomicBool,
+    interval: Duration,
+) -> QuorumWatch {
+    let mut watch = QuorumWatch::default();
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if let Some(sample) = sample_quorum(cloud).await {
+            watch.samples += 1;
+            if !sample.leader_known {
+                watch.leaderless += 1;
+            }
+            if sample.answering < watch.fewest() {
+                watch.worst = Some(sample);
+            }
+        }
+        tokio::time::sleep(interval).await;
+    }
+    watch
+}

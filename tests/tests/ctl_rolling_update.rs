@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
-use ballast_e2e::cluster_etcd::{connect, connect_member, control_plane, wait_for_settled};
+use ballast_e2e::cluster_etcd::{connect, control_plane, wait_for_settled, watch_quorum};
 use ballast_e2e::localcloud::LocalCloud;
 use etcd_client::GetOptions;
 use sha2::{Digest, Sha256};
@@ -183,56 +183,6 @@ async fn wait_for_published_etcd_health(cloud: &LocalCloud) {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-}
-
-/// Polls etcd until told to stop. Returns the fewest voting members answering in any sample (quorum is about
-/// voters being there: 2 of 3), how many samples were taken, and in how many of them no answering member knew a
-/// leader. Those are elections: when the roll terminates the leader, the two voters left elect a new one within
-/// about a second; counting only members with a leader made such a sample look like a lost quorum (it failed
-/// one run in two on a loaded machine), though no voter was missing and no write was lost.
-async fn watch_quorum(cloud: &LocalCloud, stop: &AtomicBool) -> (usize, usize, usize) {
-    let mut fewest = usize::MAX;
-    let mut samples = 0;
-    let mut leaderless = 0;
-    while !stop.load(Ordering::Relaxed) {
-        let live = control_plane(cloud);
-        let voters: Option<BTreeSet<String>> = match connect(cloud).await {
-            Some(mut c) => tokio::time::timeout(Duration::from_secs(2), c.member_list())
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .map(|l| {
-                    l.members()
-                        .iter()
-                        .filter(|m| !m.is_learner() && !m.name().is_empty())
-                        .map(|m| m.name().to_string())
-                        .collect()
-                }),
-            None => None,
-        };
-        if let Some(voters) = voters {
-            let (mut answering, mut with_leader) = (0, 0);
-            for r in live.iter().filter(|r| voters.contains(&r.instance_id)) {
-                if let Ok(mut one) = connect_member(r).await {
-                    if let Ok(Ok(status)) =
-                        tokio::time::timeout(Duration::from_secs(2), one.status()).await
-                    {
-                        answering += 1;
-                        if status.leader() != 0 {
-                            with_leader += 1;
-                        }
-                    }
-                }
-            }
-            fewest = fewest.min(answering);
-            samples += 1;
-            if with_leader == 0 {
-                leaderless += 1;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-    (fewest, samples, leaderless)
 }
 
 /// Writes `roll/<n>` one after the other until told to stop; returns the acknowledged keys and the failures.
@@ -420,8 +370,10 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
     assert_eq!(outdated.len(), 6);
     let stop = Arc::new(AtomicBool::new(false));
     let roll_started = Instant::now();
-    let ((fewest, samples, leaderless), (acknowledged, failures), ()) = tokio::join!(
-        watch_quorum(&cloud, &stop),
+    // Elections: when the roll terminates the leader, the two voters left elect a new one within about a
+    // second; such samples are counted apart (no voter is missing then and no write is lost).
+    let (quorum, (acknowledged, failures), ()) = tokio::join!(
+        watch_quorum(&cloud, &stop, Duration::from_millis(300)),
         write_throughout(&cloud, &stop),
         async {
             let cp_gone = |all: &BTreeMap<String, (String, String, String)>| {
@@ -451,6 +403,7 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
             stop.store(true, Ordering::Relaxed);
         }
     );
+    let (samples, fewest, leaderless) = (quorum.samples, quorum.fewest(), quorum.leaderless);
     eprintln!(
         "roll with two kills: {:?}; etcd samples {samples}, fewest voters answering {fewest}, {leaderless} samples during an election; writer {} acknowledged, {failures} failed",
         roll_started.elapsed(),
@@ -464,7 +417,8 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
     );
     assert!(
         fewest >= 2,
-        "etcd's voters fell below quorum: {fewest} of 3 answering"
+        "etcd's voters fell below quorum: {fewest} of 3 answering ({:?})",
+        quorum.worst
     );
     assert!(acknowledged.len() > 10, "the writer hardly wrote");
     let mut client = connect(&cloud).await.expect("client");

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
-use ballast_e2e::cluster_etcd::{connect, connect_member, control_plane, wait_for_settled};
+use ballast_e2e::cluster_etcd::{control_plane, wait_for_settled, watch_quorum};
 use ballast_e2e::localcloud::LocalCloud;
 use ballast_etcd::client::ClientTls;
 use etcd_client::{Client, GetOptions};
@@ -128,45 +128,6 @@ fn endpoints(cloud: &LocalCloud) -> Vec<String> {
         .collect()
 }
 
-/// Polls etcd until told to stop: the fewest voting members answering in any sample, and how many samples.
-async fn watch_voters(cloud: &LocalCloud, stop: &AtomicBool) -> (usize, usize) {
-    let mut fewest = usize::MAX;
-    let mut samples = 0;
-    while !stop.load(Ordering::Relaxed) {
-        let live = control_plane(cloud);
-        let voters: Option<BTreeSet<String>> = match connect(cloud).await {
-            Some(mut c) => tokio::time::timeout(Duration::from_secs(2), c.member_list())
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .map(|l| {
-                    l.members()
-                        .iter()
-                        .filter(|m| !m.is_learner() && !m.name().is_empty())
-                        .map(|m| m.name().to_string())
-                        .collect()
-                }),
-            None => None,
-        };
-        if let Some(voters) = voters {
-            let mut answering = 0;
-            for r in live.iter().filter(|r| voters.contains(&r.instance_id)) {
-                if let Ok(mut one) = connect_member(r).await {
-                    if let Ok(Ok(_)) =
-                        tokio::time::timeout(Duration::from_secs(2), one.status()).await
-                    {
-                        answering += 1;
-                    }
-                }
-            }
-            fewest = fewest.min(answering);
-            samples += 1;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    (fewest, samples)
-}
-
 /// Writes `<prefix><n>` one after the other until told to stop, as a client trusting `trusted` with a
 /// certificate of `issuer`; returns the acknowledged keys and the failures.
 async fn write_throughout(
@@ -215,8 +176,8 @@ async fn stage_and_roll(cloud: &LocalCloud, stage: &str, trusted: &str, issuer: 
     let stop = AtomicBool::new(false);
     let started = Instant::now();
     let prefix = format!("rotate/{stage}/");
-    let ((fewest, samples), (acknowledged, failures), roll) = tokio::join!(
-        watch_voters(cloud, &stop),
+    let (quorum, (acknowledged, failures), roll) = tokio::join!(
+        watch_quorum(cloud, &stop, Duration::from_millis(100)),
         write_throughout(cloud, &stop, &prefix, trusted, issuer),
         async {
             // Let the writer and the watcher start before the first termination.
@@ -236,8 +197,10 @@ async fn stage_and_roll(cloud: &LocalCloud, stage: &str, trusted: &str, issuer: 
         "the roll after {stage}: {}",
         String::from_utf8_lossy(&roll.stderr)
     );
+    let (samples, fewest) = (quorum.samples, quorum.fewest());
     eprintln!(
-        "etcd-ca {stage}: roll {elapsed:?}; {samples} samples, fewest voters answering {fewest}; writer {} acknowledged, {failures} failed",
+        "etcd-ca {stage}: roll {elapsed:?}; {samples} samples ({} during an election), fewest voters answering {fewest}; writer {} acknowledged, {failures} failed",
+        quorum.leaderless,
         acknowledged.len()
     );
     // A roll takes about 10 s here and one sample up to a few seconds (a terminated member's endpoint times
@@ -247,7 +210,8 @@ async fn stage_and_roll(cloud: &LocalCloud, stage: &str, trusted: &str, issuer: 
     // 3) must hold in every sample; the minimum measured is reported above.
     assert!(
         fewest >= 2,
-        "etcd's voters fell below quorum during the {stage} roll: {fewest} of 3 answering"
+        "etcd's voters fell below quorum during the {stage} roll: {fewest} of 3 answering ({:?})",
+        quorum.worst
     );
     assert!(acknowledged.len() > 10, "the writer hardly wrote");
     let mut client = client_of(&endpoints(cloud), trusted, issuer, "reader")
