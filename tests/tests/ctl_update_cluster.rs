@@ -876,13 +876,13 @@ async fn validate_names_what_is_missing_until_the_cluster_is_up() {
         .assert()
         .code(6)
         .stdout(predicate::str::contains(format!(
-            "instance group nodes                      fail     AutoScalingGroup nodes.{0} does not exist: run \
+            "instance group nodes                      fail          AutoScalingGroup nodes.{0} does not exist: run \
              `ballast update cluster {0} --yes`",
             cluster.name
         )))
         .stdout(predicate::str::contains("etcd was never bootstrapped"))
         .stdout(predicate::str::contains(
-            "kubernetes API                            ok       not checked: no control-plane instance has reported yet",
+            "kubernetes API                            not checked   no control-plane instance has reported yet",
         ))
         .stderr(predicate::str::contains("is not valid: 5 of 7 checks failed"));
 

@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use super::etcd::expected_members;
 use super::nodes::{read_reports, untrusted_reason, NodeSpecs, ReportRead, SpecState};
-use super::validate_kube_run::{kubernetes_checks, KubeInputs};
+use super::validate_kube_run::{kubernetes_checks, KubeInputs, KubeOutcome};
 use super::{require_cluster, Context};
 use crate::cli::{OutputFormat, ValidateArgs, ValidateWhat};
 use crate::cloud::aws::{auto_scaling_groups, cluster_instances};
@@ -35,9 +35,24 @@ const RECHECK: Duration = Duration::from_secs(2);
 struct Check {
     /// What was checked: `instance group nodes`, `node i-0abc (nodes)`, `etcd`.
     name: String,
+    /// False only for a failure: a check that could not be made (`checked` false) does not fail validation.
     ok: bool,
+    /// False when the check could not be made and its reason says why (the Kubernetes API where no kubelet
+    /// runs): shown as `not checked`, never as a pass.
+    checked: bool,
     /// Why it passed or failed, in words (and what to do about a failure).
     reason: String,
+}
+
+impl Check {
+    /// The RESULT column: `ok`, `fail` or `not checked`.
+    fn result(&self) -> &'static str {
+        match (self.checked, self.ok) {
+            (false, _) => "not checked",
+            (true, true) => "ok",
+            (true, false) => "fail",
+        }
+    }
 }
 
 /// What `validate cluster -o json|yaml` prints.
@@ -107,13 +122,7 @@ pub async fn run(context: &Context, args: ValidateArgs) -> Result<(), CommandErr
             let rows: Vec<Vec<String>> = validation
                 .checks
                 .iter()
-                .map(|c| {
-                    vec![
-                        c.name.clone(),
-                        if c.ok { "ok" } else { "fail" }.to_string(),
-                        c.reason.clone(),
-                    ]
-                })
+                .map(|c| vec![c.name.clone(), c.result().to_string(), c.reason.clone()])
                 .collect();
             output::table(&["CHECK", "RESULT", "REASON"], &rows)
         }
@@ -156,6 +165,7 @@ async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) 
         Err(reason) => checks.push(Check {
             name: "instance groups".to_string(),
             ok: false,
+            checked: true,
             reason,
         }),
         Ok(found) => {
@@ -172,6 +182,7 @@ async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) 
                     checks.push(Check {
                         name: format!("instance group {group}"),
                         ok: false,
+                        checked: true,
                         reason: format!(
                             "AutoScalingGroup {resource} does not exist: run `ballast update cluster {name} --yes`"
                         ),
@@ -199,6 +210,7 @@ async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) 
                 checks.push(Check {
                     name: format!("instance group {group}"),
                     ok: in_service.len() >= min,
+                    checked: true,
                     reason: format!(
                         "{} InService of minSize {min} in AutoScalingGroup {resource}{others}",
                         in_service.len()
@@ -248,6 +260,7 @@ async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) 
                     checks.push(Check {
                         name: format!("node {id} ({group})"),
                         ok,
+                        checked: true,
                         reason,
                     });
                 }
@@ -264,8 +277,13 @@ async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) 
     }
     // (e) Kubernetes, when the instances could be read (validate_kube says when the API is expected).
     if let Some(inputs) = &kube_inputs {
-        for (name, ok, reason) in kubernetes_checks(cloud, store, completed, inputs).await {
-            checks.push(Check { name, ok, reason });
+        for (name, outcome, reason) in kubernetes_checks(cloud, store, completed, inputs).await {
+            checks.push(Check {
+                name,
+                ok: outcome != KubeOutcome::Fail,
+                checked: outcome != KubeOutcome::NotChecked,
+                reason,
+            });
         }
     }
     Validation {
@@ -297,6 +315,7 @@ async fn node_names(
             checks.push(Check {
                 name: "instances".to_string(),
                 ok: false,
+                checked: true,
                 reason: format!("cannot tell which node should have signed each report: {e}"),
             });
             BTreeMap::new()
@@ -338,6 +357,7 @@ async fn bucket_check(store: &StateStore, completed: &ClusterConfig) -> Option<C
     Some(Check {
         name: "state bucket".to_string(),
         ok,
+        checked: true,
         reason,
     })
 }
@@ -358,6 +378,7 @@ async fn etcd_check(
             let check = Check {
                 name: "etcd".to_string(),
                 ok: false,
+                checked: true,
                 reason: format!("cannot read etcd's health: {e}"),
             };
             return (check, None);
@@ -386,6 +407,7 @@ async fn etcd_check(
     let check = Check {
         name: "etcd".to_string(),
         ok: healthy,
+        checked: true,
         reason,
     };
     (check, Some(summary))

@@ -34,11 +34,10 @@ pub fn api_not_expected(control_plane_reports: &[(&str, &NodeReport)]) -> Option
     }
     let ids: Vec<&str> = control_plane_reports.iter().map(|(id, _)| *id).collect();
     Some(if ids.is_empty() {
-        "not checked: no control-plane instance has reported yet, so no API server is known to run"
-            .to_string()
+        "no control-plane instance has reported yet, so no API server is known to run".to_string()
     } else {
         format!(
-            "not checked: no control-plane instance reports a running kubelet ({}), so no API server can run \
+            "no control-plane instance reports a running kubelet ({}), so no API server can run \
              (the local cloud has no kubelet binary); once one does, the API must answer",
             ids.join(", ")
         )

@@ -34,37 +34,60 @@ pub struct KubeInputs {
 }
 
 /// Each check as (name, ok, reason).
+/// One Kubernetes check's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KubeOutcome {
+    Ok,
+    Fail,
+    /// No API server can be running yet (`api_not_expected` says why): neither a pass nor a failure.
+    NotChecked,
+}
+
+impl From<bool> for KubeOutcome {
+    fn from(ok: bool) -> Self {
+        if ok {
+            Self::Ok
+        } else {
+            Self::Fail
+        }
+    }
+}
+
 pub async fn kubernetes_checks(
     cloud: &Cloud,
     store: &StateStore,
     completed: &ClusterConfig,
     inputs: &KubeInputs,
-) -> Vec<(String, bool, String)> {
+) -> Vec<(String, KubeOutcome, String)> {
     let reports: Vec<(&str, &NodeReport)> = inputs
         .control_plane
         .iter()
         .map(|(id, r)| (id.as_str(), r))
         .collect();
     if let Some(reason) = api_not_expected(&reports) {
-        return vec![(API_CHECK.to_string(), true, reason)];
+        return vec![(API_CHECK.to_string(), KubeOutcome::NotChecked, reason)];
     }
     let (client, server) = match client(cloud, store, completed).await {
         Ok(found) => found,
-        Err(reason) => return vec![(API_CHECK.to_string(), false, reason)],
+        Err(reason) => return vec![(API_CHECK.to_string(), KubeOutcome::Fail, reason)],
     };
     match observe(&client, API_TIMEOUT).await {
         Err(e) => vec![(
             API_CHECK.to_string(),
-            false,
+            KubeOutcome::Fail,
             format!("cannot read the API at {server}: {e}"),
         )],
         Ok(facts) => {
             let (nodes_ok, nodes) = judge_nodes(&facts, &expected_nodes(&inputs.in_service));
             let (pods_ok, pods) = judge_pods(&facts);
             vec![
-                (API_CHECK.to_string(), true, format!("answered at {server}")),
-                ("kubernetes nodes".to_string(), nodes_ok, nodes),
-                ("kube-system pods".to_string(), pods_ok, pods),
+                (
+                    API_CHECK.to_string(),
+                    KubeOutcome::Ok,
+                    format!("answered at {server}"),
+                ),
+                ("kubernetes nodes".to_string(), nodes_ok.into(), nodes),
+                ("kube-system pods".to_string(), pods_ok.into(), pods),
             ]
         }
     }
