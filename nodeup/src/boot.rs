@@ -170,59 +170,70 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
         ),
     }
 
-    // 3. Render (pure) and certificates.
-    let node = NodeFacts {
-        instance_id: identity.instance_id.clone(),
-        private_ip: identity.local_ipv4.clone(),
-        hostname: identity.local_hostname.clone(),
-        availability_zone: identity.availability_zone.clone(),
-    };
-    let mut rendered = step(&mut state.report, Step::Render, async {
-        render_with_certificates(&cli.root, &spec, &node, &secrets)
-    })
-    .await?;
-    // A worker's kubelet client certificate: kept while it fits, else from the control plane's bootstrap
-    // service after proving which instance this is (crate::bootstrap).
-    if spec.control_plane.is_none() {
-        let files = worker_certificate(cli, &boot, &identity, &secrets).await?;
-        rendered.files.extend(files);
-        rendered.files.sort_by(|a, b| a.path.cmp(&b.path));
-    }
-
-    // 4. Write what differs.
-    let written = step(&mut state.report, Step::Write, async {
-        write::write_files(&cli.root, &rendered.files)
-    })
-    .await?;
-    for f in &written.written {
-        tracing::info!(path = %f.path, action = ?f.action, mode = %f.mode, "wrote");
-    }
-    tracing::info!(
-        written = written.written.len(),
-        unchanged = written.unchanged,
-        "files"
-    );
-    state.report.files_written = written.written.clone();
-    state.report.files_unchanged = written.unchanged;
-
-    // 5. Services.
-    start_services(cli, state, &rendered, &written).await?;
-
-    // The node bootstrap service, on a control-plane node: workers get their kubelet certificates from it.
-    if let Some(cp) = &secrets.control_plane {
-        let service = start_bootstrap_service(cli, &boot, &identity, &secrets, cp).await?;
-        state.bootstrap_service = Some(service);
-    }
-
-    // 6. On a control-plane node, its etcd member's volume at etcd's state directory, and what its etcd
-    // supervisor needs (it starts once the report is out).
-    if let Some(cp) = &spec.control_plane {
-        match cli.etcd_data {
-            EtcdData::Volume => mount_etcd_volume(cli, &boot, &identity, cp).await?,
-            EtcdData::RootDisk => {
-                tracing::warn!("--etcd-data root-disk: etcd's data is on the root disk and dies with the instance")
+    // 6. On a control-plane node, its etcd member's volume at etcd's state directory, found, attached and
+    // mounted while steps 3 to 5 run: waiting for EC2 and the device is most of a replacement's boot, and
+    // nothing those steps write is under etcd's state directory.
+    let volume = async {
+        match (&spec.control_plane, cli.etcd_data) {
+            (Some(cp), EtcdData::Volume) => mount_etcd_volume(cli, &boot, &identity, cp).await,
+            (Some(_), EtcdData::RootDisk) => {
+                tracing::warn!("--etcd-data root-disk: etcd's data is on the root disk and dies with the instance");
+                Ok(())
             }
+            (None, _) => Ok(()),
         }
+    };
+    let configured = async {
+        // 3. Render (pure) and certificates.
+        let node = NodeFacts {
+            instance_id: identity.instance_id.clone(),
+            private_ip: identity.local_ipv4.clone(),
+            hostname: identity.local_hostname.clone(),
+            availability_zone: identity.availability_zone.clone(),
+        };
+        let mut rendered = step(&mut state.report, Step::Render, async {
+            render_with_certificates(&cli.root, &spec, &node, &secrets)
+        })
+        .await?;
+        // A worker's kubelet client certificate: kept while it fits, else from the control plane's bootstrap
+        // service after proving which instance this is (crate::bootstrap).
+        if spec.control_plane.is_none() {
+            let files = worker_certificate(cli, &boot, &identity, &secrets).await?;
+            rendered.files.extend(files);
+            rendered.files.sort_by(|a, b| a.path.cmp(&b.path));
+        }
+
+        // 4. Write what differs.
+        let written = step(&mut state.report, Step::Write, async {
+            write::write_files(&cli.root, &rendered.files)
+        })
+        .await?;
+        for f in &written.written {
+            tracing::info!(path = %f.path, action = ?f.action, mode = %f.mode, "wrote");
+        }
+        tracing::info!(
+            written = written.written.len(),
+            unchanged = written.unchanged,
+            "files"
+        );
+        state.report.files_written = written.written.clone();
+        state.report.files_unchanged = written.unchanged;
+
+        // 5. Services.
+        start_services(cli, state, &rendered, &written).await?;
+
+        // The node bootstrap service, on a control-plane node: workers get their kubelet certificates from it.
+        if let Some(cp) = &secrets.control_plane {
+            let service = start_bootstrap_service(cli, &boot, &identity, &secrets, cp).await?;
+            state.bootstrap_service = Some(service);
+        }
+        Ok::<_, NodeupError>(())
+    };
+    let (configured, volume) = tokio::join!(configured, volume);
+    configured?;
+    volume?;
+    // What the etcd supervisor needs (it starts once the report is out).
+    if let Some(cp) = &spec.control_plane {
         let config = etcd_supervisor_config(cli, &boot, &identity, cp)?;
         state.etcd = Some((config, identity.region.clone()));
     }

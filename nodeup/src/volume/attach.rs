@@ -17,6 +17,8 @@ use crate::write::under_root;
 
 /// How often EC2 and the device are looked at while waiting.
 const POLL: Duration = Duration::from_millis(250);
+/// How often the device is looked for once attached: a local stat, so often (EC2 shows it within seconds).
+const DEVICE_POLL: Duration = Duration::from_millis(25);
 /// Written into a directory volume (the local cloud's) when nodeup formats it: the directory's "filesystem".
 pub const DIRECTORY_LABEL_FILE: &str = ".ballast-volume";
 
@@ -281,7 +283,7 @@ async fn wait_for_device(
                 secs: request.timeout.as_secs(),
             });
         }
-        tokio::time::sleep(POLL).await;
+        tokio::time::sleep(DEVICE_POLL).await;
     }
 }
 
