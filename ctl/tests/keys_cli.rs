@@ -125,6 +125,22 @@ fn rotation_stages_in_order_out_of_order_and_twice() {
         "for the encryption key only",
     );
     refused(
+        &["kubernetes-ca", "--stage", "promote"],
+        4,
+        "no key is staged to promote; run `ballast rotate kubernetes-ca --stage add` first",
+    );
+    refused(
+        &[
+            "kubernetes-ca",
+            "--stage",
+            "drop",
+            "--id",
+            "0123456789abcdef",
+        ],
+        5,
+        "kubernetes-ca: there is no key 0123456789abcdef",
+    );
+    refused(
         &["etcd-ca", "--stage", "add", "--rewritten-by-hand"],
         2,
         "--rewritten-by-hand goes with --stage rewrite only",

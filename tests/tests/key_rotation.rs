@@ -3,13 +3,15 @@
 //! keysets' stage before each `rolling-update cluster --yes --cloudonly` (one roll carries both: fewer rolls, the
 //! same overlap rules), while a watcher polls etcd's voters and a client writes over mutual TLS with a certificate
 //! of the etcd CA that is primary at that stage (trusting both CAs, as an operator's client must during the
-//! overlap). Asserted for each roll: all 3 voters answer in every sample, no acknowledged write is lost, every
-//! instance (the worker too) is replaced, `validate cluster` passes (it trusts the nodes' signed boot reports only
-//! when their certificates chain to a Kubernetes CA of the keyset). At the end: a client certificate signed by the
-//! old etcd CA is refused by every member and one signed by the new CA is accepted; every node's
-//! `/etc/kubernetes/pki/ca.crt` is the new Kubernetes CA alone; the worker's kubelet certificate (from the
-//! bootstrap service) chains to the new Kubernetes CA; and the worker's role credentials read the new CA's
-//! certificate but no CA key, old or new. No Kubernetes API runs here, hence `--cloudonly`.
+//! overlap). The new Kubernetes CA is an operator's P-384 CA imported with `create secret keypair`. Asserted for
+//! each roll: all 3 voters answer in every sample, no acknowledged write is lost, every instance (the worker too)
+//! is replaced, `validate cluster` passes (it trusts the nodes' signed boot reports only when their certificates
+//! chain to a Kubernetes CA of the keyset). After promote, an exported kubeconfig trusts both Kubernetes CAs and
+//! its admin certificate is the new one's. At the end: a client certificate signed by the old etcd CA is refused
+//! by every member and one signed by the new CA is accepted; every node's `/etc/kubernetes/pki/ca.crt` is the new
+//! Kubernetes CA alone; the worker's kubelet certificate (from the bootstrap service) chains to it; an exported
+//! kubeconfig trusts it alone; and the worker's role credentials read its certificate but no CA key, old or new.
+//! No Kubernetes API runs here, hence `--cloudonly`.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -331,13 +333,35 @@ async fn the_etcd_and_kubernetes_cas_rotate_on_a_running_cluster_without_losing_
         .success();
     let (new, _) = added_ca(&cloud, "etcd-ca").await;
     let both = format!("{}\n{}", old.cert.trim_end(), new.cert);
-    // The stage ran above: running it again is a no-op that still writes the node specs (docs/keys.md).
+    // The new Kubernetes CA is the operator's own (`create secret keypair`), and not like Ballast's: a P-384 key
+    // and a subject of its own. Every certificate the cluster issues from here on is signed with it.
+    let operator_ca = operator_ca();
+    let inputs = tempfile::tempdir().expect("tempdir");
+    let (cert_file, key_file) = (inputs.path().join("ca.crt"), inputs.path().join("ca.key"));
+    std::fs::write(&cert_file, &operator_ca.cert).expect("write the CA certificate");
+    std::fs::write(&key_file, &operator_ca.key).expect("write the CA key");
+    let imported = ballast(&cloud)
+        .args(["create", "secret", "keypair", "kubernetes-ca", "--cert"])
+        .arg(&cert_file)
+        .arg("--key")
+        .arg(&key_file)
+        .output()
+        .expect("create secret keypair");
+    let stderr = String::from_utf8_lossy(&imported.stderr);
+    assert!(imported.status.success(), "{stderr}");
+    assert!(!stderr.contains("PRIVATE KEY"), "{stderr}");
+    // The stages ran above: running them again is a no-op that still writes the node specs (docs/keys.md).
     stage_and_roll(&cloud, "add", &both, &old).await;
     // promote: the new CA issues; the writer's certificate is now the new CA's.
     stage_and_roll(&cloud, "promote", &both, &new).await;
     // An exported kubeconfig trusts both Kubernetes CAs (the new one first) and its admin certificate is the
     // new CA's.
     let (new_kubernetes_ca, _) = added_ca(&cloud, "kubernetes-ca").await;
+    assert_eq!(
+        new_kubernetes_ca.cert.trim(),
+        operator_ca.cert.trim(),
+        "the imported CA"
+    );
     let (ca_data, admin) = export_admin(&cloud).await;
     assert_eq!(
         ca_data,
@@ -554,4 +578,30 @@ fn issued_by(cert: &str, ca: &str) -> bool {
     let (_, ca) = x509_parser::pem::parse_x509_pem(ca.as_bytes()).expect("PEM");
     let ca = ca.parse_x509().expect("a CA certificate");
     cert.issuer() == ca.subject() && cert.verify_signature(Some(ca.public_key())).is_ok()
+}
+
+/// An operator's Kubernetes CA, made outside Ballast: ECDSA P-384, its own subject, five years.
+fn operator_ca() -> Ca {
+    let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384).expect("a P-384 key");
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "Example Corp Kubernetes CA");
+    params
+        .distinguished_name
+        .push(DnType::OrganizationName, "Example Corp");
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::hours(1);
+    params.not_after = now + time::Duration::days(5 * 365);
+    let cert = params.self_signed(&key).expect("self-signed");
+    Ca {
+        cert: cert.pem(),
+        key: key.serialize_pem(),
+    }
 }
