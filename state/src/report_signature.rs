@@ -6,8 +6,8 @@
 //! Why: a worker's role may write any `reports/*` key (S3 cannot bind a key to the instance behind a role session
 //! on every backend), so the key a report is stored under proves nothing. A reader (`validate cluster`, `get
 //! instances`, `rolling-update cluster`) trusts a report only when its signature verifies, its certificate chains
-//! to one of the cluster's trusted Kubernetes CAs (next, primary or trusted: docs/keys.md) and is valid now, and the certificate's node name is the private DNS name EC2 reports for
-//! the instance the report's key names. A worker writing another instance's key can only sign with its own
+//! to one of the cluster's trusted Kubernetes CAs (next, primary or trusted: docs/keys.md) and is valid now, and
+//! the certificate's node name is the private DNS name EC2 reports for the instance the report's key names. A worker writing another instance's key can only sign with its own
 //! certificate, which names itself: the report is shown as untrusted and not counted.
 //!
 //! The stored form is versioned by its kind: `SignedNodeReport` carries the report's JSON as a string (the exact

@@ -314,7 +314,8 @@ const EC2_TRUST_POLICY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect"
 
 /// Least privilege: the control plane reads its cluster's state and writes its reports and etcd data; nodes read
 /// only the node specs of node groups and the Kubernetes CA certificates (the original and any a rotation added;
-/// no key, no secret, no token), and write their reports. The control plane also holds what the cloud controller manager it runs needs (super::ccm).
+/// no key, no secret, no token), and write their reports. The control plane also holds what the cloud controller
+/// manager it runs needs (super::ccm).
 fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) -> Vec<IamRoleModel> {
     let spec = &completed.cluster.spec;
     let iam = spec.iam.clone().unwrap_or_default();

@@ -1,5 +1,5 @@
-//! `get secrets|keypairs`, `rotate` and `create secret`: the cluster's keysets (docs/keys.md). What is printed is metadata only
-//! (kind, id, state, dates): no private value is ever read for output.
+//! `get secrets|keypairs`, `rotate` and `create secret`: the cluster's keysets (docs/keys.md). What is printed is
+//! metadata only (kind, id, state, dates): no private value is ever read for output.
 
 use ballast_state::ca_import;
 use ballast_state::keyset::{Keyset, KeysetName, Stage};
