@@ -100,6 +100,49 @@ pub struct CreateArgs {
 pub enum CreateWhat {
     /// Create a cluster spec (a Cluster and its InstanceGroups) and its PKI in the state store.
     Cluster(Box<CreateClusterArgs>),
+    /// Store operator-supplied key material, checked before anything is stored (docs/keys.md).
+    Secret(CreateSecretArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CreateSecretArgs {
+    #[command(subcommand)]
+    pub what: CreateSecretWhat,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CreateSecretWhat {
+    /// Import an existing CA (kubernetes-ca or etcd-ca) as the keyset's next key, as `rotate KEYSET --stage add`
+    /// stages a fresh one; `rotate KEYSET --stage promote` continues from it.
+    ///
+    /// The certificate must be one PEM certificate of a CA (basicConstraints CA:TRUE, keyUsage keyCertSign), valid
+    /// now and for at least 90 more days; the key an unencrypted PEM private key matching it. Anything else is
+    /// refused naming the file, and nothing is stored.
+    Keypair(CreateKeypairArgs),
+    /// An SSH public key for the instances: refused, because nothing installs SSH keys on Ballast's instances yet
+    /// (docs/keys.md, "Not yet").
+    #[command(name = "sshpublickey")]
+    SshPublicKey(CreateSshKeyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CreateKeypairArgs {
+    /// The keyset: kubernetes-ca or etcd-ca.
+    #[arg(value_name = "KEYSET")]
+    pub keyset: String,
+    /// The CA's certificate (PEM).
+    #[arg(long, value_name = "FILE")]
+    pub cert: PathBuf,
+    /// The CA's private key (unencrypted PEM).
+    #[arg(long, value_name = "FILE")]
+    pub key: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct CreateSshKeyArgs {
+    /// The public key (OpenSSH format, e.g. ~/.ssh/id_ed25519.pub).
+    #[arg(long, value_name = "FILE")]
+    pub pubkey: PathBuf,
 }
 
 #[derive(Debug, Args)]

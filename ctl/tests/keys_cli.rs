@@ -125,9 +125,20 @@ fn rotation_stages_in_order_out_of_order_and_twice() {
         "for the encryption key only",
     );
     refused(
-        &["kubernetes-ca", "--stage", "add"],
-        2,
-        "rotating kubernetes-ca is not built yet",
+        &["kubernetes-ca", "--stage", "promote"],
+        4,
+        "no key is staged to promote; run `ballast rotate kubernetes-ca --stage add` first",
+    );
+    refused(
+        &[
+            "kubernetes-ca",
+            "--stage",
+            "drop",
+            "--id",
+            "0123456789abcdef",
+        ],
+        5,
+        "kubernetes-ca: there is no key 0123456789abcdef",
     );
     refused(
         &["etcd-ca", "--stage", "add", "--rewritten-by-hand"],
@@ -216,4 +227,213 @@ fn rotation_stages_in_order_out_of_order_and_twice() {
     assert!(rotate(&["encryption-key", "--stage", "drop"])
         .status
         .success());
+}
+
+/// Writes `text` to `name` in a fresh directory under the store's; returns its path.
+fn input(dir: &std::path::Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write an input file");
+    path.display().to_string()
+}
+
+/// `create secret keypair`: every bad input is refused naming its file, with no byte of the store changed; a good
+/// CA is staged as next (the output holds no private value), importing it again changes nothing, another import
+/// while it is staged is refused, and `rotate --stage promote` continues from it. An SSH public key is refused.
+#[test]
+fn create_secret_keypair_checks_before_storing_and_stages_as_next() {
+    let store = common::TempStore::with_cluster(NAME, "us-west-2a");
+    let inputs = tempfile::tempdir().expect("tempdir");
+    let dir = inputs.path();
+    let ca =
+        ballast_state::pki::generate_ca("operator-ca.example.com", "Kubernetes CA").expect("ca");
+    let other =
+        ballast_state::pki::generate_ca("other-ca.example.com", "Kubernetes CA").expect("ca");
+    let leaf_key = rcgen::KeyPair::generate().expect("key");
+    let leaf = rcgen::CertificateParams::new(vec!["leaf.example.com".to_string()])
+        .expect("params")
+        .self_signed(&leaf_key)
+        .expect("leaf")
+        .pem();
+    let cert = input(dir, "ca.crt", &ca.cert_pem);
+    let key = input(dir, "ca.key", &ca.key_pem);
+    let other_key = input(dir, "other.key", &other.key_pem);
+    let garbage = input(
+        dir,
+        "garbage.pem",
+        "-----BEGIN CERTIFICATE-----\nnot base64 at all\n",
+    );
+    let leaf_cert = input(dir, "leaf.crt", &leaf);
+    let leaf_key = input(dir, "leaf.key", &leaf_key.serialize_pem());
+    let create = |args: &[&str]| {
+        let mut cmd = store.ballast();
+        cmd.args(["create", "secret", "--name", NAME]).args(args);
+        cmd.output().expect("create secret")
+    };
+    let refused = |args: &[&str], code: i32, reasons: &[&str]| {
+        let before = store.snapshot();
+        let out = create(args);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+        for reason in reasons {
+            assert!(stderr.contains(reason), "{args:?}: {stderr}");
+        }
+        assert_no_private_value(&store, &out.stderr);
+        assert!(!stderr.contains(ca.key_pem.lines().nth(1).expect("a key line")));
+        assert!(store.snapshot() == before, "{args:?} changed the store");
+    };
+    refused(
+        &[
+            "keypair",
+            "kubernetes-ca",
+            "--cert",
+            &cert,
+            "--key",
+            &other_key,
+        ],
+        2,
+        &[
+            &format!("--key {other_key}"),
+            "does not match the certificate",
+            "nothing was stored",
+        ],
+    );
+    refused(
+        &[
+            "keypair",
+            "kubernetes-ca",
+            "--cert",
+            &leaf_cert,
+            "--key",
+            &leaf_key,
+        ],
+        2,
+        &[&format!("--cert {leaf_cert}"), "not a CA certificate"],
+    );
+    refused(
+        &["keypair", "etcd-ca", "--cert", &garbage, "--key", &key],
+        2,
+        &[&format!("--cert {garbage}"), "PEM"],
+    );
+    refused(
+        &["keypair", "kubernetes-ca", "--cert", &key, "--key", &key],
+        2,
+        &["holds a private key, not a certificate"],
+    );
+    refused(
+        &["keypair", "kubernetes", "--cert", &cert, "--key", &key],
+        2,
+        &["no keyset \"kubernetes\"", "kubernetes-ca"],
+    );
+    refused(
+        &["keypair", "service-account", "--cert", &cert, "--key", &key],
+        2,
+        &["takes a CA"],
+    );
+    refused(
+        &[
+            "keypair",
+            "kubernetes-ca",
+            "--cert",
+            &dir.join("missing.crt").display().to_string(),
+            "--key",
+            &key,
+        ],
+        2,
+        &["missing.crt: cannot be read"],
+    );
+    let pubkey = input(
+        dir,
+        "id.pub",
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHv2 operator@example\n",
+    );
+    refused(
+        &["sshpublickey", "--pubkey", &pubkey],
+        2,
+        &["nothing installs SSH keys", "nothing was stored"],
+    );
+
+    // A good CA: staged as next.
+    let imported = create(&["keypair", "kubernetes-ca", "--cert", &cert, "--key", &key]);
+    let stderr = String::from_utf8_lossy(&imported.stderr).to_string();
+    assert!(imported.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("added as next") && stderr.contains("imported"),
+        "{stderr}"
+    );
+    assert_no_private_value(&store, &imported.stdout);
+    assert_no_private_value(&store, &imported.stderr);
+    let id = ballast_state::keystore::fingerprint(ca.cert_pem.as_bytes());
+    let stored = store.snapshot();
+    let stored_key = stored
+        .iter()
+        .find(|(path, _)| path.ends_with(&format!("pki/kubernetes-ca/{id}/key.pem")))
+        .map(|(_, data)| String::from_utf8_lossy(data).to_string())
+        .expect("the imported key under its id");
+    assert_eq!(
+        rcgen::KeyPair::from_pem(&stored_key)
+            .expect("key")
+            .public_key_pem(),
+        rcgen::KeyPair::from_pem(&ca.key_pem)
+            .expect("key")
+            .public_key_pem()
+    );
+
+    // Again: nothing changes. Another CA while it is staged: refused.
+    let before = store.snapshot();
+    let again = create(&["keypair", "kubernetes-ca", "--cert", &cert, "--key", &key]);
+    assert!(again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already staged as next"));
+    assert!(
+        store.snapshot() == before,
+        "a second import changed the store"
+    );
+    let other_cert = input(dir, "other.crt", &other.cert_pem);
+    let out = create(&[
+        "keypair",
+        "kubernetes-ca",
+        "--cert",
+        &other_cert,
+        "--key",
+        &other_key,
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains(&format!("key {id} is already staged as next")));
+    assert!(
+        store.snapshot() == before,
+        "a refused import changed the store"
+    );
+
+    // The rotation continues from the imported CA.
+    let promoted = store
+        .ballast()
+        .args([
+            "rotate",
+            "kubernetes-ca",
+            "--stage",
+            "promote",
+            "--id",
+            &id,
+            "--name",
+            NAME,
+        ])
+        .output()
+        .expect("rotate");
+    assert!(
+        promoted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&promoted.stderr)
+    );
+    let listed = store
+        .ballast()
+        .args(["get", "secrets", "kubernetes-ca", "--name", NAME])
+        .output()
+        .expect("get");
+    let table = String::from_utf8_lossy(&listed.stdout);
+    assert!(table.contains(&format!("{id}   primary")), "{table}");
 }

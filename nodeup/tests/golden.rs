@@ -16,7 +16,7 @@ use ballast_state::pki::EncryptionKeys;
 use nodeup::render::types::{EncryptionConfiguration, Kubeconfig, KubeletConfiguration};
 use nodeup::render::{self, ControlPlaneSecrets, NodeFacts, Rendered, Secrets};
 
-const CASES: [&str; 7] = [
+const CASES: [&str; 10] = [
     "control-plane",
     "control-plane-encryption-off",
     "worker",
@@ -24,6 +24,9 @@ const CASES: [&str; 7] = [
     "control-plane-rotation-add",
     "control-plane-rotation-promote",
     "control-plane-rotation-drop",
+    "worker-rotation-add",
+    "worker-rotation-promote",
+    "worker-rotation-drop",
 ];
 
 fn data() -> PathBuf {
@@ -215,7 +218,13 @@ fn rendering_is_deterministic_and_private_files_are_0600() {
 
 #[test]
 fn workers_never_get_a_ca_key_or_control_plane_files() {
-    for case in ["worker", "worker-custom-kubelet"] {
+    for case in [
+        "worker",
+        "worker-custom-kubelet",
+        "worker-rotation-add",
+        "worker-rotation-promote",
+        "worker-rotation-drop",
+    ] {
         let r = render_case(case);
         for f in &r.files {
             let text = String::from_utf8_lossy(&f.content);
@@ -362,7 +371,8 @@ fn systemd_units_pass_systemd_analyze_verify() {
 }
 
 /// The key-rotation cases' node specs are what `ballast update cluster` renders from the keysets at each stage
-/// (an etcd CA, service-account key and encryption key rotated together), so the rendered trees above are those
+/// (the Kubernetes CA, etcd CA, service-account key and encryption key rotated together; a control-plane node's
+/// spec and a worker's), so the rendered trees above are those
 /// of real stages. `BALLAST_BLESS=1` rewrites them too (then bless again for the trees).
 #[test]
 fn rotation_node_specs_follow_the_keysets_at_each_stage() {
@@ -398,6 +408,11 @@ fn rotation_node_specs_follow_the_keysets_at_each_stage() {
         original,
     };
     let mut keysets = [
+        (
+            KeysetName::KubernetesCa,
+            "0000000000000000",
+            "1111111111111111",
+        ),
         (KeysetName::EtcdCa, "0000000000000001", "2222222222222222"),
         (
             KeysetName::ServiceAccount,
@@ -434,23 +449,30 @@ fn rotation_node_specs_follow_the_keysets_at_each_stage() {
             }
             keys.set(keyset.name, keyset.key_use().expect("key use"));
         }
-        let spec = render_node_spec_with_keys(
-            &config,
-            "control-plane-us-west-2a",
-            "s3://demo-state/clusters",
-            "api-rotate-example-com-0123456789.elb.us-west-2.amazonaws.com",
-            &keys,
-        )
-        .expect("renders");
-        let path = data().join(case).join("spec.yaml");
-        if bless {
-            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-            std::fs::write(&path, &spec.yaml).expect("write spec");
-        } else if std::fs::read_to_string(&path).ok().as_deref() != Some(spec.yaml.as_str()) {
-            failures.push(format!(
-                "{case}: spec.yaml differs; rendered:\n{}",
-                spec.yaml
-            ));
+        // The control plane's node spec, and a worker's: the Kubernetes CA reaches both.
+        let worker_case = case.replace("control-plane", "worker");
+        for (case, group) in [
+            (case, "control-plane-us-west-2a"),
+            (worker_case.as_str(), "nodes"),
+        ] {
+            let spec = render_node_spec_with_keys(
+                &config,
+                group,
+                "s3://demo-state/clusters",
+                "api-rotate-example-com-0123456789.elb.us-west-2.amazonaws.com",
+                &keys,
+            )
+            .expect("renders");
+            let path = data().join(case).join("spec.yaml");
+            if bless {
+                std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+                std::fs::write(&path, &spec.yaml).expect("write spec");
+            } else if std::fs::read_to_string(&path).ok().as_deref() != Some(spec.yaml.as_str()) {
+                failures.push(format!(
+                    "{case}: spec.yaml differs; rendered:\n{}",
+                    spec.yaml
+                ));
+            }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

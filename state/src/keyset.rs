@@ -186,6 +186,16 @@ pub enum StageError {
         acts_on: String,
         state: &'static str,
     },
+    #[error("{keyset}: key {next} is already staged as next, so another CA cannot be imported now; finish that rotation (`ballast rotate {keyset} --stage promote`, then `--stage drop`) and import after it")]
+    AlreadyStaged { keyset: KeysetName, next: String },
+    #[error("{keyset}: this CA is already key {id} of the keyset ({state}); nothing was changed")]
+    AlreadyInKeyset {
+        keyset: KeysetName,
+        id: String,
+        state: &'static str,
+    },
+    #[error("{keyset}: only a CA can be imported (kubernetes-ca or etcd-ca); nothing was changed")]
+    NotImportable { keyset: KeysetName },
     #[error("{keyset}: the stored keyset is damaged: {problem}; restore keysets/{keyset}.yaml from an earlier version of the bucket")]
     Damaged { keyset: KeysetName, problem: String },
 }
@@ -283,6 +293,43 @@ impl Keyset {
             primary: primary.clone(),
             also_trusted,
         })
+    }
+
+    /// Whether an operator's CA with id `id` may be imported as `next` (`create secret keypair`): `Ok(None)` when it
+    /// may (then `add` with it), `Ok(Some(summary))` when it is already the staged key (nothing to do), or why not:
+    /// another key is already staged, a rotation is in progress, or the CA is already a key of the keyset.
+    pub fn check_import(&self, id: &str) -> Result<Option<String>, StageError> {
+        self.check()?;
+        let name = self.name;
+        if !matches!(name, KeysetName::KubernetesCa | KeysetName::EtcdCa) {
+            return Err(StageError::NotImportable { keyset: name });
+        }
+        if let Some(item) = self.items.iter().find(|i| i.id == id) {
+            if item.state == KeyState::Next {
+                return Ok(Some(format!(
+                    "{name}: this CA is already staged as next (key {id})"
+                )));
+            }
+            return Err(StageError::AlreadyInKeyset {
+                keyset: name,
+                id: id.to_string(),
+                state: item.state.as_str(),
+            });
+        }
+        if let Some(next) = self.ids_in(KeyState::Next).first() {
+            return Err(StageError::AlreadyStaged {
+                keyset: name,
+                next: next.to_string(),
+            });
+        }
+        if let Some(old) = self.ids_in(KeyState::Trusted).first() {
+            return Err(StageError::RotationInProgress {
+                keyset: name,
+                trusted: old.to_string(),
+                primary: self.primary()?.id.clone(),
+            });
+        }
+        Ok(None)
     }
 
     /// Runs `stage`. `new_key` makes the item `add` stages (called only when a key is added); `id`, when given,

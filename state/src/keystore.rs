@@ -10,6 +10,7 @@ use base64::Engine;
 use rand::RngCore;
 use time::OffsetDateTime;
 
+use crate::ca_import::ImportedCa;
 use crate::keyset::{
     cert_path, key_path, public_key_path, KeyState, Keyset, KeysetItem, KeysetName, NodeKeys,
     Stage, StageError, StageOutcome,
@@ -219,6 +220,81 @@ pub async fn node_keys(store: &StateStore, cluster: &str) -> Result<NodeKeys, Ke
     Ok(keys)
 }
 
+/// A CA keyset as the operator's side uses it (`export kubeconfig --admin`, `validate cluster`, boot-report
+/// checks): the primary issues; `bundle` is what a client trusts, the primary's certificate first, then every
+/// other key the nodes still trust (next, trusted), exactly as the nodes' `ca.crt`.
+pub struct CaInUse {
+    pub cert_pem: String,
+    pub key_pem: String,
+    pub bundle_pem: String,
+}
+
+impl std::fmt::Debug for CaInUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CaInUse")
+            .field("cert_pem", &self.cert_pem)
+            .field("key_pem", &"<redacted>")
+            .field("bundle_pem", &self.bundle_pem)
+            .finish()
+    }
+}
+
+/// `pems` one after the other, each ending with a newline (the primary first).
+pub fn pem_bundle<'a>(pems: impl IntoIterator<Item = &'a str>) -> String {
+    let mut text = String::new();
+    for pem in pems {
+        text.push_str(pem);
+        if !pem.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    text
+}
+
+async fn read_text(store: &StateStore, cluster: &str, key: &str) -> Result<String, KeystoreError> {
+    let (data, _) = read_required(store, cluster, key).await?;
+    String::from_utf8(data).map_err(|e| corrupt(key, e))
+}
+
+/// The certificates every node trusts of CA keyset `name` (primary, next, trusted; never distrusted), as one PEM
+/// bundle, the primary first. No private key is read.
+pub async fn ca_bundle(
+    store: &StateStore,
+    cluster: &str,
+    name: KeysetName,
+) -> Result<String, KeystoreError> {
+    let paths = ClusterPaths::new(cluster);
+    let key_use = load(store, cluster, name).await?.keyset.key_use()?;
+    let mut certs = Vec::new();
+    for item in std::iter::once(&key_use.primary).chain(&key_use.also_trusted) {
+        certs.push(read_text(store, cluster, &cert_path(&paths, name, item)).await?);
+    }
+    Ok(pem_bundle(certs.iter().map(String::as_str)))
+}
+
+/// CA keyset `name`'s primary certificate and key (which issue) and its trusted bundle.
+pub async fn ca_in_use(
+    store: &StateStore,
+    cluster: &str,
+    name: KeysetName,
+) -> Result<CaInUse, KeystoreError> {
+    let paths = ClusterPaths::new(cluster);
+    let key_use = load(store, cluster, name).await?.keyset.key_use()?;
+    let cert_pem = read_text(store, cluster, &cert_path(&paths, name, &key_use.primary)).await?;
+    let key_pem = read_text(store, cluster, &key_path(&paths, name, &key_use.primary)).await?;
+    let mut others = Vec::new();
+    for item in &key_use.also_trusted {
+        others.push(read_text(store, cluster, &cert_path(&paths, name, item)).await?);
+    }
+    let bundle_pem =
+        pem_bundle(std::iter::once(cert_pem.as_str()).chain(others.iter().map(String::as_str)));
+    Ok(CaInUse {
+        cert_pem,
+        key_pem,
+        bundle_pem,
+    })
+}
+
 /// New key material, made before anything is written; its Debug output shows no private value.
 pub enum NewKey {
     Ca { cert_pem: String, key_pem: String },
@@ -296,6 +372,47 @@ pub fn generate(cluster: &str, name: KeysetName) -> Result<(NewKey, KeysetItem),
                 item(id, None),
             )
         }
+    })
+}
+
+/// Stages an operator's CA (checked by `ca_import::check_ca`) as the `next` key of CA keyset `name`, exactly as
+/// `--stage add` stages a fresh one: its material first, the keyset last with a conditional write. Refused, with
+/// nothing written, when another key is staged, a rotation is in progress or the CA is already in the keyset; a
+/// no-op when it is already the staged key.
+pub async fn import_ca(
+    store: &StateStore,
+    cluster: &str,
+    name: KeysetName,
+    ca: ImportedCa,
+) -> Result<StageReport, KeystoreError> {
+    let stored = load(store, cluster, name).await?;
+    if let Some(summary) = stored.keyset.check_import(&ca.id)? {
+        return Ok(StageReport {
+            summary,
+            changed: false,
+        });
+    }
+    let item = KeysetItem {
+        id: ca.id.clone(),
+        created: Some(ca.not_before.clone()),
+        expires: Some(ca.not_after.clone()),
+        state: KeyState::Next,
+        original: false,
+    };
+    let subject = ca.subject.clone();
+    let report = run_stage(store, cluster, name, Stage::Add, None, move || {
+        Ok((
+            NewKey::Ca {
+                cert_pem: ca.cert_pem,
+                key_pem: ca.key_pem,
+            },
+            item,
+        ))
+    })
+    .await?;
+    Ok(StageReport {
+        summary: format!("{} (imported: {subject})", report.summary),
+        changed: report.changed,
     })
 }
 

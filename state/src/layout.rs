@@ -24,6 +24,11 @@ impl ClusterPaths {
         }
     }
 
+    /// The cluster's name.
+    pub fn cluster(&self) -> &str {
+        &self.name
+    }
+
     /// Every object of the cluster starts with this.
     pub fn prefix(&self) -> String {
         format!("{}/", self.name)

@@ -17,6 +17,7 @@
 //! Everything but `store`, `registry`, `keystore` and `etcd` is pure: no I/O.
 
 pub mod addon_report;
+pub mod ca_import;
 pub mod components;
 pub mod defaults;
 pub mod document;

@@ -6,15 +6,16 @@
 //! Why: a worker's role may write any `reports/*` key (S3 cannot bind a key to the instance behind a role session
 //! on every backend), so the key a report is stored under proves nothing. A reader (`validate cluster`, `get
 //! instances`, `rolling-update cluster`) trusts a report only when its signature verifies, its certificate chains
-//! to the cluster's CA and is valid now, and the certificate's node name is the private DNS name EC2 reports for
-//! the instance the report's key names. A worker writing another instance's key can only sign with its own
+//! to one of the cluster's trusted Kubernetes CAs (next, primary or trusted: docs/keys.md) and is valid now, and
+//! the certificate's node name is the private DNS name EC2 reports for the instance the report's key names. A worker writing another instance's key can only sign with its own
 //! certificate, which names itself: the report is shown as untrusted and not counted.
 //!
 //! The stored form is versioned by its kind: `SignedNodeReport` carries the report's JSON as a string (the exact
 //! bytes signed, so no canonical form is needed across versions), the certificate and the signature. A plain
 //! `NodeReport` (an older nodeup, or one that failed before it had a key) still reads, as unsigned.
 //!
-//! Pure: signing takes the key's PEM, verifying takes the CA certificate, the node name and the time.
+//! Pure: signing takes the key's PEM, verifying takes the CA certificates (the keyset's trusted bundle), the node
+//! name and the time.
 
 use base64::Engine as _;
 use rcgen::SigningKey as _;
@@ -170,7 +171,8 @@ pub fn parse_stored(data: &[u8]) -> Result<StoredReport, ReadReportError> {
 }
 
 /// Whether `stored` was written by the node EC2 names `node_name` (its private DNS name; `None` when EC2 gives
-/// none), with a certificate of the CA `ca_cert_pem` valid at `now_unix`. Returns the signer's node name.
+/// none), with a certificate valid at `now_unix` issued by one of the CAs in `ca_cert_pem` (a PEM bundle: the
+/// Kubernetes CA keyset's trusted certificates, docs/keys.md). Returns the signer's node name.
 pub fn verify(
     stored: &StoredReport,
     ca_cert_pem: &str,
@@ -180,13 +182,22 @@ pub fn verify(
     let Some(signed) = &stored.signature else {
         return Err(UntrustedReport::Unsigned);
     };
-    let ca_der = pem_der(ca_cert_pem).map_err(UntrustedReport::BadCa)?;
-    let (_, ca) = x509_parser::parse_x509_certificate(&ca_der)
-        .map_err(|e| UntrustedReport::BadCa(e.to_string()))?;
+    let ca_ders = bundle_ders(ca_cert_pem).map_err(UntrustedReport::BadCa)?;
+    let mut cas = Vec::with_capacity(ca_ders.len());
+    for der in &ca_ders {
+        let (_, ca) = x509_parser::parse_x509_certificate(der)
+            .map_err(|e| UntrustedReport::BadCa(e.to_string()))?;
+        cas.push(ca);
+    }
     let cert_der = pem_der(&signed.certificate_pem).map_err(UntrustedReport::BadCertificate)?;
     let (_, cert) = x509_parser::parse_x509_certificate(&cert_der)
         .map_err(|e| UntrustedReport::BadCertificate(e.to_string()))?;
-    if cert.issuer() != ca.subject() || cert.verify_signature(Some(ca.public_key())).is_err() {
+    // During a Kubernetes CA rotation the bundle holds every CA the nodes trust: a node's certificate may be of
+    // any of them (the one that was primary when it was issued).
+    let issued_by_one = cas.iter().any(|ca| {
+        cert.issuer() == ca.subject() && cert.verify_signature(Some(ca.public_key())).is_ok()
+    });
+    if !issued_by_one {
         return Err(UntrustedReport::NotIssuedByCa);
     }
     let validity = cert.validity();
@@ -239,6 +250,21 @@ fn node_of(cert: &X509Certificate<'_>) -> Result<String, UntrustedReport> {
             .ok_or_else(not_a_node),
         _ => Err(not_a_node()),
     }
+}
+
+/// Every certificate of a PEM bundle (one or more `CERTIFICATE` blocks), DER; at least one.
+fn bundle_ders(bundle: &str) -> Result<Vec<Vec<u8>>, String> {
+    let mut ders = Vec::new();
+    for pem in x509_parser::pem::Pem::iter_from_buffer(bundle.as_bytes()) {
+        let pem = pem.map_err(|e| format!("not PEM: {e}"))?;
+        if pem.label == "CERTIFICATE" {
+            ders.push(pem.contents);
+        }
+    }
+    if ders.is_empty() {
+        return Err("it holds no PEM certificate".to_string());
+    }
+    Ok(ders)
 }
 
 fn pem_der(pem: &str) -> Result<Vec<u8>, String> {

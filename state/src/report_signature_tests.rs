@@ -163,3 +163,30 @@ fn a_plain_report_still_reads_as_unsigned() {
     assert!(parse_stored(b"{\"kind\": \"SignedNodeReport\"}").is_err());
     assert!(parse_stored(b"not json").is_err());
 }
+
+/// During a Kubernetes CA rotation the anchor is the keyset's bundle: a report signed with a certificate of any
+/// CA in it verifies, wherever that CA is in the bundle; once the CA is dropped from the bundle, it does not.
+#[test]
+fn a_report_verifies_against_any_ca_of_the_trusted_bundle() {
+    let old = ca();
+    let new = generate_ca("kubernetes-ca-2", "Kubernetes CA").expect("ca");
+    let bundle = format!("{}{}", new.cert_pem, old.cert_pem);
+    for issuer in [&old, &new] {
+        let (cert, key) = node_cert(issuer, NODE);
+        let read = parse_stored(&sign(&report("i-1"), &key, &cert).expect("sign")).expect("parse");
+        assert_eq!(
+            verify(&read, &bundle, Some(NODE), now()),
+            Ok(NODE.to_string())
+        );
+    }
+    let (cert, key) = node_cert(&old, NODE);
+    let read = parse_stored(&sign(&report("i-1"), &key, &cert).expect("sign")).expect("parse");
+    assert_eq!(
+        verify(&read, &new.cert_pem, Some(NODE), now()),
+        Err(UntrustedReport::NotIssuedByCa)
+    );
+    assert!(matches!(
+        verify(&read, "no certificate here", Some(NODE), now()),
+        Err(UntrustedReport::BadCa(_))
+    ));
+}

@@ -3,7 +3,7 @@
 //! a node without running one signs as that node with a certificate the cluster's CA issues (the operator holds
 //! the CA key; a worker never does).
 
-use ballast_state::layout::{pki_names, ClusterPaths};
+use ballast_state::layout::ClusterPaths;
 use ballast_state::report::NodeReport;
 use ballast_state::report_signature::{self, StoredReport};
 use ballast_state::store::{Precondition, StateStore};
@@ -20,22 +20,21 @@ pub fn parse(bytes: &[u8]) -> StoredReport {
 }
 
 /// A kubelet client certificate and key for `node_name` (`system:node:<name>`, `system:nodes`), issued by the
-/// cluster's Kubernetes CA as read from `store`.
+/// cluster's Kubernetes CA (its keyset's primary) as read from `store`.
 pub async fn node_certificate(
     store: &StateStore,
     paths: &ClusterPaths,
     node_name: &str,
 ) -> (String, String) {
-    let read = |key: String| async move {
-        let object = store
-            .get(&key)
-            .await
-            .unwrap_or_else(|e| panic!("reading {key}: {e}"))
-            .unwrap_or_else(|| panic!("{key} is not in the store"));
-        String::from_utf8(object.data).expect("PEM is text")
-    };
-    let ca_cert = read(paths.pki_cert(pki_names::KUBERNETES_CA)).await;
-    let ca_key = read(paths.pki_key(pki_names::KUBERNETES_CA)).await;
+    // The keyset's primary issues, as on the nodes (docs/keys.md).
+    let ca = ballast_state::keystore::ca_in_use(
+        store,
+        paths.cluster(),
+        ballast_state::keyset::KeysetName::KubernetesCa,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("the Kubernetes CA in the store: {e}"));
+    let (ca_cert, ca_key) = (ca.cert_pem, ca.key_pem);
     let issuer = Issuer::from_ca_cert_pem(&ca_cert, KeyPair::from_pem(&ca_key).expect("CA key"))
         .expect("the CA certificate");
     let key = KeyPair::generate().expect("a key");

@@ -1,10 +1,17 @@
-//! A full etcd CA rotation on a running cluster of 3 control-plane groups on the local cloud, IAM enforced
-//! (docs/keys.md): `ballast rotate etcd-ca --stage add|promote|drop`, each followed by `rolling-update cluster
-//! --yes --cloudonly`, while a watcher polls etcd's voters and a client writes over mutual TLS with a certificate
-//! of the CA that is primary at that stage (trusting both CAs, as an operator's client must during the
-//! overlap). Asserted for each roll: all 3 voters answer in every sample, no acknowledged write is lost,
-//! `validate cluster` passes; at the end a client certificate signed by the old CA is refused by every member
-//! and one signed by the new CA is accepted. No Kubernetes API runs here, hence `--cloudonly`.
+//! A full etcd CA and Kubernetes CA rotation on a running cluster of 3 control-plane groups and one worker on the
+//! local cloud, IAM enforced (docs/keys.md): `ballast rotate etcd-ca|kubernetes-ca --stage add|promote|drop`, both
+//! keysets' stage before each `rolling-update cluster --yes --cloudonly` (one roll carries both: fewer rolls, the
+//! same overlap rules), while a watcher polls etcd's voters and a client writes over mutual TLS with a certificate
+//! of the etcd CA that is primary at that stage (trusting both CAs, as an operator's client must during the
+//! overlap). The new Kubernetes CA is an operator's P-384 CA imported with `create secret keypair`. Asserted for
+//! each roll: all 3 voters answer in every sample, no acknowledged write is lost, every instance (the worker too)
+//! is replaced, `validate cluster` passes (it trusts the nodes' signed boot reports only when their certificates
+//! chain to a Kubernetes CA of the keyset). After promote, an exported kubeconfig trusts both Kubernetes CAs and
+//! its admin certificate is the new one's. At the end: a client certificate signed by the old etcd CA is refused
+//! by every member and one signed by the new CA is accepted; every node's `/etc/kubernetes/pki/ca.crt` is the new
+//! Kubernetes CA alone; the worker's kubelet certificate (from the bootstrap service) chains to it; an exported
+//! kubeconfig trusts it alone; and the worker's role credentials read its certificate but no CA key, old or new.
+//! No Kubernetes API runs here, hence `--cloudonly`.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -73,9 +80,10 @@ async fn original_ca(cloud: &LocalCloud) -> Ca {
     }
 }
 
-/// The etcd CA a rotation added: the one item under `pki/etcd-ca/<id>/` (docs/keys.md, "How it is written").
-async fn added_ca(cloud: &LocalCloud) -> Ca {
-    let prefix = format!("clusters/{CLUSTER}/pki/etcd-ca/");
+/// The CA a rotation added to keyset `keyset`: the one item under `pki/<keyset>/<id>/` (docs/keys.md, "How it is
+/// written"), and its id.
+async fn added_ca(cloud: &LocalCloud, keyset: &str) -> (Ca, String) {
+    let prefix = format!("clusters/{CLUSTER}/pki/{keyset}/");
     let listed = cloud
         .s3()
         .list_objects_v2()
@@ -91,16 +99,43 @@ async fn added_ca(cloud: &LocalCloud) -> Ca {
         .filter_map(|k| k.strip_prefix(prefix.as_str()))
         .filter_map(|rest| rest.split_once('/').map(|(id, _)| id.to_string()))
         .collect();
-    assert_eq!(ids.len(), 1, "one added etcd CA under {prefix}: {ids:?}");
+    assert_eq!(ids.len(), 1, "one added CA under {prefix}: {ids:?}");
     let id = ids.into_iter().next().expect("one id");
-    Ca {
+    let ca = Ca {
         cert: cloud
             .s3_text(BUCKET, &format!("{prefix}{id}/cert.pem"))
             .await,
         key: cloud
             .s3_text(BUCKET, &format!("{prefix}{id}/key.pem"))
             .await,
-    }
+    };
+    (ca, id)
+}
+
+/// The worker instances powered on now.
+fn workers(cloud: &LocalCloud) -> Vec<localcloud::state::InstanceRecord> {
+    cloud
+        .powered_on()
+        .into_iter()
+        .filter(|r| !ballast_e2e::cluster_etcd::is_control_plane(r))
+        .collect()
+}
+
+/// The instance role's credentials, as the worker's own IMDS hands them out.
+async fn role_credentials(
+    record: &localcloud::state::InstanceRecord,
+) -> aws_credential_types::Credentials {
+    use aws_credential_types::provider::ProvideCredentials;
+    let imds = aws_config::imds::Client::builder()
+        .endpoint(&record.imds_endpoint)
+        .expect("an IMDS endpoint")
+        .build();
+    aws_config::imds::credentials::ImdsCredentialsProvider::builder()
+        .imds_client(imds)
+        .build()
+        .provide_credentials()
+        .await
+        .expect("the worker's role credentials from its IMDS")
 }
 
 /// A client of `endpoints` trusting `trusted` (a PEM bundle), presenting a certificate of `issuer`.
@@ -163,16 +198,22 @@ async fn write_throughout(
     (acknowledged, failures)
 }
 
-/// Runs one stage and its roll with the watcher and the writer; asserts all voters, no lost write, validate.
+/// Runs one stage of both CAs and its roll with the watcher and the writer; asserts all voters, no lost write,
+/// every instance replaced, validate.
 async fn stage_and_roll(cloud: &LocalCloud, stage: &str, trusted: &str, issuer: &Ca) {
     let before: BTreeSet<String> = control_plane(cloud)
         .into_iter()
         .map(|r| r.instance_id)
         .collect();
-    ballast(cloud)
-        .args(["rotate", "etcd-ca", "--stage", stage])
-        .assert()
-        .success();
+    let workers_before: BTreeSet<String> =
+        workers(cloud).into_iter().map(|r| r.instance_id).collect();
+    assert_eq!(workers_before.len(), 1, "{workers_before:?}");
+    for keyset in ["etcd-ca", "kubernetes-ca"] {
+        ballast(cloud)
+            .args(["rotate", keyset, "--stage", stage])
+            .assert()
+            .success();
+    }
     let stop = AtomicBool::new(false);
     let started = Instant::now();
     let prefix = format!("rotate/{stage}/");
@@ -199,7 +240,7 @@ async fn stage_and_roll(cloud: &LocalCloud, stage: &str, trusted: &str, issuer: 
     );
     let (samples, fewest) = (quorum.samples, quorum.fewest());
     eprintln!(
-        "etcd-ca {stage}: roll {elapsed:?}; {samples} samples ({} during an election), fewest voters answering {fewest}; writer {} acknowledged, {failures} failed",
+        "etcd-ca and kubernetes-ca {stage}: roll {elapsed:?}; {samples} samples ({} during an election), fewest voters answering {fewest}; writer {} acknowledged, {failures} failed",
         quorum.leaderless,
         acknowledged.len()
     );
@@ -239,6 +280,13 @@ async fn stage_and_roll(cloud: &LocalCloud, stage: &str, trusted: &str, issuer: 
         before.is_disjoint(&after),
         "{stage}: not every control-plane instance was replaced: before {before:?}, after {after:?}"
     );
+    // The worker too: each Kubernetes CA stage changes every node spec.
+    let workers_after: BTreeSet<String> =
+        workers(cloud).into_iter().map(|r| r.instance_id).collect();
+    assert!(
+        workers_before.is_disjoint(&workers_after) && workers_after.len() == 1,
+        "{stage}: the worker was not replaced: before {workers_before:?}, after {workers_after:?}"
+    );
     wait_for_settled(cloud, 3, SETTLE).await;
     ballast(cloud)
         .args(["validate", "cluster", "--wait", "2m"])
@@ -247,7 +295,7 @@ async fn stage_and_roll(cloud: &LocalCloud, stage: &str, trusted: &str, issuer: 
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_etcd_ca_rotates_on_a_running_cluster_without_losing_a_write() {
+async fn the_etcd_and_kubernetes_cas_rotate_on_a_running_cluster_without_losing_a_write() {
     let cloud = LocalCloud::start();
     cloud.prepare_for_ballast(BUCKET).await;
     ballast(&cloud)
@@ -259,7 +307,7 @@ async fn the_etcd_ca_rotates_on_a_running_cluster_without_losing_a_write() {
             "--zones",
             "us-west-2a,us-west-2b,us-west-2c",
             "--node-count",
-            "0",
+            "1",
             "--yes",
         ])
         .assert()
@@ -270,6 +318,12 @@ async fn the_etcd_ca_rotates_on_a_running_cluster_without_losing_a_write() {
         .success();
     wait_for_settled(&cloud, 3, SETTLE).await;
     let old = original_ca(&cloud).await;
+    let old_kubernetes_ca = cloud
+        .s3_text(
+            BUCKET,
+            &format!("clusters/{CLUSTER}/pki/kubernetes-ca/cert.pem"),
+        )
+        .await;
 
     // add: the new CA is trusted beside the old one, which still issues.
     let started = Instant::now();
@@ -277,12 +331,48 @@ async fn the_etcd_ca_rotates_on_a_running_cluster_without_losing_a_write() {
         .args(["rotate", "etcd-ca", "--stage", "add"])
         .assert()
         .success();
-    let new = added_ca(&cloud).await;
+    let (new, _) = added_ca(&cloud, "etcd-ca").await;
     let both = format!("{}\n{}", old.cert.trim_end(), new.cert);
-    // The stage ran above: running it again is a no-op that still writes the node specs (docs/keys.md).
+    // The new Kubernetes CA is the operator's own (`create secret keypair`), and not like Ballast's: a P-384 key
+    // and a subject of its own. Every certificate the cluster issues from here on is signed with it.
+    let operator_ca = operator_ca();
+    let inputs = tempfile::tempdir().expect("tempdir");
+    let (cert_file, key_file) = (inputs.path().join("ca.crt"), inputs.path().join("ca.key"));
+    std::fs::write(&cert_file, &operator_ca.cert).expect("write the CA certificate");
+    std::fs::write(&key_file, &operator_ca.key).expect("write the CA key");
+    let imported = ballast(&cloud)
+        .args(["create", "secret", "keypair", "kubernetes-ca", "--cert"])
+        .arg(&cert_file)
+        .arg("--key")
+        .arg(&key_file)
+        .output()
+        .expect("create secret keypair");
+    let stderr = String::from_utf8_lossy(&imported.stderr);
+    assert!(imported.status.success(), "{stderr}");
+    assert!(!stderr.contains("PRIVATE KEY"), "{stderr}");
+    // The stages ran above: running them again is a no-op that still writes the node specs (docs/keys.md).
     stage_and_roll(&cloud, "add", &both, &old).await;
     // promote: the new CA issues; the writer's certificate is now the new CA's.
     stage_and_roll(&cloud, "promote", &both, &new).await;
+    // An exported kubeconfig trusts both Kubernetes CAs (the new one first) and its admin certificate is the
+    // new CA's.
+    let (new_kubernetes_ca, _) = added_ca(&cloud, "kubernetes-ca").await;
+    assert_eq!(
+        new_kubernetes_ca.cert.trim(),
+        operator_ca.cert.trim(),
+        "the imported CA"
+    );
+    let (ca_data, admin) = export_admin(&cloud).await;
+    assert_eq!(
+        ca_data,
+        ballast_state::keystore::pem_bundle([
+            new_kubernetes_ca.cert.as_str(),
+            old_kubernetes_ca.as_str()
+        ]),
+        "after promote the kubeconfig trusts the new and the old Kubernetes CA, the new one first"
+    );
+    assert!(issued_by(&admin, &new_kubernetes_ca.cert));
+    assert!(!issued_by(&admin, &old_kubernetes_ca));
     // Until drop, the old CA's client certificates still work (what makes the refusal below the drop's doing).
     let mut before_drop = client_of(&endpoints(&cloud), &both, &old, "old-ca-client")
         .await
@@ -307,6 +397,14 @@ async fn the_etcd_ca_rotates_on_a_running_cluster_without_losing_a_write() {
         );
     }
     eprintln!("the whole rotation: {:?}", started.elapsed());
+    kubernetes_ca_rotated(&cloud, &old_kubernetes_ca).await;
+    let (ca_data, admin) = export_admin(&cloud).await;
+    assert_eq!(
+        ca_data,
+        ballast_state::keystore::pem_bundle([new_kubernetes_ca.cert.as_str()]),
+        "after drop: the new CA alone"
+    );
+    assert!(issued_by(&admin, &new_kubernetes_ca.cert));
 
     // Every member refuses a certificate of the old CA and accepts one of the new. The client trusts both CAs,
     // so a failure can only be the member refusing the client's certificate.
@@ -347,4 +445,163 @@ async fn the_etcd_ca_rotates_on_a_running_cluster_without_losing_a_write() {
         .expect("reader");
     let old_write = client.get("rotate/old", None).await.expect("get");
     assert!(old_write.kvs().is_empty(), "the old CA's client wrote");
+}
+
+/// After the Kubernetes CA's drop and its roll: every node trusts the new CA alone, the worker's kubelet
+/// certificate is the new CA's, and the worker's role reads the CA certificates it needs but no key.
+async fn kubernetes_ca_rotated(cloud: &LocalCloud, old_cert: &str) {
+    let (new, new_id) = added_ca(cloud, "kubernetes-ca").await;
+    assert_ne!(new.cert.trim(), old_cert.trim());
+    for r in cloud.powered_on() {
+        let bundle = std::fs::read_to_string(r.root.join("etc/kubernetes/pki/ca.crt"))
+            .expect("the node's Kubernetes CA bundle");
+        assert_eq!(
+            bundle.trim(),
+            new.cert.trim(),
+            "{} trusts more than the new Kubernetes CA after drop",
+            r.instance_id
+        );
+    }
+    let worker = workers(cloud).into_iter().next().expect("a worker");
+    let read = |p: &str| std::fs::read(worker.root.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
+    let cert = read("var/lib/kubelet/pki/kubelet-client.crt");
+    let facts = nodeup::certs::cert_facts(&cert).expect("the worker's kubelet certificate");
+    let node = facts
+        .common_name
+        .strip_prefix("system:node:")
+        .expect("a node's certificate")
+        .to_string();
+    // Issued by the new CA (name, key and validity checked as nodeup keeps it), not by the old one.
+    let plan = nodeup::cert_plan::worker_kubelet_client(&node);
+    let key = read("var/lib/kubelet/pki/kubelet-client.key");
+    let now = time::OffsetDateTime::now_utc();
+    assert!(
+        nodeup::certs::still_fits(&plan, &new.cert, &cert, &key, now),
+        "the worker's kubelet certificate is not the new Kubernetes CA's"
+    );
+    assert!(!nodeup::certs::still_fits(
+        &plan, old_cert, &cert, &key, now
+    ));
+
+    // The worker's own role credentials (IAM enforced): the new CA's certificate yes, no key of any CA.
+    let creds = role_credentials(&worker).await;
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&cloud.sdk_config())
+            .credentials_provider(creds)
+            .force_path_style(true)
+            .build(),
+    );
+    let prefix = format!("clusters/{CLUSTER}/");
+    s3.get_object()
+        .bucket(BUCKET)
+        .key(format!("{prefix}pki/kubernetes-ca/{new_id}/cert.pem"))
+        .send()
+        .await
+        .expect("the worker reads the new Kubernetes CA's certificate");
+    let listed = cloud
+        .s3()
+        .list_objects_v2()
+        .bucket(BUCKET)
+        .prefix(format!("{prefix}pki/"))
+        .send()
+        .await
+        .expect("ListObjectsV2");
+    let keys: Vec<String> = listed
+        .contents()
+        .iter()
+        .filter_map(|o| o.key())
+        .filter(|k| k.ends_with("/key.pem"))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        keys.iter()
+            .any(|k| k.ends_with(&format!("kubernetes-ca/{new_id}/key.pem"))),
+        "{keys:?}"
+    );
+    assert!(
+        keys.len() >= 5,
+        "every CA's and the service-account key: {keys:?}"
+    );
+    for key in &keys {
+        let err = s3
+            .get_object()
+            .bucket(BUCKET)
+            .key(key)
+            .send()
+            .await
+            .expect_err(key);
+        let code = err
+            .as_service_error()
+            .and_then(aws_sdk_s3::error::ProvideErrorMetadata::code);
+        assert_eq!(
+            code,
+            Some("AccessDenied"),
+            "the worker's role reads {key}: {}",
+            aws_sdk_s3::error::DisplayErrorContext(&err)
+        );
+    }
+}
+
+/// `ballast export kubeconfig --admin` into a fresh file: the cluster's CA data and the admin certificate (PEM).
+async fn export_admin(cloud: &LocalCloud) -> (String, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("config");
+    ballast(cloud)
+        .args(["export", "kubeconfig", "--admin=1h", "--kubeconfig"])
+        .arg(&file)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&file).expect("the kubeconfig");
+    let field = |name: &str| {
+        use base64::Engine;
+        let data = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{name}: ")))
+            .unwrap_or_else(|| panic!("no {name} in the kubeconfig"));
+        String::from_utf8(
+            base64::engine::general_purpose::STANDARD
+                .decode(data.trim())
+                .expect("base64"),
+        )
+        .expect("PEM")
+    };
+    (
+        field("certificate-authority-data"),
+        field("client-certificate-data"),
+    )
+}
+
+/// Whether certificate `cert` (PEM) is signed by the CA whose certificate is `ca` (PEM).
+fn issued_by(cert: &str, ca: &str) -> bool {
+    let (_, cert) = x509_parser::pem::parse_x509_pem(cert.as_bytes()).expect("PEM");
+    let cert = cert.parse_x509().expect("a certificate");
+    let (_, ca) = x509_parser::pem::parse_x509_pem(ca.as_bytes()).expect("PEM");
+    let ca = ca.parse_x509().expect("a CA certificate");
+    cert.issuer() == ca.subject() && cert.verify_signature(Some(ca.public_key())).is_ok()
+}
+
+/// An operator's Kubernetes CA, made outside Ballast: ECDSA P-384, its own subject, five years.
+fn operator_ca() -> Ca {
+    let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384).expect("a P-384 key");
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "Example Corp Kubernetes CA");
+    params
+        .distinguished_name
+        .push(DnType::OrganizationName, "Example Corp");
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::hours(1);
+    params.not_after = now + time::Duration::days(5 * 365);
+    let cert = params.self_signed(&key).expect("self-signed");
+    Ca {
+        cert: cert.pem(),
+        key: key.serialize_pem(),
+    }
 }

@@ -313,8 +313,9 @@ fn security_groups(
 const EC2_TRUST_POLICY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
 
 /// Least privilege: the control plane reads its cluster's state and writes its reports and etcd data; nodes read
-/// only the node specs of node groups and the Kubernetes CA certificate (no secret, no token), and write their
-/// reports. The control plane also holds what the cloud controller manager it runs needs (super::ccm).
+/// only the node specs of node groups and the Kubernetes CA certificates (the original and any a rotation added;
+/// no key, no secret, no token), and write their reports. The control plane also holds what the cloud controller
+/// manager it runs needs (super::ccm).
 fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) -> Vec<IamRoleModel> {
     let spec = &completed.cluster.spec;
     let iam = spec.iam.clone().unwrap_or_default();
@@ -353,9 +354,14 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
         .iter()
         .filter(|ig| ig.spec.role == Role::Node)
         .map(|ig| object(&format!("nodes/{}/*", ig.metadata.name)))
-        // The CA certificate, and no secret: a worker's kubelet certificate comes from the control plane's
-        // bootstrap service once the worker proved which instance it is (docs/node-identity.md).
-        .chain(std::iter::once(object("pki/kubernetes-ca/cert.pem")))
+        // The CA certificates, and no secret: a worker's kubelet certificate comes from the control plane's
+        // bootstrap service once the worker proved which instance it is (docs/node-identity.md). The original CA
+        // and those a rotation added (`pki/kubernetes-ca/<id>/cert.pem`, docs/keys.md): the pattern ends in
+        // `/cert.pem`, so it matches no key (`key.pem`).
+        .chain([
+            object("pki/kubernetes-ca/cert.pem"),
+            object("pki/kubernetes-ca/*/cert.pem"),
+        ])
         .collect();
     let mut node_statements = vec![
         serde_json::json!({"Sid": "ReadNodeSpecs", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": node_specs}),
@@ -627,7 +633,26 @@ mod tests {
             .policy
             .contains("arn:aws:s3:::state/clusters/demo.example.com/nodes/nodes/*"));
         assert!(nodes.policy.contains("pki/kubernetes-ca/cert.pem"));
+        assert!(nodes.policy.contains("pki/kubernetes-ca/*/cert.pem"));
         assert!(!nodes.policy.contains("key.pem"), "{}", nodes.policy);
+        // Every S3 resource a node may read ends in a node spec's prefix or in `/cert.pem` (never a key), and no
+        // other CA's certificate is among them.
+        let policy: serde_json::Value = serde_json::from_str(&nodes.policy).expect("json");
+        let reads: Vec<&str> = policy["Statement"]
+            .as_array()
+            .expect("statements")
+            .iter()
+            .filter(|s| s["Action"].to_string().contains("s3:GetObject"))
+            .flat_map(|s| s["Resource"].as_array().expect("resources"))
+            .filter_map(|r| r.as_str())
+            .collect();
+        for resource in &reads {
+            assert!(
+                resource.ends_with("/cert.pem") && resource.contains("/pki/kubernetes-ca/")
+                    || resource.contains("/nodes/nodes/"),
+                "{resource}"
+            );
+        }
         assert!(
             !nodes.policy.contains("nodes/control-plane"),
             "{}",

@@ -22,6 +22,7 @@ pub async fn run(context: &Context, args: CreateArgs) -> Result<(), CommandError
             create_objects(context, objects).await
         }
         (None, Some(CreateWhat::Cluster(flags))) => create_cluster(context, *flags).await,
+        (None, Some(CreateWhat::Secret(args))) => super::keys::create_secret(context, args).await,
         _ => Err(CommandError::Usage(
             "say what to create: `ballast create cluster --name NAME --zones ZONES` or `ballast create -f FILE`"
                 .to_string(),

@@ -6,7 +6,8 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use ballast_state::layout::{pki_names, ClusterPaths};
+use ballast_state::keyset::KeysetName;
+use ballast_state::keystore;
 use ballast_state::spec::{ClusterConfig, Role};
 use time::OffsetDateTime;
 
@@ -43,8 +44,11 @@ async fn kubeconfig(context: &Context, args: ExportKubeconfigArgs) -> Result<(),
     };
     let registry = context.registry().await?;
     let completed = registry.load_completed(&name).await?;
-    let paths = ClusterPaths::new(&name);
-    let ca_cert = read_text(&registry, &paths.pki_cert(pki_names::KUBERNETES_CA)).await?;
+    // The CA data is the Kubernetes CA keyset's trusted bundle (docs/keys.md): during a rotation the API
+    // server's certificate may be of the old or the new CA.
+    let ca_bundle = keystore::ca_bundle(registry.store(), &name, KeysetName::KubernetesCa)
+        .await
+        .map_err(|source| keys_error(&name, source))?;
     let server = if args.internal {
         internal_server(&completed).await?
     } else {
@@ -53,7 +57,10 @@ async fn kubeconfig(context: &Context, args: ExportKubeconfigArgs) -> Result<(),
     let user = match args.admin {
         Some(validity) => {
             let validity = validity.unwrap_or(DEFAULT_ADMIN_VALIDITY);
-            let ca_key = read_text(&registry, &paths.pki_key(pki_names::KUBERNETES_CA)).await?;
+            // Issued by the keyset's primary, read only for --admin.
+            let ca = keystore::ca_in_use(registry.store(), &name, KeysetName::KubernetesCa)
+                .await
+                .map_err(|source| keys_error(&name, source))?;
             let requester = context
                 .writer
                 .holder
@@ -61,8 +68,8 @@ async fn kubeconfig(context: &Context, args: ExportKubeconfigArgs) -> Result<(),
                 .next()
                 .unwrap_or("unknown");
             let credential = issue_admin(
-                &ca_cert,
-                &ca_key,
+                &ca.cert_pem,
+                &ca.key_pem,
                 &format!("ballast-admin:{requester}"),
                 validity,
                 OffsetDateTime::now_utc(),
@@ -83,7 +90,7 @@ async fn kubeconfig(context: &Context, args: ExportKubeconfigArgs) -> Result<(),
     let entry = ClusterEntry {
         name: name.clone(),
         server,
-        ca_pem: ca_cert,
+        ca_pem: ca_bundle,
         user,
     };
     let file = target_file(args.kubeconfig.as_deref(), &name)?;
@@ -96,19 +103,11 @@ async fn kubeconfig(context: &Context, args: ExportKubeconfigArgs) -> Result<(),
     Ok(())
 }
 
-async fn read_text(
-    registry: &ballast_state::registry::Registry,
-    key: &str,
-) -> Result<String, CommandError> {
-    let object = registry.store().get(key).await?.ok_or_else(|| {
-        CommandError::Usage(format!(
-            "{key} is missing from {}: the cluster's PKI is incomplete; was it created by `ballast create \
-             cluster`?",
-            registry.store().url()
-        ))
-    })?;
-    String::from_utf8(object.data)
-        .map_err(|_| CommandError::Usage(format!("{key} is not PEM text: the object is damaged")))
+fn keys_error(cluster: &str, source: keystore::KeystoreError) -> CommandError {
+    CommandError::Keys {
+        cluster: cluster.to_string(),
+        source: Box::new(source),
+    }
 }
 
 /// The API load balancer's DNS name, as kubectl reaches it from outside.

@@ -1,13 +1,17 @@
-//! `get secrets|keypairs` and `rotate`: the cluster's keysets (docs/keys.md). What is printed is metadata only
-//! (kind, id, state, dates): no private value is ever read for output.
+//! `get secrets|keypairs`, `rotate` and `create secret`: the cluster's keysets (docs/keys.md). What is printed is
+//! metadata only (kind, id, state, dates): no private value is ever read for output.
 
+use ballast_state::ca_import;
 use ballast_state::keyset::{Keyset, KeysetName, Stage};
 use ballast_state::keystore::{self, KeystoreError};
 use ballast_state::registry::Registry;
 use serde::Serialize;
 
 use super::{require_cluster, Context};
-use crate::cli::{GetKeysArgs, KeysetArg, OutputFormat, RotateArgs, StageArg};
+use crate::cli::{
+    CreateKeypairArgs, CreateSecretArgs, CreateSecretWhat, GetKeysArgs, KeysetArg, OutputFormat,
+    RotateArgs, StageArg,
+};
 use crate::cloud::model::StateLocation;
 use crate::error::CommandError;
 use crate::output;
@@ -137,15 +141,6 @@ pub async fn rotate(context: &Context, args: RotateArgs) -> Result<(), CommandEr
     let name = context.cluster_name(None)?;
     let keyset = keyset_of(args.keyset);
     let stage = stage_of(args.stage);
-    if keyset == KeysetName::KubernetesCa {
-        // Refused rather than half done: see docs/keys.md, "Not yet".
-        return Err(CommandError::Usage(
-            "rotating kubernetes-ca is not built yet: workers' roles may read only the original CA \
-             certificate (a new one would stop them booting) and `export kubeconfig` issues from the original \
-             CA; nothing was changed (docs/keys.md)"
-                .to_string(),
-        ));
-    }
     if args.rewritten_by_hand && stage != Stage::Rewrite {
         return Err(CommandError::Usage(
             "--rewritten-by-hand goes with --stage rewrite only".to_string(),
@@ -186,6 +181,78 @@ pub async fn rotate(context: &Context, args: RotateArgs) -> Result<(), CommandEr
         return Ok(());
     }
     carry_to_node_specs(&registry, &name, keyset, stage).await
+}
+
+/// `create secret keypair|sshpublickey`: an operator's CA imported as a keyset's next key; an SSH public key is
+/// refused (nothing installs one on the instances yet, and a key accepted and ignored would mislead).
+pub async fn create_secret(context: &Context, args: CreateSecretArgs) -> Result<(), CommandError> {
+    match args.what {
+        CreateSecretWhat::Keypair(args) => import_keypair(context, args).await,
+        CreateSecretWhat::SshPublicKey(args) => Err(CommandError::Usage(format!(
+            "an SSH public key ({}) cannot be stored: nothing installs SSH keys on Ballast's instances yet (no EC2 \
+             key pair on the launch templates, no authorized_keys from nodeup), so it would be accepted and \
+             ignored; nothing was stored. spec.sshAccess opens port 22 only. Debug from the nodes' boot reports \
+             (`ballast get instances`), or bake a key into your own image (images/README.md); see docs/keys.md, \
+             \"Not yet\"",
+            args.pubkey.display()
+        ))),
+    }
+}
+
+/// Reads an operator's file for `create secret`, naming it (and the flag) when it cannot be read.
+fn read_input(flag: &str, path: &std::path::Path) -> Result<String, CommandError> {
+    const LIMIT: u64 = 1 << 20;
+    let too_big = std::fs::metadata(path).is_ok_and(|m| m.len() > LIMIT);
+    if too_big {
+        return Err(CommandError::Usage(format!(
+            "{flag} {}: larger than 1 MiB, which no PEM certificate or key is; nothing was stored",
+            path.display()
+        )));
+    }
+    let bytes = std::fs::read(path).map_err(|e| {
+        CommandError::Usage(format!(
+            "{flag} {}: cannot be read ({e}); nothing was stored",
+            path.display()
+        ))
+    })?;
+    String::from_utf8(bytes).map_err(|_| {
+        CommandError::Usage(format!(
+            "{flag} {}: not text, so not PEM; give the PEM file; nothing was stored",
+            path.display()
+        ))
+    })
+}
+
+async fn import_keypair(context: &Context, args: CreateKeypairArgs) -> Result<(), CommandError> {
+    let name = context.cluster_name(None)?;
+    let keyset = KeysetName::parse(&args.keyset)
+        .map_err(|e| CommandError::Usage(format!("{e}; nothing was stored")))?;
+    if !matches!(keyset, KeysetName::KubernetesCa | KeysetName::EtcdCa) {
+        return Err(CommandError::Usage(format!(
+            "{keyset} cannot be imported: `create secret keypair` takes a CA (kubernetes-ca or etcd-ca); rotate \
+             {keyset} with `ballast rotate {keyset} --stage add`; nothing was stored"
+        )));
+    }
+    // Checked whole before the store is opened: a bad file stores nothing.
+    let cert_text = read_input("--cert", &args.cert)?;
+    let key_text = read_input("--key", &args.key)?;
+    let imported = ca_import::check_ca(
+        &format!("--cert {}", args.cert.display()),
+        &cert_text,
+        &format!("--key {}", args.key.display()),
+        &key_text,
+        time::OffsetDateTime::now_utc().unix_timestamp(),
+    )
+    .map_err(|e| CommandError::Usage(format!("{e}; nothing was stored")))?;
+    drop(key_text);
+    let registry = context.registry().await?;
+    require_cluster(&registry, &name).await?;
+    let report = keys_error(
+        &name,
+        keystore::import_ca(registry.store(), &name, keyset, imported).await,
+    )?;
+    eprintln!("{}", report.summary);
+    carry_to_node_specs(&registry, &name, keyset, Stage::Add).await
 }
 
 /// Writes the node specs (and launch templates) that carry the keyset's stage, as `update cluster --yes`: run

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use ballast_state::keyset::KeysetName;
+use ballast_state::keystore::{self, KeystoreError};
 use ballast_state::layout::ClusterPaths;
 use ballast_state::report::NodeReport;
 use ballast_state::report_signature::{self, UntrustedReport};
@@ -83,10 +85,10 @@ pub enum ReportRead {
 
 impl ReportRead {
     /// Judges a stored report against the instance EC2 reports for its key (`node_name`, its private DNS name),
-    /// with the cluster's Kubernetes CA certificate (`None` when the store has none).
+    /// with the cluster's trusted Kubernetes CA certificates (a PEM bundle; or why they could not be read).
     pub fn judge(
         data: &[u8],
-        ca_cert_pem: Option<&str>,
+        ca_cert_pem: Result<&str, &str>,
         node_name: Option<&str>,
         now_unix: i64,
     ) -> Self {
@@ -95,10 +97,8 @@ impl ReportRead {
             Err(e) => return ReportRead::Unreadable(e.to_string()),
         };
         let verified = match ca_cert_pem {
-            Some(ca) => report_signature::verify(&stored, ca, node_name, now_unix).map(|_| ()),
-            None => Err(UntrustedReport::BadCa(
-                "it is not in the state store".to_string(),
-            )),
+            Ok(ca) => report_signature::verify(&stored, ca, node_name, now_unix).map(|_| ()),
+            Err(why) => Err(UntrustedReport::BadCa(why.to_string())),
         };
         match verified {
             Ok(()) => ReportRead::Found(Box::new(stored.report)),
@@ -114,24 +114,31 @@ pub fn untrusted_reason(why: &UntrustedReport) -> String {
             "if the instance runs a nodeup older than this ballast, replace it (`ballast rolling-update cluster`); \
              otherwise restart nodeup on it so that it writes a signed one"
         }
-        UntrustedReport::BadCa(_) => "restore pki/kubernetes-ca/cert.pem from the bucket's versions",
+        UntrustedReport::BadCa(_) => {
+            "restore the Kubernetes CA's keyset (keysets/kubernetes-ca.yaml) and certificates (pki/kubernetes-ca/) \
+             from the bucket's versions"
+        }
         _ => "another node or a copy wrote it: delete it and restart nodeup on the instance so that it writes its own",
     };
     format!("not trusted, not counted: {why}; {advice}")
 }
 
-/// What a report is checked against: the cluster's Kubernetes CA certificate, read once per command.
+/// What a report is checked against: the certificates of every Kubernetes CA the nodes trust (the keyset's
+/// primary, next and trusted keys, docs/keys.md), read once per command; or why they could not be read.
 pub struct ReportAnchor {
-    ca_cert_pem: Option<String>,
+    ca_bundle: Result<String, String>,
 }
 
 impl ReportAnchor {
     pub async fn load(store: &StateStore, paths: &ClusterPaths) -> Result<Self, StoreError> {
-        let ca = store
-            .get(&paths.pki_cert(ballast_state::layout::pki_names::KUBERNETES_CA))
-            .await?
-            .map(|o| String::from_utf8_lossy(&o.data).into_owned());
-        Ok(ReportAnchor { ca_cert_pem: ca })
+        let bundle = keystore::ca_bundle(store, paths.cluster(), KeysetName::KubernetesCa).await;
+        let ca_bundle = match bundle {
+            Ok(bundle) => Ok(bundle),
+            // The store failing is the command's failure; a missing or damaged object is the reports' problem.
+            Err(KeystoreError::Store { source, .. }) => return Err(*source),
+            Err(other) => Err(other.to_string()),
+        };
+        Ok(ReportAnchor { ca_bundle })
     }
 }
 
@@ -146,9 +153,12 @@ pub async fn read_report(
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
     Ok(match store.get(&paths.report(instance_id)).await? {
         None => ReportRead::Missing,
-        Some(object) => {
-            ReportRead::judge(&object.data, anchor.ca_cert_pem.as_deref(), node_name, now)
-        }
+        Some(object) => ReportRead::judge(
+            &object.data,
+            anchor.ca_bundle.as_deref().map_err(String::as_str),
+            node_name,
+            now,
+        ),
     })
 }
 

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ballast_state::layout::{pki_names, ClusterPaths};
+use ballast_state::keyset::KeysetName;
 use ballast_state::report::NodeReport;
 use ballast_state::spec::ClusterConfig;
 use ballast_state::store::StateStore;
@@ -119,26 +119,19 @@ async fn client(
         ))
         }
     };
-    let paths = ClusterPaths::new(name);
-    let read = |key: String| async move {
-        match store.get(&key).await {
-            Ok(Some(object)) => {
-                String::from_utf8(object.data).map_err(|_| format!("{key} is not PEM text"))
-            }
-            Ok(None) => Err(format!("{key} is missing from the state store")),
-            Err(e) => Err(format!("reading {key}: {e}")),
-        }
-    };
-    let ca_cert = read(paths.pki_cert(pki_names::KUBERNETES_CA)).await?;
-    let ca_key = read(paths.pki_key(pki_names::KUBERNETES_CA)).await?;
+    // Issued by the Kubernetes CA's primary; the API server's certificate may be of any CA the nodes trust.
+    let ca = ballast_state::keystore::ca_in_use(store, name, KeysetName::KubernetesCa)
+        .await
+        .map_err(|e| format!("reading the Kubernetes CA: {e}"))?;
     let credential = issue_admin(
-        &ca_cert,
-        &ca_key,
+        &ca.cert_pem,
+        &ca.key_pem,
         "ballast-validate",
         Duration::from_secs(3600),
         OffsetDateTime::now_utc(),
     )
     .map_err(|e| e.to_string())?;
+    let ca_cert = ca.bundle_pem;
     let b64 = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
     let kubeconfig = serde_json::json!({
         "apiVersion": "v1", "kind": "Config",

@@ -206,3 +206,41 @@ fn a_damaged_keyset_is_refused() {
     assert_eq!(KeysetName::parse("etcd-ca"), Ok(KeysetName::EtcdCa));
     assert!(KeysetName::parse("etcd").is_err());
 }
+
+#[test]
+fn an_import_is_allowed_only_where_add_would_stage_it() {
+    let start = original(KeysetName::KubernetesCa);
+    assert_eq!(start.check_import("imported"), Ok(None));
+    // Already the staged key: nothing to do. Another staged key: refused, naming it.
+    let mut staged = start.clone();
+    staged.items.push(item("imported", KeyState::Next));
+    assert!(matches!(staged.check_import("imported"), Ok(Some(_))));
+    assert!(matches!(
+        staged.check_import("another"),
+        Err(StageError::AlreadyStaged { ref next, .. }) if next == "imported"
+    ));
+    // The primary itself, or while an old key is still trusted: refused.
+    assert!(matches!(
+        start.check_import("old"),
+        Err(StageError::AlreadyInKeyset {
+            state: "primary",
+            ..
+        })
+    ));
+    let promoted = changed(changed(add(&start)).stage(Stage::Promote, None, no_key));
+    assert!(matches!(
+        promoted.check_import("imported"),
+        Err(StageError::RotationInProgress { .. })
+    ));
+    // Only CAs.
+    for name in [KeysetName::ServiceAccount, KeysetName::EncryptionKey] {
+        assert!(matches!(
+            original(name).check_import("imported"),
+            Err(StageError::NotImportable { .. })
+        ));
+    }
+    assert_eq!(
+        original(KeysetName::EtcdCa).check_import("imported"),
+        Ok(None)
+    );
+}
