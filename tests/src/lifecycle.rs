@@ -88,6 +88,8 @@ pub struct PhaseReport {
     pub validate_calls: u64,
     /// How many `validate cluster` runs the phase's waits took.
     pub validate_runs: u64,
+    /// The wall time of the phase's last (passing) `validate cluster` run: part of the phase's time.
+    pub last_validate: Duration,
     /// The local cloud's peak memory (runner + emulator), MiB.
     pub cloud_peak_mib: f64,
     /// The peak RSS of any nodeup, MiB.
@@ -122,6 +124,8 @@ pub struct Lifecycle {
     ballast_peak_mib: f64,
     /// CPU seconds of the current phase's changing `ballast` runs and of its `validate` runs.
     ballast_cpu_s: (f64, f64),
+    /// The wall time of the last `validate cluster` run.
+    last_validate: Duration,
 }
 
 impl Lifecycle {
@@ -140,6 +144,7 @@ impl Lifecycle {
             sampler,
             ballast_peak_mib: 0.0,
             ballast_cpu_s: (0.0, 0.0),
+            last_validate: Duration::ZERO,
         }
     }
 
@@ -196,7 +201,9 @@ impl Lifecycle {
         let mut runs = 0;
         loop {
             runs += 1;
+            let started = Instant::now();
             let ran = self.run(&["validate", "cluster"]);
+            self.last_validate = started.elapsed();
             if ran.success {
                 return runs;
             }
@@ -232,6 +239,7 @@ impl Lifecycle {
             name,
             wall,
             validate_runs,
+            last_validate: self.last_validate,
             ..PhaseReport::default()
         };
         for line in &lines[first_line..] {
@@ -363,6 +371,7 @@ impl Lifecycle {
             .expect("TerminateInstances");
         // Validation passes again only once the replacement is configured and etcd has it voting.
         let runs = self.validated_after(&victim.instance_id);
+        let validated_at = time::OffsetDateTime::now_utc();
         let mut report = self.finish("control-plane recovery", phase, runs);
         let replacement = self
             .cloud
@@ -377,7 +386,7 @@ impl Lifecycle {
             &time::format_description::well_known::Rfc3339,
         )
         .expect("an RFC 3339 boot time");
-        let since_boot = time::OffsetDateTime::now_utc() - booted;
+        let since_boot = validated_at - booted;
         report.from_replacement_boot = Some(Duration::from_secs_f64(
             since_boot.as_seconds_f64().max(0.0),
         ));

@@ -135,8 +135,9 @@ fn print_table(size: Size, phases: &[Option<PhaseReport>]) {
         let mut ballast = human(phase.wall);
         if let Some(after_boot) = phase.from_replacement_boot {
             ballast = format!(
-                "{ballast} ({} after the replacement's boot)",
-                human(after_boot)
+                "{ballast} ({} after the replacement's boot, of which {} the passing validate run)",
+                human(after_boot),
+                human(phase.last_validate)
             );
         }
         println!(
