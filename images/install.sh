@@ -1,19 +1,20 @@
 #!/bin/sh
 # Bakes Ballast's node contents into a root filesystem: the components pinned in images/manifest.yaml for one
-# Kubernetes minor version, nodeup, their systemd units, the sysctls and kernel modules Kubernetes needs; then
-# cleans the image (SSH host keys, machine-id, cloud-init state, logs, shell history).
-#
-# Every artifact's sha256 is checked, and every file to install found, BEFORE anything is written under the
-# root: an unpinned or mismatching artifact stops the bake with nothing installed.
+# Kubernetes minor version, nodeup, their systemd units, the sysctls and kernel modules Kubernetes needs, the
+# add-ons' CNI manifests and images (into containerd's store, by digest); then cleans the image (SSH host keys,
+# machine-id, cloud-init state, logs, shell history).
+# Every artifact's sha256 and image's digest is checked, and every file to install found, BEFORE anything is
+# written under the root: an unpinned or mismatching artifact or image stops the bake with nothing installed.
 #
 # Usage: install.sh --manifest FILE --kubernetes-version VERSION --nodeup FILE [--source SOURCE] [--root DIR]
 #        install.sh --manifest FILE --kubernetes-version VERSION --print-plan
 #   --manifest FILE             the component manifest (env BALLAST_MANIFEST; default: manifest.yaml beside this)
 #   --kubernetes-version V      1.33 or 1.33.4; a patch must be the one the manifest pins (env BALLAST_KUBERNETES_VERSION)
 #   --source SOURCE             where artifacts come from (env BALLAST_ARTIFACTS; default upstream):
-#                                 upstream        each component's URL
-#                                 DIR             a local directory holding each URL's file name (offline builds)
-#                                 https://MIRROR  MIRROR/<the URL's file name>
+#                                 upstream        each component's URL; each image from its registry
+#                                 DIR             a local directory holding each URL's file name, and each image
+#                                                 as an OCI archive <reference, / and : made _>.oci.tar (offline)
+#                                 https://MIRROR  MIRROR/<the URL's file name>, MIRROR/<the image's archive>
 #   --nodeup FILE               the nodeup binary to bake in (env BALLAST_NODEUP)
 #   --root DIR                  the image's root (env BALLAST_ROOT; default /): a chroot, a DESTDIR, or the build VM
 #   --print-plan                print what the manifest pins for that version and exit; installs nothing
@@ -39,7 +40,7 @@ die() {
   exit 1
 }
 usage() {
-  sed -n '9,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '9,23p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
