@@ -202,6 +202,7 @@ stage_images() {
   # containerd makes a new one on each node's first start; one baked in would be every node's.
   rm -f "$work/containerd/root/io.containerd.grpc.v1.introspection/uuid"
 }
+
 for want in containerd runc kubelet kubectl cni-plugins crictl etcd; do
   grep -q "^$want|" "$work/components" || problem "$want: not in the manifest for $minor"
 done

@@ -363,7 +363,7 @@ fn the_real_manifest_is_refused_until_a_maintainer_pins_it() {
                 );
             }
         }
-        // The add-ons too: every unpinned image and manifest, and the steps not built yet, named.
+        // The add-ons too: every unpinned image and manifest, and the Helm chart install.sh does not render.
         for (name, addon) in &release.addons {
             for image in addon.images.values() {
                 assert!(
