@@ -1,19 +1,20 @@
 #!/bin/sh
 # Bakes Ballast's node contents into a root filesystem: the components pinned in images/manifest.yaml for one
-# Kubernetes minor version, nodeup, their systemd units, the sysctls and kernel modules Kubernetes needs; then
-# cleans the image (SSH host keys, machine-id, cloud-init state, logs, shell history).
-#
-# Every artifact's sha256 is checked, and every file to install found, BEFORE anything is written under the
-# root: an unpinned or mismatching artifact stops the bake with nothing installed.
+# Kubernetes minor version, nodeup, their systemd units, the sysctls and kernel modules Kubernetes needs, the
+# add-ons' CNI manifests and images (into containerd's store, by digest); then cleans the image (SSH host keys,
+# machine-id, cloud-init state, logs, shell history).
+# Every artifact's sha256 and image's digest is checked, and every file to install found, BEFORE anything is
+# written under the root: an unpinned or mismatching artifact or image stops the bake with nothing installed.
 #
 # Usage: install.sh --manifest FILE --kubernetes-version VERSION --nodeup FILE [--source SOURCE] [--root DIR]
 #        install.sh --manifest FILE --kubernetes-version VERSION --print-plan
 #   --manifest FILE             the component manifest (env BALLAST_MANIFEST; default: manifest.yaml beside this)
 #   --kubernetes-version V      1.33 or 1.33.4; a patch must be the one the manifest pins (env BALLAST_KUBERNETES_VERSION)
 #   --source SOURCE             where artifacts come from (env BALLAST_ARTIFACTS; default upstream):
-#                                 upstream        each component's URL
-#                                 DIR             a local directory holding each URL's file name (offline builds)
-#                                 https://MIRROR  MIRROR/<the URL's file name>
+#                                 upstream        each component's URL; each image from its registry
+#                                 DIR             a local directory holding each URL's file name, and each image
+#                                                 as an OCI archive <reference, / and : made _>.oci.tar (offline)
+#                                 https://MIRROR  MIRROR/<the URL's file name>, MIRROR/<the image's archive>
 #   --nodeup FILE               the nodeup binary to bake in (env BALLAST_NODEUP)
 #   --root DIR                  the image's root (env BALLAST_ROOT; default /): a chroot, a DESTDIR, or the build VM
 #   --print-plan                print what the manifest pins for that version and exit; installs nothing
@@ -39,7 +40,7 @@ die() {
   exit 1
 }
 usage() {
-  sed -n '9,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '9,23p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -61,7 +62,10 @@ done
 minor=$(ballast_minor "$version") || die "$version is not a Kubernetes version: expected 1.33 or 1.33.4"
 
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/ballast-install.XXXXXX")
-cleanup() { rm -rf "$work"; }
+cleanup() {
+  ballast_containerd_stop
+  rm -rf "$work"
+}
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
@@ -80,6 +84,7 @@ ballast_components "$work/flat" "$minor" > "$work/components"
 ballast_files "$work/flat" "$minor" > "$work/files"
 ballast_addon_images "$work/flat" "$minor" > "$work/addon-images"
 ballast_addon_manifests "$work/flat" "$minor" > "$work/addon-manifests"
+arch=$(ballast_arch "$work/flat")
 
 if [ "$print_plan" = 1 ]; then
   printf 'kubernetes|%s|%s\n' "$minor" "$pinned"
@@ -100,6 +105,104 @@ units=$here/systemd
 # 1. Check everything before writing anything under the root. Every problem is collected and listed.
 : > "$work/problems"
 problem() { printf '  - %s\n' "$*" >> "$work/problems"; }
+
+# Stages the pinned add-on images ($work/images-pinned: addon|image|reference|digest) in a containerd store under
+# $work, with the containerd and ctr of the verified containerd artifact: the binaries that will read that store
+# on every node. Each image ends up named as the kubelet asks for it, REPOSITORY@DIGEST and REPOSITORY:TAG, in
+# namespace k8s.io, with all its content for linux/ARCH, stored but not unpacked (containerd unpacks it from the
+# store when a pod first runs it). Step 2 moves the store to the image's /var/lib/containerd.
+stage_images() {
+  if [ -d "$root/var/lib/containerd" ] && [ -n "$(ls -A "$root/var/lib/containerd")" ]; then
+    problem "add-on images: ${root:-}/var/lib/containerd already holds a containerd store, and install.sh merges into none: bake from a base image without /var/lib/containerd"
+    return 0
+  fi
+  if [ ! -d "$work/unpacked/containerd" ]; then
+    problem "add-on images: not staged: they need containerd's artifact, which is not verified (see containerd above)"
+    return 0
+  fi
+  containerd_from=$(ballast_containerd_tool "$work/files" containerd | cut -d '|' -f 1)
+  ctr_from=$(ballast_containerd_tool "$work/files" ctr | cut -d '|' -f 1)
+  if [ -z "$containerd_from" ] || [ -z "$ctr_from" ]; then
+    problem "add-on images: not staged: containerd's files must install both .../bin/containerd and .../bin/ctr (install.sh runs them to bake the images)"
+    return 0
+  fi
+  if ! ballast_containerd_start "$work/unpacked/containerd/$containerd_from" "$work/unpacked/containerd/$ctr_from" \
+    "$work/containerd/root" "$work/containerd"; then
+    problem "add-on images: not staged: containerd ($containerd_from of containerd's artifact) did not start: $(tail -n 3 "$work/containerd/containerd.log" | tr '\n' ' ')"
+    return 0
+  fi
+  platform=linux/$arch
+  # ctr 1.7 and later import through the transfer service unless told --local; 1.6 knows only the local way.
+  local_import=
+  if ballast_ctr images import --help 2>&1 | grep -q -- '--local'; then local_import=--local; fi
+  mkdir -p "$work/images"
+  n=0
+  while IFS='|' read -r addon image reference digest; do
+    n=$((n + 1))
+    at="add-on $addon: image $reference"
+    by_digest=${reference%:*}@$digest
+    if [ "$source" = upstream ]; then
+      # By digest: containerd checks every blob it fetches against the digest that names it.
+      if ! out=$(ballast_ctr content fetch --platform "$platform" "$by_digest" 2>&1); then
+        problem "$at: cannot pull $by_digest: $(printf '%s' "$out" | tail -n 1)"
+        continue
+      fi
+    else
+      file=$(ballast_image_archive "$reference")
+      archive=$work/images/$file
+      case $source in
+        http://* | https://*)
+          from=${source%/}/$file
+          curl -fsSL --retry 3 --connect-timeout 20 -o "$archive" "$from" < /dev/null || { problem "$at: cannot download its archive $from"; continue; }
+          ;;
+        *)
+          from=$source/$file
+          [ -f "$from" ] || { problem "$at: its archive $file is not in $source (an OCI image layout tar of $by_digest: images/README.md)"; continue; }
+          cp "$from" "$archive"
+          ;;
+      esac
+      # Imported under a name of its own, so what this archive holds is known by name: base@DIGEST for each
+      # image its index.json lists. containerd checks each blob against the digest that names it.
+      base=import.ballast.invalid/image$n
+      if ! out=$(ballast_ctr images import $local_import --no-unpack --digests --base-name "$base" --platform "$platform" "$archive" 2>&1); then
+        problem "$at: cannot import $file (from $from): $(printf '%s' "$out" | tail -n 1)"
+        continue
+      fi
+      ballast_ctr images ls > "$work/images.ls" || { problem "$at: ctr images ls failed after importing $file"; continue; }
+      awk -v base="$base" 'index($1, base ":") == 1 || index($1, base "@") == 1 { print $1 }' "$work/images.ls" > "$work/imported"
+      held=$(awk -v base="$base@" 'index($1, base) == 1 { print $3 }' "$work/images.ls" | sort -u | paste -sd ' ' -)
+      if grep -qxF "$base@$digest" "$work/imported"; then
+        ballast_ctr images tag --force "$base@$digest" "$by_digest" > /dev/null || problem "$at: cannot name it $by_digest"
+      else
+        problem "$at: $file (from $from) holds ${held:-no image}, the manifest pins $digest: refusing it (the archive must hold the registry's own index or manifest, unconverted)"
+      fi
+      while IFS= read -r name; do ballast_ctr images rm "$name" > /dev/null || problem "$at: cannot remove the import's name $name"; done < "$work/imported"
+      grep -qxF "$base@$digest" "$work/imported" || continue
+    fi
+    ballast_ctr images tag --force "$by_digest" "$reference" > /dev/null || problem "$at: cannot name it $reference"
+    # Both names, the content complete for this architecture, and kept from the kubelet's image garbage
+    # collection (containerd 1.7 and later honour the label; 1.6 ignores it).
+    ballast_ctr images ls > "$work/images.ls" || { problem "$at: ctr images ls failed"; continue; }
+    for name in "$by_digest" "$reference"; do
+      have=$(ballast_image_digest "$work/images.ls" "$name")
+      [ "$have" = "$digest" ] || problem "$at: containerd holds $name as ${have:-nothing}, not $digest"
+      ballast_ctr images label "$name" io.cri-containerd.pinned=pinned > /dev/null || problem "$at: cannot label $name pinned"
+    done
+    ballast_image_has_platform "$work/images.ls" "$by_digest" "$platform" ||
+      problem "$at: $by_digest has no $platform image: $(ballast_image_row "$work/images.ls" "$by_digest")"
+    # Its unpacked column is not what matters (nothing is unpacked): native is a snapshotter this one has.
+    ballast_ctr images check --snapshotter native > "$work/images.check" || problem "$at: ctr images check failed"
+    status=$(awk -v name="$by_digest" '$1 == name { print $4, $5; exit }' "$work/images.check")
+    case $status in
+      "complete "*) ;;
+      *) problem "$at: content is missing for $platform: ctr images check says ${status:-nothing} (an archive must hold every blob of that platform)" ;;
+    esac
+  done < "$work/images-pinned"
+  ballast_containerd_stop
+  # containerd makes a new one on each node's first start; one baked in would be every node's.
+  rm -f "$work/containerd/root/io.containerd.grpc.v1.introspection/uuid"
+}
+
 for want in containerd runc kubelet kubectl cni-plugins crictl etcd; do
   grep -q "^$want|" "$work/components" || problem "$want: not in the manifest for $minor"
 done
@@ -146,22 +249,29 @@ while IFS='|' read -r name cversion url sha archive _; do
   esac
   printf '%s\n' "$actual" > "$work/unpacked/$name.sha256"
 done < "$work/components"
-# The add-ons (docs/addons.md): every image and CNI manifest pinned, each manifest downloaded and verified.
+# The add-ons (docs/addons.md): every image and CNI manifest pinned, each manifest downloaded and verified, each
+# image put into a containerd store of its own here (staged), by digest, checked, and moved to the image's
+# /var/lib/containerd in step 2.
+: > "$work/images-pinned"
 while IFS='|' read -r addon image reference digest; do
   case $digest in
-    sha256:*) ballast_is_sha256 "${digest#sha256:}" || problem "add-on $addon: image $image digest \"$digest\" is not sha256:<64 hex>" ;;
+    sha256:*)
+      if ballast_is_sha256 "${digest#sha256:}"; then
+        printf '%s|%s|%s|%s\n' "$addon" "$image" "$reference" "$digest" >> "$work/images-pinned"
+      else
+        problem "add-on $addon: image $image digest \"$digest\" is not sha256:<64 hex>"
+      fi
+      ;;
     *) problem "add-on $addon: image $reference digest is ${digest:-missing}: refusing an unpinned image (pin its digest in the manifest: images/pin.sh does not pin add-ons yet)" ;;
   esac
 done < "$work/addon-images"
-if [ -s "$work/addon-images" ]; then
-  # Pulling the pinned images into the image's containerd store (ctr images pull by digest on the build VM) is
-  # not built yet; without it pods would pull at boot, which Ballast does not do.
-  problem "add-on images: baking them into containerd's image store is not built yet (docs/addons.md)"
+if [ -s "$work/images-pinned" ]; then
+  stage_images
 fi
 mkdir -p "$work/addons"
 while IFS='|' read -r addon url sha format; do
   if [ "$format" = helm-chart ]; then
-    problem "add-on $addon: its manifest is a Helm chart; rendering it at bake time is not built yet (docs/addons.md)"
+    problem "add-on $addon: its manifest $url is a Helm chart, and install.sh does not render Helm charts (not built: no helm in this recipe), so no release pinning it as format helm-chart can be baked (docs/addons.md)"
     continue
   fi
   if [ "$sha" = unpinned ] || ! ballast_is_sha256 "$sha"; then
@@ -242,6 +352,15 @@ for manifest in "$work"/addons/*.yaml; do
   [ -f "$manifest" ] || continue
   install -D -m 0644 "$manifest" "$root/etc/ballast/addons/${manifest##*/}"
 done
+# The add-on images, staged and checked in step 1: the whole store becomes the image's.
+if [ -s "$work/images-pinned" ]; then
+  mkdir -p "$root/var/lib"
+  if [ -d "$root/var/lib/containerd" ]; then rmdir "$root/var/lib/containerd"; fi # empty: checked in step 1
+  mv "$work/containerd/root" "$root/var/lib/containerd"
+  while IFS='|' read -r addon _ reference digest; do
+    echo "  add-on $addon: ${reference%:*}@$digest and $reference in /var/lib/containerd (namespace k8s.io)" >&2
+  done < "$work/images-pinned"
+fi
 # --root works without a running systemd (a chroot, a DESTDIR) and on the build VM alike.
 systemctl --root="${root:-/}" enable nodeup.service containerd.service kubelet.service
 

@@ -155,3 +155,80 @@ ballast_addon_manifests() {
     END { for (i = 1; i <= n; i++) printf "%s|%s|%s|%s\n", order[i], field[order[i], "url"], field[order[i], "sha256"], field[order[i], "format"] }
   ' "$1"
 }
+
+# ballast_arch FLAT: the manifest's architecture (amd64, arm64).
+ballast_arch() {
+  awk -F '\t' '$1 == "arch" && NF == 2 { print $2; exit }' "$1"
+}
+
+# ballast_image_archive REFERENCE: the file an offline bake takes an add-on image from (install.sh --source DIR
+# or https://MIRROR): the reference with every "/" and ":" made "_", then ".oci.tar".
+#   registry.k8s.io/coredns/coredns:v1.12.0 -> registry.k8s.io_coredns_coredns_v1.12.0.oci.tar
+ballast_image_archive() {
+  printf '%s.oci.tar\n' "$1" | tr '/:' '__'
+}
+
+# ballast_containerd_tool FILES NAME: where the containerd component's files list installs NAME (containerd,
+# ctr): the "from|to" of the line whose install path ends in /NAME.
+ballast_containerd_tool() {
+  awk -F '|' -v want="$2" '$1 == "containerd" && $3 ~ ("/" want "$") { print $2 "|" $3; exit }' "$1"
+}
+
+# A private containerd for the add-on images (install.sh stages them, verify.sh reads them): its own config,
+# root, state and socket under DIR, so it never meets a containerd the host runs. Plugins that would touch the
+# host or start servers (CRI, /opt/containerd, the snapshotters that probe mounts) are off: the images are
+# stored, not unpacked.
+#   ballast_containerd_start CONTAINERD CTR ROOT DIR: starts it and waits for its socket (30 s); status 1 if
+#   it does not come up (its log: DIR/containerd.log). Call it in the script's own shell, not in $(...): the
+#   caller's EXIT trap must be able to stop it.
+#   ballast_ctr ARGS...: ctr against it, in containerd's namespace for Kubernetes (k8s.io).
+#   ballast_containerd_stop: stops it (SIGTERM, then waits); safe to call when it is not running.
+ballast_containerd_pid=
+ballast_containerd_start() {
+  ballast_containerd_ctr=$2
+  ballast_containerd_address=$4/containerd.sock
+  mkdir -p "$4/state" "$3"
+  {
+    echo 'version = 2'
+    echo 'disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.images", "io.containerd.cri.v1.runtime", "io.containerd.internal.v1.opt", "io.containerd.snapshotter.v1.overlayfs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.blockfile", "io.containerd.snapshotter.v1.erofs"]'
+  } > "$4/config.toml"
+  "$1" --config "$4/config.toml" --root "$3" --state "$4/state" --address "$ballast_containerd_address" \
+    < /dev/null > "$4/containerd.log" 2>&1 &
+  ballast_containerd_pid=$!
+  ballast_containerd_tries=0
+  until "$ballast_containerd_ctr" --address "$ballast_containerd_address" version > /dev/null 2>&1; do
+    ballast_containerd_tries=$((ballast_containerd_tries + 1))
+    if ! kill -0 "$ballast_containerd_pid" 2> /dev/null || [ "$ballast_containerd_tries" -gt 150 ]; then
+      ballast_containerd_stop
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+ballast_ctr() {
+  "$ballast_containerd_ctr" --address "$ballast_containerd_address" --namespace k8s.io "$@" < /dev/null
+}
+ballast_containerd_stop() {
+  [ -n "$ballast_containerd_pid" ] || return 0
+  kill "$ballast_containerd_pid" 2> /dev/null || true
+  wait "$ballast_containerd_pid" 2> /dev/null || true
+  ballast_containerd_pid=
+}
+
+# ballast_image_row LISTING NAME: the line of `ctr images ls` output LISTING whose REF is NAME.
+ballast_image_row() {
+  awk -v name="$2" '$1 == name { print; exit }' "$1"
+}
+
+# ballast_image_digest LISTING NAME: the target digest of image NAME in `ctr images ls` output LISTING.
+ballast_image_digest() {
+  awk -v name="$2" '$1 == name { print $3; exit }' "$1"
+}
+
+# ballast_image_has_platform LISTING NAME PLATFORM: does image NAME list PLATFORM (linux/amd64)?
+ballast_image_has_platform() {
+  awk -v name="$2" -v want="$3" '
+    $1 == name { for (i = 4; i <= NF; i++) { n = split($i, p, ","); for (j = 1; j <= n; j++) if (p[j] == want) found = 1 } }
+    END { exit !found }
+  ' "$1"
+}

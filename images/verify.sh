@@ -3,11 +3,14 @@
 #   - every component the manifest pins for the Kubernetes version is recorded in /etc/ballast/components.yaml
 #     at that version and artifact sha256, each installed file is there, executable, with its recorded sha256,
 #     and its versionCommand prints the version; nodeup likewise;
+#   - every add-on image the manifest pins is in the image's containerd store (/var/lib/containerd, namespace
+#     k8s.io) by digest and by tag with the pinned digest, its content complete for the image's architecture,
+#     every blob of the store matching its digest (read by the image's containerd, on a copy of the store);
 #   - nodeup.service, containerd.service and kubelet.service are valid (`systemd-analyze verify`, where any
 #     output counts as a problem) and enabled;
 #   - the sysctls and kernel modules Kubernetes needs are configured;
 #   - hygiene: no SSH host keys, an empty machine-id, no random seed, no cloud-init state, no log content, no
-#     shell history, no leftovers of install.sh.
+#     shell history, no containerd instance id, no leftovers of install.sh.
 #
 # Usage: verify.sh --manifest FILE --kubernetes-version VERSION [--root DIR]
 #   (env BALLAST_MANIFEST, BALLAST_KUBERNETES_VERSION, BALLAST_ROOT; root defaults to /)
@@ -32,7 +35,7 @@ while [ $# -gt 0 ]; do
     --manifest) [ $# -ge 2 ] || die "--manifest needs a value"; manifest=$2; shift 2 ;;
     --kubernetes-version) [ $# -ge 2 ] || die "--kubernetes-version needs a value"; version=$2; shift 2 ;;
     --root) [ $# -ge 2 ] || die "--root needs a value"; root=$2; shift 2 ;;
-    -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
     *) die "unknown argument $1" ;;
   esac
 done
@@ -44,7 +47,11 @@ root=$(cd "$root" && pwd)
 minor=$(ballast_minor "$version") || die "$version is not a Kubernetes version"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ballast-verify.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+cleanup() {
+  ballast_containerd_stop
+  rm -rf "$work"
+}
+trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
@@ -121,7 +128,63 @@ elif [ -s "$work/record" ]; then
   [ "$actual" = "$want" ] || problem "nodeup: /usr/local/bin/nodeup has sha256 $actual, recorded ${want:-nothing} at bake time"
 fi
 
-# 2. Units: valid, and enabled.
+# 2. The add-on images: each one the manifest pins in the image's containerd store, namespace k8s.io, named by
+#    digest and by tag with the pinned digest, its content complete for the image's architecture; every blob of
+#    the store matching its digest. Read by the image's own containerd, started on a copy of the store so that
+#    reading it changes nothing in the image.
+ballast_addon_images "$work/flat" "$minor" > "$work/addon-images"
+store=$root/var/lib/containerd
+: > "$work/images-pinned"
+while IFS='|' read -r addon _ reference digest; do
+  case $digest in
+    sha256:*) printf '%s|%s|%s\n' "$addon" "$reference" "$digest" >> "$work/images-pinned" ;;
+    *) problem "add-on $addon: image $reference: its digest is ${digest:-missing} in the manifest, so no image can hold it" ;;
+  esac
+done < "$work/addon-images"
+if [ -s "$work/images-pinned" ]; then
+  containerd_to=$(ballast_containerd_tool "$work/files" containerd | cut -d '|' -f 2)
+  ctr_to=$(ballast_containerd_tool "$work/files" ctr | cut -d '|' -f 2)
+  if [ ! -d "$store/io.containerd.content.v1.content" ] || [ ! -f "$store/io.containerd.metadata.v1.bolt/meta.db" ]; then
+    problem "add-on images: /var/lib/containerd holds no containerd store: the image was baked without its add-on images"
+  elif [ -z "$containerd_to" ] || [ -z "$ctr_to" ] || [ ! -x "$root$containerd_to" ] || [ ! -x "$root$ctr_to" ]; then
+    problem "add-on images: not checked: the image has no containerd and ctr where the manifest installs them"
+  else
+    for blob in "$store"/io.containerd.content.v1.content/blobs/sha256/*; do
+      [ -f "$blob" ] || continue
+      [ "$(ballast_sha256 "$blob")" = "${blob##*/}" ] ||
+        problem "add-on images: the blob sha256:${blob##*/} in /var/lib/containerd does not match its digest"
+    done
+    cp -a "$store" "$work/store"
+    if ! ballast_containerd_start "$root$containerd_to" "$root$ctr_to" "$work/store" "$work/containerd"; then
+      problem "add-on images: not checked: the image's containerd did not start on a copy of /var/lib/containerd: $(tail -n 3 "$work/containerd/containerd.log" | tr '\n' ' ')"
+    else
+      ballast_ctr images ls > "$work/images.ls" 2>&1 || problem "add-on images: ctr images ls failed: $(head -n 3 "$work/images.ls")"
+      ballast_ctr images check --snapshotter native > "$work/images.check" 2>&1 || problem "add-on images: ctr images check failed: $(head -n 3 "$work/images.check")"
+      ballast_containerd_stop
+      while IFS='|' read -r addon reference digest; do
+        by_digest=${reference%:*}@$digest
+        for name in "$by_digest" "$reference"; do
+          have=$(ballast_image_digest "$work/images.ls" "$name")
+          if [ -z "$have" ]; then
+            problem "add-on $addon: image $name is not in the image's containerd store (/var/lib/containerd, namespace k8s.io): a node would pull it"
+          elif [ "$have" != "$digest" ]; then
+            problem "add-on $addon: the image's containerd store holds $name as $have, the manifest pins $digest"
+          fi
+        done
+        [ -n "$(ballast_image_digest "$work/images.ls" "$by_digest")" ] || continue
+        ballast_image_has_platform "$work/images.ls" "$by_digest" "linux/$(ballast_arch "$work/flat")" ||
+          problem "add-on $addon: image $by_digest has no linux/$(ballast_arch "$work/flat") image in the store"
+        status=$(awk -v name="$by_digest" '$1 == name { print $4, $5; exit }' "$work/images.check")
+        case $status in
+          "complete "*) ;;
+          *) problem "add-on $addon: image $by_digest: its content is not all in the store (ctr images check: ${status:-nothing})" ;;
+        esac
+      done < "$work/images-pinned"
+    fi
+  fi
+fi
+
+# 3. Units: valid, and enabled.
 for unit in nodeup.service containerd.service kubelet.service; do
   if [ ! -f "$root/etc/systemd/system/$unit" ]; then
     problem "$unit: missing from /etc/systemd/system"
@@ -134,7 +197,7 @@ for unit in nodeup.service containerd.service kubelet.service; do
   [ "$state" = enabled ] || problem "$unit: ${state:-unknown}, not enabled"
 done
 
-# 3. What Kubernetes needs from the kernel.
+# 4. What Kubernetes needs from the kernel.
 sysctl_conf=$root/etc/sysctl.d/99-ballast-kubernetes.conf
 for setting in net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables; do
   grep -Eq "^[[:space:]]*${setting}[[:space:]]*=[[:space:]]*1[[:space:]]*$" "$sysctl_conf" 2> /dev/null ||
@@ -145,7 +208,7 @@ for module in overlay br_netfilter; do
     problem "kernel module $module is not in /etc/modules-load.d/ballast-kubernetes.conf"
 done
 
-# 4. Hygiene: nothing of the build instance may reach every node.
+# 5. Hygiene: nothing of the build instance may reach every node.
 for key in "$root"/etc/ssh/ssh_host_*; do
   if [ -e "$key" ]; then problem "SSH host key ${key#"$root"} is in the image"; fi
 done
@@ -173,6 +236,8 @@ for home in "$root/root" "$root"/home/*; do
     if [ -e "$f" ]; then problem "shell history ${f#"$root"} is in the image"; fi
   done
 done
+[ ! -e "$store/io.containerd.grpc.v1.introspection/uuid" ] ||
+  problem "/var/lib/containerd/io.containerd.grpc.v1.introspection/uuid is in the image: every node's containerd would share its id"
 for f in "$root"/var/tmp/ballast-install.* "$root"/tmp/ballast-install.*; do
   if [ -e "$f" ]; then problem "install.sh left ${f#"$root"} behind"; fi
 done

@@ -706,3 +706,414 @@ pub fn test_artifacts() -> &'static TestArtifacts {
         }
     })
 }
+
+/// One add-on image the tests bake: a tiny but valid OCI image (one gzipped layer, a config, a manifest and, for
+/// most, an image index above it, as registries serve multi-platform images), written by [`TestAddons::build`]
+/// as an OCI image layout tar under install.sh's file name for it.
+pub struct TestImage {
+    pub addon: &'static str,
+    /// Its key under the add-on's `images:`.
+    pub name: &'static str,
+    /// `registry/repository:tag`.
+    pub reference: String,
+    /// What the pin names: the index's digest, or the manifest's for a single-manifest image (64 hex).
+    pub digest: String,
+    /// The bytes that digest names (the index or the manifest), to compare with what containerd holds.
+    pub target: Vec<u8>,
+    /// The archive's file name in the source directory (images/lib.sh `ballast_image_archive`).
+    pub file: String,
+}
+
+impl TestImage {
+    /// `registry/repository@sha256:...`: the name the kubelet asks containerd for.
+    pub fn by_digest(&self) -> String {
+        let repository = self
+            .reference
+            .rsplit_once(':')
+            .map_or(self.reference.as_str(), |(r, _)| r);
+        format!("{repository}@sha256:{}", self.digest)
+    }
+}
+
+/// A source directory for `install.sh --source DIR` holding the test artifacts (hard links into the cache),
+/// one OCI archive per add-on image, and a tiny manifest per CNI; removed on drop.
+pub struct TestAddons {
+    dir: tempfile::TempDir,
+    pub images: Vec<TestImage>,
+    /// (add-on, file name, sha256) of each CNI manifest.
+    pub manifests: Vec<(&'static str, String, String)>,
+}
+
+/// The add-on images of the test manifest: (add-on, image key, repository, tag, with an index above the manifest).
+const TEST_IMAGES: [(&str, &str, &str, &str, bool); 6] = [
+    (
+        "coredns",
+        "coredns",
+        "registry.test/coredns/coredns",
+        "v1.12.0",
+        true,
+    ),
+    // A single-manifest image: its pin is the manifest's digest.
+    (
+        "kube-proxy",
+        "kube-proxy",
+        "registry.test/kube-proxy",
+        "v1.33.4",
+        false,
+    ),
+    (
+        "aws-cloud-controller-manager",
+        "aws-cloud-controller-manager",
+        "registry.test/provider-aws/cloud-controller-manager",
+        "v1.33.0",
+        true,
+    ),
+    (
+        "amazon-vpc",
+        "amazon-k8s-cni",
+        "registry.test/amazon-k8s-cni",
+        "v1.19.5",
+        true,
+    ),
+    (
+        "cilium",
+        "cilium",
+        "registry.test/cilium/cilium",
+        "v1.17.5",
+        true,
+    ),
+    (
+        "calico",
+        "node",
+        "registry.test/calico/node",
+        "v3.30.2",
+        true,
+    ),
+];
+
+fn sha256_bytes(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// A blob of an OCI layout: written under `blobs/sha256/`, described for its parent.
+fn oci_blob(layout: &Path, media_type: &str, bytes: &[u8]) -> serde_json::Value {
+    let digest = sha256_bytes(bytes);
+    let path = layout.join("blobs/sha256").join(&digest);
+    std::fs::create_dir_all(layout.join("blobs/sha256"))
+        .unwrap_or_else(|e| panic!("mkdir blobs: {e}"));
+    std::fs::write(&path, bytes).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    serde_json::json!({ "mediaType": media_type, "digest": format!("sha256:{digest}"), "size": bytes.len() })
+}
+
+/// Writes one test image as an OCI image layout tar at `archive`; returns (its digest, the bytes it names).
+fn oci_archive(work: &Path, archive: &Path, reference: &str, indexed: bool) -> (String, Vec<u8>) {
+    let name = sha256_bytes(reference.as_bytes());
+    let stage = work.join(&name[..12]);
+    let files = stage.join("files");
+    let layout = stage.join("layout");
+    std::fs::create_dir_all(&files).unwrap_or_else(|e| panic!("mkdir: {e}"));
+    std::fs::create_dir_all(&layout).unwrap_or_else(|e| panic!("mkdir: {e}"));
+    std::fs::write(
+        files.join("image.txt"),
+        format!("a Ballast test image: {reference}\n"),
+    )
+    .unwrap_or_else(|e| panic!("writing a layer's file: {e}"));
+    let layer_tar = stage.join("layer.tar");
+    run_ok(
+        Command::new("tar")
+            .args([
+                "--owner=0",
+                "--group=0",
+                "--numeric-owner",
+                "--mtime=@0",
+                "-C",
+            ])
+            .arg(&files)
+            .arg("-cf")
+            .arg(&layer_tar)
+            .arg("image.txt"),
+        "making a test image's layer",
+    );
+    let uncompressed =
+        std::fs::read(&layer_tar).unwrap_or_else(|e| panic!("reading the layer: {e}"));
+    let gzipped = run_ok(
+        Command::new("gzip").args(["-n", "-c"]).arg(&layer_tar),
+        "gzip",
+    )
+    .stdout;
+    let layer = oci_blob(
+        &layout,
+        "application/vnd.oci.image.layer.v1.tar+gzip",
+        &gzipped,
+    );
+    let config = serde_json::json!({
+        "architecture": "amd64",
+        "os": "linux",
+        "config": { "Entrypoint": ["/image.txt"] },
+        "rootfs": { "type": "layers", "diff_ids": [format!("sha256:{}", sha256_bytes(&uncompressed))] },
+    });
+    let config = oci_blob(
+        &layout,
+        "application/vnd.oci.image.config.v1+json",
+        &serde_json::to_vec(&config).expect("config"),
+    );
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": config,
+        "layers": [layer],
+    }))
+    .expect("manifest");
+    let mut manifest_desc = oci_blob(
+        &layout,
+        "application/vnd.oci.image.manifest.v1+json",
+        &manifest,
+    );
+    let (mut top, target) = if indexed {
+        manifest_desc["platform"] = serde_json::json!({ "architecture": "amd64", "os": "linux" });
+        // As a registry's index lists every platform while an export for one holds only its blobs: an arm64
+        // entry whose content is not in the archive.
+        let arm64 = serde_json::json!({
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": format!("sha256:{}", sha256_bytes(format!("arm64 {reference}").as_bytes())),
+            "size": 512,
+            "platform": { "architecture": "arm64", "os": "linux" },
+        });
+        let index = serde_json::to_vec(&serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [manifest_desc, arm64],
+        }))
+        .expect("index");
+        (
+            oci_blob(&layout, "application/vnd.oci.image.index.v1+json", &index),
+            index,
+        )
+    } else {
+        (manifest_desc, manifest)
+    };
+    let tag = reference.rsplit_once(':').map_or("latest", |(_, t)| t);
+    top["annotations"] = serde_json::json!({ "org.opencontainers.image.ref.name": tag });
+    let digest = top["digest"]
+        .as_str()
+        .and_then(|d| d.strip_prefix("sha256:"))
+        .expect("a digest")
+        .to_string();
+    std::fs::write(
+        layout.join("oci-layout"),
+        r#"{"imageLayoutVersion":"1.0.0"}"#,
+    )
+    .unwrap_or_else(|e| panic!("writing oci-layout: {e}"));
+    let index_json = serde_json::json!({ "schemaVersion": 2, "manifests": [top] });
+    std::fs::write(
+        layout.join("index.json"),
+        serde_json::to_vec(&index_json).expect("index.json"),
+    )
+    .unwrap_or_else(|e| panic!("writing index.json: {e}"));
+    run_ok(
+        Command::new("tar")
+            .args([
+                "--owner=0",
+                "--group=0",
+                "--numeric-owner",
+                "--mtime=@0",
+                "-C",
+            ])
+            .arg(&layout)
+            .arg("-cf")
+            .arg(archive)
+            .args(["oci-layout", "index.json", "blobs"]),
+        "making a test image's OCI archive",
+    );
+    (digest, target)
+}
+
+impl TestAddons {
+    /// The test artifacts, every add-on image's archive and every CNI manifest, in one new directory.
+    pub fn build(artifacts: &TestArtifacts) -> TestAddons {
+        require_tool("tar", "tar");
+        require_tool("gzip", "gzip");
+        let dir = tempfile::Builder::new()
+            .prefix("ballast-source-")
+            .tempdir_in(cache_dir())
+            .unwrap_or_else(|e| panic!("cannot make a source dir: {e}"));
+        for a in &artifacts.artifacts {
+            let from = artifacts.dir.join(&a.file);
+            let to = dir.path().join(&a.file);
+            if std::fs::hard_link(&from, &to).is_err() {
+                std::fs::copy(&from, &to).unwrap_or_else(|e| {
+                    panic!("copying {} to {}: {e}", from.display(), to.display())
+                });
+            }
+        }
+        let work = tempfile::tempdir().expect("tempdir");
+        let images = TEST_IMAGES
+            .iter()
+            .map(|(addon, name, repository, tag, indexed)| {
+                let reference = format!("{repository}:{tag}");
+                let file = format!("{}.oci.tar", reference.replace(['/', ':'], "_"));
+                let (digest, target) =
+                    oci_archive(work.path(), &dir.path().join(&file), &reference, *indexed);
+                TestImage {
+                    addon,
+                    name,
+                    reference,
+                    digest,
+                    target,
+                    file,
+                }
+            })
+            .collect();
+        let manifests = ["amazon-vpc", "cilium", "calico"]
+            .into_iter()
+            .map(|cni| {
+                let file = format!("{cni}.yaml");
+                let text =
+                    format!("# A stand-in for {cni}'s manifest, made by tests/src/image.rs.\n");
+                std::fs::write(dir.path().join(&file), &text)
+                    .unwrap_or_else(|e| panic!("writing {file}: {e}"));
+                (cni, file, sha256_str(&text))
+            })
+            .collect();
+        TestAddons {
+            dir,
+            images,
+            manifests,
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The test manifest with every component pinned and this `addons:` block; `digest_of` gives each image's
+    /// pin (`sha256:...`), to test a wrong one.
+    pub fn manifest(
+        &self,
+        artifacts: &TestArtifacts,
+        digest_of: &dyn Fn(&TestImage) -> String,
+    ) -> String {
+        let mut text = artifacts.pinned_manifest();
+        text.push_str("    addons:\n");
+        // One image per add-on in TEST_IMAGES, so each add-on once, in that order.
+        for (addon, _, _, _, _) in TEST_IMAGES {
+            text.push_str(&format!("      {addon}:\n        version: 1.0.0\n"));
+            if let Some((_, file, sha)) = self.manifests.iter().find(|(cni, _, _)| *cni == addon) {
+                text.push_str(&format!(
+                    "        manifest:\n          url: https://artifacts.invalid/ballast-test/{file}\n          \
+                     sha256: {sha}\n          format: yaml\n"
+                ));
+            }
+            text.push_str("        images:\n");
+            for image in self.images.iter().filter(|i| i.addon == addon) {
+                text.push_str(&format!(
+                    "          {}:\n            reference: {}\n            digest: {}\n",
+                    image.name,
+                    image.reference,
+                    digest_of(image)
+                ));
+            }
+        }
+        text
+    }
+
+    /// The manifest with every image pinned by its real digest.
+    pub fn pinned_manifest(&self, artifacts: &TestArtifacts) -> String {
+        self.manifest(artifacts, &|i| format!("sha256:{}", i.digest))
+    }
+}
+
+/// A containerd the test starts itself (the host's, Debian's package) on a root of its choosing, with its own
+/// state and socket in a temp dir; stopped by its PID on drop. The independent reader of what install.sh baked.
+pub struct Containerd {
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+}
+
+impl Containerd {
+    pub fn start(root: &Path) -> Containerd {
+        require_tool("containerd", "containerd");
+        require_tool("ctr", "containerd");
+        let dir = tempfile::Builder::new()
+            .prefix("ballast-ctrd-")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        let config = dir.path().join("config.toml");
+        std::fs::write(
+            &config,
+            "version = 2\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\", \"io.containerd.internal.v1.opt\"]\n",
+        )
+        .expect("containerd config");
+        let log = std::fs::File::create(dir.path().join("containerd.log")).expect("log");
+        let child = Command::new("containerd")
+            .arg("--config")
+            .arg(&config)
+            .arg("--root")
+            .arg(root)
+            .arg("--state")
+            .arg(dir.path().join("state"))
+            .arg("--address")
+            .arg(dir.path().join("containerd.sock"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start containerd: {e}"));
+        let containerd = Containerd { child, dir };
+        let started = Instant::now();
+        while !containerd.ctr(&["version"]).status.success() {
+            assert!(
+                started.elapsed().as_secs() < 30,
+                "containerd did not come up in 30 s: {}",
+                std::fs::read_to_string(containerd.dir.path().join("containerd.log"))
+                    .unwrap_or_default()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        containerd
+    }
+
+    /// `ctr --address ... -n k8s.io ARGS`.
+    pub fn ctr(&self, args: &[&str]) -> Output {
+        Command::new("ctr")
+            .arg("--address")
+            .arg(self.dir.path().join("containerd.sock"))
+            .args(["--namespace", "k8s.io"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run ctr: {e}"))
+    }
+
+    /// The images in namespace k8s.io: name -> target digest (`sha256:...`).
+    pub fn images(&self) -> BTreeMap<String, String> {
+        let out = run_ok(
+            Command::new("ctr")
+                .arg("--address")
+                .arg(self.dir.path().join("containerd.sock"))
+                .args(["--namespace", "k8s.io", "images", "ls"]),
+            "ctr images ls",
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .skip(1)
+            .filter_map(|line| {
+                let mut fields = line.split_whitespace();
+                let name = fields.next()?;
+                let digest = fields.nth(1)?;
+                Some((name.to_string(), digest.to_string()))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        // SIGTERM, so it closes its database; then reap it.
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = self.child.wait();
+    }
+}

@@ -89,7 +89,27 @@ fn shared_build(profile_dir: &Path) {
         .and_then(|n| n.to_str())
         .expect("a UTF-8 profile directory name");
     let profile = if profile == "debug" { "dev" } else { profile };
-    let status = Command::new(env!("CARGO"))
+    let mut command = Command::new(env!("CARGO"));
+    // What cargo sets for this test process only (CARGO_MANIFEST_DIR, CARGO_PKG_NAME, ...): left in, they reach
+    // build scripts that watch them (ring's `rerun-if-env-changed=CARGO_PKG_NAME`), and this build and the
+    // operator's `cargo build` would each rebuild the whole dependency tree after the other.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("CARGO_PKG_")
+            || key.starts_with("CARGO_MANIFEST_")
+            || matches!(
+                key.as_ref(),
+                "CARGO_CRATE_NAME"
+                    | "CARGO_BIN_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+                    | "CARGO_TARGET_TMPDIR"
+                    | "OUT_DIR"
+            )
+        {
+            command.env_remove(key.as_ref());
+        }
+    }
+    let status = command
         .args(SHARED_BUILD_ARGS)
         .args(["--profile", profile, "--manifest-path"])
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml"))

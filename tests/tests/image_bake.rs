@@ -10,8 +10,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::Instant;
 
 use ballast_e2e::image::{
-    nodeup_binary, require_root, sha256_file, snapshot_diff, test_artifacts, Bind, Rootfs,
-    TEST_KUBERNETES, TEST_MINOR,
+    nodeup_binary, require_root, sha256_file, snapshot_diff, test_artifacts, Bind, Containerd,
+    Rootfs, TestAddons, TEST_KUBERNETES, TEST_MINOR,
 };
 use ballast_state::components::{ComponentManifest, ImageComponents, ImageMismatch};
 
@@ -30,8 +30,12 @@ fn images() -> std::path::PathBuf {
 
 /// install.sh inside the chroot, from the test artifacts, with `manifest` as the manifest.
 fn install_in(rootfs: &Rootfs, manifest: &Path) -> Output {
+    install_in_from(rootfs, manifest, &test_artifacts().dir)
+}
+
+/// install.sh inside the chroot, from the source directory `source`.
+fn install_in_from(rootfs: &Rootfs, manifest: &Path, source: &Path) -> Output {
     let images = images();
-    let artifacts = test_artifacts();
     rootfs.run(
         &[
             Bind {
@@ -39,7 +43,7 @@ fn install_in(rootfs: &Rootfs, manifest: &Path) -> Output {
                 inside: "/run/ballast/images",
             },
             Bind {
-                host: &artifacts.dir,
+                host: source,
                 inside: "/run/ballast/artifacts",
             },
             Bind {
@@ -359,7 +363,7 @@ fn the_real_manifest_is_refused_until_a_maintainer_pins_it() {
                 );
             }
         }
-        // The add-ons too: every unpinned image and manifest, and the steps not built yet, named.
+        // The add-ons too: every unpinned image and manifest, and the Helm chart install.sh does not render.
         for (name, addon) in &release.addons {
             for image in addon.images.values() {
                 assert!(
@@ -371,19 +375,28 @@ fn the_real_manifest_is_refused_until_a_maintainer_pins_it() {
                 );
             }
         }
-        assert!(report.contains("add-on cilium: its manifest is a Helm chart; rendering it at bake time is not built yet"), "{report}");
+        let cilium = release.addons["cilium"]
+            .manifest
+            .as_ref()
+            .map(|m| m.url.clone())
+            .unwrap_or_default();
+        assert!(
+            report.contains(&format!(
+                "add-on cilium: its manifest {cilium} is a Helm chart, and install.sh does not render Helm \
+                 charts (not built: no helm in this recipe), so no release pinning it as format helm-chart \
+                 can be baked (docs/addons.md)"
+            )),
+            "{report}"
+        );
         assert!(
             report.contains(
                 "add-on calico: manifest sha256 is unpinned: refusing an unverified manifest"
             ),
             "{report}"
         );
-        assert!(
-            report.contains(
-                "add-on images: baking them into containerd's image store is not built yet"
-            ),
-            "{report}"
-        );
+        // Every image is unpinned, so none is staged and no containerd is started.
+        assert!(!report.contains("not built yet"), "{report}");
+        assert!(!report.contains("add-on images:"), "{report}");
         let written: Vec<_> = std::fs::read_dir(&image_root).expect("root").collect();
         assert!(
             written.is_empty(),
@@ -551,9 +564,11 @@ fn install_and_verify_work_against_a_root_prefix_from_outside() {
     require_root();
     ballast_e2e::image::require_tool("systemd-analyze", "systemd");
     let artifacts = test_artifacts();
+    // With add-on images: containerd and ctr run from the image's files on the host, not in a chroot.
+    let addons = TestAddons::build(artifacts);
     let rootfs = Rootfs::fresh();
     let tmp = tempfile::tempdir().expect("tempdir");
-    let manifest = write_manifest(tmp.path(), &artifacts.pinned_manifest());
+    let manifest = write_manifest(tmp.path(), &addons.pinned_manifest(artifacts));
     let root = rootfs.path().display().to_string();
     let manifest = manifest.display().to_string();
     let output = install_sh(&[
@@ -562,7 +577,7 @@ fn install_and_verify_work_against_a_root_prefix_from_outside() {
         "--kubernetes-version",
         TEST_MINOR,
         "--source",
-        &artifacts.dir.display().to_string(),
+        &addons.dir().display().to_string(),
         "--nodeup",
         &nodeup_binary().display().to_string(),
         "--root",
@@ -590,5 +605,239 @@ fn install_and_verify_work_against_a_root_prefix_from_outside() {
         output.status.success(),
         "verify.sh --root: {}",
         text(&output)
+    );
+}
+
+#[test]
+fn add_on_images_are_baked_into_containerd_by_digest_and_verified() {
+    require_root();
+    let artifacts = test_artifacts();
+    nodeup_binary();
+    let addons = TestAddons::build(artifacts);
+    let rootfs = Rootfs::fresh();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let manifest = write_manifest(tmp.path(), &addons.pinned_manifest(artifacts));
+
+    let t = Instant::now();
+    let install = install_in_from(&rootfs, &manifest, addons.dir());
+    let install_time = t.elapsed();
+    let report = text(&install);
+    assert!(install.status.success(), "install.sh failed: {report}");
+    for image in &addons.images {
+        assert!(
+            report.contains(&format!(
+                "add-on {}: {} and {} in /var/lib/containerd (namespace k8s.io)",
+                image.addon,
+                image.by_digest(),
+                image.reference
+            )),
+            "{report}"
+        );
+    }
+    let store = rootfs.join("/var/lib/containerd");
+    let uuid = store.join("io.containerd.grpc.v1.introspection/uuid");
+    assert!(
+        !uuid.exists(),
+        "the bake left containerd's instance id in the image"
+    );
+    for (cni, _, sha) in &addons.manifests {
+        assert_eq!(
+            &sha256_file(&rootfs.join(&format!("/etc/ballast/addons/{cni}.yaml"))),
+            sha
+        );
+    }
+
+    // verify.sh passes, and reads the store without changing anything in the image.
+    let before = rootfs.snapshot();
+    let t = Instant::now();
+    let verify = verify_in(&rootfs, &manifest);
+    let verify_time = t.elapsed();
+    assert!(
+        verify.status.success(),
+        "verify.sh failed: {}",
+        text(&verify)
+    );
+    let diff = snapshot_diff(&before, &rootfs.snapshot());
+    assert!(diff.is_empty(), "verify.sh changed the image: {diff:#?}");
+    eprintln!(
+        "image: install.sh with {} add-on images {:.1} s, verify.sh {:.1} s",
+        addons.images.len(),
+        install_time.as_secs_f64(),
+        verify_time.as_secs_f64()
+    );
+
+    // What a node's containerd will find, read by another containerd (the host's) on the image's store.
+    let calico = addons
+        .images
+        .iter()
+        .find(|i| i.addon == "calico")
+        .expect("calico's image");
+    {
+        let containerd = Containerd::start(&store);
+        let names = containerd.images();
+        let mut expected = std::collections::BTreeMap::new();
+        for image in &addons.images {
+            expected.insert(image.by_digest(), format!("sha256:{}", image.digest));
+            expected.insert(image.reference.clone(), format!("sha256:{}", image.digest));
+            // The pinned digest names exactly the bytes the test wrote (the index, or the manifest).
+            let content = containerd.ctr(&["content", "get", &format!("sha256:{}", image.digest)]);
+            assert!(content.status.success(), "{}", text(&content));
+            assert!(
+                content.stdout == image.target,
+                "containerd's sha256:{} is not the image's index or manifest",
+                image.digest
+            );
+        }
+        // Exactly the pinned names: no name of the import is left behind.
+        assert_eq!(names, expected);
+        let check = containerd.ctr(&["images", "check", "--snapshotter", "native"]);
+        let check_text = String::from_utf8_lossy(&check.stdout).into_owned();
+        assert!(check.status.success(), "{}", text(&check));
+        assert_eq!(
+            check_text
+                .lines()
+                .skip(1)
+                .filter(|l| l.contains(" complete ("))
+                .count(),
+            expected.len(),
+            "{check_text}"
+        );
+        let labels = containerd.ctr(&["images", "ls"]);
+        let listing = String::from_utf8_lossy(&labels.stdout).into_owned();
+        assert_eq!(
+            listing.matches("io.cri-containerd.pinned=pinned").count(),
+            expected.len(),
+            "{listing}"
+        );
+        // Take one name away, as a store a node would have to pull from.
+        let removed = containerd.ctr(&["images", "rm", &calico.reference]);
+        assert!(removed.status.success(), "{}", text(&removed));
+    }
+    // That containerd made an instance id, as any started on the store does: verify names it too.
+    assert!(uuid.exists());
+    let verify = verify_in(&rootfs, &manifest);
+    let report = text(&verify);
+    assert_eq!(verify.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains(&format!(
+            "add-on calico: image {} is not in the image's containerd store (/var/lib/containerd, namespace \
+             k8s.io): a node would pull it",
+            calico.reference
+        )),
+        "{report}"
+    );
+    assert!(
+        report.contains(
+            "/var/lib/containerd/io.containerd.grpc.v1.introspection/uuid is in the image"
+        ),
+        "{report}"
+    );
+    assert!(report.contains("(2 problem(s))"), "{report}");
+}
+
+/// install.sh from outside against an empty root: an image refusal happens before anything is written.
+fn install_outside(manifest: &Path, source: &Path, root: &Path) -> Output {
+    install_sh(&[
+        "--manifest",
+        &manifest.display().to_string(),
+        "--kubernetes-version",
+        TEST_MINOR,
+        "--source",
+        &source.display().to_string(),
+        "--nodeup",
+        &nodeup_binary().display().to_string(),
+        "--root",
+        &root.display().to_string(),
+    ])
+}
+
+fn empty(root: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(root)
+        .expect("root")
+        .flatten()
+        .map(|e| e.path())
+        .collect()
+}
+
+#[test]
+fn an_image_archive_with_another_digest_is_refused_naming_both() {
+    require_root();
+    let artifacts = test_artifacts();
+    let addons = TestAddons::build(artifacts);
+    let coredns = &addons.images[0];
+    let kube_proxy = &addons.images[1];
+    // coredns pinned to kube-proxy's digest: a real image's digest, just not the one its archive holds.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let manifest = write_manifest(
+        tmp.path(),
+        &addons.manifest(artifacts, &|i| {
+            let digest = if i.addon == "coredns" {
+                &kube_proxy.digest
+            } else {
+                &i.digest
+            };
+            format!("sha256:{digest}")
+        }),
+    );
+    let root = tmp.path().join("root");
+    std::fs::create_dir(&root).expect("root");
+    let output = install_outside(&manifest, addons.dir(), &root);
+    let report = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains(&format!(
+            "add-on coredns: image {}: {} (from {}/{}) holds sha256:{}, the manifest pins sha256:{}: refusing it",
+            coredns.reference,
+            coredns.file,
+            addons.dir().display(),
+            coredns.file,
+            coredns.digest,
+            kube_proxy.digest
+        )),
+        "{report}"
+    );
+    assert!(report.contains("nothing was installed"), "{report}");
+    // The other images were fine: the refusal names only coredns.
+    assert_eq!(report.matches("  - ").count(), 1, "{report}");
+    assert!(
+        empty(&root).is_empty(),
+        "install.sh wrote into the root: {:?}",
+        empty(&root)
+    );
+}
+
+#[test]
+fn a_missing_image_archive_is_refused_naming_the_file() {
+    require_root();
+    let artifacts = test_artifacts();
+    let addons = TestAddons::build(artifacts);
+    let cilium = addons
+        .images
+        .iter()
+        .find(|i| i.addon == "cilium")
+        .expect("cilium's image");
+    std::fs::remove_file(addons.dir().join(&cilium.file)).expect("remove the archive");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let manifest = write_manifest(tmp.path(), &addons.pinned_manifest(artifacts));
+    let root = tmp.path().join("root");
+    std::fs::create_dir(&root).expect("root");
+    let output = install_outside(&manifest, addons.dir(), &root);
+    let report = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains(&format!(
+            "add-on cilium: image {}: its archive {} is not in {} (an OCI image layout tar of {}",
+            cilium.reference,
+            cilium.file,
+            addons.dir().display(),
+            cilium.by_digest()
+        )),
+        "{report}"
+    );
+    assert_eq!(report.matches("  - ").count(), 1, "{report}");
+    assert!(
+        empty(&root).is_empty(),
+        "install.sh wrote into the root: {:?}",
+        empty(&root)
     );
 }
