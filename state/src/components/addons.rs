@@ -143,8 +143,9 @@ pub enum ManifestFormat {
     /// Multi-document Kubernetes YAML, applied as published.
     #[serde(rename = "yaml")]
     Yaml,
-    /// A Helm chart, to be rendered at bake time with Ballast's values (docs/addons.md). Not built: the bake
-    /// refuses it, so a CNI published only as a chart cannot be baked yet.
+    /// A Helm chart, to be rendered with Ballast's values (docs/addons.md; part of it may have to be rendered
+    /// on the node: Cilium without kube-proxy needs the API server's address). Not built: the bake refuses it,
+    /// so a CNI published only as a chart cannot be baked yet.
     #[serde(rename = "helm-chart")]
     HelmChart,
 }
