@@ -70,6 +70,11 @@ pub struct NodeSpec {
     pub kubelet: KubeletSettings,
     pub containerd: ContainerdSettings,
     pub pki: PkiLocations,
+    /// The operator's SSH public keys (`authorized_keys` lines, `ballast create secret sshpublickey`): nodeup
+    /// installs exactly these for root. Public values, so every node gets them; whether port 22 is open is
+    /// `spec.sshAccess`'s job.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ssh_authorized_keys: Vec<String>,
     /// Present on control-plane nodes only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane: Option<ControlPlaneSettings>,
@@ -280,6 +285,7 @@ pub fn render_node_spec_with_keys(
             sandbox_image: PAUSE_IMAGE.to_string(),
         },
         pki,
+        ssh_authorized_keys: keys.ssh_authorized_keys.clone(),
         control_plane: control_plane_settings,
     };
     let yaml = yaml_serde::to_string(&spec).map_err(|source| NodeSpecError::Render {

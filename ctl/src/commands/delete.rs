@@ -17,6 +17,7 @@ use crate::error::CommandError;
 pub async fn run(context: &Context, args: DeleteArgs) -> Result<(), CommandError> {
     match args.what {
         DeleteWhat::Cluster(args) => delete_cluster(context, args).await,
+        DeleteWhat::Secret(args) => super::keys::delete_secret(context, args).await,
         DeleteWhat::Instancegroup { group, yes } => {
             let name = context.cluster_name(None)?;
             let registry = context.registry().await?;
