@@ -439,4 +439,29 @@ mod tests {
         assert_eq!(BootConfig::from_user_data(&text).expect("parse"), boot);
         assert_eq!(boot.node_spec, "demo.example.com/nodes/nodes/spec.yaml");
     }
+
+    /// The operator's SSH keys go into every node spec, workers' included, and change its hash (so a roll carries
+    /// them); with none, the spec is exactly as before SSH keys existed.
+    #[test]
+    fn ssh_keys_are_in_every_node_spec_and_change_its_hash() {
+        let config = completed();
+        let keys = NodeKeys {
+            ssh_authorized_keys: vec!["ssh-ed25519 AAAA op@example".into()],
+            ..Default::default()
+        };
+        for group in ["nodes", "control-plane-us-west-2a"] {
+            let without = render_node_spec(&config, group, "s3://b/p", "api.elb").expect("render");
+            assert!(!without.yaml.contains("ssh"), "{group}: {}", without.yaml);
+            let with = render_node_spec_with_keys(&config, group, "s3://b/p", "api.elb", &keys)
+                .expect("render");
+            assert_eq!(with.spec.ssh_authorized_keys, keys.ssh_authorized_keys);
+            assert!(
+                with.yaml
+                    .contains("sshAuthorizedKeys:\n- ssh-ed25519 AAAA op@example\n"),
+                "{group}: {}",
+                with.yaml
+            );
+            assert_ne!(with.sha256, without.sha256, "{group}");
+        }
+    }
 }
