@@ -479,6 +479,22 @@ fn create_secret_sshpublickey_checks_before_storing() {
         ("two", format!("{ed}{rsa}"), "holds 2 keys"),
         ("big", "#".repeat(20_000), "larger than"),
     ];
+    let binary = dir.join("binary.pub");
+    std::fs::write(&binary, [0xff, 0xfe, 0x00]).expect("binary input");
+    let before = store.snapshot();
+    let out = run(&[
+        "create",
+        "secret",
+        "sshpublickey",
+        "--pubkey",
+        &binary.display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an OpenSSH public key"));
+    assert!(
+        store.snapshot() == before,
+        "a binary file changed the store"
+    );
     for (what, text, reason) in bad {
         let path = input(dir, &format!("{what}.pub"), &text);
         let before = store.snapshot();

@@ -362,8 +362,13 @@ fn read_input(flag: &str, path: &std::path::Path) -> Result<String, CommandError
         ))
     })?;
     String::from_utf8(bytes).map_err(|_| {
+        let wanted = if flag == "--pubkey" {
+            "an OpenSSH public key; give the .pub file (e.g. ~/.ssh/id_ed25519.pub)"
+        } else {
+            "PEM; give the PEM file"
+        };
         CommandError::Usage(format!(
-            "{flag} {}: not text, so not PEM; give the PEM file; nothing was stored",
+            "{flag} {}: not text, so not {wanted}; nothing was stored",
             path.display()
         ))
     })
