@@ -119,8 +119,11 @@ pub enum CreateSecretWhat {
     /// now and for at least 90 more days; the key an unencrypted PEM private key matching it. Anything else is
     /// refused naming the file, and nothing is stored.
     Keypair(CreateKeypairArgs),
-    /// An SSH public key for the instances: refused, because nothing installs SSH keys on Ballast's instances yet
-    /// (docs/keys.md, "Not yet").
+    /// Store an SSH public key that nodeup installs in root's authorized_keys on every instance (docs/keys.md).
+    ///
+    /// The file must hold one OpenSSH public key (ssh-ed25519, ecdsa-sha2-nistp256/384/521, or ssh-rsa of at
+    /// least 2048 bits); anything else, a private key above all, is refused and nothing is stored. The key goes
+    /// into every node spec: `rolling-update cluster --yes` installs it. Port 22 is opened by spec.sshAccess only.
     #[command(name = "sshpublickey")]
     SshPublicKey(CreateSshKeyArgs),
 }
@@ -140,9 +143,15 @@ pub struct CreateKeypairArgs {
 
 #[derive(Debug, Args)]
 pub struct CreateSshKeyArgs {
+    /// The key's name in the state store (`ssh/NAME.pub`): a-z, 0-9, '-', '_', '.'.
+    #[arg(value_name = "NAME", default_value = ballast_state::ssh_key::DEFAULT_NAME)]
+    pub key_name: String,
     /// The public key (OpenSSH format, e.g. ~/.ssh/id_ed25519.pub).
     #[arg(long, value_name = "FILE")]
     pub pubkey: PathBuf,
+    /// Replace a different key already stored under NAME (without it, that is refused).
+    #[arg(long)]
+    pub replace: bool,
 }
 
 #[derive(Debug, Args)]
@@ -396,6 +405,26 @@ pub enum DeleteWhat {
         group: String,
         #[arg(long)]
         yes: bool,
+    },
+    /// Delete operator-supplied material (docs/keys.md).
+    Secret(DeleteSecretArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DeleteSecretArgs {
+    #[command(subcommand)]
+    pub what: DeleteSecretWhat,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DeleteSecretWhat {
+    /// Delete a stored SSH public key: the node specs stop listing it and `rolling-update cluster --yes` removes
+    /// it from the instances.
+    #[command(name = "sshpublickey")]
+    SshPublicKey {
+        /// The key's name (`ballast get secrets` lists them).
+        #[arg(value_name = "NAME")]
+        key_name: String,
     },
 }
 

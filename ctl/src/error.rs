@@ -156,7 +156,9 @@ impl CommandError {
                 use ballast_state::keystore::KeystoreError;
                 match source.as_ref() {
                     KeystoreError::Stage(StageError::UnknownKey { .. })
-                    | KeystoreError::Missing { .. } => NOT_FOUND,
+                    | KeystoreError::Missing { .. }
+                    | KeystoreError::SshKeyMissing { .. } => NOT_FOUND,
+                    KeystoreError::SshKeyDiffers { .. } => CONFLICT,
                     KeystoreError::Stage(StageError::Damaged { .. })
                     | KeystoreError::Corrupt { .. } => FAILURE,
                     KeystoreError::Stage(_) => CONFLICT,

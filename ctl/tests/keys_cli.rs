@@ -238,7 +238,7 @@ fn input(dir: &std::path::Path, name: &str, text: &str) -> String {
 
 /// `create secret keypair`: every bad input is refused naming its file, with no byte of the store changed; a good
 /// CA is staged as next (the output holds no private value), importing it again changes nothing, another import
-/// while it is staged is refused, and `rotate --stage promote` continues from it. An SSH public key is refused.
+/// while it is staged is refused, and `rotate --stage promote` continues from it.
 #[test]
 fn create_secret_keypair_checks_before_storing_and_stages_as_next() {
     let store = common::TempStore::with_cluster(NAME, "us-west-2a");
@@ -341,17 +341,6 @@ fn create_secret_keypair_checks_before_storing_and_stages_as_next() {
         2,
         &["missing.crt: cannot be read"],
     );
-    let pubkey = input(
-        dir,
-        "id.pub",
-        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHv2 operator@example\n",
-    );
-    refused(
-        &["sshpublickey", "--pubkey", &pubkey],
-        2,
-        &["nothing installs SSH keys", "nothing was stored"],
-    );
-
     // A good CA: staged as next.
     let imported = create(&["keypair", "kubernetes-ca", "--cert", &cert, "--key", &key]);
     let stderr = String::from_utf8_lossy(&imported.stderr).to_string();
@@ -436,4 +425,188 @@ fn create_secret_keypair_checks_before_storing_and_stages_as_next() {
         .expect("get");
     let table = String::from_utf8_lossy(&listed.stdout);
     assert!(table.contains(&format!("{id}   primary")), "{table}");
+}
+
+/// An SSH key made by `ssh-keygen` (state/tests/data/ssh).
+fn ssh_fixture(name: &str) -> String {
+    let path = format!(
+        "{}/../state/tests/data/ssh/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).expect("ssh fixture")
+}
+
+/// `create secret sshpublickey`: every bad input is refused naming its file, exit 2, with no byte of the store
+/// changed (a private key's content is never echoed); a good key is stored as `ssh/<name>.pub` and listed by
+/// its fingerprint only; the same key again changes nothing; another key is refused (exit 4) unless --replace;
+/// `delete secret sshpublickey` removes it, and an unknown name is exit 5.
+#[test]
+fn create_secret_sshpublickey_checks_before_storing() {
+    let store = common::TempStore::with_cluster(NAME, "us-west-2a");
+    let inputs = tempfile::tempdir().expect("tempdir");
+    let dir = inputs.path();
+    let run = |args: &[&str]| {
+        let mut cmd = store.ballast();
+        cmd.args(["--name", NAME]).args(args);
+        cmd.output().expect("ballast")
+    };
+    let private = ssh_fixture("id_ed25519.test-only-private");
+    let ed = ssh_fixture("ed25519.pub");
+    let rsa = ssh_fixture("rsa2048.pub");
+    let ed_b64 = ed.split_whitespace().nth(1).expect("b64").to_string();
+    let bad: Vec<(&str, String, &str)> = vec![
+        (
+            "private",
+            private.clone(),
+            "this is a private key, not a public one",
+        ),
+        (
+            "garbage",
+            "hello\n".into(),
+            "not an OpenSSH public key line",
+        ),
+        ("empty", String::new(), "empty"),
+        (
+            "short-rsa",
+            ssh_fixture("rsa1024.pub"),
+            "1024 bits is too short",
+        ),
+        (
+            "mismatch",
+            format!("ssh-rsa {ed_b64}\n"),
+            "the file is damaged",
+        ),
+        ("two", format!("{ed}{rsa}"), "holds 2 keys"),
+        ("big", "#".repeat(20_000), "larger than"),
+    ];
+    let binary = dir.join("binary.pub");
+    std::fs::write(&binary, [0xff, 0xfe, 0x00]).expect("binary input");
+    let before = store.snapshot();
+    let out = run(&[
+        "create",
+        "secret",
+        "sshpublickey",
+        "--pubkey",
+        &binary.display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an OpenSSH public key"));
+    assert!(
+        store.snapshot() == before,
+        "a binary file changed the store"
+    );
+    for (what, text, reason) in bad {
+        let path = input(dir, &format!("{what}.pub"), &text);
+        let before = store.snapshot();
+        let out = run(&["create", "secret", "sshpublickey", "--pubkey", &path]);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
+        assert!(
+            stderr.contains(&format!("--pubkey {path}")),
+            "{what}: {stderr}"
+        );
+        assert!(stderr.contains(reason), "{what}: {stderr}");
+        assert!(stderr.contains("nothing was stored"), "{what}: {stderr}");
+        for line in private.lines().filter(|l| !l.starts_with("-----")) {
+            assert!(
+                !stderr.contains(line),
+                "{what} echoed the private key: {stderr}"
+            );
+        }
+        assert!(store.snapshot() == before, "{what} changed the store");
+    }
+    let ed_path = input(dir, "id_ed25519.pub", &ed);
+    let before = store.snapshot();
+    let out = run(&[
+        "create",
+        "secret",
+        "sshpublickey",
+        "Bad/Name",
+        "--pubkey",
+        &ed_path,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(store.snapshot() == before, "a bad name changed the store");
+
+    // A good key: stored as ssh/admin.pub, byte for byte the operator's line.
+    let out = run(&["create", "secret", "sshpublickey", "--pubkey", &ed_path]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{stderr}");
+    let fingerprint = "SHA256:mU8I5zRYyOoSgxCCuQP2g31as9EVhWqRUs65cvPQ5AI";
+    assert!(stderr.contains(fingerprint), "{stderr}");
+    assert!(stderr.contains("Port 22 is closed"), "{stderr}");
+    let stored = store.snapshot();
+    let (_, data) = stored
+        .iter()
+        .find(|(path, _)| path.ends_with(&format!("{NAME}/ssh/admin.pub")))
+        .expect("ssh/admin.pub");
+    assert_eq!(String::from_utf8_lossy(data), ed);
+
+    // Listed by fingerprint, in every format; the key itself is never printed.
+    for format in ["table", "yaml", "json"] {
+        let out = run(&["get", "secrets", "-o", format]);
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "{format}");
+        assert!(
+            stdout.contains("SSHPublicKey") && stdout.contains(fingerprint),
+            "{format}: {stdout}"
+        );
+        assert!(!stdout.contains(&ed_b64), "{format}: {stdout}");
+    }
+
+    // The same key again (under the default name): nothing changes. Another key: refused unless --replace.
+    let before = store.snapshot();
+    let again = run(&[
+        "create",
+        "secret",
+        "sshpublickey",
+        "admin",
+        "--pubkey",
+        &ed_path,
+    ]);
+    assert!(again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already stored: nothing changed"));
+    assert!(
+        store.snapshot() == before,
+        "the same key again changed the store"
+    );
+    let rsa_path = input(dir, "id_rsa.pub", &rsa);
+    let other = run(&["create", "secret", "sshpublickey", "--pubkey", &rsa_path]);
+    let stderr = String::from_utf8_lossy(&other.stderr).to_string();
+    assert_eq!(other.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("--replace"), "{stderr}");
+    assert!(
+        store.snapshot() == before,
+        "a refused key changed the store"
+    );
+    let replaced = run(&[
+        "create",
+        "secret",
+        "sshpublickey",
+        "--pubkey",
+        &rsa_path,
+        "--replace",
+    ]);
+    assert!(replaced.status.success());
+    let out = run(&["get", "secrets"]);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        stdout.contains("SHA256:YHgoFrYVc4CKFg/wmdXzK9brvahlGt9ONrL6s6WlmaI"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains(fingerprint), "{stdout}");
+
+    // Deleted; deleting it again (or any unknown name) is not found.
+    let deleted = run(&["delete", "secret", "sshpublickey", "admin"]);
+    assert!(
+        deleted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&deleted.stderr)
+    );
+    assert!(!store
+        .snapshot()
+        .iter()
+        .any(|(path, _)| path.contains("/ssh/")));
+    let missing = run(&["delete", "secret", "sshpublickey", "admin"]);
+    assert_eq!(missing.status.code(), Some(5));
 }

@@ -11,6 +11,12 @@ use ballast_state::pki::EncryptionKeys;
 
 /// Where things live on a node (paths without `--root`). The PKI files are in [`pki`].
 pub mod paths {
+    /// root's SSH directory (0700) and the `authorized_keys` nodeup writes there when the node spec lists keys.
+    pub const ROOT_SSH_DIR: &str = "/root/.ssh";
+    pub const AUTHORIZED_KEYS: &str = "/root/.ssh/authorized_keys";
+    /// The first line of the `authorized_keys` nodeup writes: only a file starting with it is ever removed.
+    pub const AUTHORIZED_KEYS_HEADER: &str =
+        "# Managed by Ballast's nodeup: the SSH public keys of `ballast create secret sshpublickey`.";
     pub const CONTAINERD_CONFIG: &str = "/etc/containerd/config.toml";
     pub const CONTAINERD_SOCKET: &str = "unix:///run/containerd/containerd.sock";
     pub const CONTAINERD_BIN: &str = "/usr/local/bin/containerd";

@@ -3,12 +3,12 @@
 //! a reader sees the old file or the new one, never half of one.
 
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use ballast_state::report::{FileAction, FileWritten};
 
-use crate::model::RenderedFile;
+use crate::model::{paths, RenderedFile};
 
 /// Failures writing a file.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +56,9 @@ pub fn needed(root: &Path, file: &RenderedFile) -> Option<FileAction> {
 pub fn write_files(root: &Path, files: &[RenderedFile]) -> Result<WriteOutcome, WriteFileError> {
     let mut outcome = WriteOutcome::default();
     for file in files {
+        if Path::new(&file.path).parent() == Some(Path::new(paths::ROOT_SSH_DIR)) {
+            private_dir(&under_root(root, paths::ROOT_SSH_DIR))?;
+        }
         match needed(root, file) {
             None => outcome.unchanged += 1,
             Some(action) => {
@@ -68,8 +71,52 @@ pub fn write_files(root: &Path, files: &[RenderedFile]) -> Result<WriteOutcome, 
             }
         }
     }
+    if !files.iter().any(|f| f.path == paths::AUTHORIZED_KEYS)
+        && remove_managed(&under_root(root, paths::AUTHORIZED_KEYS))?
+    {
+        outcome.written.push(FileWritten {
+            path: paths::AUTHORIZED_KEYS.to_string(),
+            action: FileAction::Removed,
+            mode: "-".to_string(),
+        });
+    }
     outcome.written.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(outcome)
+}
+
+/// `dir` exists, mode 0700 (root's `.ssh`: sshd ignores keys in a directory others may write).
+fn private_dir(dir: &Path) -> Result<(), WriteFileError> {
+    let err = |source| WriteFileError {
+        path: dir.to_path_buf(),
+        source,
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(err)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(err)
+}
+
+/// Removes `path` if it is a file nodeup wrote (it starts with Ballast's header); an operator's file, or
+/// anything else, is left alone. Returns whether it was removed.
+fn remove_managed(path: &Path) -> Result<bool, WriteFileError> {
+    let err = |source| WriteFileError {
+        path: path.to_path_buf(),
+        source,
+    };
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(false);
+    };
+    if !meta.is_file() {
+        return Ok(false);
+    }
+    let text = std::fs::read(path).map_err(err)?;
+    if !text.starts_with(format!("{}\n", paths::AUTHORIZED_KEYS_HEADER).as_bytes()) {
+        return Ok(false);
+    }
+    std::fs::remove_file(path).map_err(err)?;
+    Ok(true)
 }
 
 fn write_one(root: &Path, file: &RenderedFile) -> Result<(), WriteFileError> {
@@ -170,5 +217,36 @@ mod tests {
             .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
             .collect();
         assert!(names.iter().all(|n| !n.contains("nodeup-tmp")), "{names:?}");
+    }
+
+    #[test]
+    fn authorized_keys_dir_is_0700_and_only_ballasts_file_is_removed() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let keys = format!("{}\nssh-ed25519 AAAA\n", paths::AUTHORIZED_KEYS_HEADER);
+        let with_key = vec![file(paths::AUTHORIZED_KEYS, 0o600, &keys)];
+        write_files(root.path(), &with_key).expect("write");
+        let dir = std::fs::metadata(root.path().join("root/.ssh")).expect("dir");
+        assert_eq!(dir.permissions().mode() & 0o777, 0o700);
+        let path = root.path().join("root/.ssh/authorized_keys");
+        let meta = std::fs::metadata(&path).expect("file");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        // No key any more: Ballast's file goes, and says so.
+        let gone = write_files(root.path(), &[]).expect("write");
+        assert_eq!(
+            gone.written
+                .iter()
+                .map(|f| (f.path.as_str(), f.action))
+                .collect::<Vec<_>>(),
+            [(paths::AUTHORIZED_KEYS, FileAction::Removed)]
+        );
+        assert!(!path.exists());
+        // An operator's own file (no header) is never removed on a guess.
+        std::fs::write(&path, "ssh-ed25519 AAAA mine\n").expect("operator's file");
+        let kept = write_files(root.path(), &[]).expect("write");
+        assert!(kept.written.is_empty(), "{kept:?}");
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("kept"),
+            "ssh-ed25519 AAAA mine\n"
+        );
     }
 }

@@ -16,8 +16,10 @@ use ballast_state::pki::EncryptionKeys;
 use nodeup::render::types::{EncryptionConfiguration, Kubeconfig, KubeletConfiguration};
 use nodeup::render::{self, ControlPlaneSecrets, NodeFacts, Rendered, Secrets};
 
-const CASES: [&str; 10] = [
+const CASES: [&str; 12] = [
     "control-plane",
+    "control-plane-ssh",
+    "worker-ssh",
     "control-plane-encryption-off",
     "worker",
     "worker-custom-kubelet",

@@ -493,6 +493,8 @@ pub struct NodeKeys {
     pub etcd_ca: Option<KeyUse>,
     pub service_account: Option<KeyUse>,
     pub encryption_key: Option<KeyUse>,
+    /// The operator's SSH public keys (`authorized_keys` lines, by key name), installed for root by nodeup.
+    pub ssh_authorized_keys: Vec<String>,
 }
 
 impl NodeKeys {

@@ -17,6 +17,7 @@ use crate::keyset::{
 };
 use crate::layout::{ClusterPaths, ENCRYPTION_KEYS_SECRET};
 use crate::pki::{generate_ca, EncryptionKey, EncryptionKeys, PkiError};
+use crate::ssh_key::{self, SshPublicKey};
 use crate::store::{sha256_hex, Precondition, StateStore, StoreError, Version};
 use crate::timestamp::{rfc3339, unix_rfc3339};
 
@@ -41,6 +42,15 @@ pub enum KeystoreError {
     Stage(#[from] StageError),
     #[error(transparent)]
     Generate(#[from] PkiError),
+    /// `create secret sshpublickey NAME` with a key other than the one stored under NAME.
+    #[error(
+        "SSH public key {name} is already stored with another key ({stored}); nothing was stored. Add --replace \
+         to replace it, or store this key under another name"
+    )]
+    SshKeyDiffers { name: String, stored: String },
+    /// `delete secret sshpublickey NAME` of a name with no key.
+    #[error("no SSH public key {name} is stored (`ballast get secrets` lists them)")]
+    SshKeyMissing { name: String },
 }
 
 /// A keyset as read, with the version a change must match (`None`: not stored yet, synthesized).
@@ -217,7 +227,146 @@ pub async fn node_keys(store: &StateStore, cluster: &str) -> Result<NodeKeys, Ke
             keys.set(name, load(store, cluster, name).await?.keyset.key_use()?);
         }
     }
+    keys.ssh_authorized_keys = ssh_public_keys(store, cluster)
+        .await?
+        .into_iter()
+        .map(|stored| stored.key.line())
+        .collect();
     Ok(keys)
+}
+
+/// An operator's SSH public key as stored (`ssh/<name>.pub`).
+#[derive(Debug, Clone)]
+pub struct StoredSshKey {
+    pub name: String,
+    pub key: SshPublicKey,
+    pub version: Version,
+}
+
+/// Every SSH public key stored for the cluster, by name.
+pub async fn ssh_public_keys(
+    store: &StateStore,
+    cluster: &str,
+) -> Result<Vec<StoredSshKey>, KeystoreError> {
+    let paths = ClusterPaths::new(cluster);
+    let prefix = paths.ssh_prefix();
+    let mut listed = store
+        .list(&prefix)
+        .await
+        .map_err(store_err(format!("listing {prefix}")))?;
+    listed.sort();
+    let mut keys = Vec::new();
+    for key in listed {
+        let Some(name) = key
+            .strip_prefix(&prefix)
+            .and_then(|n| n.strip_suffix(".pub"))
+            .filter(|n| ssh_key::check_name(n).is_ok())
+        else {
+            continue;
+        };
+        if let Some(stored) = ssh_public_key(store, cluster, name).await? {
+            keys.push(stored);
+        }
+    }
+    Ok(keys)
+}
+
+/// The SSH public key stored as `name`, if any.
+pub async fn ssh_public_key(
+    store: &StateStore,
+    cluster: &str,
+    name: &str,
+) -> Result<Option<StoredSshKey>, KeystoreError> {
+    let key = ClusterPaths::new(cluster).ssh_public_key(name);
+    let Some((data, version)) = read(store, &key).await? else {
+        return Ok(None);
+    };
+    let text = String::from_utf8(data).map_err(|e| corrupt(&key, e))?;
+    let parsed = SshPublicKey::parse(&text).map_err(|e| corrupt(&key, e))?;
+    Ok(Some(StoredSshKey {
+        name: name.to_string(),
+        key: parsed,
+        version,
+    }))
+}
+
+/// Stores `key` as `name` (a conditional write: created only if absent, replaced only if unchanged since read).
+/// The same key again changes nothing (`changed: false`); another key is refused unless `replace`.
+pub async fn put_ssh_public_key(
+    store: &StateStore,
+    cluster: &str,
+    name: &str,
+    key: &SshPublicKey,
+    replace: bool,
+) -> Result<StageReport, KeystoreError> {
+    let object = ClusterPaths::new(cluster).ssh_public_key(name);
+    let existing = ssh_public_key(store, cluster, name).await?;
+    let precondition = match &existing {
+        Some(stored) if stored.key.same_key(key) => {
+            return Ok(StageReport {
+                summary: format!(
+                    "SSH public key {name} ({}) is already stored: nothing changed.",
+                    key.fingerprint()
+                ),
+                changed: false,
+            })
+        }
+        Some(stored) if !replace => {
+            return Err(KeystoreError::SshKeyDiffers {
+                name: name.to_string(),
+                stored: stored.key.fingerprint(),
+            })
+        }
+        Some(stored) => Precondition::MustMatch(stored.version.clone()),
+        None => Precondition::MustNotExist,
+    };
+    let line = format!("{}\n", key.line());
+    store
+        .put(&object, line.as_bytes(), &precondition)
+        .await
+        .map_err(store_err(format!("writing {object}")))?;
+    let summary = match existing {
+        Some(stored) => format!(
+            "SSH public key {name} replaced: {} (was {}).",
+            key.fingerprint(),
+            stored.key.fingerprint()
+        ),
+        None => format!(
+            "SSH public key {name} stored: {} {} ({} bits).",
+            key.key_type(),
+            key.fingerprint(),
+            key.bits()
+        ),
+    };
+    Ok(StageReport {
+        summary,
+        changed: true,
+    })
+}
+
+/// Removes the SSH public key stored as `name`.
+pub async fn delete_ssh_public_key(
+    store: &StateStore,
+    cluster: &str,
+    name: &str,
+) -> Result<StageReport, KeystoreError> {
+    let object = ClusterPaths::new(cluster).ssh_public_key(name);
+    let existing = ssh_public_key(store, cluster, name).await?.ok_or_else(|| {
+        KeystoreError::SshKeyMissing {
+            name: name.to_string(),
+        }
+    })?;
+    store
+        .delete(&object)
+        .await
+        .map_err(store_err(format!("deleting {object}")))?;
+    Ok(StageReport {
+        summary: format!(
+            "SSH public key {name} ({}) deleted.",
+            existing.key.fingerprint()
+        ),
+        changed: true,
+    })
 }
 
 /// A CA keyset as the operator's side uses it (`export kubeconfig --admin`, `validate cluster`, boot-report

@@ -74,6 +74,16 @@ impl ClusterPaths {
     }
 
     /// Every keyset's metadata is under this prefix.
+    /// Where the operator's SSH public keys are (`ssh/<name>.pub`, docs/keys.md).
+    pub fn ssh_prefix(&self) -> String {
+        format!("{}/ssh/", self.name)
+    }
+
+    /// An operator's SSH public key (`ssh/<name>.pub`): public, in every node spec.
+    pub fn ssh_public_key(&self, name: &str) -> String {
+        format!("{}/ssh/{name}.pub", self.name)
+    }
+
     pub fn keysets_prefix(&self) -> String {
         format!("{}/keysets/", self.name)
     }

@@ -37,6 +37,7 @@ pub mod report;
 pub mod report_signature;
 pub mod rolling_update;
 pub mod spec;
+pub mod ssh_key;
 pub mod store;
 pub mod timestamp;
 pub mod validate;

@@ -70,6 +70,11 @@ pub struct NodeSpec {
     pub kubelet: KubeletSettings,
     pub containerd: ContainerdSettings,
     pub pki: PkiLocations,
+    /// The operator's SSH public keys (`authorized_keys` lines, `ballast create secret sshpublickey`): nodeup
+    /// installs exactly these for root. Public values, so every node gets them; whether port 22 is open is
+    /// `spec.sshAccess`'s job.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ssh_authorized_keys: Vec<String>,
     /// Present on control-plane nodes only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane: Option<ControlPlaneSettings>,
@@ -280,6 +285,7 @@ pub fn render_node_spec_with_keys(
             sandbox_image: PAUSE_IMAGE.to_string(),
         },
         pki,
+        ssh_authorized_keys: keys.ssh_authorized_keys.clone(),
         control_plane: control_plane_settings,
     };
     let yaml = yaml_serde::to_string(&spec).map_err(|source| NodeSpecError::Render {
@@ -432,5 +438,30 @@ mod tests {
         let text = boot.to_user_data().expect("user data");
         assert_eq!(BootConfig::from_user_data(&text).expect("parse"), boot);
         assert_eq!(boot.node_spec, "demo.example.com/nodes/nodes/spec.yaml");
+    }
+
+    /// The operator's SSH keys go into every node spec, workers' included, and change its hash (so a roll carries
+    /// them); with none, the spec is exactly as before SSH keys existed.
+    #[test]
+    fn ssh_keys_are_in_every_node_spec_and_change_its_hash() {
+        let config = completed();
+        let keys = NodeKeys {
+            ssh_authorized_keys: vec!["ssh-ed25519 AAAA op@example".into()],
+            ..Default::default()
+        };
+        for group in ["nodes", "control-plane-us-west-2a"] {
+            let without = render_node_spec(&config, group, "s3://b/p", "api.elb").expect("render");
+            assert!(!without.yaml.contains("ssh"), "{group}: {}", without.yaml);
+            let with = render_node_spec_with_keys(&config, group, "s3://b/p", "api.elb", &keys)
+                .expect("render");
+            assert_eq!(with.spec.ssh_authorized_keys, keys.ssh_authorized_keys);
+            assert!(
+                with.yaml
+                    .contains("sshAuthorizedKeys:\n- ssh-ed25519 AAAA op@example\n"),
+                "{group}: {}",
+                with.yaml
+            );
+            assert_ne!(with.sha256, without.sha256, "{group}");
+        }
     }
 }

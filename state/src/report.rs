@@ -54,6 +54,9 @@ pub enum FileAction {
     Created,
     /// Its content, mode or owner changed.
     Updated,
+    /// nodeup wrote it before and the node spec no longer asks for it (root's `authorized_keys` once every SSH
+    /// key was deleted).
+    Removed,
 }
 
 /// A file nodeup wrote (unchanged files are only counted).

@@ -1,7 +1,8 @@
 //! nodeup on the local cloud: `ballast create cluster --yes` builds a three-zone cluster on the emulator, the
 //! local cloud boots every instance with its own root, IMDS and role credentials (IAM enforced), and every
 //! instance's nodeup configures it: its boot report in the state store says Configured, and its files are under
-//! its root. Needs the emulator's venv; fails (never skips) without it.
+//! its root, root's `authorized_keys` holding the SSH key stored with `create secret sshpublickey` before the
+//! cluster was built. Needs the emulator's venv; fails (never skips) without it.
 
 use std::time::Duration;
 
@@ -28,10 +29,33 @@ async fn every_instance_of_a_new_cluster_reports_configured() {
             name,
             "--zones",
             "us-west-2a,us-west-2b,us-west-2c",
-            "--yes",
         ],
     );
-    assert!(ok, "ballast create cluster --yes failed:\n{out}");
+    assert!(ok, "ballast create cluster failed:\n{out}");
+    // An operator's SSH key, stored before the cluster is built: storing it writes the node specs and launch
+    // templates as `update cluster --yes` does, so it builds the cluster and every first boot installs the key.
+    let pubkey = format!(
+        "{}/../state/tests/data/ssh/ed25519.pub",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let key_line = std::fs::read_to_string(&pubkey).expect("the SSH key fixture");
+    let (ok, out) = cloud.ballast(
+        &state,
+        &[
+            "create",
+            "secret",
+            "sshpublickey",
+            "--name",
+            name,
+            "--pubkey",
+            &pubkey,
+        ],
+    );
+    assert!(ok, "ballast create secret sshpublickey failed:\n{out}");
+    assert!(
+        out.contains("SHA256:mU8I5zRYyOoSgxCCuQP2g31as9EVhWqRUs65cvPQ5AI"),
+        "{out}"
+    );
 
     // Every instance the cluster's groups launched reports Configured, in the store.
     let expected = cloud
@@ -136,6 +160,24 @@ async fn every_instance_of_a_new_cluster_reports_configured() {
                 "{}",
                 path.display()
             );
+        }
+        // The operator's key, for root, exactly: the file 0600 in a 0700 directory, under Ballast's header.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let keys = root.join("root/.ssh/authorized_keys");
+            let text = std::fs::read_to_string(&keys)
+                .unwrap_or_else(|e| panic!("{}: {e}", keys.display()));
+            assert!(
+                text.starts_with(nodeup::render::paths::AUTHORIZED_KEYS_HEADER),
+                "{text}"
+            );
+            let listed: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+            assert_eq!(listed, [key_line.trim_end()], "{}", keys.display());
+            let mode = |p: &std::path::Path| {
+                std::fs::metadata(p).expect("metadata").permissions().mode() & 0o7777
+            };
+            assert_eq!(mode(&keys), 0o600);
+            assert_eq!(mode(&root.join("root/.ssh")), 0o700);
         }
         let local = NodeReport::from_json(
             &std::fs::read(root.join(nodeup::REPORT_FILE)).expect("local report"),

@@ -1,4 +1,5 @@
-//! `delete cluster` and `delete instancegroup`: a preview without --yes, the deletion with it.
+//! `delete cluster` and `delete instancegroup`: a preview without --yes, the deletion with it. (`delete secret
+//! sshpublickey` is in `keys.rs`.)
 //!
 //! `delete cluster` deletes the cluster's AWS resources first (`cloud::teardown`), and its state-store objects
 //! only once AWS holds nothing of it: the CA keys and the spec are what a half-deleted cluster's next delete
@@ -17,6 +18,7 @@ use crate::error::CommandError;
 pub async fn run(context: &Context, args: DeleteArgs) -> Result<(), CommandError> {
     match args.what {
         DeleteWhat::Cluster(args) => delete_cluster(context, args).await,
+        DeleteWhat::Secret(args) => super::keys::delete_secret(context, args).await,
         DeleteWhat::Instancegroup { group, yes } => {
             let name = context.cluster_name(None)?;
             let registry = context.registry().await?;

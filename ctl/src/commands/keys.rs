@@ -5,12 +5,13 @@ use ballast_state::ca_import;
 use ballast_state::keyset::{Keyset, KeysetName, Stage};
 use ballast_state::keystore::{self, KeystoreError};
 use ballast_state::registry::Registry;
+use ballast_state::ssh_key::{self, SshPublicKey};
 use serde::Serialize;
 
 use super::{require_cluster, Context};
 use crate::cli::{
-    CreateKeypairArgs, CreateSecretArgs, CreateSecretWhat, GetKeysArgs, KeysetArg, OutputFormat,
-    RotateArgs, StageArg,
+    CreateKeypairArgs, CreateSecretArgs, CreateSecretWhat, CreateSshKeyArgs, DeleteSecretArgs,
+    DeleteSecretWhat, GetKeysArgs, KeysetArg, OutputFormat, RotateArgs, StageArg,
 };
 use crate::cloud::model::StateLocation;
 use crate::error::CommandError;
@@ -45,11 +46,60 @@ pub fn key_rows(keysets: &[Keyset]) -> Vec<KeyRow> {
         .collect()
 }
 
-/// `keysets` as a table, YAML documents (the keyset objects as stored) or JSON (pure).
-pub fn render_keysets(keysets: &[Keyset], format: OutputFormat) -> Result<String, CommandError> {
+/// An operator's SSH public key as listed: its name, type and fingerprint (as `ssh-keygen -l` prints it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SshKeyRow {
+    pub kind: String,
+    pub name: String,
+    pub key_type: String,
+    pub fingerprint: String,
+}
+
+impl SshKeyRow {
+    pub fn new(name: &str, key: &SshPublicKey) -> Self {
+        SshKeyRow {
+            kind: "SSHPublicKey".to_string(),
+            name: name.to_string(),
+            key_type: key.key_type().to_string(),
+            fingerprint: key.fingerprint(),
+        }
+    }
+}
+
+/// One listed object of `-o yaml|json`: a keyset as stored, or an SSH key's row.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Listed<'a> {
+    Keyset(&'a Keyset),
+    Ssh(&'a SshKeyRow),
+}
+
+/// `keysets` and the SSH keys `ssh` as a table, YAML documents (the keyset objects as stored) or JSON (pure). An
+/// SSH key's row shows its fingerprint only.
+pub fn render_secrets(
+    keysets: &[Keyset],
+    ssh: &[SshKeyRow],
+    format: OutputFormat,
+) -> Result<String, CommandError> {
+    let listed: Vec<Listed<'_>> = keysets
+        .iter()
+        .map(Listed::Keyset)
+        .chain(ssh.iter().map(Listed::Ssh))
+        .collect();
     match format {
         OutputFormat::Table => {
             let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_string());
+            let ssh_rows = ssh.iter().map(|r| {
+                vec![
+                    r.name.clone(),
+                    r.kind.clone(),
+                    r.fingerprint.clone(),
+                    "-".to_string(),
+                    "-".to_string(),
+                    "-".to_string(),
+                ]
+            });
             let rows: Vec<Vec<String>> = key_rows(keysets)
                 .into_iter()
                 .map(|r| {
@@ -62,14 +112,15 @@ pub fn render_keysets(keysets: &[Keyset], format: OutputFormat) -> Result<String
                         dash(&r.expires),
                     ]
                 })
+                .chain(ssh_rows)
                 .collect();
             Ok(output::table(
                 &["NAME", "KIND", "ID", "STATE", "CREATED", "EXPIRES"],
                 &rows,
             ))
         }
-        OutputFormat::Yaml => output::yaml_documents(keysets),
-        OutputFormat::Json => output::json(keysets),
+        OutputFormat::Yaml => output::yaml_documents(&listed),
+        OutputFormat::Json => output::json(&listed),
     }
 }
 
@@ -105,7 +156,18 @@ pub async fn get(
         ));
     }
     let keysets: Vec<Keyset> = keysets.into_iter().map(|s| s.keyset).collect();
-    render_keysets(&keysets, args.output)
+    let ssh: Vec<SshKeyRow> = if wanted.is_none() && !keypairs_only {
+        keys_error(
+            &name,
+            keystore::ssh_public_keys(registry.store(), &name).await,
+        )?
+        .iter()
+        .map(|stored| SshKeyRow::new(&stored.name, &stored.key))
+        .collect()
+    } else {
+        Vec::new()
+    };
+    render_secrets(&keysets, &ssh, args.output)
 }
 
 fn keys_error<T>(cluster: &str, result: Result<T, KeystoreError>) -> Result<T, CommandError> {
@@ -183,20 +245,104 @@ pub async fn rotate(context: &Context, args: RotateArgs) -> Result<(), CommandEr
     carry_to_node_specs(&registry, &name, keyset, stage).await
 }
 
-/// `create secret keypair|sshpublickey`: an operator's CA imported as a keyset's next key; an SSH public key is
-/// refused (nothing installs one on the instances yet, and a key accepted and ignored would mislead).
+/// `create secret keypair|sshpublickey`: an operator's CA imported as a keyset's next key; an SSH public key
+/// stored for nodeup to install.
 pub async fn create_secret(context: &Context, args: CreateSecretArgs) -> Result<(), CommandError> {
     match args.what {
         CreateSecretWhat::Keypair(args) => import_keypair(context, args).await,
-        CreateSecretWhat::SshPublicKey(args) => Err(CommandError::Usage(format!(
-            "an SSH public key ({}) cannot be stored: nothing installs SSH keys on Ballast's instances yet (no EC2 \
-             key pair on the launch templates, no authorized_keys from nodeup), so it would be accepted and \
-             ignored; nothing was stored. spec.sshAccess opens port 22 only. Debug from the nodes' boot reports \
-             (`ballast get instances`), or bake a key into your own image (images/README.md); see docs/keys.md, \
-             \"Not yet\"",
-            args.pubkey.display()
-        ))),
+        CreateSecretWhat::SshPublicKey(args) => create_ssh_key(context, args).await,
     }
+}
+
+/// `delete secret sshpublickey NAME`.
+pub async fn delete_secret(context: &Context, args: DeleteSecretArgs) -> Result<(), CommandError> {
+    match args.what {
+        DeleteSecretWhat::SshPublicKey { key_name } => {
+            let name = context.cluster_name(None)?;
+            ssh_key::check_name(&key_name).map_err(CommandError::Usage)?;
+            let registry = context.registry().await?;
+            require_cluster(&registry, &name).await?;
+            let report = keys_error(
+                &name,
+                keystore::delete_ssh_public_key(registry.store(), &name, &key_name).await,
+            )?;
+            eprintln!("{}", report.summary);
+            carry_ssh_keys(&registry, &name).await
+        }
+    }
+}
+
+/// `create secret sshpublickey [NAME] --pubkey FILE [--replace]`: the key checked whole before the store is
+/// opened, then stored as `ssh/NAME.pub` and carried into every node spec.
+async fn create_ssh_key(context: &Context, args: CreateSshKeyArgs) -> Result<(), CommandError> {
+    let name = context.cluster_name(None)?;
+    ssh_key::check_name(&args.key_name)
+        .map_err(|e| CommandError::Usage(format!("{e}; nothing was stored")))?;
+    let flag = format!("--pubkey {}", args.pubkey.display());
+    let too_big = std::fs::metadata(&args.pubkey).is_ok_and(|m| m.len() > ssh_key::MAX_FILE_BYTES);
+    if too_big {
+        return Err(CommandError::Usage(format!(
+            "{flag}: larger than {} bytes, which no public key is: give the .pub file (e.g. \
+             ~/.ssh/id_ed25519.pub); nothing was stored",
+            ssh_key::MAX_FILE_BYTES
+        )));
+    }
+    let text = read_input("--pubkey", &args.pubkey)?;
+    let key = SshPublicKey::parse(&text)
+        .map_err(|e| CommandError::Usage(format!("{flag}: {e}; nothing was stored")))?;
+    drop(text);
+    let registry = context.registry().await?;
+    require_cluster(&registry, &name).await?;
+    let report = keys_error(
+        &name,
+        keystore::put_ssh_public_key(registry.store(), &name, &args.key_name, &key, args.replace)
+            .await,
+    )?;
+    eprintln!("{}", report.summary);
+    carry_ssh_keys(&registry, &name).await
+}
+
+/// Writes the node specs (and launch templates) that list the SSH keys, as `update cluster --yes`, and says
+/// what installs them and whether port 22 is open.
+async fn carry_ssh_keys(registry: &Registry, name: &str) -> Result<(), CommandError> {
+    let completed = registry.load_completed(name).await?;
+    let ssh_access = completed
+        .cluster
+        .spec
+        .ssh_access
+        .clone()
+        .unwrap_or_default();
+    let keys = keys_error(
+        name,
+        keystore::ssh_public_keys(registry.store(), name).await,
+    )?;
+    if StateLocation::from_url(&registry.store().url()).is_none() {
+        eprintln!(
+            "This state store is not S3, so there are no node specs to write: `ballast update cluster` builds \
+             clusters from an S3 state store."
+        );
+    } else {
+        super::update::update_cluster(registry, name, true, false, false)
+            .await
+            .map_err(|e| {
+                CommandError::NotReady(format!(
+                    "the SSH public keys are stored, but the node specs were not written: {e}; run `ballast \
+                     update cluster {name} --yes` (or this command again) to write them"
+                ))
+            })?;
+        eprintln!(
+            "The node specs list {} SSH public key(s). Run `ballast rolling-update cluster {name} --yes` to \
+             replace the instances: nodeup writes them to /root/.ssh/authorized_keys.",
+            keys.len()
+        );
+    }
+    if !keys.is_empty() && ssh_access.is_empty() {
+        eprintln!(
+            "Port 22 is closed: the key will be installed, but no one can reach it until spec.sshAccess lists a \
+             CIDR (`ballast edit cluster {name}`, then `ballast update cluster {name} --yes`)."
+        );
+    }
+    Ok(())
 }
 
 /// Reads an operator's file for `create secret`, naming it (and the flag) when it cannot be read.
@@ -216,8 +362,13 @@ fn read_input(flag: &str, path: &std::path::Path) -> Result<String, CommandError
         ))
     })?;
     String::from_utf8(bytes).map_err(|_| {
+        let wanted = if flag == "--pubkey" {
+            "an OpenSSH public key; give the .pub file (e.g. ~/.ssh/id_ed25519.pub)"
+        } else {
+            "PEM; give the PEM file"
+        };
         CommandError::Usage(format!(
-            "{flag} {}: not text, so not PEM; give the PEM file; nothing was stored",
+            "{flag} {}: not text, so not {wanted}; nothing was stored",
             path.display()
         ))
     })
@@ -328,14 +479,14 @@ mod tests {
             state: KeyState::Next,
             original: false,
         });
-        let table = render_keysets(&[keyset.clone()], OutputFormat::Table).expect("table");
+        let table = render_secrets(&[keyset.clone()], &[], OutputFormat::Table).expect("table");
         assert_eq!(
             table,
             "NAME      KIND      ID                 STATE     CREATED                EXPIRES\n\
              etcd-ca   Keypair   0123456789abcdef   primary   2026-01-01T00:00:00Z   2036-01-01T00:00:00Z\n\
              etcd-ca   Keypair   fedcba9876543210   next      -                      -\n"
         );
-        let yaml = render_keysets(&[keyset], OutputFormat::Yaml).expect("yaml");
+        let yaml = render_secrets(&[keyset], &[], OutputFormat::Yaml).expect("yaml");
         assert!(yaml.contains("state: next"), "{yaml}");
     }
 }

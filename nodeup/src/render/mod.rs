@@ -53,6 +53,7 @@ pub fn render(
         ),
     ];
     files.extend(kubelet::files(spec, node)?);
+    files.extend(authorized_keys(spec));
     let mut certificates = Vec::new();
     if let Some(settings) = &spec.control_plane {
         let cp = secrets
@@ -77,6 +78,31 @@ pub fn render(
         services,
         certificates,
     })
+}
+
+/// root's `authorized_keys`: exactly the node spec's SSH public keys under Ballast's header; no file when there
+/// are none (the write step removes one nodeup wrote before, and only one with the header).
+pub fn authorized_keys(spec: &NodeSpec) -> Option<RenderedFile> {
+    if spec.ssh_authorized_keys.is_empty() {
+        return None;
+    }
+    let mut text = format!(
+        "{}\n# Written from the node spec of {}/{}; nodeup rewrites it at every boot. Change the keys with \
+         `ballast create|delete secret sshpublickey` and a rolling update.\n",
+        paths::AUTHORIZED_KEYS_HEADER,
+        spec.cluster_name,
+        spec.instance_group
+    );
+    // A line is one key: one holding a line break would be several, which the spec never gives.
+    for line in spec
+        .ssh_authorized_keys
+        .iter()
+        .filter(|l| !l.contains(['\n', '\r']))
+    {
+        text.push_str(line.trim());
+        text.push('\n');
+    }
+    Some(RenderedFile::new(paths::AUTHORIZED_KEYS, 0o600, text))
 }
 
 /// containerd 2.x (config version 3): CRI with runc and the systemd cgroup driver, the sandbox image baked
