@@ -27,7 +27,7 @@ use crate::model::{paths, pki, ControlPlaneSecrets, NodeFacts, RenderedFile, Sec
 use crate::render::{self, Rendered};
 use crate::report::{self, step, ReportDestination};
 use crate::services::{self, ServiceManager, ServiceMode, Supervisor, Systemd};
-use crate::volume::attach::{attach_and_mount, VolumeRequest};
+use crate::volume::attach::{attach_and_mount, VolumeError, VolumeRequest};
 use crate::write::{self, WriteOutcome};
 use crate::{bootstrap, cert_plan, certs, notify};
 
@@ -170,68 +170,87 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
         ),
     }
 
-    // 6. On a control-plane node, its etcd member's volume at etcd's state directory, found, attached and
-    // mounted while steps 3 to 5 run: waiting for EC2 and the device is most of a replacement's boot, and
-    // nothing those steps write is under etcd's state directory.
-    let volume = async {
-        match (&spec.control_plane, cli.etcd_data) {
-            (Some(cp), EtcdData::Volume) => mount_etcd_volume(cli, &boot, &identity, cp).await,
-            (Some(_), EtcdData::RootDisk) => {
-                tracing::warn!("--etcd-data root-disk: etcd's data is on the root disk and dies with the instance");
-                Ok(())
+    // 6. On a control-plane node, its etcd member's volume at etcd's state directory: found, attached and
+    // mounted by a task of its own while steps 3 to 5 run (their certificates and writes are CPU and local
+    // disk; waiting for EC2 and the device is most of a replacement's boot). Nothing those steps write is under
+    // etcd's state directory. Dropped (a step failed), the task is aborted.
+    let volume = match (&spec.control_plane, cli.etcd_data) {
+        (Some(cp), EtcdData::Volume) => {
+            let (cli, boot, identity, cp) =
+                (cli.clone(), boot.clone(), identity.clone(), cp.clone());
+            Some(AbortOnDrop(tokio::spawn(async move {
+                mount_etcd_volume(&cli, &boot, &identity, &cp).await
+            })))
+        }
+        (Some(_), EtcdData::RootDisk) => {
+            tracing::warn!(
+                "--etcd-data root-disk: etcd's data is on the root disk and dies with the instance"
+            );
+            None
+        }
+        (None, _) => None,
+    };
+
+    // 3. Render (pure) and certificates.
+    let node = NodeFacts {
+        instance_id: identity.instance_id.clone(),
+        private_ip: identity.local_ipv4.clone(),
+        hostname: identity.local_hostname.clone(),
+        availability_zone: identity.availability_zone.clone(),
+    };
+    let mut rendered = step(&mut state.report, Step::Render, async {
+        render_with_certificates(&cli.root, &spec, &node, &secrets)
+    })
+    .await?;
+    // A worker's kubelet client certificate: kept while it fits, else from the control plane's bootstrap
+    // service after proving which instance this is (crate::bootstrap).
+    if spec.control_plane.is_none() {
+        let files = worker_certificate(cli, &boot, &identity, &secrets).await?;
+        rendered.files.extend(files);
+        rendered.files.sort_by(|a, b| a.path.cmp(&b.path));
+    }
+
+    // 4. Write what differs.
+    let written = step(&mut state.report, Step::Write, async {
+        write::write_files(&cli.root, &rendered.files)
+    })
+    .await?;
+    for f in &written.written {
+        tracing::info!(path = %f.path, action = ?f.action, mode = %f.mode, "wrote");
+    }
+    tracing::info!(
+        written = written.written.len(),
+        unchanged = written.unchanged,
+        "files"
+    );
+    state.report.files_written = written.written.clone();
+    state.report.files_unchanged = written.unchanged;
+
+    // 5. Services.
+    start_services(cli, state, &rendered, &written).await?;
+
+    // The node bootstrap service, on a control-plane node: workers get their kubelet certificates from it.
+    if let Some(cp) = &secrets.control_plane {
+        let service = start_bootstrap_service(cli, &boot, &identity, &secrets, cp).await?;
+        state.bootstrap_service = Some(service);
+    }
+    if let Some(mut volume) = volume {
+        match (&mut volume.0).await {
+            Ok(mounted) => mounted?,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => {
+                return Err(VolumeError::Interrupted {
+                    member: spec
+                        .control_plane
+                        .as_ref()
+                        .map(|cp| cp.etcd.member_name.clone())
+                        .unwrap_or_default(),
+                    reason: e.to_string(),
+                }
+                .into())
             }
-            (None, _) => Ok(()),
         }
-    };
-    let configured = async {
-        // 3. Render (pure) and certificates.
-        let node = NodeFacts {
-            instance_id: identity.instance_id.clone(),
-            private_ip: identity.local_ipv4.clone(),
-            hostname: identity.local_hostname.clone(),
-            availability_zone: identity.availability_zone.clone(),
-        };
-        let mut rendered = step(&mut state.report, Step::Render, async {
-            render_with_certificates(&cli.root, &spec, &node, &secrets)
-        })
-        .await?;
-        // A worker's kubelet client certificate: kept while it fits, else from the control plane's bootstrap
-        // service after proving which instance this is (crate::bootstrap).
-        if spec.control_plane.is_none() {
-            let files = worker_certificate(cli, &boot, &identity, &secrets).await?;
-            rendered.files.extend(files);
-            rendered.files.sort_by(|a, b| a.path.cmp(&b.path));
-        }
-
-        // 4. Write what differs.
-        let written = step(&mut state.report, Step::Write, async {
-            write::write_files(&cli.root, &rendered.files)
-        })
-        .await?;
-        for f in &written.written {
-            tracing::info!(path = %f.path, action = ?f.action, mode = %f.mode, "wrote");
-        }
-        tracing::info!(
-            written = written.written.len(),
-            unchanged = written.unchanged,
-            "files"
-        );
-        state.report.files_written = written.written.clone();
-        state.report.files_unchanged = written.unchanged;
-
-        // 5. Services.
-        start_services(cli, state, &rendered, &written).await?;
-
-        // The node bootstrap service, on a control-plane node: workers get their kubelet certificates from it.
-        if let Some(cp) = &secrets.control_plane {
-            let service = start_bootstrap_service(cli, &boot, &identity, &secrets, cp).await?;
-            state.bootstrap_service = Some(service);
-        }
-        Ok::<_, NodeupError>(())
-    };
-    let (configured, volume) = tokio::join!(configured, volume);
-    configured?;
-    volume?;
+    }
     // What the etcd supervisor needs (it starts once the report is out).
     if let Some(cp) = &spec.control_plane {
         let config = etcd_supervisor_config(cli, &boot, &identity, cp)?;
@@ -409,6 +428,15 @@ async fn start_bootstrap_service(
         ca_key_pem: cp.kubernetes_ca_key.clone(),
     };
     Ok(bootstrap::server::start(config).await?)
+}
+
+/// A task aborted when dropped: the volume attach, when a configuration step fails before it is awaited.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// How long a control-plane node waits for its etcd volume: a previous holder's release (EC2 detaches a

@@ -64,7 +64,11 @@ pub fn main() -> i32 {
     let started_at = report::now_rfc3339();
     let cli = Cli::parse();
     let tail = logtail::init_logging();
-    let result = tokio::runtime::Builder::new_current_thread()
+    // Two workers: a control-plane node attaches etcd's volume in a task of its own while the main one issues
+    // certificates and writes files (CPU and local disk, no await points), and the etcd supervisor, the services'
+    // supervisor and the bootstrap service run beside each other once configured.
+    let result = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()
         .map_err(NodeupError::Runtime)

@@ -49,6 +49,8 @@ pub struct MountedVolume {
 /// Failures of the volume step, each naming the volume or path and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum VolumeError {
+    #[error("attaching etcd member {member:?}'s volume stopped before it finished: {reason}")]
+    Interrupted { member: String, reason: String },
     #[error(
         "finding etcd member {member:?}'s volume in {zone}: DescribeVolumes failed: {message}"
     )]
