@@ -64,14 +64,19 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogTail {
     }
 }
 
-/// Installs nodeup's logging: an env filter (`RUST_LOG`, `info` by default), formatted to stderr and teed into
-/// the returned tail for the boot report.
+/// Without `RUST_LOG`: `info`, except the kube client's connection errors. The add-on applier probes the local
+/// API server until it answers (docs/addons.md); each refused probe is an expected wait, not an error for the boot
+/// report's log tail, and the applier reports its own failures.
+const DEFAULT_FILTER: &str = "info,kube_client::client::builder=off";
+
+/// Installs nodeup's logging: an env filter (`RUST_LOG`, else [`DEFAULT_FILTER`]), formatted to stderr and teed
+/// into the returned tail for the boot report.
 pub fn init_logging() -> LogTail {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     let tail = LogTail::default();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_FILTER));
     // A second init (a test that already installed a subscriber) is not an error worth stopping a boot for.
     let _ = tracing_subscriber::registry()
         .with(filter)
@@ -89,4 +94,34 @@ pub fn init_logging() -> LogTail {
         )
         .try_init();
     tail
+}
+
+#[cfg(test)]
+mod tests {
+    use tracing::subscriber::with_default;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    /// The default filter silences the kube client builder's connection errors and nothing else.
+    #[test]
+    fn the_default_filter_silences_only_the_kube_clients_connection_errors() {
+        let filter = tracing_subscriber::EnvFilter::try_new(super::DEFAULT_FILTER)
+            .expect("the default filter parses");
+        let tail = super::LogTail::default();
+        let subscriber = tracing_subscriber::registry().with(filter).with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(tail.clone())
+                .with_ansi(false),
+        );
+        with_default(subscriber, || {
+            tracing::error!(target: "kube_client::client::builder", "failed with error client error (Connect)");
+            tracing::error!(target: "kube_client::api", "another kube error");
+            tracing::info!(target: "nodeup::boot", "configured");
+            tracing::debug!(target: "nodeup::boot", "not at info");
+        });
+        let text = tail.lines().join("\n");
+        assert!(!text.contains("client error (Connect)"), "{text}");
+        assert!(text.contains("another kube error"), "{text}");
+        assert!(text.contains("configured"), "{text}");
+        assert!(!text.contains("not at info"), "{text}");
+    }
 }
