@@ -709,3 +709,24 @@ pub fn instance_processes(record: &InstanceRecord) -> Vec<u32> {
         .map(|p| group_members(p.pid))
         .unwrap_or_default()
 }
+
+/// Asserts that reading `bucket/key` with `s3` (a role's credentials) is refused by the emulator's IAM with
+/// AccessDenied; `who` names the reader in the failure.
+pub async fn assert_s3_read_denied(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, who: &str) {
+    let err = s3
+        .get_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .expect_err(key);
+    let code = err
+        .as_service_error()
+        .and_then(aws_sdk_s3::error::ProvideErrorMetadata::code);
+    assert_eq!(
+        code,
+        Some("AccessDenied"),
+        "{who} reads {key}: {}",
+        aws_sdk_s3::error::DisplayErrorContext(&err)
+    );
+}

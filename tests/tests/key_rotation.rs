@@ -523,22 +523,7 @@ async fn kubernetes_ca_rotated(cloud: &LocalCloud, old_cert: &str) {
         "every CA's and the service-account key: {keys:?}"
     );
     for key in &keys {
-        let err = s3
-            .get_object()
-            .bucket(BUCKET)
-            .key(key)
-            .send()
-            .await
-            .expect_err(key);
-        let code = err
-            .as_service_error()
-            .and_then(aws_sdk_s3::error::ProvideErrorMetadata::code);
-        assert_eq!(
-            code,
-            Some("AccessDenied"),
-            "the worker's role reads {key}: {}",
-            aws_sdk_s3::error::DisplayErrorContext(&err)
-        );
+        ballast_e2e::localcloud::assert_s3_read_denied(&s3, BUCKET, key, "the worker's role").await;
     }
 }
 

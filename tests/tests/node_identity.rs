@@ -295,22 +295,9 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
         "secrets/encryption-keys.yaml",
         &format!("nodes/{cp_group}/spec.yaml"),
     ] {
-        let err = s3
-            .get_object()
-            .bucket(BUCKET)
-            .key(format!("{prefix}/{key}"))
-            .send()
-            .await
-            .expect_err(key);
-        let code = err
-            .as_service_error()
-            .and_then(aws_sdk_s3::error::ProvideErrorMetadata::code);
-        assert_eq!(
-            code,
-            Some("AccessDenied"),
-            "{key}: {}",
-            aws_sdk_s3::error::DisplayErrorContext(&err)
-        );
+        let key = format!("{prefix}/{key}");
+        ballast_e2e::localcloud::assert_s3_read_denied(&s3, BUCKET, &key, "the worker's role")
+            .await;
     }
     // What the worker may read, it reads: the CA certificate.
     s3.get_object()

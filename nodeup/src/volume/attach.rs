@@ -15,7 +15,7 @@ use super::{
 };
 use crate::write::under_root;
 
-/// How often EC2 and the device are looked at while waiting.
+/// How often EC2 is asked while waiting for the volume (a previous holder's release, the attachment).
 const POLL: Duration = Duration::from_millis(250);
 /// How often the device is looked for once attached: a local stat, so often (EC2 shows it within seconds).
 const DEVICE_POLL: Duration = Duration::from_millis(25);
