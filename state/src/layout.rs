@@ -121,7 +121,12 @@ impl ClusterPaths {
 
     /// A node's boot report (and, on the control plane, its etcd health).
     pub fn report(&self, instance_id: &str) -> String {
-        format!("{}/reports/{instance_id}.json", self.name)
+        format!("{}{instance_id}.json", self.reports_prefix())
+    }
+
+    /// What every node's report key starts with: a listing of it names every report and its version.
+    pub fn reports_prefix(&self) -> String {
+        format!("{}/reports/", self.name)
     }
 
     /// The one bootstrap decision of the cluster's etcd and its membership epoch.

@@ -9,6 +9,7 @@
 //!
 //! A conditional write that loses a race fails with [`StoreError::Conflict`] and changes nothing.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -209,6 +210,19 @@ impl StateStore {
         };
         keys.sort();
         Ok(keys)
+    }
+
+    /// Every key starting with `prefix` with its object's version, the one [`StateStore::get`] would return: on
+    /// S3 one ListObjectsV2 page per 1,000 keys gives every ETag, so a reader that keeps what it read before
+    /// needs to read again only the objects whose version changed.
+    pub async fn list_versions(
+        &self,
+        prefix: &str,
+    ) -> Result<BTreeMap<String, Version>, StoreError> {
+        match self {
+            StateStore::File(f) => f.list_versions(prefix),
+            StateStore::S3(s) => s.list_versions(prefix).await,
+        }
     }
 }
 
@@ -420,6 +434,17 @@ impl FileStore {
         Ok(())
     }
 
+    /// A file's version is its sha256 ([`FileStore::get`]), so each listed file is read once.
+    fn list_versions(&self, prefix: &str) -> Result<BTreeMap<String, Version>, StoreError> {
+        let mut versions = BTreeMap::new();
+        for key in self.list(prefix)? {
+            if let Some(object) = self.get(&key)? {
+                versions.insert(key, object.version);
+            }
+        }
+        Ok(versions)
+    }
+
     fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
         let mut keys = Vec::new();
         let mut stack = vec![self.root.clone()];
@@ -591,14 +616,14 @@ impl S3Store {
         Ok(())
     }
 
-    async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+    async fn list_versions(&self, prefix: &str) -> Result<BTreeMap<String, Version>, StoreError> {
         let full_prefix = self.full_key(prefix);
         let strip = if self.prefix.is_empty() {
             0
         } else {
             self.prefix.len() + 1
         };
-        let mut keys = Vec::new();
+        let mut versions = BTreeMap::new();
         let mut pages = self
             .client
             .list_objects_v2()
@@ -609,12 +634,19 @@ impl S3Store {
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| self.error("list", prefix, e))?;
             for object in page.contents() {
-                if let Some(key) = object.key() {
-                    keys.push(key[strip.min(key.len())..].to_string());
+                if let (Some(key), Some(etag)) = (object.key(), object.e_tag()) {
+                    versions.insert(
+                        key[strip.min(key.len())..].to_string(),
+                        Version(etag.to_string()),
+                    );
                 }
             }
         }
-        Ok(keys)
+        Ok(versions)
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        Ok(self.list_versions(prefix).await?.into_keys().collect())
     }
 }
 

@@ -25,8 +25,6 @@ pub const FROM_VERSION: &str = "1.32.8";
 pub const TO_VERSION: &str = "1.33.4";
 /// How long any phase may take before the benchmark gives up (the large size takes minutes on 2 cores).
 const PHASE_TIMEOUT: Duration = Duration::from_secs(1800);
-/// How often the recovery phase asks `validate cluster` (its own `--wait` rechecks every 2 s: too coarse).
-const RECHECK: Duration = Duration::from_millis(250);
 
 /// A cluster size of the published benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,12 +82,10 @@ pub struct PhaseReport {
     pub calls: (u64, u64),
     /// The changing runs' calls by operation.
     pub operations: BTreeMap<String, u64>,
-    /// AWS calls of one `validate cluster` run (the phase's last).
+    /// AWS calls of the phase's `validate cluster --wait` run, all its checks together.
     pub validate_calls: u64,
-    /// How many `validate cluster` runs the phase's waits took.
-    pub validate_runs: u64,
-    /// The wall time of the phase's last (passing) `validate cluster` run: part of the phase's time.
-    pub last_validate: Duration,
+    /// How many checks that run made until the cluster was valid (one DescribeAutoScalingGroups each).
+    pub validate_checks: u64,
     /// The local cloud's peak memory (runner + emulator), MiB.
     pub cloud_peak_mib: f64,
     /// The peak RSS of any nodeup, MiB.
@@ -124,8 +120,6 @@ pub struct Lifecycle {
     ballast_peak_mib: f64,
     /// CPU seconds of the current phase's changing `ballast` runs and of its `validate` runs.
     ballast_cpu_s: (f64, f64),
-    /// The wall time of the last `validate cluster` run.
-    last_validate: Duration,
 }
 
 impl Lifecycle {
@@ -144,7 +138,6 @@ impl Lifecycle {
             sampler,
             ballast_peak_mib: 0.0,
             ballast_cpu_s: (0.0, 0.0),
-            last_validate: Duration::ZERO,
         }
     }
 
@@ -195,27 +188,16 @@ impl Lifecycle {
             .collect()
     }
 
-    /// Runs `validate cluster` until it passes; returns how many runs it took.
-    fn validated(&mut self) -> u64 {
-        let deadline = Instant::now() + PHASE_TIMEOUT;
-        let mut runs = 0;
-        loop {
-            runs += 1;
-            let started = Instant::now();
-            let ran = self.run(&["validate", "cluster"]);
-            self.last_validate = started.elapsed();
-            if ran.success {
-                return runs;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} did not validate within {PHASE_TIMEOUT:?}:\n{}{}",
-                self.cluster,
-                ran.stdout,
-                ran.stderr
-            );
-            std::thread::sleep(RECHECK);
-        }
+    /// `validate cluster --wait` until it passes, as an operator waits: one run, whose checks after the first
+    /// read only what changed.
+    fn validated(&mut self) {
+        let wait = format!("{}s", PHASE_TIMEOUT.as_secs());
+        let ran = self.run(&["validate", "cluster", "--wait", &wait]);
+        assert!(
+            ran.success,
+            "{} did not validate within {PHASE_TIMEOUT:?}:\n{}{}",
+            self.cluster, ran.stdout, ran.stderr
+        );
     }
 
     /// Starts a phase: resets the peaks and remembers where the call log and the emulator's counts stand.
@@ -231,22 +213,27 @@ impl Lifecycle {
     }
 
     /// Ends a phase: sums the calls of its changing runs (not `validate`), reads the peaks.
-    fn finish(&mut self, name: &'static str, begun: Begun, validate_runs: u64) -> PhaseReport {
+    fn finish(&mut self, name: &'static str, begun: Begun) -> PhaseReport {
         let wall = begun.at.elapsed();
         let first_line = begun.call_log_lines;
         let lines = self.logged_calls();
         let mut report = PhaseReport {
             name,
             wall,
-            validate_runs,
-            last_validate: self.last_validate,
             ..PhaseReport::default()
         };
         for line in &lines[first_line..] {
             let command = line["command"].as_str().unwrap_or_default();
             let total = line["total"].as_u64().unwrap_or_default();
             if command.contains(" validate ") {
-                report.validate_calls = total;
+                report.validate_calls += total;
+                report.validate_checks += line["operations"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter(|(op, _)| op.ends_with(":DescribeAutoScalingGroups"))
+                    .filter_map(|(_, n)| n.as_u64())
+                    .sum::<u64>();
                 continue;
             }
             report.calls.0 += total;
@@ -293,8 +280,8 @@ impl Lifecycle {
             FROM_VERSION,
             "--yes",
         ]);
-        let runs = self.validated();
-        self.finish("create", phase, runs)
+        self.validated();
+        self.finish("create", phase)
     }
 
     /// The node group's sizes doubled (`replace -f`, `update cluster --yes`), then validated.
@@ -317,8 +304,8 @@ impl Lifecycle {
         );
         self.replace_with(&doubled);
         self.must(&["update", "cluster", "--yes"]);
-        let runs = self.validated();
-        self.finish("node group doubled", phase, runs)
+        self.validated();
+        self.finish("node group doubled", phase)
     }
 
     /// The Kubernetes version moved to the newer pinned release, `update cluster --yes`, `rolling-update cluster
@@ -338,8 +325,8 @@ impl Lifecycle {
         self.replace_with(&upgraded);
         self.must(&["update", "cluster", "--yes"]);
         self.must(&["rolling-update", "cluster", "--yes", "--cloudonly"]);
-        let runs = self.validated();
-        self.finish("rolling upgrade", phase, runs)
+        self.validated();
+        self.finish("rolling upgrade", phase)
     }
 
     /// One control-plane instance terminated through EC2 (as from the console), then validated again: the Auto
@@ -370,9 +357,9 @@ impl Lifecycle {
             .await
             .expect("TerminateInstances");
         // Validation passes again only once the replacement is configured and etcd has it voting.
-        let runs = self.validated_after(&victim.instance_id);
+        self.validated_after(&victim.instance_id);
         let validated_at = time::OffsetDateTime::now_utc();
-        let mut report = self.finish("control-plane recovery", phase, runs);
+        let mut report = self.finish("control-plane recovery", phase);
         let replacement = self
             .cloud
             .instances()
@@ -393,23 +380,19 @@ impl Lifecycle {
         report
     }
 
-    /// Like [`Self::validated`], but a pass counts only once the victim is no longer running: right after
+    /// Like [`Self::validated`], but the wait starts only once the victim is no longer running: right after
     /// TerminateInstances, AWS may still list it.
-    fn validated_after(&mut self, victim: &str) -> u64 {
+    fn validated_after(&mut self, victim: &str) {
         let deadline = Instant::now() + PHASE_TIMEOUT;
-        let mut runs = 0;
-        loop {
-            let gone = self
-                .cloud
-                .try_instance(victim)
-                .is_none_or(|r| r.stopped_at.is_some());
-            if gone {
-                runs += self.validated();
-                return runs;
-            }
+        while self
+            .cloud
+            .try_instance(victim)
+            .is_some_and(|r| r.stopped_at.is_none())
+        {
             assert!(Instant::now() < deadline, "{victim} was never powered off");
             std::thread::sleep(Duration::from_millis(50));
         }
+        self.validated();
     }
 
     fn replace_with(&mut self, yaml: &str) {

@@ -265,6 +265,11 @@ impl LocalCloud {
             ("AWS_EC2_METADATA_DISABLED", "true".to_string()),
             ("BALLAST_NETWORK_CIDR", self.record.network_cidr.clone()),
             ("BALLAST_STATE", state.to_string()),
+            // The operator's report cache (README, `validate cluster`), kept with the cloud and gone with it.
+            (
+                "BALLAST_CACHE_DIR",
+                self.dir().join("operator-cache").display().to_string(),
+            ),
         ]
     }
 

@@ -1079,7 +1079,7 @@ async fn validate_names_what_is_missing_until_the_cluster_is_up() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(
-        stderr.contains("validate: 1 of 13 checks failing: etcd; checking again every 2s"),
+        stderr.contains("validate: 1 of 13 checks failing: etcd; checking again every 0.5s"),
         "{stderr}"
     );
     assert!(stderr.contains("is valid"), "{stderr}");

@@ -20,6 +20,7 @@ async fn the_small_size_creates_and_doubles_its_node_group() {
         "{created:?}"
     );
     assert!(created.validate_calls > 0, "{created:?}");
+    assert!(created.validate_checks >= 1, "{created:?}");
     assert!(
         created.nodeup_peak_mib > 0.0 && created.cloud_peak_mib > 0.0,
         "{created:?}"

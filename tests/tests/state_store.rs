@@ -370,6 +370,65 @@ async fn held_lock_is_reported(store: StateStore) {
     );
 }
 
+/// A listing's versions are the ones a read returns, change with each write, and cover only the prefix.
+async fn listed_versions(store: &StateStore) {
+    let a = store
+        .put("c1/reports/i-a.json", b"a1", &Precondition::None)
+        .await
+        .expect("put a");
+    store
+        .put("c1/reports/i-b.json", b"b1", &Precondition::None)
+        .await
+        .expect("put b");
+    store
+        .put("c1/other.yaml", b"x", &Precondition::None)
+        .await
+        .expect("put other");
+    let listed = store.list_versions("c1/reports/").await.expect("list");
+    assert_eq!(
+        listed.keys().collect::<Vec<_>>(),
+        ["c1/reports/i-a.json", "c1/reports/i-b.json"]
+    );
+    for (key, version) in &listed {
+        let read = store.get(key).await.expect("get").expect("exists");
+        assert_eq!(
+            &read.version, version,
+            "{key}: listed and read versions differ"
+        );
+    }
+    assert_eq!(listed["c1/reports/i-a.json"], a);
+    let a2 = store
+        .put("c1/reports/i-a.json", b"a2", &Precondition::None)
+        .await
+        .expect("rewrite a");
+    let relisted = store
+        .list_versions("c1/reports/")
+        .await
+        .expect("list again");
+    assert_eq!(relisted["c1/reports/i-a.json"], a2);
+    assert_ne!(a2, a, "a rewrite with other bytes must change the version");
+    assert_eq!(
+        relisted["c1/reports/i-b.json"],
+        listed["c1/reports/i-b.json"]
+    );
+    assert!(store
+        .list_versions("c2/")
+        .await
+        .expect("list empty")
+        .is_empty());
+}
+
+#[tokio::test]
+async fn file_store_listed_versions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    listed_versions(&file_store(&dir).await).await;
+}
+
+#[tokio::test]
+async fn s3_store_listed_versions() {
+    listed_versions(&s3_store("versions").await).await;
+}
+
 #[tokio::test]
 async fn file_store_conditional_writes() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -9,6 +9,7 @@ mod export;
 mod get;
 mod keys;
 pub(crate) mod nodes;
+mod report_cache;
 mod rewrite;
 mod rolling_update;
 mod update;

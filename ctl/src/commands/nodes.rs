@@ -1,14 +1,16 @@
 //! What `get instances` and `validate cluster` both judge about an instance: whether it runs its group's
 //! current node spec, and what its nodeup reported.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use ballast_state::keyset::KeysetName;
 use ballast_state::keystore::{self, KeystoreError};
 use ballast_state::layout::ClusterPaths;
 use ballast_state::report::NodeReport;
 use ballast_state::report_signature::{self, UntrustedReport};
-use ballast_state::store::{sha256_hex, StateStore, StoreError};
+use ballast_state::store::{sha256_hex, StateStore, StoreError, StoredObject};
+
+use super::report_cache::ReportCache;
 
 /// Whether an instance runs its group's current node spec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,52 +144,263 @@ impl ReportAnchor {
     }
 }
 
-/// Reads and judges an instance's nodeup report; `node_name` is the private DNS name EC2 gives the instance.
-pub async fn read_report(
-    store: &StateStore,
-    paths: &ClusterPaths,
-    anchor: &ReportAnchor,
-    instance_id: &str,
-    node_name: Option<&str>,
-) -> Result<ReportRead, StoreError> {
-    let now = time::OffsetDateTime::now_utc().unix_timestamp();
-    Ok(match store.get(&paths.report(instance_id)).await? {
-        None => ReportRead::Missing,
-        Some(object) => ReportRead::judge(
-            &object.data,
-            anchor.ca_bundle.as_deref().map_err(String::as_str),
-            node_name,
-            now,
-        ),
-    })
-}
-
 /// How many reports are read at once: one round trip per instance, but not one after the other (at 105
 /// instances, in sequence, `validate cluster` spent most of its time waiting on S3).
 const REPORT_READS_AT_ONCE: usize = 16;
 
-/// Reads the reports of `instances` (instance id, its private DNS name as EC2 gives it) concurrently (at most
-/// [`REPORT_READS_AT_ONCE`] in flight): instance id -> what was found. The first store error fails the whole read.
+/// Reads the reports of `instances` (instance id, its private DNS name as EC2 gives it) once: instance id ->
+/// what was found. The first store error fails the whole read.
 pub async fn read_reports<'a>(
     store: &StateStore,
     paths: &ClusterPaths,
     instances: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
 ) -> Result<BTreeMap<String, ReportRead>, StoreError> {
-    use futures_util::{stream, StreamExt, TryStreamExt};
-    let anchor = &ReportAnchor::load(store, paths).await?;
-    stream::iter(instances.into_iter().map(|(id, node_name)| async move {
-        read_report(store, paths, anchor, id, node_name)
-            .await
-            .map(|read| (id.to_string(), read))
-    }))
-    .buffer_unordered(REPORT_READS_AT_ONCE)
-    .try_collect()
-    .await
+    ReportReader::new(store.clone(), paths.clone())
+        .with_cache(ReportCache::from_env(&store.url(), paths.cluster()))
+        .look(instances)
+        .await
+}
+
+/// Reads nodeup reports again and again (`validate cluster --wait`'s loop) without reading one that has not
+/// changed: each look lists the reports' versions (one call per 1,000 reports), reads only the reports that
+/// are new or changed since the previous look, and judges every report afresh (its signature, its
+/// certificate's validity now, the CA bundle read now), so keeping the bytes never keeps a verdict. With a
+/// [`ReportCache`], what earlier runs read counts as read before.
+pub struct ReportReader {
+    store: StateStore,
+    paths: ClusterPaths,
+    /// What earlier looks read, by instance id.
+    read_before: HashMap<String, StoredObject>,
+    cache: Option<ReportCache>,
+}
+
+impl ReportReader {
+    pub fn new(store: StateStore, paths: ClusterPaths) -> Self {
+        ReportReader {
+            store,
+            paths,
+            read_before: HashMap::new(),
+            cache: None,
+        }
+    }
+
+    /// Keeps what it reads in `cache` too, and starts from what is there.
+    pub fn with_cache(mut self, cache: Option<ReportCache>) -> Self {
+        self.cache = cache;
+        self
+    }
+
+    /// The reports of `instances` (instance id, its private DNS name as EC2 gives it) as they are now: instance
+    /// id -> what was found. The first store error fails the whole look.
+    pub async fn look<'a>(
+        &mut self,
+        instances: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+    ) -> Result<BTreeMap<String, ReportRead>, StoreError> {
+        use futures_util::{stream, StreamExt, TryStreamExt};
+        let instances: Vec<(&str, Option<&str>)> = instances.into_iter().collect();
+        let anchor = ReportAnchor::load(&self.store, &self.paths).await?;
+        // For one report, a read is as cheap as the listing; for more, the listing saves a read per report
+        // that is missing or unchanged.
+        let listed = if instances.len() > 1 {
+            Some(
+                self.store
+                    .list_versions(&self.paths.reports_prefix())
+                    .await?,
+            )
+        } else {
+            None
+        };
+        let mut to_read = Vec::new();
+        for (id, _) in &instances {
+            match listed.as_ref().map(|l| l.get(&self.paths.report(id))) {
+                // No listing: read it.
+                None => to_read.push(*id),
+                // Listed: read it unless it is the version read before (in this run, or by an earlier one).
+                Some(Some(version)) => {
+                    if !self.read_before.contains_key(*id) {
+                        if let Some(kept) = self.cache.as_ref().and_then(|c| c.load(id)) {
+                            self.read_before.insert(id.to_string(), kept);
+                        }
+                    }
+                    if self.read_before.get(*id).map(|o| &o.version) != Some(version) {
+                        to_read.push(*id);
+                    }
+                }
+                // Not there: nothing to read, and nothing read before counts.
+                Some(None) => {
+                    self.read_before.remove(*id);
+                }
+            }
+        }
+        if let (Some(cache), Some(listed)) = (&self.cache, &listed) {
+            let paths = &self.paths;
+            cache.retain(|id| listed.contains_key(&paths.report(id)));
+        }
+        let (store, paths) = (&self.store, &self.paths);
+        let fresh: Vec<(&str, Option<StoredObject>)> =
+            stream::iter(to_read.into_iter().map(|id| async move {
+                store.get(&paths.report(id)).await.map(|read| (id, read))
+            }))
+            .buffer_unordered(REPORT_READS_AT_ONCE)
+            .try_collect()
+            .await?;
+        for (id, read) in fresh {
+            match read {
+                Some(object) => {
+                    if let Some(cache) = &self.cache {
+                        cache.save(id, &object);
+                    }
+                    self.read_before.insert(id.to_string(), object);
+                }
+                // Deleted since the listing.
+                None => {
+                    if let Some(cache) = &self.cache {
+                        cache.forget(id);
+                    }
+                    self.read_before.remove(id);
+                }
+            }
+        }
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        let ca = anchor.ca_bundle.as_deref().map_err(String::as_str);
+        Ok(instances
+            .into_iter()
+            .map(|(id, node_name)| {
+                let read = match self.read_before.get(id) {
+                    None => ReportRead::Missing,
+                    Some(object) => ReportRead::judge(&object.data, ca, node_name, now),
+                };
+                (id.to_string(), read)
+            })
+            .collect())
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::SpecState;
+    use super::{ReportCache, ReportRead, ReportReader, SpecState};
+    use ballast_state::layout::ClusterPaths;
+    use ballast_state::store::{Precondition, StateStore, StoreOptions, StoredObject};
+
+    fn unreadable(read: Option<&ReportRead>) -> String {
+        match read {
+            Some(ReportRead::Unreadable(why)) => why.clone(),
+            other => panic!("expected an unreadable report, got {other:?}"),
+        }
+    }
+
+    /// A reader kept across looks sees every change: a new report, a rewritten one, a deleted one; and a
+    /// report that did not change reads the same.
+    #[tokio::test]
+    async fn a_kept_reader_sees_every_change() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("file://{}", dir.path().display());
+        let store = StateStore::open(&url, StoreOptions::default())
+            .await
+            .expect("file store");
+        let paths = ClusterPaths::new("c1");
+        let put = |id: &'static str, body: &'static [u8]| {
+            let (store, key) = (store.clone(), paths.report(id));
+            async move {
+                store
+                    .put(&key, body, &Precondition::None)
+                    .await
+                    .expect("put report")
+            }
+        };
+        let mut reader = ReportReader::new(store.clone(), paths.clone());
+        let ids = [("i-a", None), ("i-b", None)];
+
+        put("i-a", b"[]").await;
+        let first = reader.look(ids).await.expect("first look");
+        let a_before = unreadable(first.get("i-a"));
+        assert!(matches!(first.get("i-b"), Some(ReportRead::Missing)));
+
+        put("i-b", b"[]").await;
+        put("i-a", b"\"rewritten\"").await;
+        let second = reader.look(ids).await.expect("second look");
+        let a_after = unreadable(second.get("i-a"));
+        assert_ne!(a_before, a_after, "the rewritten report was not read again");
+        assert_eq!(unreadable(second.get("i-b")), a_before, "the new report");
+
+        store.delete(&paths.report("i-a")).await.expect("delete");
+        let third = reader.look(ids).await.expect("third look");
+        assert!(matches!(third.get("i-a"), Some(ReportRead::Missing)));
+        assert_eq!(unreadable(third.get("i-b")), a_before, "unchanged");
+        // One instance is read without a listing, and still as it is now.
+        put("i-a", b"[]").await;
+        let single = reader.look([("i-a", None)]).await.expect("one");
+        assert_eq!(unreadable(single.get("i-a")), a_before);
+    }
+
+    /// A later run starts from what an earlier one kept: it does not read a report whose version is the one
+    /// kept (shown by changing the kept bytes: the later run judges those), and reads one whose version moved.
+    #[tokio::test]
+    async fn a_later_run_reads_only_what_changed_since_an_earlier_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("file://{}", dir.path().join("state").display());
+        let store = StateStore::open(&url, StoreOptions::default())
+            .await
+            .expect("file store");
+        let paths = ClusterPaths::new("c1");
+        let cache = ReportCache::under(&dir.path().join("cache"), &url, "c1");
+        for id in ["i-a", "i-b"] {
+            store
+                .put(&paths.report(id), b"[]", &Precondition::None)
+                .await
+                .expect("put");
+        }
+        let ids = [("i-a", None), ("i-b", None)];
+        let earlier = ReportReader::new(store.clone(), paths.clone())
+            .with_cache(Some(cache.clone()))
+            .look(ids)
+            .await
+            .expect("earlier run");
+        let seen = unreadable(earlier.get("i-a"));
+
+        // The kept bytes of both change behind the reader's back; the store changes only i-b.
+        for id in ["i-a", "i-b"] {
+            let kept = cache.load(id).expect("kept");
+            cache.save(
+                id,
+                &StoredObject {
+                    data: b"\"kept\"".to_vec(),
+                    version: kept.version,
+                },
+            );
+        }
+        store
+            .put(&paths.report("i-b"), b"{", &Precondition::None)
+            .await
+            .expect("rewrite i-b");
+        let later = ReportReader::new(store.clone(), paths.clone())
+            .with_cache(Some(cache.clone()))
+            .look(ids)
+            .await
+            .expect("later run");
+        let a = unreadable(later.get("i-a"));
+        let b = unreadable(later.get("i-b"));
+        assert_ne!(
+            a, seen,
+            "i-a was read again although its version did not move"
+        );
+        assert_ne!(b, a, "i-b's version moved: it must be read from the store");
+        assert_eq!(
+            cache.load("i-b").map(|o| o.data),
+            Some(b"{".to_vec()),
+            "what was read is kept"
+        );
+
+        // A report gone from the store is gone from the cache.
+        store.delete(&paths.report("i-a")).await.expect("delete");
+        let gone = ReportReader::new(store, paths)
+            .with_cache(Some(cache.clone()))
+            .look(ids)
+            .await
+            .expect("after the delete");
+        assert!(matches!(gone.get("i-a"), Some(ReportRead::Missing)));
+        assert!(cache.load("i-a").is_none());
+    }
 
     #[test]
     fn spec_states() {

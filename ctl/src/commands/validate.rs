@@ -16,7 +16,8 @@ use ballast_state::store::StateStore;
 use serde::Serialize;
 
 use super::etcd::expected_members;
-use super::nodes::{read_reports, untrusted_reason, NodeSpecs, ReportRead, SpecState};
+use super::nodes::{untrusted_reason, NodeSpecs, ReportRead, ReportReader, SpecState};
+use super::report_cache::ReportCache;
 use super::validate_kube_run::{kubernetes_checks, KubeInputs, KubeOutcome};
 use super::{require_cluster, Context};
 use crate::cli::{OutputFormat, ValidateArgs, ValidateWhat};
@@ -26,8 +27,16 @@ use crate::cloud::{CallLog, Cloud};
 use crate::error::CommandError;
 use crate::output;
 
-/// How often `--wait` checks again.
-const RECHECK: Duration = Duration::from_secs(2);
+/// How long `--wait` pauses between checks: a check after the first reads only what changed (see [`Memo`]).
+const RECHECK: Duration = Duration::from_millis(500);
+
+/// What one check keeps for the next in `--wait`'s loop, so that a check reads only what changed: the reports
+/// (by version, [`ReportReader`]) and each instance's private DNS name (EC2 never changes it while the instance
+/// lives, so EC2 is described again only when an instance in service is not known yet).
+struct Memo {
+    reports: ReportReader,
+    node_names: BTreeMap<String, String>,
+}
 
 /// One check and its outcome.
 #[derive(Debug, Clone, Serialize)]
@@ -82,8 +91,13 @@ pub async fn run(context: &Context, args: ValidateArgs) -> Result<(), CommandErr
     let cloud = Cloud::connect(&region, CallLog::new()).await;
     let deadline = args.wait.map(|w| tokio::time::Instant::now() + w);
     let mut last_progress = String::new();
+    let mut memo = Memo {
+        reports: ReportReader::new(registry.store().clone(), ClusterPaths::new(&name))
+            .with_cache(ReportCache::from_env(&registry.store().url(), &name)),
+        node_names: BTreeMap::new(),
+    };
     let validation = loop {
-        let validation = validate(&cloud, registry.store(), &completed).await;
+        let validation = validate(&cloud, registry.store(), &completed, &mut memo).await;
         let now = tokio::time::Instant::now();
         match deadline {
             Some(deadline) if !validation.valid && now < deadline => {
@@ -103,7 +117,7 @@ pub async fn run(context: &Context, args: ValidateArgs) -> Result<(), CommandErr
                 if progress != last_progress {
                     eprintln!(
                         "validate: {progress}; checking again every {}s for up to {} more",
-                        RECHECK.as_secs(),
+                        RECHECK.as_secs_f64(),
                         human_duration(Duration::from_secs(
                             (deadline - now).as_secs_f64().ceil() as u64
                         ))
@@ -146,7 +160,12 @@ pub async fn run(context: &Context, args: ValidateArgs) -> Result<(), CommandErr
 }
 
 /// Makes every check once.
-async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) -> Validation {
+async fn validate(
+    cloud: &Cloud,
+    store: &StateStore,
+    completed: &ClusterConfig,
+    memo: &mut Memo,
+) -> Validation {
     let name = completed.name().to_string();
     let paths = ClusterPaths::new(&name);
     let mut checks = Vec::new();
@@ -169,16 +188,29 @@ async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) 
             reason,
         }),
         Ok(found) => {
-            let node_names = node_names(cloud, &name, &mut checks).await;
+            let asg_of = |resource: &str| {
+                found
+                    .iter()
+                    .find(|g| g.auto_scaling_group_name() == Some(resource))
+            };
+            // Every instance in service, to read all their reports in one look.
+            let all_in_service: Vec<&str> = resource_names
+                .iter()
+                .filter_map(|resource| asg_of(resource))
+                .flat_map(in_service_ids)
+                .collect();
+            node_names(cloud, &name, &all_in_service, memo, &mut checks).await;
+            let node_names = &memo.node_names;
+            let signers = all_in_service
+                .iter()
+                .map(|id| (*id, node_names.get(*id).map(String::as_str)));
+            let reports = memo.reports.look(signers).await.map_err(|e| e.to_string());
             let kube_inputs = kube_inputs.get_or_insert_with(KubeInputs::default);
             let mut node_specs = NodeSpecs::new(store, &paths);
             for (ig, resource) in completed.instance_groups.iter().zip(&resource_names) {
                 let group = &ig.metadata.name;
                 let min = ig.spec.min_size.unwrap_or(0) as usize;
-                let Some(asg) = found
-                    .iter()
-                    .find(|g| g.auto_scaling_group_name() == Some(resource.as_str()))
-                else {
+                let Some(asg) = asg_of(resource) else {
                     checks.push(Check {
                         name: format!("instance group {group}"),
                         ok: false,
@@ -189,13 +221,7 @@ async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) 
                     });
                     continue;
                 };
-                let mut in_service: Vec<&str> = asg
-                    .instances()
-                    .iter()
-                    .filter(|i| i.lifecycle_state() == Some(&LifecycleState::InService))
-                    .filter_map(|i| i.instance_id())
-                    .collect();
-                in_service.sort_unstable();
+                let in_service = in_service_ids(asg);
                 if ig.spec.role == Role::ControlPlane {
                     control_plane
                         .get_or_insert_with(BTreeSet::new)
@@ -217,12 +243,6 @@ async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) 
                     ),
                 });
                 let want = node_specs.current(group).await;
-                let signers = in_service
-                    .iter()
-                    .map(|id| (*id, node_names.get(*id).map(String::as_str)));
-                let reports = read_reports(store, &paths, signers)
-                    .await
-                    .map_err(|e| e.to_string());
                 for id in in_service {
                     let judged = match (&want, &reports) {
                         (Ok(want), Ok(reports)) => {
@@ -294,32 +314,52 @@ async fn validate(cloud: &Cloud, store: &StateStore, completed: &ClusterConfig) 
     }
 }
 
-/// Each running instance's private DNS name: the node a report stored under its id must be signed by. When EC2
-/// cannot be read, a failed check says so (every report then shows as untrusted).
+/// The ids of a group's instances in service, sorted.
+fn in_service_ids(asg: &AutoScalingGroup) -> Vec<&str> {
+    let mut ids: Vec<&str> = asg
+        .instances()
+        .iter()
+        .filter(|i| i.lifecycle_state() == Some(&LifecycleState::InService))
+        .filter_map(|i| i.instance_id())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// Each running instance's private DNS name (`memo.node_names`): the node a report stored under its id must be
+/// signed by. EC2 is described only when an instance in service is not known yet. When EC2 cannot be read, a
+/// failed check says so (the reports of instances not known then show as untrusted).
 async fn node_names(
     cloud: &Cloud,
     cluster: &str,
+    in_service: &[&str],
+    memo: &mut Memo,
     checks: &mut Vec<Check>,
-) -> BTreeMap<String, String> {
+) {
+    if in_service
+        .iter()
+        .all(|id| memo.node_names.contains_key(*id))
+    {
+        return;
+    }
     match cluster_instances(cloud, cluster, &["pending", "running"]).await {
-        Ok(found) => found
-            .iter()
-            .filter_map(|i| {
-                Some((
-                    i.instance_id()?.to_string(),
-                    i.private_dns_name()?.to_string(),
-                ))
-            })
-            .collect(),
-        Err(e) => {
-            checks.push(Check {
-                name: "instances".to_string(),
-                ok: false,
-                checked: true,
-                reason: format!("cannot tell which node should have signed each report: {e}"),
-            });
-            BTreeMap::new()
+        Ok(found) => {
+            memo.node_names = found
+                .iter()
+                .filter_map(|i| {
+                    Some((
+                        i.instance_id()?.to_string(),
+                        i.private_dns_name()?.to_string(),
+                    ))
+                })
+                .collect()
         }
+        Err(e) => checks.push(Check {
+            name: "instances".to_string(),
+            ok: false,
+            checked: true,
+            reason: format!("cannot tell which node should have signed each report: {e}"),
+        }),
     }
 }
 

@@ -135,9 +135,8 @@ fn print_table(size: Size, phases: &[Option<PhaseReport>]) {
         let mut ballast = human(phase.wall);
         if let Some(after_boot) = phase.from_replacement_boot {
             ballast = format!(
-                "{ballast} ({} after the replacement's boot, of which {} the passing validate run)",
-                human(after_boot),
-                human(phase.last_validate)
+                "{ballast} ({} after the replacement's boot)",
+                human(after_boot)
             );
         }
         println!(
@@ -152,7 +151,7 @@ fn print_table(size: Size, phases: &[Option<PhaseReport>]) {
         "AWS calls",
         "mutating",
         "validate",
-        "runs",
+        "checks",
         "cloud MiB",
         "nodeup MiB",
         "ballast MiB",
@@ -166,7 +165,7 @@ fn print_table(size: Size, phases: &[Option<PhaseReport>]) {
             phase.calls.0,
             phase.calls.1,
             phase.validate_calls,
-            phase.validate_runs,
+            phase.validate_checks,
             phase.cloud_peak_mib,
             phase.nodeup_peak_mib,
             phase.ballast_peak_mib,
@@ -178,7 +177,7 @@ fn print_table(size: Size, phases: &[Option<PhaseReport>]) {
     }
     println!();
     println!("AWS calls: of the phase's changing ballast runs (create / replace / update / rolling-update); validate:");
-    println!("the calls of one `validate cluster` run, and how many runs the phase's wait took (every 250 ms);");
+    println!("the calls of the phase's `validate cluster --wait` run, and how many checks it made until valid;");
     println!("ballast CPU: user + system seconds of the changing runs + of the validate runs.");
     for phase in &ran {
         let ops: Vec<String> = phase

@@ -1,0 +1,213 @@
+//! The operator's cache of nodeup reports, so that a `validate cluster` or `get instances` run reads from the
+//! state store only the reports that changed since the last run (at 205 instances, reading every report was
+//! most of a `validate cluster` run's time):
+//!
+//! ```text
+//! <cache dir>/reports/<sha256 of the store URL, 16 hex>/<cluster>/<instance-id>.json
+//!     {"version": "<the S3 ETag it was read at>", "report": "<the stored report, as read>"}
+//! ```
+//!
+//! The cache dir is `$BALLAST_CACHE_DIR`, else `$XDG_CACHE_HOME/ballast`, else `$HOME/.cache/ballast`; an empty
+//! `BALLAST_CACHE_DIR` turns the cache off. Directories are 0700 and files 0600: a report is not secret, but it is
+//! the operator's. A cached report is used only when the store's listing names the same version, and it is
+//! judged afresh each time (signature, certificate validity now, the CA bundle read now), exactly as a report
+//! read from the store: the cache keeps bytes, never a verdict. The cache is only a speed-up: when it cannot
+//! be read or written, the command reads the store as if it were empty (logged at debug level).
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use ballast_state::store::{sha256_hex, StoredObject, Version};
+use serde::{Deserialize, Serialize};
+
+/// Names the cache directory; empty turns the cache off.
+pub const CACHE_DIR_ENV: &str = "BALLAST_CACHE_DIR";
+
+/// One cached report.
+#[derive(Serialize, Deserialize)]
+struct Entry {
+    version: String,
+    report: String,
+}
+
+/// The cached reports of one cluster in one state store.
+#[derive(Debug, Clone)]
+pub struct ReportCache {
+    dir: PathBuf,
+}
+
+impl ReportCache {
+    /// The cache of `cluster`'s reports in the store at `store_url`, under the cache dir the environment names;
+    /// `None` when it names none (or turns it off).
+    pub fn from_env(store_url: &str, cluster: &str) -> Option<Self> {
+        let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        let root = match std::env::var_os(CACHE_DIR_ENV) {
+            Some(dir) if dir.is_empty() => return None,
+            Some(dir) => PathBuf::from(dir),
+            None => env("XDG_CACHE_HOME")
+                .map(|d| PathBuf::from(d).join("ballast"))
+                .or_else(|| env("HOME").map(|h| PathBuf::from(h).join(".cache/ballast")))?,
+        };
+        Some(Self::under(&root, store_url, cluster))
+    }
+
+    /// The cache of `cluster`'s reports in the store at `store_url`, under `root`.
+    pub fn under(root: &Path, store_url: &str, cluster: &str) -> Self {
+        let store = &sha256_hex(store_url.as_bytes())[..16];
+        ReportCache {
+            dir: root.join("reports").join(store).join(cluster),
+        }
+    }
+
+    /// An instance id as EC2 spells it (`i-` and hex) is the only file name this cache makes or reads.
+    fn path(&self, instance_id: &str) -> Option<PathBuf> {
+        let plain = !instance_id.is_empty()
+            && instance_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-');
+        plain.then(|| self.dir.join(format!("{instance_id}.json")))
+    }
+
+    /// The report cached for `instance_id`, with the version it was read at.
+    pub fn load(&self, instance_id: &str) -> Option<StoredObject> {
+        let path = self.path(instance_id)?;
+        let text = match std::fs::read(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => {
+                tracing::debug!(path = %path.display(), error = %e, "report cache: not read");
+                return None;
+            }
+        };
+        match serde_json::from_slice::<Entry>(&text) {
+            Ok(entry) => Some(StoredObject {
+                data: entry.report.into_bytes(),
+                version: Version(entry.version),
+            }),
+            Err(e) => {
+                tracing::debug!(path = %path.display(), error = %e, "report cache: not an entry, ignored");
+                None
+            }
+        }
+    }
+
+    /// Keeps `object` as `instance_id`'s report (replacing the file whole: a reader never sees half of one).
+    pub fn save(&self, instance_id: &str, object: &StoredObject) {
+        let Some(path) = self.path(instance_id) else {
+            return;
+        };
+        // Reports are JSON; anything else is not worth keeping.
+        let Ok(report) = String::from_utf8(object.data.clone()) else {
+            return;
+        };
+        let entry = Entry {
+            version: object.version.0.clone(),
+            report,
+        };
+        if let Err(e) = self.write(&path, &entry) {
+            tracing::debug!(path = %path.display(), error = %e, "report cache: not written");
+        }
+    }
+
+    fn write(&self, path: &Path, entry: &Entry) -> std::io::Result<()> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)?;
+        let mut temp = tempfile::Builder::new()
+            .prefix(".report")
+            .permissions(std::fs::Permissions::from_mode(0o600))
+            .tempfile_in(&self.dir)?;
+        temp.write_all(&serde_json::to_vec(entry)?)?;
+        temp.persist(path).map_err(|e| e.error)?;
+        Ok(())
+    }
+
+    /// Drops `instance_id`'s cached report (the store has none).
+    pub fn forget(&self, instance_id: &str) {
+        if let Some(path) = self.path(instance_id) {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::debug!(path = %path.display(), error = %e, "report cache: not removed")
+                }
+            }
+        }
+    }
+
+    /// Drops every cached report whose instance id is not in `keep`: the store no longer has a report for it.
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
+                continue;
+            };
+            if !keep(id) {
+                self.forget(id);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ReportCache;
+    use ballast_state::store::{StoredObject, Version};
+    use std::os::unix::fs::PermissionsExt;
+
+    fn object(data: &str, version: &str) -> StoredObject {
+        StoredObject {
+            data: data.as_bytes().to_vec(),
+            version: Version(version.to_string()),
+        }
+    }
+
+    #[test]
+    fn kept_reports_come_back_private_and_per_store() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let cache = ReportCache::under(root.path(), "s3://a/clusters", "c1");
+        assert!(cache.load("i-0abc").is_none());
+        cache.save("i-0abc", &object("{\"r\":1}", "\"etag1\""));
+        assert_eq!(cache.load("i-0abc"), Some(object("{\"r\":1}", "\"etag1\"")));
+        let file = cache.path("i-0abc").expect("a plain id");
+        let mode =
+            |p: &std::path::Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode(&file), 0o600);
+        assert_eq!(mode(file.parent().expect("dir")), 0o700);
+        // Another store's cache of the same cluster name is another directory.
+        assert!(ReportCache::under(root.path(), "s3://b/clusters", "c1")
+            .load("i-0abc")
+            .is_none());
+        cache.save("i-0def", &object("{}", "\"etag2\""));
+        cache.retain(|id| id == "i-0def");
+        assert!(cache.load("i-0abc").is_none());
+        assert!(cache.load("i-0def").is_some());
+        cache.forget("i-0def");
+        assert!(cache.load("i-0def").is_none());
+    }
+
+    #[test]
+    fn ids_that_are_not_plain_are_never_paths() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let cache = ReportCache::under(root.path(), "s3://a", "c1");
+        for id in ["../x", "a/b", "", ".hidden"] {
+            cache.save(id, &object("{}", "v"));
+            assert!(cache.load(id).is_none(), "{id}");
+        }
+        assert!(!root.path().join("x.json").exists());
+    }
+
+    #[test]
+    fn a_damaged_entry_is_ignored() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let cache = ReportCache::under(root.path(), "s3://a", "c1");
+        cache.save("i-1", &object("{}", "v"));
+        std::fs::write(cache.path("i-1").expect("path"), b"not json").expect("damage");
+        assert!(cache.load("i-1").is_none());
+    }
+}
