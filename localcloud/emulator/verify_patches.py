@@ -653,30 +653,40 @@ def verify_call_stats(url: str) -> None:
 
 
 def verify_instances_fingerprint(c: Cloud, url: str) -> None:
-    """The runner's change detector: stable while nothing changes, new on a launch, a tag, a termination."""
+    """The runner's change detector: stable while nothing changes; a launch, a tag or a termination changes that
+    instance's line and no other instance's; a volume attachment changes the volumes line alone."""
     import urllib.request
 
-    def fingerprint() -> str:
+    def fingerprint() -> dict:
         with urllib.request.urlopen(url + "/_ballast/instances-fingerprint", timeout=10) as r:
-            return r.read().decode()
+            return dict(line.split(" ", 1) for line in r.read().decode().splitlines() if line)
+
+    def changed(before: dict, after: dict) -> set:
+        return {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
 
     first = fingerprint()
-    check("fingerprint: stable while nothing changes", fingerprint() == first, first)
+    check("fingerprint: stable while nothing changes", fingerprint() == first, f"{len(first)} lines")
+    check("fingerprint: a volumes line", "volumes" in first, sorted(first)[:3])
     image = c.ec2.describe_images()["Images"][0]["ImageId"]
     instance = c.ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
     launched = fingerprint()
-    check("fingerprint: changes on a launch", launched != first)
+    # A launch attaches the instance's root volume too.
+    check("fingerprint: a launch adds that instance's line and no other instance's",
+          changed(first, launched) - {"volumes"} == {instance}, changed(first, launched))
     c.ec2.create_tags(Resources=[instance], Tags=[{"Key": "k", "Value": "v"}])
     tagged = fingerprint()
-    check("fingerprint: changes on a new tag", tagged != launched)
+    check("fingerprint: a new tag changes that instance's line alone", changed(launched, tagged) == {instance},
+          changed(launched, tagged))
     volume = c.ec2.create_volume(AvailabilityZone=c.ec2.describe_instances(InstanceIds=[instance])[
         "Reservations"][0]["Instances"][0]["Placement"]["AvailabilityZone"], Size=1)["VolumeId"]
     created = fingerprint()
     c.ec2.attach_volume(VolumeId=volume, InstanceId=instance, Device="/dev/xvdf")
     attached = fingerprint()
-    check("fingerprint: changes on a volume attachment", attached != created)
+    check("fingerprint: a volume attachment changes the volumes line alone",
+          changed(created, attached) == {"volumes"}, changed(created, attached))
     c.ec2.terminate_instances(InstanceIds=[instance])
-    check("fingerprint: changes on a termination", fingerprint() != tagged)
+    check("fingerprint: a termination changes that instance's line",
+          instance in changed(attached, fingerprint()))
 
 
 def main() -> int:

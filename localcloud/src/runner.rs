@@ -3,8 +3,9 @@
 //! started in its own process group with the environment a real instance has. When an instance stops or
 //! terminates, its process group is SIGKILLed at once (a power cut) and its IMDS endpoint closed.
 //!
-//! One `DescribeInstances` (filtered to running instances) per poll keeps the steady state cheap; user-data is
-//! read once per instance at boot.
+//! Each poll asks the emulator for a digest per instance (and one of the volume attachments) and describes only
+//! the instances whose digest changed, so the steady state costs one cheap request; user-data is read once per
+//! instance at boot.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -26,9 +27,12 @@ use crate::volumes::{self, Attached};
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
 /// A failed boot (port taken, spawn failure) is retried after this long rather than on every poll.
 const BOOT_RETRY_DELAY: Duration = Duration::from_secs(5);
-/// Between full looks the runner asks the emulator only for a digest of its instances (see
-/// [`instances_fingerprint`]); it describes them again when the digest changes, and at least this often.
-const FULL_POLL_AT_LEAST_EVERY: Duration = Duration::from_secs(5);
+/// Between full looks the runner asks the emulator only for a digest per instance (see
+/// [`instances_fingerprint`]) and describes the instances whose digest changed; it describes every running
+/// instance at least this often, should a change escape the digests.
+const FULL_POLL_AT_LEAST_EVERY: Duration = Duration::from_secs(60);
+/// How many instance ids one filtered DescribeInstances names (EC2 takes up to 200 filter values).
+const IDS_PER_DESCRIBE: usize = 100;
 
 /// What the runner needs to know.
 #[derive(Debug, Clone)]
@@ -117,8 +121,12 @@ pub struct Runner {
     ctx: Arc<Context>,
     booted: HashMap<String, Booted>,
     retry_after: HashMap<String, Instant>,
-    /// The emulator's instance digest before the last full look, and when that look was.
-    last_full_poll: Option<(String, Instant)>,
+    /// The emulator's digests as of the last look that acted on them.
+    last_fingerprint: Option<Fingerprint>,
+    /// When every running instance was last described.
+    last_full_poll: Option<Instant>,
+    /// False while a volume EC2 says is attached could not be mounted: the next poll tries again.
+    volumes_settled: bool,
     /// Volume attachments mounted into instance roots (`volumes`).
     mounted: BTreeSet<Attached>,
 }
@@ -137,7 +145,9 @@ impl Runner {
             }),
             booted: HashMap::new(),
             retry_after: HashMap::new(),
+            last_fingerprint: None,
             last_full_poll: None,
+            volumes_settled: true,
             mounted: BTreeSet::new(),
         })
     }
@@ -166,33 +176,66 @@ impl Runner {
             .await;
     }
 
-    /// One observation of EC2 and the actions it calls for. Skipped (but for reaping nodeup exits) while the
-    /// emulator's instance digest is unchanged since the last full look, no boot waits for a retry, and that look
-    /// is recent: moto's DescribeInstances costs about 8 ms per instance, and at a hundred instances a runner
-    /// describing them four times a second was the emulator's busiest client.
+    /// One observation of EC2 and the actions it calls for. Only the instances whose digest changed since the
+    /// last look (or whose boot waits for a retry) are described; every running instance is described when the
+    /// digests are not available and at least every [`FULL_POLL_AT_LEAST_EVERY`]. moto's DescribeInstances
+    /// costs about 8 ms per instance it returns: at two hundred instances, describing all of them on every change
+    /// kept the emulator busy for seconds.
     pub async fn poll(&mut self) -> Result<(), RunnerError> {
         let fingerprint = instances_fingerprint(&self.ctx.options.endpoint).await;
-        if let (Some(now), Some((last, at))) = (&fingerprint, &self.last_full_poll) {
-            if now == last && self.retry_after.is_empty() && at.elapsed() < FULL_POLL_AT_LEAST_EVERY
-            {
-                self.reap();
-                return Ok(());
+        let now = Instant::now();
+        let retries_due: Vec<String> = self
+            .retry_after
+            .iter()
+            .filter(|(_, t)| **t <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        let full_due = self
+            .last_full_poll
+            .is_none_or(|at| at.elapsed() >= FULL_POLL_AT_LEAST_EVERY);
+        // What to describe: everything, or only what changed.
+        let partial = match (&fingerprint, &self.last_fingerprint) {
+            (Some(now), Some(last)) if !full_due => {
+                let mut ids = now.changed_instances(last);
+                ids.extend(retries_due.iter().cloned());
+                ids.sort_unstable();
+                ids.dedup();
+                if ids.is_empty() && now.volumes == last.volumes && self.volumes_settled {
+                    self.reap();
+                    return Ok(());
+                }
+                Some((ids, now.volumes != last.volumes))
             }
+            _ => None,
+        };
+        let (running, looked_at) = match &partial {
+            Some((ids, _)) => (self.describe_running_among(ids).await?, Some(ids)),
+            None => (self.describe_running().await?, None),
+        };
+        // The digests from before the describe: a change during it shows as a new digest next time.
+        self.last_fingerprint = fingerprint;
+        if looked_at.is_none() {
+            self.last_full_poll = Some(Instant::now());
         }
-        let running = self.describe_running().await?;
-        // The digest from before the describe: a change during it shows as a new digest next time.
-        self.last_full_poll = fingerprint.map(|f| (f, Instant::now()));
         let running_ids: HashSet<&str> = running
             .iter()
             .filter_map(|(i, _)| i.instance_id())
             .collect();
 
+        // Gone: not running among the instances looked at (all of them, or those whose digest changed), or no
+        // longer in the emulator's digests at all.
+        let known = self.last_fingerprint.as_ref();
         let gone: Vec<String> = self
             .booted
             .keys()
             .filter(|id| !running_ids.contains(id.as_str()))
+            .filter(|id| {
+                looked_at.is_none_or(|ids| ids.contains(id))
+                    || known.is_some_and(|f| !f.instances.contains_key(id.as_str()))
+            })
             .cloned()
             .collect();
+        let powered_off = !gone.is_empty();
         if !gone.is_empty() {
             // Only for the record: whether it stopped or terminated. Power goes off either way.
             let states = self.describe_states(&gone).await;
@@ -222,6 +265,7 @@ impl Runner {
             }
             boots.spawn(boot(self.ctx.clone(), instance.clone(), owner.clone()));
         }
+        let booted_now = !boots.is_empty();
         while let Some(joined) = boots.join_next().await {
             match joined {
                 Ok(Ok(booted)) => {
@@ -246,13 +290,18 @@ impl Runner {
         }
 
         self.reap();
-        self.mount_volumes().await
+        // Volumes are described when their attachments changed, or an instance came or went.
+        let volumes_changed = partial.as_ref().is_none_or(|(_, volumes)| *volumes);
+        if volumes_changed || powered_off || booted_now || !self.volumes_settled {
+            self.volumes_settled = self.mount_volumes().await?;
+        }
+        Ok(())
     }
 
     /// Mounts the volumes EC2 says are attached to instances running here and unmounts the ones no longer
     /// attached (`volumes`). An instance still holding a volume that is now attached elsewhere is powered off
     /// first: on EC2 a volume moves only once its holder is off, and two etcds must never share a data dir.
-    async fn mount_volumes(&mut self) -> Result<(), RunnerError> {
+    async fn mount_volumes(&mut self) -> Result<bool, RunnerError> {
         let attached = self.describe_attachments().await?;
         let running: BTreeSet<String> = self.booted.keys().cloned().collect();
         let plan = volumes::plan_mounts(&attached, &self.mounted, &running);
@@ -266,6 +315,7 @@ impl Runner {
             .await;
         }
         let volumes_dir = self.ctx.options.state.volumes_dir();
+        let mut settled = true;
         for gone in &plan.unmount {
             self.mounted.remove(gone);
             // A powered-off instance had everything under its root unmounted already.
@@ -296,11 +346,12 @@ impl Runner {
                     self.mounted.insert(new);
                 }
                 Err(e) => {
+                    settled = false;
                     tracing::warn!(instance_id = %new.instance_id, volume = %new.volume_id, error = %e, "mounting a volume; retrying")
                 }
             }
         }
-        Ok(())
+        Ok(settled)
     }
 
     /// Every volume attachment EC2 reports as attached.
@@ -444,6 +495,43 @@ impl Runner {
                 _ => return Ok(out),
             }
         }
+    }
+
+    /// The running instances among `ids`, with their reservation's owner (a filter, not InstanceIds: an id
+    /// EC2 no longer knows is no error).
+    async fn describe_running_among(
+        &self,
+        ids: &[String],
+    ) -> Result<Vec<(Instance, String)>, RunnerError> {
+        let mut out = Vec::new();
+        for chunk in ids.chunks(IDS_PER_DESCRIBE) {
+            let page = self
+                .ctx
+                .ec2
+                .describe_instances()
+                .filters(
+                    Filter::builder()
+                        .name("instance-state-name")
+                        .values("running")
+                        .build(),
+                )
+                .filters(
+                    Filter::builder()
+                        .name("instance-id")
+                        .set_values(Some(chunk.to_vec()))
+                        .build(),
+                )
+                .send()
+                .await
+                .map_err(|e| RunnerError::Describe(crate::aws::error_chain(&e)))?;
+            for reservation in page.reservations() {
+                let owner = reservation.owner_id().unwrap_or("123456789012").to_owned();
+                for instance in reservation.instances() {
+                    out.push((instance.clone(), owner.clone()));
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The current state names of `ids` (best effort: only for the records).
@@ -716,9 +804,45 @@ fn synthetic_mac(id: &str) -> String {
     )
 }
 
-/// The emulator's digest of its instances (`GET /_ballast/instances-fingerprint`, served by the launcher, not an
-/// AWS API); None when it does not answer, and the runner then describes the instances as always.
-async fn instances_fingerprint(endpoint: &str) -> Option<String> {
+/// The emulator's digests (`GET /_ballast/instances-fingerprint`, served by the launcher, not an AWS API): one of
+/// every volume attachment, and one per instance of what the runner acts on (state, tags, instance profile).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Fingerprint {
+    volumes: String,
+    instances: BTreeMap<String, String>,
+}
+
+impl Fingerprint {
+    /// `volumes <digest>` then `<instance-id> <digest>` lines; None when that is not what the body holds.
+    fn parse(body: &str) -> Option<Self> {
+        let mut volumes = None;
+        let mut instances = BTreeMap::new();
+        for line in body.lines().filter(|l| !l.trim().is_empty()) {
+            let (key, digest) = line.trim().split_once(' ')?;
+            if key == "volumes" {
+                volumes = Some(digest.to_owned());
+            } else {
+                instances.insert(key.to_owned(), digest.to_owned());
+            }
+        }
+        Some(Fingerprint {
+            volumes: volumes?,
+            instances,
+        })
+    }
+
+    /// The instances that are new or whose digest moved since `before`.
+    fn changed_instances(&self, before: &Fingerprint) -> Vec<String> {
+        self.instances
+            .iter()
+            .filter(|(id, digest)| before.instances.get(*id) != Some(*digest))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+}
+
+/// The emulator's digests; None when it does not answer, and the runner then describes every instance.
+async fn instances_fingerprint(endpoint: &str) -> Option<Fingerprint> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let authority = endpoint.strip_prefix("http://")?.trim_end_matches('/');
     let exchange = async {
@@ -732,11 +856,32 @@ async fn instances_fingerprint(endpoint: &str) -> Option<String> {
         let text = String::from_utf8(response).ok()?;
         let (head, body) = text.split_once("\r\n\r\n")?;
         (head.split_whitespace().nth(1) == Some("200"))
-            .then(|| body.trim().to_string())
-            .filter(|digest| !digest.is_empty())
+            .then(|| Fingerprint::parse(body))
+            .flatten()
     };
     tokio::time::timeout(Duration::from_secs(2), exchange)
         .await
         .ok()
         .flatten()
+}
+
+#[cfg(test)]
+mod fingerprint_tests {
+    use super::Fingerprint;
+
+    #[test]
+    fn only_new_and_moved_instances_are_changed() {
+        let before = Fingerprint::parse("volumes v1\ni-a 1\ni-b 2\ni-c 3\n").expect("parses");
+        let after = Fingerprint::parse("volumes v1\ni-a 1\ni-b 9\ni-d 4\n").expect("parses");
+        assert_eq!(after.changed_instances(&before), ["i-b", "i-d"]);
+        assert!(after.changed_instances(&after).is_empty());
+        assert_eq!(after.volumes, before.volumes);
+    }
+
+    #[test]
+    fn a_body_without_the_volumes_line_or_with_a_bare_word_is_refused() {
+        assert_eq!(Fingerprint::parse("i-a 1\n"), None);
+        assert_eq!(Fingerprint::parse("volumes v\ngarbage\n"), None);
+        assert!(Fingerprint::parse("volumes v\n").is_some_and(|f| f.instances.is_empty()));
+    }
 }

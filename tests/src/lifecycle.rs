@@ -86,6 +86,8 @@ pub struct PhaseReport {
     pub validate_calls: u64,
     /// How many checks that run made until the cluster was valid (one DescribeAutoScalingGroups each).
     pub validate_checks: u64,
+    /// Each of those checks as `validate -v` logged it: its number, seconds, outcome.
+    pub check_log: Vec<String>,
     /// The local cloud's peak memory (runner + emulator), MiB.
     pub cloud_peak_mib: f64,
     /// The peak RSS of any nodeup, MiB.
@@ -120,6 +122,8 @@ pub struct Lifecycle {
     ballast_peak_mib: f64,
     /// CPU seconds of the current phase's changing `ballast` runs and of its `validate` runs.
     ballast_cpu_s: (f64, f64),
+    /// The last `validate cluster --wait` run's checks, as it logged them (each one's time and outcome).
+    checks: Vec<String>,
 }
 
 impl Lifecycle {
@@ -138,6 +142,7 @@ impl Lifecycle {
             sampler,
             ballast_peak_mib: 0.0,
             ballast_cpu_s: (0.0, 0.0),
+            checks: Vec::new(),
         }
     }
 
@@ -192,12 +197,19 @@ impl Lifecycle {
     /// read only what changed.
     fn validated(&mut self) {
         let wait = format!("{}s", PHASE_TIMEOUT.as_secs());
-        let ran = self.run(&["validate", "cluster", "--wait", &wait]);
+        // -v: each check's time and outcome, on stderr.
+        let ran = self.run(&["validate", "cluster", "--wait", &wait, "-v"]);
         assert!(
             ran.success,
             "{} did not validate within {PHASE_TIMEOUT:?}:\n{}{}",
             self.cluster, ran.stdout, ran.stderr
         );
+        self.checks = ran
+            .stderr
+            .lines()
+            .filter_map(|l| l.split("validate: check made").nth(1))
+            .map(|l| l.trim().to_string())
+            .collect();
     }
 
     /// Starts a phase: resets the peaks and remembers where the call log and the emulator's counts stand.
@@ -220,6 +232,7 @@ impl Lifecycle {
         let mut report = PhaseReport {
             name,
             wall,
+            check_log: std::mem::take(&mut self.checks),
             ..PhaseReport::default()
         };
         for line in &lines[first_line..] {

@@ -96,9 +96,19 @@ pub async fn run(context: &Context, args: ValidateArgs) -> Result<(), CommandErr
             .with_cache(ReportCache::from_env(&registry.store().url(), &name)),
         node_names: BTreeMap::new(),
     };
+    let mut checks_made = 0u32;
     let validation = loop {
+        let started = tokio::time::Instant::now();
         let validation = validate(&cloud, registry.store(), &completed, &mut memo).await;
         let now = tokio::time::Instant::now();
+        checks_made += 1;
+        tracing::info!(
+            check = checks_made,
+            seconds = format!("{:.2}", (now - started).as_secs_f64()),
+            valid = validation.valid,
+            failing = validation.failures(),
+            "validate: check made"
+        );
         match deadline {
             Some(deadline) if !validation.valid && now < deadline => {
                 // Said again only when what fails changes: a long wait does not flood the terminal.

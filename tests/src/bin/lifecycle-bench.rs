@@ -188,6 +188,14 @@ fn print_table(size: Size, phases: &[Option<PhaseReport>]) {
         println!("  {}: {}", phase.name, ops.join(", "));
     }
     println!();
+    println!("The validate --wait run's checks per phase (`ballast -v`: check number, seconds, outcome):");
+    for phase in &ran {
+        println!("  {}:", phase.name);
+        for check in &phase.check_log {
+            println!("    {check}");
+        }
+    }
+    println!();
     println!("What the emulator served per phase (everyone's calls), the most costly first: count, seconds spent");
     for phase in &ran {
         let top: Vec<String> = phase
