@@ -615,3 +615,25 @@ fn get_clusters_lists_the_readable_ones_and_reports_a_damaged_one() {
         .success()
         .stdout(predicate::str::contains(NAME));
 }
+
+/// Logs written to a file or a pipe are plain text: no terminal colour codes for a program to trip over.
+#[test]
+fn logs_to_a_pipe_carry_no_colour_codes() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::with_cluster(NAME, ZONES);
+    // An open store root makes `ballast` warn (and tighten it): a log line to look at.
+    std::fs::set_permissions(env.store_dir(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod");
+    let out = env
+        .ballast()
+        .args(["-v", "get", "clusters"])
+        .output()
+        .expect("ballast runs");
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("tightened to 0700"), "{stderr}");
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "colour codes in a piped log: {stderr:?}"
+    );
+}
