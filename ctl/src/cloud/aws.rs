@@ -246,6 +246,35 @@ pub async fn cluster_instances(
     Ok(found)
 }
 
+/// The cluster's instances (by its cluster tag) among `ids`, in any state EC2 still shows: one filtered
+/// DescribeInstances per 100 ids (a filter, not InstanceIds, so that an id EC2 forgot is no error).
+pub async fn cluster_instances_among(
+    cloud: &Cloud,
+    cluster: &str,
+    ids: &[&str],
+) -> Result<Vec<ec2::Instance>, UpdateError> {
+    let mut found = Vec::new();
+    for chunk in ids.chunks(100) {
+        let mut pages = cloud
+            .ec2
+            .describe_instances()
+            .filters(filter(&format!("tag:{CLUSTER_TAG}"), &[cluster]))
+            .filters(filter("instance-id", chunk))
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page
+                .map_err(|e| failure(&format!("instances of {cluster}"), "DescribeInstances", e))?;
+            found.extend(
+                page.reservations()
+                    .iter()
+                    .flat_map(|r| r.instances().iter().cloned()),
+            );
+        }
+    }
+    Ok(found)
+}
+
 /// The Auto Scaling Groups of these names that exist, every page of them.
 pub async fn auto_scaling_groups(
     cloud: &Cloud,

@@ -14,24 +14,32 @@ use ballast_state::timestamp::unix_rfc3339;
 use super::decide::{EtcdView, GroupView, InstanceView, RollMarker, Sizes};
 use super::{RollError, MARKER_TAG};
 use crate::cloud::aws::{
-    auto_scaling_groups, cluster_instances, group_resource_name, owned_launch_templates, tag_map,
-    NODE_SPEC_HASH_TAG,
+    auto_scaling_groups, cluster_instances_among, group_resource_name, owned_launch_templates,
+    tag_map, NODE_SPEC_HASH_TAG,
 };
 use crate::cloud::Cloud;
 use crate::commands::nodes::{read_reports, NodeSpecs, ReportRead};
 
-/// The node-spec hash each instance reported itself Configured with. An instance is configured once per boot
-/// from the node spec its launch named, so once seen the answer never changes: a roll keeps this between its
-/// looks and reads only the reports it does not know yet (re-reading every report twice a second made a roll
-/// of 100 instances the emulator's busiest client).
-pub type ConfiguredReports = BTreeMap<String, String>;
+/// What a roll keeps between its looks, each part something that never changes once seen.
+#[derive(Debug, Default)]
+pub struct Kept {
+    /// The node-spec hash each instance reported itself Configured with. An instance is configured once per
+    /// boot from the node spec its launch named, so once seen the answer never changes: the roll reads only the
+    /// reports it does not know yet (re-reading every report twice a second made a roll of 100 instances the
+    /// emulator's busiest client).
+    configured: BTreeMap<String, String>,
+    /// Each group member as EC2 described it: what a look uses of it (its launch tags, launch time and private
+    /// DNS name) is fixed at launch, so only members not seen yet are described (describing every instance
+    /// twice a second made a roll's cost grow with the square of the cluster's size).
+    instances: BTreeMap<String, aws_sdk_ec2::types::Instance>,
+}
 
-/// Every group of the cluster, in the spec's order. `known` is read first and filled with what is new.
+/// Every group of the cluster, in the spec's order. `kept` is read first and filled with what is new.
 pub async fn groups(
     cloud: &Cloud,
     store: &StateStore,
     completed: &ClusterConfig,
-    known: &mut ConfiguredReports,
+    kept: &mut Kept,
 ) -> Result<Vec<GroupView>, RollError> {
     let cluster = completed.name();
     let paths = ClusterPaths::new(cluster);
@@ -41,15 +49,26 @@ pub async fn groups(
         .map(|ig| group_resource_name(&ig.metadata.name, cluster))
         .collect();
     let asgs = auto_scaling_groups(cloud, cluster, &resources).await?;
-    let instances: BTreeMap<String, aws_sdk_ec2::types::Instance> = cluster_instances(
-        cloud,
-        cluster,
-        &["pending", "running", "stopping", "stopped"],
-    )
-    .await?
-    .into_iter()
-    .filter_map(|i| Some((i.instance_id()?.to_string(), i)))
-    .collect();
+    let members: BTreeSet<&str> = asgs
+        .iter()
+        .flat_map(|g| g.instances())
+        .filter_map(|m| m.instance_id())
+        .collect();
+    kept.instances.retain(|id, _| members.contains(id.as_str()));
+    let unseen: Vec<&str> = members
+        .iter()
+        .copied()
+        .filter(|id| !kept.instances.contains_key(*id))
+        .collect();
+    if !unseen.is_empty() {
+        for instance in cluster_instances_among(cloud, cluster, &unseen).await? {
+            if let Some(id) = instance.instance_id() {
+                kept.instances.insert(id.to_string(), instance);
+            }
+        }
+    }
+    let instances = &kept.instances;
+    let known = &mut kept.configured;
     let template_versions: BTreeMap<String, String> = owned_launch_templates(cloud, cluster)
         .await?
         .iter()

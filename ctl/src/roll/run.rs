@@ -54,8 +54,8 @@ pub struct Roller<'a> {
     clock: Instant,
     /// Instances this run terminated: never terminated again, whatever an eventually consistent read shows.
     terminated: BTreeSet<String>,
-    /// What instances reported Configured with, kept between looks (see [`observe::ConfiguredReports`]).
-    configured: tokio::sync::Mutex<observe::ConfiguredReports>,
+    /// What never changes once seen, kept between looks (see [`observe::Kept`]).
+    kept: tokio::sync::Mutex<observe::Kept>,
     last_progress: String,
 }
 
@@ -75,7 +75,7 @@ impl<'a> Roller<'a> {
             started: unix_rfc3339(ballast_state::timestamp::now_stamp().1),
             clock: Instant::now(),
             terminated: BTreeSet::new(),
-            configured: tokio::sync::Mutex::new(observe::ConfiguredReports::new()),
+            kept: tokio::sync::Mutex::new(observe::Kept::default()),
             last_progress: String::new(),
         }
     }
@@ -102,7 +102,7 @@ impl<'a> Roller<'a> {
             self.cloud,
             self.store,
             self.completed,
-            &mut *self.configured.lock().await,
+            &mut *self.kept.lock().await,
         )
         .await?;
         let group = groups
