@@ -198,6 +198,10 @@ impl ReportReader {
     ) -> Result<BTreeMap<String, ReportRead>, StoreError> {
         use futures_util::{stream, StreamExt, TryStreamExt};
         let instances: Vec<(&str, Option<&str>)> = instances.into_iter().collect();
+        if instances.is_empty() {
+            // Nothing to read (a roll's look at a group whose every report is known): not even the CAs.
+            return Ok(BTreeMap::new());
+        }
         let anchor = ReportAnchor::load(&self.store, &self.paths).await?;
         // For one report, a read is as cheap as the listing; for more, the listing saves a read per report
         // that is missing or unchanged.
