@@ -226,24 +226,7 @@ pub async fn cluster_instances(
     cluster: &str,
     states: &[&str],
 ) -> Result<Vec<ec2::Instance>, UpdateError> {
-    let mut found = Vec::new();
-    let mut pages = cloud
-        .ec2
-        .describe_instances()
-        .filters(filter(&format!("tag:{CLUSTER_TAG}"), &[cluster]))
-        .filters(filter("instance-state-name", states))
-        .into_paginator()
-        .send();
-    while let Some(page) = pages.next().await {
-        let page =
-            page.map_err(|e| failure(&format!("instances of {cluster}"), "DescribeInstances", e))?;
-        found.extend(
-            page.reservations()
-                .iter()
-                .flat_map(|r| r.instances().iter().cloned()),
-        );
-    }
-    Ok(found)
+    describe_cluster_instances(cloud, cluster, filter("instance-state-name", states)).await
 }
 
 /// The cluster's instances (by its cluster tag) among `ids`, in any state EC2 still shows: one filtered
@@ -255,22 +238,35 @@ pub async fn cluster_instances_among(
 ) -> Result<Vec<ec2::Instance>, UpdateError> {
     let mut found = Vec::new();
     for chunk in ids.chunks(100) {
-        let mut pages = cloud
-            .ec2
-            .describe_instances()
-            .filters(filter(&format!("tag:{CLUSTER_TAG}"), &[cluster]))
-            .filters(filter("instance-id", chunk))
-            .into_paginator()
-            .send();
-        while let Some(page) = pages.next().await {
-            let page = page
-                .map_err(|e| failure(&format!("instances of {cluster}"), "DescribeInstances", e))?;
-            found.extend(
-                page.reservations()
-                    .iter()
-                    .flat_map(|r| r.instances().iter().cloned()),
-            );
-        }
+        found.extend(
+            describe_cluster_instances(cloud, cluster, filter("instance-id", chunk)).await?,
+        );
+    }
+    Ok(found)
+}
+
+/// The cluster's instances (by its cluster tag) that `also` matches, every page of them.
+async fn describe_cluster_instances(
+    cloud: &Cloud,
+    cluster: &str,
+    also: Filter,
+) -> Result<Vec<ec2::Instance>, UpdateError> {
+    let mut found = Vec::new();
+    let mut pages = cloud
+        .ec2
+        .describe_instances()
+        .filters(filter(&format!("tag:{CLUSTER_TAG}"), &[cluster]))
+        .filters(also)
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page =
+            page.map_err(|e| failure(&format!("instances of {cluster}"), "DescribeInstances", e))?;
+        found.extend(
+            page.reservations()
+                .iter()
+                .flat_map(|r| r.instances().iter().cloned()),
+        );
     }
     Ok(found)
 }
