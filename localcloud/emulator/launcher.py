@@ -599,6 +599,55 @@ def patch_resource_tag_conditions_of_volume_attachment() -> None:
     IAMRequestBase.check_action_permitted = check_action_permitted
 
 
+# Instance shutdowns: what the instance runner must know and cannot read from moto's state.
+# Instance id -> whether its last TerminateInstances/StopInstances asked SkipOsShutdown (a power cut).
+POWER_CUTS: dict[str, bool] = {}
+POWER_CUTS_LOCK = threading.Lock()
+
+
+def patch_skip_os_shutdown() -> None:
+    """TerminateInstances and StopInstances with SkipOsShutdown (moto.ec2.responses.instances.InstanceResponse).
+
+    moto gap (5.2.5): the parameter is accepted and ignored, and moto's state has no place for it. On EC2 a
+    termination or stop shuts the OS down gracefully (systemd stops its units: nodeup gets SIGTERM) unless
+    SkipOsShutdown=true, which cuts the power. The local cloud's runner, which does the shutting down, only
+    sees the instance's state change. Fix: remember, per instance id, whether its last terminate or stop asked
+    to skip the OS shutdown (recorded before moto changes the state, so the runner never sees the new state
+    without it; a later call without the flag clears it), served at `GET /_ballast/power-cuts`. Instances
+    terminated by Auto Scaling (scale-in, replacement) never pass through here: graceful, as on EC2.
+    Internals: InstanceResponse.terminate_instances / stop_instances, BaseResponse._get_param,
+    _get_bool_param.
+    """
+    from moto.ec2.responses.instances import InstanceResponse
+
+    def recording(original):  # type: ignore[no-untyped-def]
+        def handler(self):  # type: ignore[no-untyped-def]
+            ids = self._get_param("InstanceIds", []) or []
+            skip = bool(self._get_bool_param("SkipOsShutdown", False))
+            with POWER_CUTS_LOCK:
+                for instance_id in ids:
+                    if skip:
+                        POWER_CUTS[instance_id] = True
+                    else:
+                        POWER_CUTS.pop(instance_id, None)
+            return original(self)
+
+        handler.__name__ = original.__name__
+        return handler
+
+    InstanceResponse.terminate_instances = recording(InstanceResponse.terminate_instances)
+    InstanceResponse.stop_instances = recording(InstanceResponse.stop_instances)
+
+
+def power_cuts() -> bytes:
+    """`{"instance_ids": [...]}`: the instances whose last terminate or stop skipped the OS shutdown."""
+    import json
+
+    with POWER_CUTS_LOCK:
+        ids = sorted(POWER_CUTS)
+    return json.dumps({"instance_ids": ids}).encode()
+
+
 # Patches without parameters; patch_trust_policy_principals takes --ec2-service-user.
 def patch_bucket_versioning_root_element() -> None:
     """GetBucketVersioning (moto.s3.responses.S3Response.get_bucket_versioning).
@@ -724,6 +773,7 @@ PATCHES = [
     patch_register_image_root_device_name,
     patch_tag_lookup_by_resource,
     patch_backend_dispatch_cache,
+    patch_skip_os_shutdown,
 ]
 
 
@@ -744,6 +794,7 @@ def apply_patches(args: argparse.Namespace) -> None:
 
 STATS_PATH = "/_ballast/stats"
 FINGERPRINT_PATH = "/_ballast/instances-fingerprint"
+POWER_CUTS_PATH = "/_ballast/power-cuts"
 
 
 def instances_fingerprint() -> str:
@@ -850,6 +901,13 @@ class CallStats:
                 entry[0] += 1
                 entry[1] += time.perf_counter() - started
             start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+            return [body]
+        if environ.get("PATH_INFO") == POWER_CUTS_PATH:
+            # Not counted: the runner asks only when instances left the running state.
+            body = power_cuts()
+            start_response(
+                "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+            )
             return [body]
         try:
             name = self.call_name(environ)

@@ -679,6 +679,34 @@ def verify_instances_fingerprint(c: Cloud, url: str) -> None:
     check("fingerprint: changes on a termination", fingerprint() != tagged)
 
 
+def verify_power_cuts(c: Cloud, url: str) -> None:
+    """SkipOsShutdown on TerminateInstances / StopInstances is remembered per instance (GET /_ballast/power-cuts);
+    a default terminate or stop is not, and clears an earlier flag."""
+    import urllib.request
+
+    def cuts() -> list[str]:
+        with urllib.request.urlopen(url + "/_ballast/power-cuts", timeout=10) as r:
+            return json.loads(r.read())["instance_ids"]
+
+    image = c.ec2.describe_images()["Images"][0]["ImageId"]
+    ids = [i["InstanceId"] for i in c.ec2.run_instances(ImageId=image, MinCount=4, MaxCount=4)["Instances"]]
+    cut, graceful, stopped, restarted = ids
+    c.ec2.terminate_instances(InstanceIds=[cut], SkipOsShutdown=True)
+    c.ec2.terminate_instances(InstanceIds=[graceful])
+    now = cuts()
+    check("power cuts: SkipOsShutdown=true on terminate is recorded", cut in now, now)
+    check("power cuts: a default terminate is not", graceful not in now, now)
+    state = c.ec2.describe_instances(InstanceIds=[cut])["Reservations"][0]["Instances"][0]["State"]["Name"]
+    check("power cuts: the instance is terminated all the same", state in ("shutting-down", "terminated"), state)
+    c.ec2.stop_instances(InstanceIds=[stopped, restarted], SkipOsShutdown=True)
+    now = cuts()
+    check("power cuts: SkipOsShutdown=true on stop is recorded", {stopped, restarted} <= set(now), now)
+    c.ec2.start_instances(InstanceIds=[restarted])
+    c.ec2.stop_instances(InstanceIds=[restarted])
+    now = cuts()
+    check("power cuts: a later default stop clears the flag", restarted not in now and stopped in now, now)
+
+
 def main() -> int:
     proc, url, ready_s = start_launcher()
     print(f"INFO launcher ready in {ready_s:.2f} s at {url}", flush=True)
@@ -692,6 +720,7 @@ def main() -> int:
         guarded("tag lookup", lambda: verify_tag_lookup(c))
         guarded("call stats", lambda: verify_call_stats(url))
         guarded("instances fingerprint", lambda: verify_instances_fingerprint(c, url))
+        guarded("power cuts", lambda: verify_power_cuts(c, url))
     finally:
         stop_launcher(proc)
     guarded("iam enforcement", verify_iam_enforcement)
