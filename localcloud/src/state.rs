@@ -111,6 +111,10 @@ pub struct InstanceRecord {
     pub nodeup: Option<ProcessRecord>,
     /// How nodeup ended, once it did (`exit status: 0`, `killed (instance terminated)`, ...).
     pub nodeup_exit: Option<String>,
+    /// How the instance was shut down: `graceful` (SIGTERM to nodeup, as systemd stops the AMI's unit) or
+    /// `power cut` (SIGKILL of everything at once: SkipOsShutdown, an eviction, the local cloud going down).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shutdown: Option<String>,
     /// RFC 3339 time the runner booted the instance.
     pub booted_at: String,
     /// RFC 3339 time the runner powered it off.
