@@ -16,7 +16,10 @@ mod health;
 mod membership;
 mod observe;
 mod start;
+mod stop;
 mod unlisted;
+
+pub use stop::StopOutcome;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -208,7 +211,7 @@ impl Supervisor {
         self.process.as_ref().and_then(EtcdProcess::pid)
     }
 
-    /// Runs until `shutdown` completes, then kills etcd.
+    /// Runs until `shutdown` completes, then stops etcd in order ([`Self::stop_gracefully`]).
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         let mut failures = 0u32;
@@ -233,7 +236,7 @@ impl Supervisor {
                 _ = tokio::time::sleep(delay) => {}
             }
         }
-        self.stop_etcd().await;
+        self.stop_gracefully().await;
     }
 
     /// One round: observe, decide, act. Returns the step and how long to wait before the next round.
@@ -366,8 +369,9 @@ impl Supervisor {
         }
     }
 
-    /// Kills etcd (SIGKILL) and waits for it: the supervisor's last act.
-    pub async fn shutdown(mut self) {
-        self.stop_etcd().await;
+    /// Stops etcd in order (a leader hands over first, see [`Self::stop_gracefully`]) and waits for it: the
+    /// supervisor's last act.
+    pub async fn shutdown(mut self) -> StopOutcome {
+        self.stop_gracefully().await
     }
 }
