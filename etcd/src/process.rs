@@ -408,7 +408,11 @@ impl EtcdProcess {
                     tracing::info!(pid = self.pid, status = ?status.ok(), "etcd stopped (SIGTERM)");
                     return;
                 }
-                tracing::warn!(pid = self.pid, ?grace, "etcd did not exit after SIGTERM; killing it");
+                tracing::warn!(
+                    pid = self.pid,
+                    ?grace,
+                    "etcd did not exit after SIGTERM; killing it"
+                );
             }
         }
         self.kill().await;

@@ -216,7 +216,13 @@ impl Runner {
         );
         let ids: Vec<String> = self.booted.keys().cloned().collect();
         let all: HashSet<String> = ids.iter().cloned().collect();
-        self.shut_down(ids, &HashMap::new(), &all, "local cloud stopped", "cloud-down");
+        self.shut_down(
+            ids,
+            &HashMap::new(),
+            &all,
+            "local cloud stopped",
+            "cloud-down",
+        );
         // Graceful shutdowns still in flight are cut too: the machine they run on goes away.
         for pgid in self.stopping.values().flatten() {
             if let Err(e) = kill_group(*pgid) {
@@ -229,7 +235,10 @@ impl Runner {
     }
 
     /// A shutdown task ended: its instance is off, its volumes unmounted.
-    fn shutdown_finished(&mut self, done: Result<(tokio::task::Id, String), tokio::task::JoinError>) {
+    fn shutdown_finished(
+        &mut self,
+        done: Result<(tokio::task::Id, String), tokio::task::JoinError>,
+    ) {
         let (task, id) = match done {
             Ok((task, id)) => (task, Some(id)),
             Err(e) => {
@@ -277,7 +286,13 @@ impl Runner {
                 self.describe_states(&gone),
                 power_cuts(&self.ctx.options.endpoint)
             );
-            self.shut_down(gone, &states, &cuts, "instance left the running state", "gone");
+            self.shut_down(
+                gone,
+                &states,
+                &cuts,
+                "instance left the running state",
+                "gone",
+            );
         }
 
         let now = Instant::now();
@@ -352,7 +367,13 @@ impl Runner {
                 .iter()
                 .cloned()
                 .partition(|id| states.get(id).is_some_and(|s| s != "running"));
-            self.shut_down(left, &states, &cuts, "instance left the running state", "gone");
+            self.shut_down(
+                left,
+                &states,
+                &cuts,
+                "instance left the running state",
+                "gone",
+            );
             cuts.extend(still.iter().cloned());
             self.shut_down(
                 still,
@@ -484,14 +505,22 @@ impl Runner {
                 }
             }
         }
-        for (b, how) in off {
+        for (mut b, how) in off {
             let id = b.record.instance_id.clone();
             let state = states
                 .get(&id)
                 .cloned()
                 .unwrap_or_else(|| default_state.to_owned());
             tracing::info!(instance_id = %id, shutdown = how.name(), %state, why, "instance shutting down");
-            self.stopping.insert(id.clone(), b.record.nodeup.map(|p| p.pid));
+            // Recorded now, so that nobody takes an instance shutting down for a running one (it has no
+            // `stopped_at` until it is off).
+            b.record.state = state.clone();
+            b.record.shutdown = Some(how.name().to_owned());
+            if let Err(e) = self.ctx.options.state.write_instance(&b.record) {
+                tracing::warn!(error = %e, "recording the shutdown's start");
+            }
+            self.stopping
+                .insert(id.clone(), b.record.nodeup.map(|p| p.pid));
             let task = self.shutdowns.spawn(stop_instance(
                 self.ctx.options.state.clone(),
                 b,
@@ -916,7 +945,9 @@ async fn power_cuts(endpoint: &str) -> HashSet<String> {
         instance_ids: Vec<String>,
     }
     let Some(body) = emulator_get(endpoint, "/_ballast/power-cuts").await else {
-        tracing::warn!("the emulator did not say which terminations skip the OS shutdown: all graceful");
+        tracing::warn!(
+            "the emulator did not say which terminations skip the OS shutdown: all graceful"
+        );
         return HashSet::new();
     };
     match serde_json::from_str::<PowerCuts>(&body) {

@@ -73,7 +73,8 @@ pub fn plan_mounts(
                 continue;
             }
             held = true;
-            if !stopping.contains(&holder.instance_id) && !plan.evict.contains(&holder.instance_id) {
+            if !stopping.contains(&holder.instance_id) && !plan.evict.contains(&holder.instance_id)
+            {
                 plan.evict.push(holder.instance_id.clone());
             }
         }
@@ -231,9 +232,19 @@ mod tests {
     #[test]
     fn an_attachment_to_a_running_instance_is_mounted_once() {
         let running = set(&["i-1".to_string()]);
-        let plan = plan_mounts(&[a("vol-1", "i-1")], &BTreeSet::new(), &running, &BTreeSet::new());
+        let plan = plan_mounts(
+            &[a("vol-1", "i-1")],
+            &BTreeSet::new(),
+            &running,
+            &BTreeSet::new(),
+        );
         assert_eq!(plan.mount, [a("vol-1", "i-1")]);
-        let again = plan_mounts(&[a("vol-1", "i-1")], &set(&[a("vol-1", "i-1")]), &running, &BTreeSet::new());
+        let again = plan_mounts(
+            &[a("vol-1", "i-1")],
+            &set(&[a("vol-1", "i-1")]),
+            &running,
+            &BTreeSet::new(),
+        );
         assert_eq!(again, MountPlan::default());
     }
 
@@ -247,7 +258,12 @@ mod tests {
 
     #[test]
     fn an_attachment_to_an_instance_not_running_here_is_not_mounted() {
-        let plan = plan_mounts(&[a("vol-1", "i-2")], &BTreeSet::new(), &BTreeSet::new(), &BTreeSet::new());
+        let plan = plan_mounts(
+            &[a("vol-1", "i-2")],
+            &BTreeSet::new(),
+            &BTreeSet::new(),
+            &BTreeSet::new(),
+        );
         assert_eq!(plan, MountPlan::default());
     }
 
@@ -282,7 +298,12 @@ mod tests {
             "the holder shutting down keeps its mount and is not evicted again"
         );
         // Once it is off (its mounts gone), the volume is mounted into the new instance.
-        let after = plan_mounts(&[a("vol-1", "i-2")], &BTreeSet::new(), &running, &BTreeSet::new());
+        let after = plan_mounts(
+            &[a("vol-1", "i-2")],
+            &BTreeSet::new(),
+            &running,
+            &BTreeSet::new(),
+        );
         assert_eq!(after.mount, [a("vol-1", "i-2")]);
     }
 }

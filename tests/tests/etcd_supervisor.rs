@@ -378,7 +378,10 @@ async fn etcd_bootstraps_once_over_tls_and_heals_replacements() {
     c.peers.terminate(&node.instance_id);
     let outcome = node.stop().await;
     let Some(StopOutcome::HandedOver { to }) = outcome else {
-        panic!("the leader stopped without a handoff: {outcome:?}\n{}", c.logs());
+        panic!(
+            "the leader stopped without a handoff: {outcome:?}\n{}",
+            c.logs()
+        );
     };
     let survivors = c.statuses().await;
     let successor = survivors

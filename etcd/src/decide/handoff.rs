@@ -110,7 +110,10 @@ mod tests {
             voter(2, Some(status(2, 1, 98))),
             voter(3, Some(status(3, 1, 100))),
         ];
-        assert_eq!(plan_handoff(&me, &members), Handoff::MoveTo { member_id: 3 });
+        assert_eq!(
+            plan_handoff(&me, &members),
+            Handoff::MoveTo { member_id: 3 }
+        );
         // A tie goes to the lowest id: the choice is stable.
         let tie = [
             voter(1, Some(me)),
@@ -137,7 +140,10 @@ mod tests {
             voter(3, Some(status(3, 1, 90))),
         ];
         // Voters 1, 2, 3: me and 3 follow me, a quorum of 3.
-        assert_eq!(plan_handoff(&me, &members), Handoff::MoveTo { member_id: 3 });
+        assert_eq!(
+            plan_handoff(&me, &members),
+            Handoff::MoveTo { member_id: 3 }
+        );
     }
 
     #[test]

@@ -48,7 +48,10 @@ impl Supervisor {
         let outcome = self.hand_over().await;
         match &outcome {
             StopOutcome::HandedOver { to } => {
-                tracing::info!(to = format!("{to:x}"), "etcd leadership handed over; stopping etcd")
+                tracing::info!(
+                    to = format!("{to:x}"),
+                    "etcd leadership handed over; stopping etcd"
+                )
             }
             StopOutcome::NoHandoff { reason } => {
                 tracing::info!(%reason, "etcd leader stopping without a leadership handoff")
@@ -127,8 +130,12 @@ impl Supervisor {
             Handoff::NotLeader => StopOutcome::Follower,
             Handoff::Skip { reason } => no_handoff(reason),
             Handoff::MoveTo { member_id } => {
-                tracing::info!(to = format!("{member_id:x}"), "etcd leader stopping: moving leadership");
-                match tokio::time::timeout(MOVE_LEADER_TIMEOUT, local.move_leader(member_id)).await {
+                tracing::info!(
+                    to = format!("{member_id:x}"),
+                    "etcd leader stopping: moving leadership"
+                );
+                match tokio::time::timeout(MOVE_LEADER_TIMEOUT, local.move_leader(member_id)).await
+                {
                     Ok(Ok(_)) => StopOutcome::HandedOver { to: member_id },
                     Ok(Err(e)) => no_handoff(format!("MoveLeader to {member_id:x} failed: {e}")),
                     Err(_) => no_handoff(format!(
@@ -146,9 +153,11 @@ impl Supervisor {
         }
         let endpoints = [endpoint.to_string()];
         let connect = self.tls.connect(&endpoints, LOOK_TIMEOUT);
-        let client = tokio::time::timeout(LOOK_TIMEOUT, connect).await.ok()?.ok()?;
+        let client = tokio::time::timeout(LOOK_TIMEOUT, connect)
+            .await
+            .ok()?
+            .ok()?;
         self.clients.insert(endpoint.to_string(), client.clone());
         Some(client)
     }
 }
-
