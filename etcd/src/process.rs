@@ -8,9 +8,9 @@
 //! <state_dir>/health.json  the supervisor's last health report (also published to the state store)
 //! ```
 //!
-//! etcd is crash-safe by design: a power cut (SIGKILL) loses no acknowledged write. A graceful stop
-//! (`supervisor/stop.rs`) hands leadership over first and then sends SIGTERM; a leader that kept its leadership
-//! is SIGKILLed instead, as SIGTERM to a leader whose peers are gone hangs for seconds in a leadership transfer.
+//! etcd is torn down with SIGKILL: it is crash-safe by design, and SIGTERM to a leader whose peers are gone
+//! hangs for seconds in a leadership transfer (a graceful stop, `supervisor/stop.rs`, hands leadership over
+//! first, then SIGKILLs too: etcd's own graceful stop drains its servers for a second or more).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -397,25 +397,6 @@ impl EtcdProcess {
     /// Whether the process still runs (reaps it when it exited).
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
-    }
-
-    /// SIGTERM, up to `grace` for etcd to exit, then SIGKILL; reaps it.
-    pub async fn terminate(mut self, grace: std::time::Duration) {
-        if let Some(pid) = self.pid {
-            let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX));
-            if nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).is_ok() {
-                if let Ok(status) = tokio::time::timeout(grace, self.child.wait()).await {
-                    tracing::info!(pid = self.pid, status = ?status.ok(), "etcd stopped (SIGTERM)");
-                    return;
-                }
-                tracing::warn!(
-                    pid = self.pid,
-                    ?grace,
-                    "etcd did not exit after SIGTERM; killing it"
-                );
-            }
-        }
-        self.kill().await;
     }
 
     /// SIGKILL and reap.

@@ -844,6 +844,46 @@ def instances_fingerprint() -> str:
     return digest.hexdigest()
 
 
+# Changes the instance runner acts on: bumped after every EC2 or Auto Scaling call that is not a read, so that
+# a runner waiting for the fingerprint to change (`?unchanged=DIGEST&wait_ms=N`) hears of it at once.
+CHANGES = threading.Condition()
+GENERATION = [0]
+READ_ONLY_PREFIXES = ("Describe", "Get", "List")
+MAX_FINGERPRINT_WAIT_MS = 1500
+
+
+def note_change(name: str) -> None:
+    service, _, action = name.partition(":")
+    if service in ("ec2", "autoscaling") and not action.startswith(READ_ONLY_PREFIXES):
+        with CHANGES:
+            GENERATION[0] += 1
+            CHANGES.notify_all()
+
+
+def fingerprint_when_changed(unchanged: str | None, wait_ms: int) -> tuple[str, float]:
+    """The digest, once it differs from `unchanged` or after `wait_ms` (at most MAX_FINGERPRINT_WAIT_MS);
+    at once without `unchanged`. Returns it with the time spent computing digests (not waiting).
+
+    The runner used to ask every 250 ms and so saw a change (an instance launched, a volume attached) up to
+    250 ms late, twice per etcd volume re-attach; waiting here costs a thread and no polling."""
+    import time
+
+    deadline = time.monotonic() + min(max(wait_ms, 0), MAX_FINGERPRINT_WAIT_MS) / 1000.0
+    spent = 0.0
+    while True:
+        with CHANGES:
+            generation = GENERATION[0]
+        started = time.perf_counter()
+        digest = instances_fingerprint()
+        spent += time.perf_counter() - started
+        left = deadline - time.monotonic()
+        if unchanged is None or digest != unchanged or left <= 0:
+            return digest, spent
+        with CHANGES:
+            # A change between reading the generation and here has bumped it already: no wait then.
+            CHANGES.wait_for(lambda: GENERATION[0] != generation, timeout=left)
+
+
 class CallStats:
     """Counts the emulator's requests by call and the time it spent on them: what a call costs here.
 
@@ -894,12 +934,20 @@ class CallStats:
             )
             return [body]
         if environ.get("PATH_INFO") == FINGERPRINT_PATH:
-            started = time.perf_counter()
-            body = instances_fingerprint().encode()
+            import urllib.parse
+
+            query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+            unchanged = (query.get("unchanged") or [None])[0]
+            try:
+                wait_ms = int((query.get("wait_ms") or ["0"])[0])
+            except ValueError:
+                wait_ms = 0
+            digest, spent = fingerprint_when_changed(unchanged, wait_ms)
+            body = digest.encode()
             with self.lock:
                 entry = self.calls.setdefault("local:InstancesFingerprint", [0, 0.0])
                 entry[0] += 1
-                entry[1] += time.perf_counter() - started
+                entry[1] += spent
             start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
             return [body]
         if environ.get("PATH_INFO") == POWER_CUTS_PATH:
@@ -922,6 +970,7 @@ class CallStats:
                 entry = self.calls.setdefault(name, [0, 0.0])
                 entry[0] += 1
                 entry[1] += spent
+            note_change(name)
 
 
 def watch_stdin() -> None:

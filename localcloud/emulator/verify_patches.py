@@ -676,7 +676,29 @@ def verify_instances_fingerprint(c: Cloud, url: str) -> None:
     attached = fingerprint()
     check("fingerprint: changes on a volume attachment", attached != created)
     c.ec2.terminate_instances(InstanceIds=[instance])
-    check("fingerprint: changes on a termination", fingerprint() != tagged)
+    terminated = fingerprint()
+    check("fingerprint: changes on a termination", terminated != tagged)
+
+    # Waiting for a change: answered at once when the digest differs, at the change while waiting, and with the
+    # same digest after the wait when nothing changed.
+    def waited(unchanged: str, wait_ms: int) -> tuple[str, float]:
+        started = time.monotonic()
+        with urllib.request.urlopen(
+            url + f"/_ballast/instances-fingerprint?unchanged={unchanged}&wait_ms={wait_ms}", timeout=10
+        ) as r:
+            return r.read().decode(), time.monotonic() - started
+
+    digest, _ = waited(first, 1000)
+    check("fingerprint wait: a digest that differs already is answered", digest == terminated)
+    digest, took = waited(terminated, 300)
+    check("fingerprint wait: unchanged after the wait", digest == terminated and took >= 0.25, f"{took:.2f} s")
+    import threading
+
+    timer = threading.Timer(0.2, lambda: c.ec2.create_tags(Resources=[instance], Tags=[{"Key": "k", "Value": "w"}]))
+    timer.start()
+    digest, took = waited(terminated, 1500)
+    timer.join()
+    check("fingerprint wait: a change while waiting ends the wait", digest != terminated and took < 1.4, f"{took:.2f} s")
 
 
 def verify_power_cuts(c: Cloud, url: str) -> None:

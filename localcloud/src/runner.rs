@@ -28,8 +28,8 @@ use crate::process::{group_members, kill_group, ProcessRecord, Spawner};
 use crate::state::{now_rfc3339, AccessKey, InstanceRecord, StateDir};
 use crate::volumes::{self, Attached};
 
-/// How often the runner polls EC2 by default: fast enough that a test sees a new instance boot within a
-/// fraction of a second, cheap enough (one filtered DescribeInstances) to idle at.
+/// How long one poll waits for the emulator's instance digest to change by default (a change ends the wait at
+/// once): the idle rhythm at which the runner reaps nodeup exits and retries boots, cheap enough to idle at.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
 /// A failed boot (port taken, spawn failure) is retried after this long rather than on every poll.
 const BOOT_RETRY_DELAY: Duration = Duration::from_secs(5);
@@ -43,6 +43,9 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 const GROUP_EXIT_WAIT: Duration = Duration::from_secs(2);
 /// How often a shutdown looks whether nodeup exited, and whether its group is empty.
 const EXIT_POLL: Duration = Duration::from_millis(10);
+/// The least time between two full looks: a burst of changes (an Auto Scaling group launching a hundred
+/// instances) must not turn into back-to-back DescribeInstances. A change after a quiet spell is looked at at once.
+const MIN_FULL_POLL_GAP: Duration = Duration::from_millis(100);
 /// Between full looks the runner asks the emulator only for a digest of its instances (see
 /// [`instances_fingerprint`]); it describes them again when the digest changes, and at least this often.
 const FULL_POLL_AT_LEAST_EVERY: Duration = Duration::from_secs(5);
@@ -186,12 +189,23 @@ impl Runner {
         })
     }
 
-    /// Polls until `shutdown` completes, then powers every instance off.
+    /// Polls until `shutdown` completes, then powers every instance off. Each poll waits (up to the poll
+    /// interval) for the emulator's instance digest to change, so that a change is acted on at once.
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
-        let mut tick = tokio::time::interval(self.ctx.options.poll_interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let interval = self.ctx.options.poll_interval;
         loop {
+            let endpoint = self.ctx.options.endpoint.clone();
+            let unchanged = self.last_full_poll.as_ref().map(|(d, _)| d.clone());
+            let changed = async move {
+                let started = Instant::now();
+                let digest = instances_fingerprint(&endpoint, unchanged.as_deref(), interval).await;
+                if digest.is_none() {
+                    // The emulator did not answer: keep the poll interval rather than spin.
+                    tokio::time::sleep(interval.saturating_sub(started.elapsed())).await;
+                }
+                digest
+            };
             tokio::select! {
                 () = &mut shutdown => break,
                 Some(done) = self.shutdowns.join_next_with_id(), if !self.shutdowns.is_empty() => {
@@ -202,8 +216,8 @@ impl Runner {
                         tracing::warn!(error = %e, "mounting volumes after a shutdown failed; retrying");
                     }
                 }
-                _ = tick.tick() => {
-                    if let Err(e) = self.poll().await {
+                fingerprint = changed => {
+                    if let Err(e) = self.poll(fingerprint).await {
                         tracing::warn!(error = %e, "poll failed; retrying");
                     }
                 }
@@ -257,13 +271,16 @@ impl Runner {
     /// emulator's instance digest is unchanged since the last full look, no boot waits for a retry, and that look
     /// is recent: moto's DescribeInstances costs about 8 ms per instance, and at a hundred instances a runner
     /// describing them four times a second was the emulator's busiest client.
-    pub async fn poll(&mut self) -> Result<(), RunnerError> {
-        let fingerprint = instances_fingerprint(&self.ctx.options.endpoint).await;
+    /// `fingerprint` is the emulator's instance digest just read (None when it did not answer).
+    pub async fn poll(&mut self, fingerprint: Option<String>) -> Result<(), RunnerError> {
         if let (Some(now), Some((last, at))) = (&fingerprint, &self.last_full_poll) {
             if now == last && self.retry_after.is_empty() && at.elapsed() < FULL_POLL_AT_LEAST_EVERY
             {
                 self.reap();
                 return Ok(());
+            }
+            if let Some(wait) = MIN_FULL_POLL_GAP.checked_sub(at.elapsed()) {
+                tokio::time::sleep(wait).await;
             }
         }
         let running = self.describe_running().await?;
@@ -929,9 +946,23 @@ fn synthetic_mac(id: &str) -> String {
 }
 
 /// The emulator's digest of its instances (`GET /_ballast/instances-fingerprint`, served by the launcher, not an
-/// AWS API); None when it does not answer, and the runner then describes the instances as always.
-async fn instances_fingerprint(endpoint: &str) -> Option<String> {
-    emulator_get(endpoint, "/_ballast/instances-fingerprint")
+/// AWS API); None when it does not answer, and the runner then describes the instances as always. With
+/// `unchanged`, the emulator answers once its digest differs from that one, or after `wait` (it caps the wait at
+/// 1.5 s).
+async fn instances_fingerprint(
+    endpoint: &str,
+    unchanged: Option<&str>,
+    wait: Duration,
+) -> Option<String> {
+    let path = match unchanged {
+        // A digest is hex: nothing to escape.
+        Some(digest) => format!(
+            "/_ballast/instances-fingerprint?unchanged={digest}&wait_ms={}",
+            wait.as_millis()
+        ),
+        None => "/_ballast/instances-fingerprint".to_owned(),
+    };
+    emulator_get(endpoint, &path, wait)
         .await
         .filter(|digest| !digest.is_empty())
 }
@@ -944,7 +975,7 @@ async fn power_cuts(endpoint: &str) -> HashSet<String> {
     struct PowerCuts {
         instance_ids: Vec<String>,
     }
-    let Some(body) = emulator_get(endpoint, "/_ballast/power-cuts").await else {
+    let Some(body) = emulator_get(endpoint, "/_ballast/power-cuts", Duration::ZERO).await else {
         tracing::warn!(
             "the emulator did not say which terminations skip the OS shutdown: all graceful"
         );
@@ -959,8 +990,9 @@ async fn power_cuts(endpoint: &str) -> HashSet<String> {
     }
 }
 
-/// The body of a 200 answer of the emulator's own endpoint `path`; None on any failure.
-async fn emulator_get(endpoint: &str, path: &str) -> Option<String> {
+/// The body of a 200 answer of the emulator's own endpoint `path`, which may take `wait` to answer; None on any
+/// failure or after `wait` and 2 s more.
+async fn emulator_get(endpoint: &str, path: &str, wait: Duration) -> Option<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let authority = endpoint.strip_prefix("http://")?.trim_end_matches('/');
     let exchange = async {
@@ -974,7 +1006,7 @@ async fn emulator_get(endpoint: &str, path: &str) -> Option<String> {
         let (head, body) = text.split_once("\r\n\r\n")?;
         (head.split_whitespace().nth(1) == Some("200")).then(|| body.trim().to_string())
     };
-    tokio::time::timeout(Duration::from_secs(2), exchange)
+    tokio::time::timeout(wait + Duration::from_secs(2), exchange)
         .await
         .ok()
         .flatten()
