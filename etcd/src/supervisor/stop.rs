@@ -17,6 +17,9 @@ use crate::decide::{plan_handoff, Handoff, HandoffMember, MemberStatus};
 /// Each look before the handoff (the local status and member list, the peers' statuses): the peers answer in
 /// milliseconds when they are up; one that does not answer within this is gone for the handoff's purpose.
 const LOOK_TIMEOUT: Duration = Duration::from_millis(300);
+/// While MoveLeader runs, how often the local member is asked whom it follows: etcd 3.4 answers MoveLeader only
+/// at its next 100 ms tick after the transfer, which takes a few milliseconds.
+const LEADER_POLL: Duration = Duration::from_millis(10);
 /// The MoveLeader call: a transfer to a caught-up voter takes a round trip or two; beyond this the stop goes on
 /// (the transfer may still complete; if not, the followers elect a leader after their timeout, as on a crash).
 const MOVE_LEADER_TIMEOUT: Duration = Duration::from_millis(500);
@@ -130,9 +133,10 @@ impl Supervisor {
                     to = format!("{member_id:x}"),
                     "etcd leader stopping: moving leadership"
                 );
-                match tokio::time::timeout(MOVE_LEADER_TIMEOUT, local.move_leader(member_id)).await
+                match tokio::time::timeout(MOVE_LEADER_TIMEOUT, move_leader(&local, member_id))
+                    .await
                 {
-                    Ok(Ok(_)) => StopOutcome::HandedOver { to: member_id },
+                    Ok(Ok(())) => StopOutcome::HandedOver { to: member_id },
                     Ok(Err(e)) => no_handoff(format!("MoveLeader to {member_id:x} failed: {e}")),
                     Err(_) => no_handoff(format!(
                         "MoveLeader to {member_id:x} did not finish within {MOVE_LEADER_TIMEOUT:?}"
@@ -155,5 +159,26 @@ impl Supervisor {
             .ok()?;
         self.clients.insert(endpoint.to_string(), client.clone());
         Some(client)
+    }
+}
+
+/// MoveLeader to `target` through the local (leading) member; done as soon as the local member follows `target`,
+/// without waiting for etcd's answer to the call (it comes at etcd's next tick, up to 100 ms later).
+async fn move_leader(local: &Client, target: u64) -> Result<(), etcd_client::Error> {
+    let mut mover = local.clone();
+    let mut watcher = local.clone();
+    let call = mover.move_leader(target);
+    tokio::pin!(call);
+    loop {
+        tokio::select! {
+            answer = &mut call => return answer.map(|_| ()),
+            () = tokio::time::sleep(LEADER_POLL) => {
+                if let Ok(Ok(status)) = tokio::time::timeout(LOOK_TIMEOUT, watcher.status()).await {
+                    if status.leader() == target {
+                        return Ok(());
+                    }
+                }
+            }
+        }
     }
 }
