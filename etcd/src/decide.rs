@@ -779,9 +779,11 @@ fn reseed(o: &Observation, record: &ClusterRecord, seed: &str) -> Option<Step> {
 }
 
 mod fate;
+mod handoff;
 mod volume;
 
 pub use fate::InstanceFate;
+pub use handoff::{plan_handoff, Handoff, HandoffMember};
 
 #[cfg(test)]
 mod tests;

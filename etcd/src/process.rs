@@ -9,7 +9,8 @@
 //! ```
 //!
 //! etcd is torn down with SIGKILL: it is crash-safe by design, and SIGTERM to a leader whose peers are gone
-//! hangs for seconds in a leadership transfer.
+//! hangs for seconds in a leadership transfer (a graceful stop, `supervisor/stop.rs`, hands leadership over
+//! first, then SIGKILLs too: etcd's own graceful stop drains its servers for a second or more).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -142,7 +142,7 @@ pub fn test_config(
 pub struct RunningNode {
     pub instance_id: String,
     pub ip: String,
-    task: tokio::task::JoinHandle<()>,
+    task: tokio::task::JoinHandle<crate::supervisor::StopOutcome>,
     pid: Arc<std::sync::atomic::AtomicU32>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -179,7 +179,7 @@ impl RunningNode {
                     _ = tokio::time::sleep(delay) => {}
                 }
             }
-            supervisor.shutdown().await;
+            supervisor.shutdown().await
         });
         Ok(RunningNode {
             instance_id,
@@ -209,12 +209,13 @@ impl RunningNode {
         let _ = (&mut self.task).await;
     }
 
-    /// Stops the supervisor and its etcd (SIGKILL), waiting for both.
-    pub async fn stop(mut self) {
+    /// Stops the supervisor and its etcd as nodeup does at SIGTERM (a leader hands leadership over first),
+    /// waiting for both; `None` if the supervisor's task failed.
+    pub async fn stop(mut self) -> Option<crate::supervisor::StopOutcome> {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
-        let _ = (&mut self.task).await;
+        (&mut self.task).await.ok()
     }
 }
 

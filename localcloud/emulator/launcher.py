@@ -599,6 +599,55 @@ def patch_resource_tag_conditions_of_volume_attachment() -> None:
     IAMRequestBase.check_action_permitted = check_action_permitted
 
 
+# Instance shutdowns: what the instance runner must know and cannot read from moto's state.
+# Instance id -> whether its last TerminateInstances/StopInstances asked SkipOsShutdown (a power cut).
+POWER_CUTS: dict[str, bool] = {}
+POWER_CUTS_LOCK = threading.Lock()
+
+
+def patch_skip_os_shutdown() -> None:
+    """TerminateInstances and StopInstances with SkipOsShutdown (moto.ec2.responses.instances.InstanceResponse).
+
+    moto gap (5.2.5): the parameter is accepted and ignored, and moto's state has no place for it. On EC2 a
+    termination or stop shuts the OS down gracefully (systemd stops its units: nodeup gets SIGTERM) unless
+    SkipOsShutdown=true, which cuts the power. The local cloud's runner, which does the shutting down, only
+    sees the instance's state change. Fix: remember, per instance id, whether its last terminate or stop asked
+    to skip the OS shutdown (recorded before moto changes the state, so the runner never sees the new state
+    without it; a later call without the flag clears it), served at `GET /_ballast/power-cuts`. Instances
+    terminated by Auto Scaling (scale-in, replacement) never pass through here: graceful, as on EC2.
+    Internals: InstanceResponse.terminate_instances / stop_instances, BaseResponse._get_param,
+    _get_bool_param.
+    """
+    from moto.ec2.responses.instances import InstanceResponse
+
+    def recording(original):  # type: ignore[no-untyped-def]
+        def handler(self):  # type: ignore[no-untyped-def]
+            ids = self._get_param("InstanceIds", []) or []
+            skip = bool(self._get_bool_param("SkipOsShutdown", False))
+            with POWER_CUTS_LOCK:
+                for instance_id in ids:
+                    if skip:
+                        POWER_CUTS[instance_id] = True
+                    else:
+                        POWER_CUTS.pop(instance_id, None)
+            return original(self)
+
+        handler.__name__ = original.__name__
+        return handler
+
+    InstanceResponse.terminate_instances = recording(InstanceResponse.terminate_instances)
+    InstanceResponse.stop_instances = recording(InstanceResponse.stop_instances)
+
+
+def power_cuts() -> bytes:
+    """`{"instance_ids": [...]}`: the instances whose last terminate or stop skipped the OS shutdown."""
+    import json
+
+    with POWER_CUTS_LOCK:
+        ids = sorted(POWER_CUTS)
+    return json.dumps({"instance_ids": ids}).encode()
+
+
 # Patches without parameters; patch_trust_policy_principals takes --ec2-service-user.
 def patch_bucket_versioning_root_element() -> None:
     """GetBucketVersioning (moto.s3.responses.S3Response.get_bucket_versioning).
@@ -724,6 +773,7 @@ PATCHES = [
     patch_register_image_root_device_name,
     patch_tag_lookup_by_resource,
     patch_backend_dispatch_cache,
+    patch_skip_os_shutdown,
 ]
 
 
@@ -744,12 +794,13 @@ def apply_patches(args: argparse.Namespace) -> None:
 
 STATS_PATH = "/_ballast/stats"
 FINGERPRINT_PATH = "/_ballast/instances-fingerprint"
+POWER_CUTS_PATH = "/_ballast/power-cuts"
 
 
 def instances_fingerprint() -> str:
-    """Digests of what the instance runner acts on, one line each: `volumes <digest>` for every volume's
-    attachment, then `<instance-id> <digest>` per instance for its state, tags, instance profile and profile
-    association.
+    """Digests of what the instance runner acts on, one line each: `all <digest>` of every line after it,
+    `volumes <digest>` for every volume's attachment, then `<instance-id> <digest>` per instance for its state,
+    tags, instance profile and profile association.
 
     moto serializes DescribeInstances at about 8 ms per instance (its generic serializer), so at a hundred
     instances the runner's polling alone kept the emulator busy, and at two hundred one full describe took 1.6 s.
@@ -800,7 +851,55 @@ def instances_fingerprint() -> str:
                         )
                     ).encode()
                 )
-    return "\n".join([f"volumes {volumes.hexdigest()[:32]}"] + sorted(lines)) + "\n"
+    rest = "\n".join([f"volumes {volumes.hexdigest()[:32]}"] + sorted(lines))
+    # First, one digest of all the others: what a runner waiting for a change names (`?unchanged=`).
+    return f"all {hashlib.sha256(rest.encode()).hexdigest()[:32]}\n{rest}\n"
+
+
+def fingerprint_digest(fingerprint: str) -> str:
+    """The `all` digest on the first line of an [`instances_fingerprint`] body."""
+    return fingerprint.split("\n", 1)[0].partition(" ")[2]
+
+
+# Changes the instance runner acts on: bumped after every EC2 or Auto Scaling call that is not a read, so that
+# a runner waiting for the fingerprint to change (`?unchanged=DIGEST&wait_ms=N`) hears of it at once.
+CHANGES = threading.Condition()
+GENERATION = [0]
+READ_ONLY_PREFIXES = ("Describe", "Get", "List")
+MAX_FINGERPRINT_WAIT_MS = 1500
+
+
+def note_change(name: str) -> None:
+    service, _, action = name.partition(":")
+    if service in ("ec2", "autoscaling") and not action.startswith(READ_ONLY_PREFIXES):
+        with CHANGES:
+            GENERATION[0] += 1
+            CHANGES.notify_all()
+
+
+def fingerprint_when_changed(unchanged: str | None, wait_ms: int) -> tuple[str, float]:
+    """The fingerprint, once its `all` digest differs from `unchanged` or after `wait_ms` (at most
+    MAX_FINGERPRINT_WAIT_MS); at once without `unchanged`. Returns it with the time spent computing digests (not
+    waiting).
+
+    The runner used to ask every 250 ms and so saw a change (an instance launched, a volume attached) up to
+    250 ms late, twice per etcd volume re-attach; waiting here costs a thread and no polling."""
+    import time
+
+    deadline = time.monotonic() + min(max(wait_ms, 0), MAX_FINGERPRINT_WAIT_MS) / 1000.0
+    spent = 0.0
+    while True:
+        with CHANGES:
+            generation = GENERATION[0]
+        started = time.perf_counter()
+        fingerprint = instances_fingerprint()
+        spent += time.perf_counter() - started
+        left = deadline - time.monotonic()
+        if unchanged is None or fingerprint_digest(fingerprint) != unchanged or left <= 0:
+            return fingerprint, spent
+        with CHANGES:
+            # A change between reading the generation and here has bumped it already: no wait then.
+            CHANGES.wait_for(lambda: GENERATION[0] != generation, timeout=left)
 
 
 class CallStats:
@@ -853,13 +952,28 @@ class CallStats:
             )
             return [body]
         if environ.get("PATH_INFO") == FINGERPRINT_PATH:
-            started = time.perf_counter()
-            body = instances_fingerprint().encode()
+            import urllib.parse
+
+            query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+            unchanged = (query.get("unchanged") or [None])[0]
+            try:
+                wait_ms = int((query.get("wait_ms") or ["0"])[0])
+            except ValueError:
+                wait_ms = 0
+            fingerprint, spent = fingerprint_when_changed(unchanged, wait_ms)
+            body = fingerprint.encode()
             with self.lock:
                 entry = self.calls.setdefault("local:InstancesFingerprint", [0, 0.0])
                 entry[0] += 1
-                entry[1] += time.perf_counter() - started
+                entry[1] += spent
             start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+            return [body]
+        if environ.get("PATH_INFO") == POWER_CUTS_PATH:
+            # Not counted: the runner asks only when instances left the running state.
+            body = power_cuts()
+            start_response(
+                "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+            )
             return [body]
         try:
             name = self.call_name(environ)
@@ -874,6 +988,7 @@ class CallStats:
                 entry = self.calls.setdefault(name, [0, 0.0])
                 entry[0] += 1
                 entry[1] += spent
+            note_change(name)
 
 
 def watch_stdin() -> None:

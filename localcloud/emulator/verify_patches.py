@@ -662,7 +662,8 @@ def verify_instances_fingerprint(c: Cloud, url: str) -> None:
             return dict(line.split(" ", 1) for line in r.read().decode().splitlines() if line)
 
     def changed(before: dict, after: dict) -> set:
-        return {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+        """The lines that differ, but for `all` (which differs whenever any does)."""
+        return {k for k in before.keys() | after.keys() if k != "all" and before.get(k) != after.get(k)}
 
     first = fingerprint()
     check("fingerprint: stable while nothing changes", fingerprint() == first, f"{len(first)} lines")
@@ -685,8 +686,58 @@ def verify_instances_fingerprint(c: Cloud, url: str) -> None:
     check("fingerprint: a volume attachment changes the volumes line alone",
           changed(created, attached) == {"volumes"}, changed(created, attached))
     c.ec2.terminate_instances(InstanceIds=[instance])
-    check("fingerprint: a termination changes that instance's line",
-          instance in changed(attached, fingerprint()))
+    terminated = fingerprint()
+    check("fingerprint: a termination changes that instance's line", instance in changed(attached, terminated))
+
+    # Waiting for a change: answered at once when the `all` digest differs, at the change while waiting, and
+    # with the same digests after the wait when nothing changed.
+    def waited(unchanged: str, wait_ms: int) -> tuple[dict, float]:
+        started = time.monotonic()
+        with urllib.request.urlopen(
+            url + f"/_ballast/instances-fingerprint?unchanged={unchanged}&wait_ms={wait_ms}", timeout=10
+        ) as r:
+            body = r.read().decode()
+        return dict(line.split(" ", 1) for line in body.splitlines() if line), time.monotonic() - started
+
+    got, _ = waited(first["all"], 1000)
+    check("fingerprint wait: a digest that differs already is answered", got == terminated)
+    got, took = waited(terminated["all"], 300)
+    check("fingerprint wait: unchanged after the wait", got == terminated and took >= 0.25, f"{took:.2f} s")
+    import threading
+
+    timer = threading.Timer(0.2, lambda: c.ec2.create_tags(Resources=[instance], Tags=[{"Key": "k", "Value": "w"}]))
+    timer.start()
+    got, took = waited(terminated["all"], 1500)
+    timer.join()
+    check("fingerprint wait: a change while waiting ends the wait", got != terminated and took < 1.4, f"{took:.2f} s")
+
+
+def verify_power_cuts(c: Cloud, url: str) -> None:
+    """SkipOsShutdown on TerminateInstances / StopInstances is remembered per instance (GET /_ballast/power-cuts);
+    a default terminate or stop is not, and clears an earlier flag."""
+    import urllib.request
+
+    def cuts() -> list[str]:
+        with urllib.request.urlopen(url + "/_ballast/power-cuts", timeout=10) as r:
+            return json.loads(r.read())["instance_ids"]
+
+    image = c.ec2.describe_images()["Images"][0]["ImageId"]
+    ids = [i["InstanceId"] for i in c.ec2.run_instances(ImageId=image, MinCount=4, MaxCount=4)["Instances"]]
+    cut, graceful, stopped, restarted = ids
+    c.ec2.terminate_instances(InstanceIds=[cut], SkipOsShutdown=True)
+    c.ec2.terminate_instances(InstanceIds=[graceful])
+    now = cuts()
+    check("power cuts: SkipOsShutdown=true on terminate is recorded", cut in now, now)
+    check("power cuts: a default terminate is not", graceful not in now, now)
+    state = c.ec2.describe_instances(InstanceIds=[cut])["Reservations"][0]["Instances"][0]["State"]["Name"]
+    check("power cuts: the instance is terminated all the same", state in ("shutting-down", "terminated"), state)
+    c.ec2.stop_instances(InstanceIds=[stopped, restarted], SkipOsShutdown=True)
+    now = cuts()
+    check("power cuts: SkipOsShutdown=true on stop is recorded", {stopped, restarted} <= set(now), now)
+    c.ec2.start_instances(InstanceIds=[restarted])
+    c.ec2.stop_instances(InstanceIds=[restarted])
+    now = cuts()
+    check("power cuts: a later default stop clears the flag", restarted not in now and stopped in now, now)
 
 
 def main() -> int:
@@ -702,6 +753,7 @@ def main() -> int:
         guarded("tag lookup", lambda: verify_tag_lookup(c))
         guarded("call stats", lambda: verify_call_stats(url))
         guarded("instances fingerprint", lambda: verify_instances_fingerprint(c, url))
+        guarded("power cuts", lambda: verify_power_cuts(c, url))
     finally:
         stop_launcher(proc)
     guarded("iam enforcement", verify_iam_enforcement)

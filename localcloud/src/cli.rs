@@ -77,7 +77,9 @@ pub struct RunArgs {
     /// the kernel closes it however the test process dies.
     #[arg(long)]
     pub exit_with_stdin: bool,
-    /// How often to poll EC2, in milliseconds.
-    #[arg(long, default_value_t = DEFAULT_POLL_INTERVAL.as_millis() as u64)]
+    /// How long one poll of EC2 waits for a change before looking anyway, in milliseconds (10..=1500: the
+    /// emulator holds a waiting poll at most 1.5 s). A change is seen at once whatever this is.
+    #[arg(long, default_value_t = DEFAULT_POLL_INTERVAL.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(10..=1500))]
     pub poll_interval_ms: u64,
 }

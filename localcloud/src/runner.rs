@@ -1,7 +1,14 @@
 //! The instance runner: watches the emulated EC2 API and, for every running instance, does what EC2 and the
 //! AMI's systemd unit would do: an IMDS endpoint on the instance's private IP, a root directory, and `nodeup`
-//! started in its own process group with the environment a real instance has. When an instance stops or
-//! terminates, its process group is SIGKILLed at once (a power cut) and its IMDS endpoint closed.
+//! started in its own process group with the environment a real instance has.
+//!
+//! When an instance stops or terminates, it shuts down as EC2 shuts an instance down: by default gracefully
+//! (what systemd does to the AMI's `nodeup.service`, KillMode=mixed: SIGTERM to nodeup alone, then, once nodeup
+//! exited or after [`SHUTDOWN_GRACE`], SIGKILL of the rest of its process group), and with a power cut (SIGKILL
+//! of the whole group at once) when the call asked `SkipOsShutdown=true` (the emulator remembers it:
+//! `GET /_ballast/power-cuts`). Shutdowns run as tasks of their own, so that a slow one never holds up the
+//! polling and booting of other instances. Only once an instance is off are its volumes unmounted (a
+//! replacement waits for them, as on EC2) and its IMDS endpoint closed.
 //!
 //! Each poll asks the emulator for a digest per instance (and one of the volume attachments) and describes only
 //! the instances whose digest changed, so the steady state costs one cheap request; user-data is read once per
@@ -18,15 +25,29 @@ use aws_sdk_ec2::types::{Filter, Instance, InstanceAttributeName};
 
 use crate::imds::{CredentialIssuer, ImdsServer, InstanceMetadata, InstanceProfileRef};
 use crate::namespace;
-use crate::process::{kill_group, ProcessRecord, Spawner};
+use crate::process::{group_members, kill_group, ProcessRecord, Spawner};
 use crate::state::{now_rfc3339, AccessKey, InstanceRecord, StateDir};
 use crate::volumes::{self, Attached};
 
-/// How often the runner polls EC2 by default: fast enough that a test sees a new instance boot within a
-/// fraction of a second, cheap enough (one filtered DescribeInstances) to idle at.
+/// How long one poll waits for the emulator's instance digest to change by default (a change ends the wait at
+/// once): the idle rhythm at which the runner reaps nodeup exits and retries boots, cheap enough to idle at.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
 /// A failed boot (port taken, spawn failure) is retried after this long rather than on every poll.
 const BOOT_RETRY_DELAY: Duration = Duration::from_secs(5);
+/// How long a graceful shutdown waits for nodeup to exit after its SIGTERM before the group is SIGKILLed. The
+/// AMI's unit allows 2 minutes (TimeoutStopSec=2min); nodeup's own shutdown is bounded far below that (the etcd
+/// leadership handoff within about 1 s, then etcd's stop). 10 s keeps a nodeup that hangs from holding its etcd
+/// volume, and so its replacement, for minutes on the local cloud, while a healthy one never comes near it.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// After the group's SIGKILL, how long to wait for its processes to be gone before the volumes are unmounted
+/// anyway (a process stuck in uninterruptible sleep; logged). SIGKILLed processes are gone within milliseconds.
+const GROUP_EXIT_WAIT: Duration = Duration::from_secs(2);
+/// How often a shutdown looks whether nodeup exited, and whether its group is empty.
+const EXIT_POLL: Duration = Duration::from_millis(10);
+/// The least time between two full looks: a burst of changes (an Auto Scaling group launching a hundred
+/// instances) must not turn into back-to-back full DescribeInstances. A change after a quiet spell is looked at
+/// at once.
+const MIN_FULL_POLL_GAP: Duration = Duration::from_millis(100);
 /// Between full looks the runner asks the emulator only for a digest per instance (see
 /// [`instances_fingerprint`]) and describes the instances whose digest changed; it describes every running
 /// instance at least this often, should a change escape the digests.
@@ -127,8 +148,32 @@ pub struct Runner {
     last_full_poll: Option<Instant>,
     /// False while a volume EC2 says is attached could not be mounted: the next poll tries again.
     volumes_settled: bool,
-    /// Volume attachments mounted into instance roots (`volumes`).
+    /// Volume attachments mounted into instance roots (`volumes`), including those of instances shutting down.
     mounted: BTreeSet<Attached>,
+    /// Instances shutting down, with their process group (cut at once if the local cloud goes down meanwhile).
+    stopping: HashMap<String, Option<u32>>,
+    /// The shutdown tasks; each returns its instance's id once the instance is off.
+    shutdowns: tokio::task::JoinSet<String>,
+    /// The instance of each shutdown task (a task that panicked returns no id).
+    shutdown_tasks: HashMap<tokio::task::Id, String>,
+}
+
+/// How an instance goes down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shutdown {
+    /// EC2's default: the OS shuts down (SIGTERM to nodeup, KillMode=mixed).
+    Graceful,
+    /// SkipOsShutdown, an eviction, the local cloud going down: SIGKILL of the whole group at once.
+    PowerCut,
+}
+
+impl Shutdown {
+    fn name(self) -> &'static str {
+        match self {
+            Shutdown::Graceful => "graceful",
+            Shutdown::PowerCut => "power cut",
+        }
+    }
 }
 
 impl Runner {
@@ -149,19 +194,45 @@ impl Runner {
             last_full_poll: None,
             volumes_settled: true,
             mounted: BTreeSet::new(),
+            stopping: HashMap::new(),
+            shutdowns: tokio::task::JoinSet::new(),
+            shutdown_tasks: HashMap::new(),
         })
     }
 
-    /// Polls until `shutdown` completes, then powers every instance off.
+    /// Polls until `shutdown` completes, then powers every instance off. Each poll waits (up to the poll
+    /// interval) for the emulator's instance digest to change, so that a change is acted on at once.
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
-        let mut tick = tokio::time::interval(self.ctx.options.poll_interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let interval = self.ctx.options.poll_interval;
         loop {
+            let endpoint = self.ctx.options.endpoint.clone();
+            let unchanged = self.last_fingerprint.as_ref().map(|f| f.all.clone());
+            let changed = async move {
+                let started = Instant::now();
+                let digest = instances_fingerprint(&endpoint, unchanged.as_deref(), interval).await;
+                if digest.is_none() {
+                    // The emulator did not answer: keep the poll interval rather than spin.
+                    tokio::time::sleep(interval.saturating_sub(started.elapsed())).await;
+                }
+                digest
+            };
             tokio::select! {
                 () = &mut shutdown => break,
-                _ = tick.tick() => {
-                    if let Err(e) = self.poll().await {
+                Some(done) = self.shutdowns.join_next_with_id(), if !self.shutdowns.is_empty() => {
+                    self.shutdown_finished(done);
+                    // A replacement may be waiting for this instance's volume: mount it now rather than at the
+                    // next tick.
+                    match self.mount_volumes().await {
+                        Ok(settled) => self.volumes_settled = settled,
+                        Err(e) => {
+                            self.volumes_settled = false;
+                            tracing::warn!(error = %e, "mounting volumes after a shutdown failed; retrying");
+                        }
+                    }
+                }
+                fingerprint = changed => {
+                    if let Err(e) = self.poll(fingerprint).await {
                         tracing::warn!(error = %e, "poll failed; retrying");
                     }
                 }
@@ -169,20 +240,55 @@ impl Runner {
         }
         tracing::info!(
             instances = self.booted.len(),
+            shutting_down = self.stopping.len(),
             "shutting down: powering every instance off"
         );
         let ids: Vec<String> = self.booted.keys().cloned().collect();
-        self.power_off(ids, &HashMap::new(), "local cloud stopped", "cloud-down")
-            .await;
+        let all: HashSet<String> = ids.iter().cloned().collect();
+        self.shut_down(
+            ids,
+            &HashMap::new(),
+            &all,
+            "local cloud stopped",
+            "cloud-down",
+        );
+        // Graceful shutdowns still in flight are cut too: the machine they run on goes away.
+        for pgid in self.stopping.values().flatten() {
+            if let Err(e) = kill_group(*pgid) {
+                tracing::warn!(pgid, error = %e, "killing a process group shutting down");
+            }
+        }
+        while let Some(done) = self.shutdowns.join_next_with_id().await {
+            self.shutdown_finished(done);
+        }
+    }
+
+    /// A shutdown task ended: its instance is off, its volumes unmounted.
+    fn shutdown_finished(
+        &mut self,
+        done: Result<(tokio::task::Id, String), tokio::task::JoinError>,
+    ) {
+        let (task, id) = match done {
+            Ok((task, id)) => (task, Some(id)),
+            Err(e) => {
+                tracing::warn!(error = %e, "a shutdown task failed");
+                (e.id(), None)
+            }
+        };
+        let Some(id) = self.shutdown_tasks.remove(&task).or(id) else {
+            return;
+        };
+        self.stopping.remove(&id);
+        self.mounted.retain(|m| m.instance_id != id);
     }
 
     /// One observation of EC2 and the actions it calls for. Only the instances whose digest changed since the
     /// last look (or whose boot waits for a retry) are described; every running instance is described when the
     /// digests are not available and at least every [`FULL_POLL_AT_LEAST_EVERY`]. moto's DescribeInstances
     /// costs about 8 ms per instance it returns: at two hundred instances, describing all of them on every change
-    /// kept the emulator busy for seconds.
-    pub async fn poll(&mut self) -> Result<(), RunnerError> {
-        let fingerprint = instances_fingerprint(&self.ctx.options.endpoint).await;
+    /// kept the emulator busy for seconds. `fingerprint` is the emulator's digests just read (None when it did
+    /// not answer).
+    pub async fn poll(&mut self, fingerprint: Option<Fingerprint>) -> Result<(), RunnerError> {
         let now = Instant::now();
         let retries_due: Vec<String> = self
             .retry_after
@@ -208,6 +314,14 @@ impl Runner {
             }
             _ => None,
         };
+        // Only a full look is costly enough to space out; one of the changed instances is not.
+        if let (None, Some(wait)) = (
+            &partial,
+            self.last_full_poll
+                .and_then(|at| MIN_FULL_POLL_GAP.checked_sub(at.elapsed())),
+        ) {
+            tokio::time::sleep(wait).await;
+        }
         let (running, looked_at) = match &partial {
             Some((ids, _)) => (self.describe_running_among(ids).await?, Some(ids)),
             None => (self.describe_running().await?, None),
@@ -237,10 +351,18 @@ impl Runner {
             .collect();
         let powered_off = !gone.is_empty();
         if !gone.is_empty() {
-            // Only for the record: whether it stopped or terminated. Power goes off either way.
-            let states = self.describe_states(&gone).await;
-            self.power_off(gone, &states, "instance left the running state", "gone")
-                .await;
+            // For the record: whether it stopped or terminated.
+            let (states, cuts) = tokio::join!(
+                self.describe_states(&gone),
+                power_cuts(&self.ctx.options.endpoint)
+            );
+            self.shut_down(
+                gone,
+                &states,
+                &cuts,
+                "instance left the running state",
+                "gone",
+            );
         }
 
         let now = Instant::now();
@@ -299,23 +421,50 @@ impl Runner {
     }
 
     /// Mounts the volumes EC2 says are attached to instances running here and unmounts the ones no longer
-    /// attached (`volumes`). An instance still holding a volume that is now attached elsewhere is powered off
-    /// first: on EC2 a volume moves only once its holder is off, and two etcds must never share a data dir.
+    /// attached (`volumes`). A volume another instance still holds is mounted only once that one is off: one
+    /// shutting down is waited for; one still running while EC2 says its volume is attached elsewhere is shut
+    /// down first. On EC2 a volume moves only once its holder is off, and two etcds must never share a data dir.
+    /// True when nothing is left to mount (a volume waiting for its holder, or a failed mount, is not).
     async fn mount_volumes(&mut self) -> Result<bool, RunnerError> {
         let attached = self.describe_attachments().await?;
         let running: BTreeSet<String> = self.booted.keys().cloned().collect();
-        let plan = volumes::plan_mounts(&attached, &self.mounted, &running);
+        let stopping: BTreeSet<String> = self.stopping.keys().cloned().collect();
+        let plan = volumes::plan_mounts(&attached, &self.mounted, &running, &stopping);
         if !plan.evict.is_empty() {
-            self.power_off(
-                plan.evict.clone(),
+            // A holder EC2 no longer lists as running left between this poll's two looks: it shuts down like any
+            // other (gracefully unless its call skipped the OS shutdown). One still running had its volume
+            // attached elsewhere, which EC2 refuses (VolumeInUse) and moto allows: a power cut, the only way to
+            // keep the volume's data dir to one etcd at once.
+            let (states, mut cuts) = tokio::join!(
+                self.describe_states(&plan.evict),
+                power_cuts(&self.ctx.options.endpoint)
+            );
+            let (left, still): (Vec<String>, Vec<String>) = plan
+                .evict
+                .iter()
+                .cloned()
+                .partition(|id| states.get(id).is_some_and(|s| s != "running"));
+            self.shut_down(
+                left,
+                &states,
+                &cuts,
+                "instance left the running state",
+                "gone",
+            );
+            cuts.extend(still.iter().cloned());
+            self.shut_down(
+                still,
                 &HashMap::new(),
+                &cuts,
                 "its volume was attached to another instance",
                 "evicted",
-            )
-            .await;
+            );
+        }
+        for waiting in &plan.waiting {
+            tracing::debug!(instance_id = %waiting.instance_id, volume = %waiting.volume_id, "volume waits for its previous holder to be off");
         }
         let volumes_dir = self.ctx.options.state.volumes_dir();
-        let mut settled = true;
+        let mut settled = plan.waiting.is_empty();
         for gone in &plan.unmount {
             self.mounted.remove(gone);
             // A powered-off instance had everything under its root unmounted already.
@@ -402,71 +551,97 @@ impl Runner {
         }
     }
 
-    /// Kills the process groups of `ids` at once, then closes their IMDS endpoints and records it.
+    /// Shuts `ids` down: a power cut for those in `cuts` (every SIGKILL sent here, before this returns, so that no
+    /// instance outlives another one's slower teardown), gracefully for the others; the rest of each shutdown
+    /// (waiting for nodeup, unmounting, closing the IMDS endpoint, the record) runs in a task of its own.
     /// `states` holds the EC2 state of each instance when known, else `default_state` is recorded.
-    async fn power_off(
+    fn shut_down(
         &mut self,
         ids: Vec<String>,
         states: &HashMap<String, String>,
+        cuts: &HashSet<String>,
         why: &str,
         default_state: &str,
     ) {
-        let off: Vec<Booted> = ids.iter().filter_map(|id| self.booted.remove(id)).collect();
-        // First every SIGKILL, so that no instance outlives another one's slower teardown.
-        for b in &off {
-            if let Some(p) = b.record.nodeup {
-                if let Err(e) = kill_group(p.pid) {
-                    tracing::warn!(instance_id = %b.record.instance_id, error = %e, "killing the process group");
+        let off: Vec<(Booted, Shutdown)> = ids
+            .iter()
+            .filter_map(|id| self.booted.remove(id))
+            .map(|b| {
+                let how = if cuts.contains(&b.record.instance_id) {
+                    Shutdown::PowerCut
+                } else {
+                    Shutdown::Graceful
+                };
+                (b, how)
+            })
+            .collect();
+        for (b, how) in &off {
+            if *how == Shutdown::PowerCut {
+                if let Some(p) = b.record.nodeup {
+                    if let Err(e) = kill_group(p.pid) {
+                        tracing::warn!(instance_id = %b.record.instance_id, error = %e, "killing the process group");
+                    }
                 }
             }
         }
-        // Then its volumes go: EC2 detaches a terminated instance's volumes once it is off.
-        for b in &off {
-            self.mounted
-                .retain(|m| m.instance_id != b.record.instance_id);
-            if let Err(e) = volumes::unmount_all_under(&b.record.root) {
-                tracing::warn!(instance_id = %b.record.instance_id, error = %e, "unmounting its volumes");
-            }
-        }
-        let mut closing = tokio::task::JoinSet::new();
-        let mut reaping = Vec::with_capacity(off.len());
-        for b in off {
-            closing.spawn(b.imds.close());
-            reaping.push((b.record, b.child));
-        }
-        while closing.join_next().await.is_some() {}
-        for (record, mut child) in reaping {
-            // Reap: the group was SIGKILLed, so this returns at once.
-            let status = tokio::task::spawn_blocking(move || {
-                let status = child.wait();
-                (record, status)
-            })
-            .await;
-            let Ok((record, status)) = status else {
-                continue;
-            };
-            let mut record = record;
-            let id = record.instance_id.clone();
-            record.state = states
+        for (mut b, how) in off {
+            let id = b.record.instance_id.clone();
+            let state = states
                 .get(&id)
                 .cloned()
                 .unwrap_or_else(|| default_state.to_owned());
-            record.stopped_at = Some(now_rfc3339());
-            if record.nodeup_exit.is_none() {
-                record.nodeup_exit = Some(match status {
-                    Ok(s) => format!("killed ({why}): {s}"),
-                    Err(e) => format!("killed ({why}); wait failed: {e}"),
-                });
+            tracing::info!(instance_id = %id, shutdown = how.name(), %state, why, "instance shutting down");
+            // Recorded now, so that nobody takes an instance shutting down for a running one (it has no
+            // `stopped_at` until it is off).
+            b.record.state = state.clone();
+            b.record.shutdown = Some(how.name().to_owned());
+            if let Err(e) = self.ctx.options.state.write_instance(&b.record) {
+                tracing::warn!(error = %e, "recording the shutdown's start");
             }
-            tracing::info!(instance_id = %id, state = %record.state, "instance powered off");
-            if let Err(e) = self.ctx.options.state.write_instance(&record) {
-                tracing::warn!(error = %e, "recording the power-off");
-            }
+            self.stopping
+                .insert(id.clone(), b.record.nodeup.map(|p| p.pid));
+            let task = self.shutdowns.spawn(stop_instance(
+                self.ctx.options.state.clone(),
+                b,
+                how,
+                state,
+                why.to_owned(),
+            ));
+            self.shutdown_tasks.insert(task.id(), id);
         }
     }
 
     /// Running instances with their reservation's owner (the account id).
     async fn describe_running(&self) -> Result<Vec<(Instance, String)>, RunnerError> {
+        self.describe_running_where(None).await
+    }
+
+    /// The running instances among `ids`, with their reservation's owner (a filter, not InstanceIds: an id
+    /// EC2 no longer knows is no error).
+    async fn describe_running_among(
+        &self,
+        ids: &[String],
+    ) -> Result<Vec<(Instance, String)>, RunnerError> {
+        let mut out = Vec::new();
+        for chunk in ids.chunks(IDS_PER_DESCRIBE) {
+            let among = Filter::builder()
+                .name("instance-id")
+                .set_values(Some(chunk.to_vec()))
+                .build();
+            out.extend(self.describe_running_where(Some(among)).await?);
+        }
+        Ok(out)
+    }
+
+    /// Running instances (that `also` matches, if given) with their reservation's owner, every page of them.
+    async fn describe_running_where(
+        &self,
+        also: Option<Filter>,
+    ) -> Result<Vec<(Instance, String)>, RunnerError> {
+        let running = Filter::builder()
+            .name("instance-state-name")
+            .values("running")
+            .build();
         let mut out = Vec::new();
         let mut token: Option<String> = None;
         loop {
@@ -474,12 +649,12 @@ impl Runner {
                 .ctx
                 .ec2
                 .describe_instances()
-                .filters(
-                    Filter::builder()
-                        .name("instance-state-name")
-                        .values("running")
-                        .build(),
-                )
+                .set_filters(Some(
+                    [Some(running.clone()), also.clone()]
+                        .into_iter()
+                        .flatten()
+                        .collect(),
+                ))
                 .set_next_token(token.take())
                 .send()
                 .await
@@ -495,43 +670,6 @@ impl Runner {
                 _ => return Ok(out),
             }
         }
-    }
-
-    /// The running instances among `ids`, with their reservation's owner (a filter, not InstanceIds: an id
-    /// EC2 no longer knows is no error).
-    async fn describe_running_among(
-        &self,
-        ids: &[String],
-    ) -> Result<Vec<(Instance, String)>, RunnerError> {
-        let mut out = Vec::new();
-        for chunk in ids.chunks(IDS_PER_DESCRIBE) {
-            let page = self
-                .ctx
-                .ec2
-                .describe_instances()
-                .filters(
-                    Filter::builder()
-                        .name("instance-state-name")
-                        .values("running")
-                        .build(),
-                )
-                .filters(
-                    Filter::builder()
-                        .name("instance-id")
-                        .set_values(Some(chunk.to_vec()))
-                        .build(),
-                )
-                .send()
-                .await
-                .map_err(|e| RunnerError::Describe(crate::aws::error_chain(&e)))?;
-            for reservation in page.reservations() {
-                let owner = reservation.owner_id().unwrap_or("123456789012").to_owned();
-                for instance in reservation.instances() {
-                    out.push((instance.clone(), owner.clone()));
-                }
-            }
-        }
-        Ok(out)
     }
 
     /// The current state names of `ids` (best effort: only for the records).
@@ -564,6 +702,99 @@ impl Runner {
         }
         states
     }
+}
+
+/// One instance's shutdown, to the end: nodeup stopped (gracefully: SIGTERM, then up to [`SHUTDOWN_GRACE`] for it
+/// to exit; a power cut's SIGKILL was sent already), the rest of its process group SIGKILLed and gone, its
+/// volumes unmounted, its IMDS endpoint closed, the record written. Returns the instance's id.
+async fn stop_instance(
+    state_dir: crate::state::StateDir,
+    booted: Booted,
+    how: Shutdown,
+    ec2_state: String,
+    why: String,
+) -> String {
+    let Booted {
+        mut record,
+        imds,
+        mut child,
+        ..
+    } = booted;
+    let id = record.instance_id.clone();
+    let pgid = record.nodeup.map(|p| p.pid);
+    // nodeup's own exit, when it came before the group's SIGKILL.
+    let mut own_exit = None;
+    if how == Shutdown::Graceful && record.nodeup_exit.is_none() {
+        if let Some(p) = record.nodeup {
+            p.signal(nix::sys::signal::Signal::SIGTERM);
+        }
+        let deadline = Instant::now() + SHUTDOWN_GRACE;
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => {
+                    own_exit = Some(status);
+                    break;
+                }
+                Ok(None) if Instant::now() < deadline => tokio::time::sleep(EXIT_POLL).await,
+                Ok(None) => {
+                    tracing::warn!(instance_id = %id, grace = ?SHUTDOWN_GRACE, "nodeup did not exit after SIGTERM; killing its group");
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(instance_id = %id, error = %e, "waiting for nodeup after SIGTERM; killing its group");
+                    break;
+                }
+            }
+        }
+    }
+    // KillMode=mixed: once the main process exited (or the grace ran out), whatever remains is SIGKILLed.
+    if let Some(pgid) = pgid {
+        if let Err(e) = kill_group(pgid) {
+            tracing::warn!(instance_id = %id, error = %e, "killing the process group");
+        }
+    }
+    let status = match own_exit {
+        Some(status) => Ok(status),
+        // The group was SIGKILLed, so this returns at once.
+        None => tokio::task::spawn_blocking(move || child.wait())
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string()))),
+    };
+    // The volumes move only once nothing of the instance runs: no etcd may outlive its data dir's unmount.
+    if let Some(pgid) = pgid {
+        let deadline = Instant::now() + GROUP_EXIT_WAIT;
+        loop {
+            let left = group_members(pgid);
+            if left.is_empty() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                tracing::warn!(instance_id = %id, pids = ?left, "processes outlived their group's SIGKILL; unmounting anyway");
+                break;
+            }
+            tokio::time::sleep(EXIT_POLL).await;
+        }
+    }
+    // EC2 detaches a terminated instance's volumes once it is off.
+    if let Err(e) = volumes::unmount_all_under(&record.root) {
+        tracing::warn!(instance_id = %id, error = %e, "unmounting its volumes");
+    }
+    imds.close().await;
+    record.state = ec2_state;
+    record.stopped_at = Some(now_rfc3339());
+    record.shutdown = Some(how.name().to_owned());
+    if record.nodeup_exit.is_none() {
+        record.nodeup_exit = Some(match (status, own_exit.is_some()) {
+            (Ok(s), true) => s.to_string(),
+            (Ok(s), false) => format!("killed ({why}): {s}"),
+            (Err(e), _) => format!("killed ({why}); wait failed: {e}"),
+        });
+    }
+    tracing::info!(instance_id = %id, state = %record.state, shutdown = how.name(), nodeup_exit = ?record.nodeup_exit, "instance off");
+    if let Err(e) = state_dir.write_instance(&record) {
+        tracing::warn!(error = %e, "recording the shutdown");
+    }
+    id
 }
 
 /// Boots one instance: user-data, IMDS endpoint, root directory, nodeup.
@@ -676,6 +907,7 @@ async fn boot_inner(ctx: &Context, instance: &Instance, owner: &str) -> Result<B
         log: log_path,
         nodeup: ProcessRecord::of(child.id()),
         nodeup_exit: None,
+        shutdown: None,
         booted_at: now_rfc3339(),
         stopped_at: None,
     };
@@ -805,27 +1037,34 @@ fn synthetic_mac(id: &str) -> String {
 }
 
 /// The emulator's digests (`GET /_ballast/instances-fingerprint`, served by the launcher, not an AWS API): one of
-/// every volume attachment, and one per instance of what the runner acts on (state, tags, instance profile).
+/// all the others (what a wait for a change names), one of every volume attachment, and one per instance of what
+/// the runner acts on (state, tags, instance profile).
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Fingerprint {
+pub struct Fingerprint {
+    all: String,
     volumes: String,
     instances: BTreeMap<String, String>,
 }
 
 impl Fingerprint {
-    /// `volumes <digest>` then `<instance-id> <digest>` lines; None when that is not what the body holds.
+    /// `all <digest>`, `volumes <digest>`, then `<instance-id> <digest>` lines; None when that is not what the
+    /// body holds.
     fn parse(body: &str) -> Option<Self> {
+        let mut all = None;
         let mut volumes = None;
         let mut instances = BTreeMap::new();
         for line in body.lines().filter(|l| !l.trim().is_empty()) {
             let (key, digest) = line.trim().split_once(' ')?;
-            if key == "volumes" {
-                volumes = Some(digest.to_owned());
-            } else {
-                instances.insert(key.to_owned(), digest.to_owned());
+            match key {
+                "all" => all = Some(digest.to_owned()),
+                "volumes" => volumes = Some(digest.to_owned()),
+                _ => {
+                    instances.insert(key.to_owned(), digest.to_owned());
+                }
             }
         }
         Some(Fingerprint {
+            all: all?,
             volumes: volumes?,
             instances,
         })
@@ -841,25 +1080,65 @@ impl Fingerprint {
     }
 }
 
-/// The emulator's digests; None when it does not answer, and the runner then describes every instance.
-async fn instances_fingerprint(endpoint: &str) -> Option<Fingerprint> {
+/// The emulator's digests; None when it does not answer, and the runner then describes every instance. With
+/// `unchanged` (an `all` digest), the emulator answers once its digests differ from those, or after `wait` (it
+/// caps the wait at 1.5 s).
+async fn instances_fingerprint(
+    endpoint: &str,
+    unchanged: Option<&str>,
+    wait: Duration,
+) -> Option<Fingerprint> {
+    let path = match unchanged {
+        // A digest is hex: nothing to escape.
+        Some(digest) => format!(
+            "/_ballast/instances-fingerprint?unchanged={digest}&wait_ms={}",
+            wait.as_millis()
+        ),
+        None => "/_ballast/instances-fingerprint".to_owned(),
+    };
+    Fingerprint::parse(&emulator_get(endpoint, &path, wait).await?)
+}
+
+/// The instances whose last TerminateInstances or StopInstances asked `SkipOsShutdown=true`
+/// (`GET /_ballast/power-cuts`, served by the launcher, not an AWS API). When the emulator does not answer,
+/// none: a graceful shutdown is EC2's default.
+async fn power_cuts(endpoint: &str) -> HashSet<String> {
+    #[derive(serde::Deserialize)]
+    struct PowerCuts {
+        instance_ids: Vec<String>,
+    }
+    let Some(body) = emulator_get(endpoint, "/_ballast/power-cuts", Duration::ZERO).await else {
+        tracing::warn!(
+            "the emulator did not say which terminations skip the OS shutdown: all graceful"
+        );
+        return HashSet::new();
+    };
+    match serde_json::from_str::<PowerCuts>(&body) {
+        Ok(cuts) => cuts.instance_ids.into_iter().collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "unreadable /_ballast/power-cuts: all graceful");
+            HashSet::new()
+        }
+    }
+}
+
+/// The body of a 200 answer of the emulator's own endpoint `path`, which may take `wait` to answer; None on any
+/// failure or after `wait` and 2 s more.
+async fn emulator_get(endpoint: &str, path: &str, wait: Duration) -> Option<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let authority = endpoint.strip_prefix("http://")?.trim_end_matches('/');
     let exchange = async {
         let mut stream = tokio::net::TcpStream::connect(authority).await.ok()?;
-        let request = format!(
-            "GET /_ballast/instances-fingerprint HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
-        );
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
         stream.write_all(request.as_bytes()).await.ok()?;
         let mut response = Vec::new();
         stream.read_to_end(&mut response).await.ok()?;
         let text = String::from_utf8(response).ok()?;
         let (head, body) = text.split_once("\r\n\r\n")?;
-        (head.split_whitespace().nth(1) == Some("200"))
-            .then(|| Fingerprint::parse(body))
-            .flatten()
+        (head.split_whitespace().nth(1) == Some("200")).then(|| body.trim().to_string())
     };
-    tokio::time::timeout(Duration::from_secs(2), exchange)
+    tokio::time::timeout(wait + Duration::from_secs(2), exchange)
         .await
         .ok()
         .flatten()
@@ -871,17 +1150,19 @@ mod fingerprint_tests {
 
     #[test]
     fn only_new_and_moved_instances_are_changed() {
-        let before = Fingerprint::parse("volumes v1\ni-a 1\ni-b 2\ni-c 3\n").expect("parses");
-        let after = Fingerprint::parse("volumes v1\ni-a 1\ni-b 9\ni-d 4\n").expect("parses");
+        let before =
+            Fingerprint::parse("all x\nvolumes v1\ni-a 1\ni-b 2\ni-c 3\n").expect("parses");
+        let after = Fingerprint::parse("all y\nvolumes v1\ni-a 1\ni-b 9\ni-d 4\n").expect("parses");
         assert_eq!(after.changed_instances(&before), ["i-b", "i-d"]);
         assert!(after.changed_instances(&after).is_empty());
         assert_eq!(after.volumes, before.volumes);
     }
 
     #[test]
-    fn a_body_without_the_volumes_line_or_with_a_bare_word_is_refused() {
-        assert_eq!(Fingerprint::parse("i-a 1\n"), None);
-        assert_eq!(Fingerprint::parse("volumes v\ngarbage\n"), None);
-        assert!(Fingerprint::parse("volumes v\n").is_some_and(|f| f.instances.is_empty()));
+    fn a_body_without_the_all_or_volumes_line_or_with_a_bare_word_is_refused() {
+        assert_eq!(Fingerprint::parse("all x\ni-a 1\n"), None);
+        assert_eq!(Fingerprint::parse("volumes v\ni-a 1\n"), None);
+        assert_eq!(Fingerprint::parse("all x\nvolumes v\ngarbage\n"), None);
+        assert!(Fingerprint::parse("all x\nvolumes v\n").is_some_and(|f| f.instances.is_empty()));
     }
 }

@@ -99,7 +99,8 @@ pub struct InstanceRecord {
     pub instance_type: Option<String>,
     /// The Auto Scaling group that launched it (its `aws:autoscaling:groupName` tag).
     pub autoscaling_group: Option<String>,
-    /// EC2 state as last seen: `running`, then `stopped`, `terminated`, ... once the runner tore it down.
+    /// EC2 state as last seen: `running`, then `stopped`, `terminated`, ... once the runner starts shutting it
+    /// down.
     pub state: String,
     /// `AWS_EC2_METADATA_SERVICE_ENDPOINT` of the instance.
     pub imds_endpoint: String,
@@ -111,6 +112,11 @@ pub struct InstanceRecord {
     pub nodeup: Option<ProcessRecord>,
     /// How nodeup ended, once it did (`exit status: 0`, `killed (instance terminated)`, ...).
     pub nodeup_exit: Option<String>,
+    /// How the instance is (or was) shut down, from the moment it starts: `graceful` (SIGTERM to nodeup, as
+    /// systemd stops the AMI's unit) or `power cut` (SIGKILL of everything at once: SkipOsShutdown, an eviction,
+    /// the local cloud going down). Set without `stopped_at`: shutting down, not off yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shutdown: Option<String>,
     /// RFC 3339 time the runner booted the instance.
     pub booted_at: String,
     /// RFC 3339 time the runner powered it off.

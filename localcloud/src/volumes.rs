@@ -1,8 +1,9 @@
 //! EBS volumes on the local cloud: each volume is a directory, `<state>/volumes/<volume-id>`, and attaching it
 //! to an instance bind-mounts that directory at the attachment's device path under the instance's root
 //! (`<root>/dev/sdf`), where nodeup finds it as it would find the block device on EC2. The directory survives
-//! the instance; the emulator detaches a terminated instance's volumes (as EC2 does), and the runner, which
-//! powers the instance off first, then takes the mount away.
+//! the instance; the emulator detaches a terminated instance's volumes at once, and the runner takes the mount
+//! away only once the instance is off (after its graceful shutdown, or at once on a power cut), as EC2 keeps a
+//! volume attached until its instance has shut down.
 //!
 //! What this does not emulate (docs/local-cloud.md): block devices and filesystems (nodeup treats a directory
 //! device as a directory volume: "formatting" it writes a label file), sizes and types (a directory has
@@ -10,8 +11,8 @@
 //! (a volume detached by hand is unmounted lazily: open files keep working).
 //!
 //! The one guarantee kept exactly: a volume's directory is mounted into at most one instance at a time, and
-//! never into a new one while the process group of its previous holder may still run (the runner kills that
-//! group before it mounts the volume anywhere else).
+//! never into a new one while the process group of its previous holder may still run (the runner waits for
+//! that holder's shutdown to finish, or shuts it down, before it mounts the volume anywhere else).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -28,21 +29,27 @@ pub struct Attached {
 /// What the runner should do with the volume mounts this poll.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MountPlan {
-    /// Attachments to instances this runner runs that are not mounted yet.
+    /// Attachments to instances this runner runs that are not mounted yet, and whose volume no other instance
+    /// holds.
     pub mount: Vec<Attached>,
-    /// Mounts whose attachment is gone (detached, or its instance no longer runs here).
+    /// Mounts whose attachment is gone (detached, or its instance no longer runs here). Never the mounts of an
+    /// instance shutting down: its shutdown unmounts them once its processes are gone.
     pub unmount: Vec<Attached>,
-    /// Instances still holding a volume EC2 now says is attached elsewhere: to be powered off before the
+    /// Running instances still holding a volume EC2 now says is attached elsewhere: to be shut down before the
     /// volume is mounted into the other one.
     pub evict: Vec<String>,
+    /// Attachments whose volume another instance still holds (shutting down, or to be evicted): mounted once
+    /// that holder is off, as EC2 attaches a volume only once its previous holder released it.
+    pub waiting: Vec<Attached>,
 }
 
 /// Plans the mounts (pure): `attached` is what EC2 says now, `mounted` what the runner has mounted, `running`
-/// the instances it runs.
+/// the instances it runs, `stopping` the instances it is shutting down (their mounts stay until they are off).
 pub fn plan_mounts(
     attached: &[Attached],
     mounted: &BTreeSet<Attached>,
     running: &BTreeSet<String>,
+    stopping: &BTreeSet<String>,
 ) -> MountPlan {
     let wanted: BTreeSet<&Attached> = attached
         .iter()
@@ -50,7 +57,7 @@ pub fn plan_mounts(
         .collect();
     let mut plan = MountPlan::default();
     for m in mounted {
-        if !wanted.contains(m) {
+        if !wanted.contains(m) && !stopping.contains(&m.instance_id) {
             plan.unmount.push(m.clone());
         }
     }
@@ -60,12 +67,22 @@ pub fn plan_mounts(
         }
         // EC2 says the volume is attached to `a.instance_id`; an instance still holding its mount lost it, which
         // on EC2 only happens once that instance is off.
+        let mut held = false;
         for holder in mounted.iter().filter(|m| m.volume_id == a.volume_id) {
-            if holder.instance_id != a.instance_id && !plan.evict.contains(&holder.instance_id) {
+            if holder.instance_id == a.instance_id {
+                continue;
+            }
+            held = true;
+            if !stopping.contains(&holder.instance_id) && !plan.evict.contains(&holder.instance_id)
+            {
                 plan.evict.push(holder.instance_id.clone());
             }
         }
-        plan.mount.push(a.clone());
+        if held {
+            plan.waiting.push(a.clone());
+        } else {
+            plan.mount.push(a.clone());
+        }
     }
     plan
 }
@@ -215,32 +232,78 @@ mod tests {
     #[test]
     fn an_attachment_to_a_running_instance_is_mounted_once() {
         let running = set(&["i-1".to_string()]);
-        let plan = plan_mounts(&[a("vol-1", "i-1")], &BTreeSet::new(), &running);
+        let plan = plan_mounts(
+            &[a("vol-1", "i-1")],
+            &BTreeSet::new(),
+            &running,
+            &BTreeSet::new(),
+        );
         assert_eq!(plan.mount, [a("vol-1", "i-1")]);
-        let again = plan_mounts(&[a("vol-1", "i-1")], &set(&[a("vol-1", "i-1")]), &running);
+        let again = plan_mounts(
+            &[a("vol-1", "i-1")],
+            &set(&[a("vol-1", "i-1")]),
+            &running,
+            &BTreeSet::new(),
+        );
         assert_eq!(again, MountPlan::default());
     }
 
     #[test]
     fn a_detached_volume_is_unmounted() {
         let running = set(&["i-1".to_string()]);
-        let plan = plan_mounts(&[], &set(&[a("vol-1", "i-1")]), &running);
+        let plan = plan_mounts(&[], &set(&[a("vol-1", "i-1")]), &running, &BTreeSet::new());
         assert_eq!(plan.unmount, [a("vol-1", "i-1")]);
         assert!(plan.mount.is_empty());
     }
 
     #[test]
     fn an_attachment_to_an_instance_not_running_here_is_not_mounted() {
-        let plan = plan_mounts(&[a("vol-1", "i-2")], &BTreeSet::new(), &BTreeSet::new());
+        let plan = plan_mounts(
+            &[a("vol-1", "i-2")],
+            &BTreeSet::new(),
+            &BTreeSet::new(),
+            &BTreeSet::new(),
+        );
         assert_eq!(plan, MountPlan::default());
     }
 
     #[test]
     fn a_volume_moved_to_another_instance_evicts_its_old_holder_first() {
         let running = set(&["i-1".to_string(), "i-2".to_string()]);
-        let plan = plan_mounts(&[a("vol-1", "i-2")], &set(&[a("vol-1", "i-1")]), &running);
+        let plan = plan_mounts(
+            &[a("vol-1", "i-2")],
+            &set(&[a("vol-1", "i-1")]),
+            &running,
+            &BTreeSet::new(),
+        );
         assert_eq!(plan.evict, ["i-1"]);
         assert_eq!(plan.unmount, [a("vol-1", "i-1")]);
-        assert_eq!(plan.mount, [a("vol-1", "i-2")]);
+        // Not mounted in the same poll: only once the evicted holder is off.
+        assert!(plan.mount.is_empty());
+        assert_eq!(plan.waiting, [a("vol-1", "i-2")]);
+    }
+
+    #[test]
+    fn a_volume_waits_for_its_holder_to_finish_shutting_down() {
+        let running = set(&["i-2".to_string()]);
+        let stopping = set(&["i-1".to_string()]);
+        let mounted = set(&[a("vol-1", "i-1")]);
+        let plan = plan_mounts(&[a("vol-1", "i-2")], &mounted, &running, &stopping);
+        assert_eq!(
+            plan,
+            MountPlan {
+                waiting: vec![a("vol-1", "i-2")],
+                ..MountPlan::default()
+            },
+            "the holder shutting down keeps its mount and is not evicted again"
+        );
+        // Once it is off (its mounts gone), the volume is mounted into the new instance.
+        let after = plan_mounts(
+            &[a("vol-1", "i-2")],
+            &BTreeSet::new(),
+            &running,
+            &BTreeSet::new(),
+        );
+        assert_eq!(after.mount, [a("vol-1", "i-2")]);
     }
 }

@@ -114,6 +114,9 @@ async fn stay_up(state: &mut Run, configured: bool, root: &Path) {
         (true, Some(job)) => Some(start_addon_applier(job, root, state)),
         _ => None,
     };
+    // The handlers go in before anything else runs: a SIGTERM during the supervisor's first round would otherwise
+    // meet the default action and kill nodeup outright, leaving etcd to the group's SIGKILL without a handoff.
+    let signals = TerminationSignals::register();
     let supervisor = match (configured, state.etcd.take(), &state.store) {
         (true, Some((config, region)), Some(store)) => {
             start_etcd_supervisor(config, &region, store.clone()).await
@@ -125,10 +128,10 @@ async fn stay_up(state: &mut Run, configured: bool, root: &Path) {
         // takes it down too).
         Some(supervisor) => {
             supervisor
-                .run(wait_for_termination(state.manager.as_mut()))
+                .run(wait_for_termination(signals, state.manager.as_mut()))
                 .await
         }
-        None => wait_for_termination(state.manager.as_mut()).await,
+        None => wait_for_termination(signals, state.manager.as_mut()).await,
     }
     if let Some(task) = addons {
         task.abort();
@@ -603,14 +606,37 @@ pub fn parse_boot_config(user_data: &str) -> Result<BootConfig, NodeupError> {
     Ok(boot)
 }
 
+/// SIGTERM and SIGINT, caught from the moment they are registered (tokio keeps a signal that arrives before
+/// anyone waits for it).
+struct TerminationSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl TerminationSignals {
+    /// `None` if the handlers cannot be installed (then nodeup stays up until killed, as before).
+    fn register() -> Option<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(term), Ok(int)) => Some(TerminationSignals { term, int }),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::warn!(error = %e, "installing the SIGTERM/SIGINT handlers");
+                None
+            }
+        }
+    }
+}
+
 /// Until SIGTERM or SIGINT, ticking the service manager every second (the supervisor restarts children that
 /// exited).
-async fn wait_for_termination(mut manager: Option<&mut Box<dyn ServiceManager>>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
+async fn wait_for_termination(
+    signals: Option<TerminationSignals>,
+    mut manager: Option<&mut Box<dyn ServiceManager>>,
+) {
+    let Some(TerminationSignals { mut term, mut int }) = signals else {
         return std::future::pending().await;
     };
     let mut tick = tokio::time::interval(Duration::from_secs(1));

@@ -20,12 +20,12 @@ pub fn is_control_plane(record: &InstanceRecord) -> bool {
         .is_some_and(|g| g.starts_with("control-plane"))
 }
 
-/// The control-plane instances powered on now.
+/// The control-plane instances running now (powered on and not shutting down).
 pub fn control_plane(cloud: &LocalCloud) -> Vec<InstanceRecord> {
     cloud
         .powered_on()
         .into_iter()
-        .filter(is_control_plane)
+        .filter(|r| is_control_plane(r) && r.shutdown.is_none())
         .collect()
 }
 
@@ -284,4 +284,21 @@ pub async fn watch_quorum(
         tokio::time::sleep(interval).await;
     }
     watch
+}
+
+/// The control-plane instance whose etcd member leads, as its own etcd says.
+pub async fn leader_instance(cloud: &LocalCloud) -> Option<String> {
+    for r in control_plane(cloud) {
+        let Ok(mut client) = connect_member(&r).await else {
+            continue;
+        };
+        let Ok(status) = client.status().await else {
+            continue;
+        };
+        let own = status.header().map_or(0, |h| h.member_id());
+        if own != 0 && own == status.leader() {
+            return Some(r.instance_id);
+        }
+    }
+    None
 }

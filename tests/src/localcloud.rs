@@ -154,6 +154,15 @@ impl Default for Options {
 }
 
 /// A running local cloud, stopped when dropped.
+/// How a test terminates an instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Termination {
+    /// EC2's default: a graceful OS shutdown (the runner SIGTERMs nodeup and waits for it).
+    Graceful,
+    /// `SkipOsShutdown=true`: the instance's processes are SIGKILLed at once.
+    PowerCut,
+}
+
 pub struct LocalCloud {
     child: Option<Child>,
     stdin: Option<ChildStdin>,
@@ -346,6 +355,23 @@ impl LocalCloud {
             &self.record.region,
             &self.record.admin,
         )
+    }
+
+    /// Terminates `ids` in one TerminateInstances call: gracefully (EC2's default: the OS shuts down, nodeup
+    /// gets SIGTERM) or with a power cut (`SkipOsShutdown=true`: everything SIGKILLed at once).
+    pub async fn terminate(&self, ids: &[String], how: Termination) {
+        self.ec2()
+            .terminate_instances()
+            .set_instance_ids(Some(ids.to_vec()))
+            .skip_os_shutdown(how == Termination::PowerCut)
+            .send()
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "TerminateInstances {ids:?} ({how:?}): {}",
+                    aws_sdk_ec2::error::DisplayErrorContext(e)
+                )
+            });
     }
 
     pub fn ec2(&self) -> aws_sdk_ec2::Client {

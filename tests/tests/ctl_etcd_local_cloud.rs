@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
 use ballast_e2e::cluster_etcd::{connect, control_plane, wait_for_settled};
-use ballast_e2e::localcloud::LocalCloud;
+use ballast_e2e::localcloud::{LocalCloud, Termination};
 use etcd_client::{Client, GetOptions};
 
 const CLUSTER: &str = "local.example.com";
@@ -49,21 +49,6 @@ async fn three_control_planes() -> LocalCloud {
         .assert()
         .success();
     cloud
-}
-
-async fn terminate(cloud: &LocalCloud, ids: &[String]) {
-    cloud
-        .ec2()
-        .terminate_instances()
-        .set_instance_ids(Some(ids.to_vec()))
-        .send()
-        .await
-        .unwrap_or_else(|e| {
-            panic!(
-                "TerminateInstances {ids:?}: {}",
-                aws_sdk_ec2::error::DisplayErrorContext(e)
-            )
-        });
 }
 
 async fn client(cloud: &LocalCloud) -> Client {
@@ -149,7 +134,9 @@ async fn etcd_forms_heals_after_replacements_and_survives_losing_two_at_once() {
     }
     write_keys(&cloud, "before", 200).await;
 
-    // Ten replacements in a row, one instance at a time; during the first, a client keeps writing.
+    // Ten replacements in a row, one instance at a time; during the first, a client keeps writing. Even rounds cut
+    // the power (SkipOsShutdown: what crash safety is about, the first one under writes), odd rounds are EC2's
+    // default graceful termination.
     let replacements: usize = std::env::var("BALLAST_E2E_REPLACEMENTS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -158,12 +145,17 @@ async fn etcd_forms_heals_after_replacements_and_survives_losing_two_at_once() {
     for round in 0..replacements {
         let live = control_plane(&cloud);
         let victim = live[round % live.len()].instance_id.clone();
+        let how = if round % 2 == 0 {
+            Termination::PowerCut
+        } else {
+            Termination::Graceful
+        };
         let started = Instant::now();
         let healed = if round == 0 {
             let stop = AtomicBool::new(false);
             let (report, healed) = tokio::join!(continuous_writer(&cloud, &stop), async {
                 tokio::time::sleep(Duration::from_millis(500)).await;
-                terminate(&cloud, std::slice::from_ref(&victim)).await;
+                cloud.terminate(std::slice::from_ref(&victim), how).await;
                 let healed = wait_for_settled_without(&cloud, std::slice::from_ref(&victim)).await;
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 stop.store(true, Ordering::Relaxed);
@@ -172,11 +164,11 @@ async fn etcd_forms_heals_after_replacements_and_survives_losing_two_at_once() {
             writer_report = Some(report);
             healed
         } else {
-            terminate(&cloud, std::slice::from_ref(&victim)).await;
+            cloud.terminate(std::slice::from_ref(&victim), how).await;
             wait_for_settled_without(&cloud, std::slice::from_ref(&victim)).await
         };
         eprintln!(
-            "replacement {}: {victim} terminated, 3 voting members again after {:?}",
+            "replacement {} ({how:?}): {victim} terminated, 3 voting members again after {:?}",
             round + 1,
             started.elapsed()
         );
@@ -196,14 +188,14 @@ async fn etcd_forms_heals_after_replacements_and_survives_losing_two_at_once() {
         .collect();
     assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
 
-    // Two at once: each member's data is on its volume, so the replacements re-attach them and the same cluster
-    // (same epoch, same cluster ID) comes back; nothing is forced.
+    // Two at once, power cut: each member's data is on its volume, so the replacements re-attach them and the same
+    // cluster (same epoch, same cluster ID) comes back; nothing is forced.
     write_keys(&cloud, "majority", 100).await;
     let live = control_plane(&cloud);
     let victims: Vec<String> = live[..2].iter().map(|r| r.instance_id.clone()).collect();
     let survivor = live[2].instance_id.clone();
     let started = Instant::now();
-    terminate(&cloud, &victims).await;
+    cloud.terminate(&victims, Termination::PowerCut).await;
     let healed = wait_for_settled_without(&cloud, &victims).await;
     assert!(healed.voters.contains(&survivor), "{healed:?}");
     assert_eq!(healed.cluster_id, formed.cluster_id, "a new cluster");
@@ -301,9 +293,9 @@ async fn losing_every_instance_heals_by_itself_and_restore_backup_recovers_lost_
         .assert()
         .code(4);
 
-    // Every control-plane instance terminated at once while a client writes: the replacements re-attach the three
-    // volumes, the peer names resolve to them, and the same cluster comes back by itself with every
-    // acknowledged write (no restore, no forced new cluster).
+    // Every control-plane instance terminated at once with a power cut while a client writes: the replacements
+    // re-attach the three volumes, the peer names resolve to them, and the same cluster comes back by itself with
+    // every acknowledged write (no restore, no forced new cluster).
     let victims: Vec<String> = control_plane(&cloud)
         .into_iter()
         .map(|r| r.instance_id)
@@ -313,7 +305,7 @@ async fn losing_every_instance_heals_by_itself_and_restore_backup_recovers_lost_
     let ((acknowledged, failures), healed) =
         tokio::join!(continuous_writer(&cloud, &stop), async {
             tokio::time::sleep(Duration::from_millis(500)).await;
-            terminate(&cloud, &victims).await;
+            cloud.terminate(&victims, Termination::PowerCut).await;
             let healed = wait_for_settled_without(&cloud, &victims).await;
             // A few writes through the healed cluster too.
             tokio::time::sleep(Duration::from_millis(500)).await;

@@ -10,6 +10,7 @@ use ballast_etcd::backup::{self, BackupError};
 use ballast_etcd::client::ClientTls;
 use ballast_etcd::decide::{client_url, peer_url};
 use ballast_etcd::record::{read_record, Origin};
+use ballast_etcd::supervisor::StopOutcome;
 use ballast_etcd::testing::{test_config, RunningNode, TestCa};
 use ballast_etcd::{InstanceState, StaticPeers};
 use ballast_state::layout::ClusterPaths;
@@ -90,6 +91,31 @@ impl TestCluster {
         self.peers.terminate(&id);
         node.crash().await;
         id
+    }
+
+    /// Each node's etcd member id and the leader it follows, by node index.
+    async fn statuses(&self) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        for ip in self.alive_ips() {
+            let mut c = self
+                .client_tls
+                .connect(&[client_url(&ip)], Duration::from_secs(2))
+                .await
+                .expect("connect");
+            let s = c.status().await.expect("status");
+            out.push((s.header().map_or(0, |h| h.member_id()), s.leader()));
+        }
+        out
+    }
+
+    /// The etcd log of node `index`.
+    fn etcd_log(&self, index: usize) -> String {
+        let log = self
+            .root
+            .path()
+            .join(&self.nodes[index].instance_id)
+            .join("etcd/etcd.log");
+        std::fs::read_to_string(&log).unwrap_or_default()
     }
 
     fn alive_ips(&self) -> Vec<String> {
@@ -318,6 +344,72 @@ async fn etcd_bootstraps_once_over_tls_and_heals_replacements() {
         "replacements never start a new cluster"
     );
 
+    // A graceful stop (nodeup's SIGTERM) of the leader, under writes: leadership is handed to a follower first,
+    // which takes over by the transfer (etcd's MsgTimeoutNow), not after an election timeout, and no
+    // acknowledged write is lost.
+    let statuses = c.statuses().await;
+    let leader = statuses
+        .iter()
+        .position(|(id, leader)| id == leader)
+        .expect("a leader among the nodes");
+    let endpoints: Vec<String> = c.alive_ips().iter().map(|ip| client_url(ip)).collect();
+    let tls = c.client_tls.clone();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop_w = stop.clone();
+    let writer = tokio::spawn(async move {
+        let mut acked = Vec::new();
+        let mut client = tls
+            .connect(&endpoints, Duration::from_secs(2))
+            .await
+            .expect("connect");
+        let mut i = 0u32;
+        while !stop_w.load(std::sync::atomic::Ordering::SeqCst) {
+            let key = format!("graceful/{i:06}");
+            if client.put(key.clone(), "x", None).await.is_ok() {
+                acked.push(key);
+            }
+            i += 1;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        acked
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let node = c.nodes.remove(leader);
+    c.peers.terminate(&node.instance_id);
+    let outcome = node.stop().await;
+    let Some(StopOutcome::HandedOver { to }) = outcome else {
+        panic!(
+            "the leader stopped without a handoff: {outcome:?}\n{}",
+            c.logs()
+        );
+    };
+    let survivors = c.statuses().await;
+    let successor = survivors
+        .iter()
+        .position(|(id, _)| *id == to)
+        .expect("the handoff went to a surviving member");
+    assert!(
+        survivors.iter().all(|(_, l)| *l == to),
+        "the survivors follow the member leadership moved to ({to:x}): {survivors:?}"
+    );
+    assert!(
+        c.etcd_log(successor).contains("received MsgTimeoutNow"),
+        "the successor took over by the leader's transfer, not by an election timeout"
+    );
+    c.launch();
+    c.wait_healthy(Duration::from_secs(60)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let acked = writer.await.expect("writer");
+    let mut client = c.client().await;
+    for key in &acked {
+        let r = client.get(key.as_str(), None).await.expect("get");
+        assert_eq!(r.kvs().len(), 1, "acknowledged write {key} lost");
+    }
+    eprintln!(
+        "graceful leader stop: leadership to {to:x}; {} writes acknowledged",
+        acked.len()
+    );
+
     // `ballast etcd backup`: an on-demand request the leader carries out (no schedule in this test).
     let paths = c.paths();
     assert!(backup::list_backups(&c.store, &paths)
@@ -387,6 +479,31 @@ async fn etcd_survivor_carries_the_cluster_after_losing_the_majority() {
         }
         other => panic!("expected a forced new cluster, got {other:?}"),
     }
+    // The leader's peers die, then it is stopped gracefully: with no quorum to take over there is no handoff
+    // (etcd's own transfer would hang for seconds), and the stop returns.
+    let statuses = c.statuses().await;
+    let leader = statuses
+        .iter()
+        .position(|(id, leader)| id == leader)
+        .expect("a leader among the nodes");
+    let leader_id = c.nodes[leader].instance_id.clone();
+    while c.nodes.len() > 1 {
+        let follower = c
+            .nodes
+            .iter()
+            .position(|n| n.instance_id != leader_id)
+            .expect("a follower");
+        c.terminate(follower).await;
+    }
+    let node = c.nodes.remove(0);
+    let outcome = node.stop().await;
+    assert!(
+        matches!(
+            outcome,
+            Some(StopOutcome::NoHandoff { .. } | StopOutcome::Follower)
+        ),
+        "no handoff without peers: {outcome:?}"
+    );
     c.shutdown().await;
 }
 

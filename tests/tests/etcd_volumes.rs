@@ -4,9 +4,10 @@
 //! - one volume per member: encrypted, gp3 and 20 GiB by default, tagged with the cluster, the member and the
 //!   group, in the group's zone, attached to the group's instance, with etcd's data on it;
 //! - the control-plane role cannot attach another cluster's volume (the emulator's IAM answers AccessDenied);
-//! - a terminated control-plane instance's replacement re-attaches the member's volume: same member ID, every
-//!   key, the same peer URL (by name, now resolving to the replacement; never remove/add), the volume not
-//!   formatted again;
+//! - the leader's instance terminated the default (graceful) way: nodeup exits by itself after handing etcd's
+//!   leadership to a follower (which takes over by the transfer, not an election timeout); its replacement
+//!   re-attaches the member's volume: same member ID, every key, the same peer URL (by name, now resolving to
+//!   the replacement; never remove/add), the volume not formatted again;
 //! - `delete cluster --yes` deletes the volumes with the cluster.
 //!
 //! The local cloud's volumes are directories bind-mounted into instance roots (`docs/local-cloud.md`): what is
@@ -20,8 +21,8 @@ use assert_cmd::Command;
 use aws_credential_types::provider::ProvideCredentials;
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification, Volume};
-use ballast_e2e::cluster_etcd::{connect, control_plane, wait_for_settled};
-use ballast_e2e::localcloud::LocalCloud;
+use ballast_e2e::cluster_etcd::{connect, control_plane, leader_instance, wait_for_settled};
+use ballast_e2e::localcloud::{LocalCloud, Termination};
 use etcd_client::GetOptions;
 use localcloud::state::InstanceRecord;
 
@@ -282,11 +283,34 @@ async fn each_member_keeps_its_data_on_its_own_encrypted_volume() {
         .await
         .expect("DeleteVolume (admin)");
 
-    // One control-plane instance terminated: its replacement re-attaches the volume, and the member keeps its
-    // ID and data at the same peer URL, by name (no remove, no add, no member update).
+    // The leader's instance terminated, EC2's default way (a graceful OS shutdown): nodeup gets SIGTERM, hands
+    // etcd's leadership to a follower and exits on its own; its replacement re-attaches the volume once the old
+    // instance is off, and the member keeps its ID and data at the same peer URL, by name (no remove, no add, no
+    // member update).
     write_keys(&cloud, "before", 200).await;
     let before = members(&cloud).await;
-    let victim = live[1].clone();
+    let leader = leader_instance(&cloud).await.expect("a leader");
+    let victim = live
+        .iter()
+        .find(|r| r.instance_id == leader)
+        .expect("the leader's record")
+        .clone();
+    let survivors: Vec<InstanceRecord> = live
+        .iter()
+        .filter(|r| r.instance_id != leader)
+        .cloned()
+        .collect();
+    // What the survivors' etcds had logged before (their logs are on their volumes).
+    let etcd_logged_before: BTreeMap<String, usize> = survivors
+        .iter()
+        .map(|r| {
+            let log = volume_dir(&cloud, &volume_of_instance[&r.instance_id]).join("etcd.log");
+            (
+                r.instance_id.clone(),
+                std::fs::read_to_string(log).unwrap_or_default().len(),
+            )
+        })
+        .collect();
     let victim_volume = volume_of_instance[&victim.instance_id].clone();
     let victim_member = before
         .iter()
@@ -303,12 +327,11 @@ async fn each_member_keeps_its_data_on_its_own_encrypted_volume() {
         .expect("writing the sentinel onto the victim's volume");
     let started = Instant::now();
     cloud
-        .ec2()
-        .terminate_instances()
-        .instance_ids(&victim.instance_id)
-        .send()
-        .await
-        .expect("TerminateInstances");
+        .terminate(
+            std::slice::from_ref(&victim.instance_id),
+            Termination::Graceful,
+        )
+        .await;
     let settled = loop {
         let m = wait_for_settled(&cloud, 3, SETTLE).await;
         if !m.voters.contains(&victim.instance_id) {
@@ -322,8 +345,33 @@ async fn each_member_keeps_its_data_on_its_own_encrypted_volume() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     eprintln!(
-        "one control plane terminated: 3 voting members again after {:?}",
+        "the leader's instance terminated: 3 voting members again after {:?}",
         started.elapsed()
+    );
+    // Graceful: nodeup got SIGTERM and exited by itself (not killed), after handing leadership over; a survivor
+    // took over by that transfer (etcd's MsgTimeoutNow), not after an election timeout.
+    let old = cloud.instance(&victim.instance_id);
+    assert_eq!(old.shutdown.as_deref(), Some("graceful"), "{old:?}");
+    assert_eq!(
+        old.nodeup_exit.as_deref(),
+        Some("exit status: 0"),
+        "{old:?}"
+    );
+    let log = nodeup_log(&old);
+    assert!(
+        log.contains("etcd leadership handed over"),
+        "the leader's nodeup did not hand leadership over:\n{log}"
+    );
+    let transferred = survivors.iter().any(|r| {
+        let path = volume_dir(&cloud, &volume_of_instance[&r.instance_id]).join("etcd.log");
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        text.get(etcd_logged_before[&r.instance_id]..)
+            .unwrap_or_default()
+            .contains("received MsgTimeoutNow")
+    });
+    assert!(
+        transferred,
+        "no survivor took leadership over by the leader's transfer"
     );
     let after = members(&cloud).await;
     assert_eq!(

@@ -10,7 +10,8 @@ use aws_sdk_ec2::types::{
     RequestLaunchTemplateData,
 };
 use ballast_e2e::localcloud::{
-    binaries, create_instance_role, endpoint_addr, instance_processes, LocalCloud, Network, Options,
+    binaries, create_instance_role, endpoint_addr, instance_processes, LocalCloud, Network,
+    Options, Termination,
 };
 use base64::Engine as _;
 
@@ -304,13 +305,13 @@ async fn a_terminated_instance_is_powered_off_and_replaced_with_a_fresh_root() {
     std::fs::write(victim.root.join("written-by-the-old-node"), "x")
         .expect("writing into the victim's root");
 
+    // EC2's default termination: a graceful OS shutdown.
     cloud
-        .ec2()
-        .terminate_instances()
-        .instance_ids(&victim.instance_id)
-        .send()
-        .await
-        .expect("TerminateInstances");
+        .terminate(
+            std::slice::from_ref(&victim.instance_id),
+            Termination::Graceful,
+        )
+        .await;
 
     let replacement = cloud
         .wait_for(
@@ -326,7 +327,13 @@ async fn a_terminated_instance_is_powered_off_and_replaced_with_a_fresh_root() {
         )
         .await;
     let (new, report) = replacement;
-    let old = cloud.instance(&victim.instance_id);
+    // The replacement may boot while the victim still shuts down (they share nothing here).
+    let old = cloud
+        .wait_for("the victim to be off", BOOT_TIMEOUT, |c| {
+            let r = c.instance(&victim.instance_id);
+            r.stopped_at.is_some().then_some(r)
+        })
+        .await;
     assert_eq!(old.state, "terminated");
     assert!(
         instance_processes(&old).is_empty(),
@@ -357,9 +364,42 @@ async fn a_terminated_instance_is_powered_off_and_replaced_with_a_fresh_root() {
         new.availability_zone, old.availability_zone,
         "the ASG refills the AZ that lost an instance"
     );
+    // Graceful: nodeup got SIGTERM and exited by itself (what it exits with depends on its configuration here,
+    // but it was not killed).
+    assert_eq!(old.shutdown.as_deref(), Some("graceful"), "{old:?}");
+    let exit = old.nodeup_exit.clone().unwrap_or_default();
+    assert!(
+        exit.starts_with("exit status:"),
+        "nodeup did not exit by itself: {old:?}"
+    );
     let survivor = cloud.instance(&survivor);
     assert!(
         survivor.stopped_at.is_none() && instance_processes(&survivor).len() == 1,
         "the other instance is untouched"
+    );
+
+    // SkipOsShutdown: a power cut, everything SIGKILLed at once.
+    cloud
+        .terminate(
+            std::slice::from_ref(&survivor.instance_id),
+            Termination::PowerCut,
+        )
+        .await;
+    let cut = cloud
+        .wait_for("the power-cut instance to be off", BOOT_TIMEOUT, |c| {
+            let r = c.instance(&survivor.instance_id);
+            r.stopped_at.is_some().then_some(r)
+        })
+        .await;
+    assert_eq!(cut.shutdown.as_deref(), Some("power cut"), "{cut:?}");
+    assert!(
+        cut.nodeup_exit
+            .as_deref()
+            .is_some_and(|e| e.starts_with("killed") && e.contains("SIGKILL")),
+        "nodeup was not killed: {cut:?}"
+    );
+    assert!(
+        instance_processes(&cut).is_empty(),
+        "the power-cut instance's processes were killed"
     );
 }

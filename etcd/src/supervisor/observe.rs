@@ -283,7 +283,7 @@ impl Supervisor {
 }
 
 /// Status of every client concurrently, each bounded by `timeout`.
-async fn member_statuses(
+pub(super) async fn member_statuses(
     clients: Vec<(String, Option<Client>)>,
     timeout: Duration,
 ) -> Vec<(String, Option<MemberStatus>)> {

@@ -154,6 +154,7 @@ async fn attach(
     started: Instant,
 ) -> Result<(String, String), VolumeError> {
     let mut last_wait = String::new();
+    let mut looked_again = false;
     loop {
         let found = describe(ec2, request).await?;
         match decide_attach(&found, request.instance_id) {
@@ -167,18 +168,29 @@ async fn attach(
                     .device(ETCD_VOLUME_DEVICE)
                     .send()
                     .await;
-                if let Err(e) = attached {
-                    // Lost a race for it (another holder got it first) shows as a wait next round; being refused
-                    // does not get better by retrying.
-                    let code = e.code().unwrap_or_default().to_string();
-                    if code.contains("AccessDenied") || code.contains("Unauthorized") {
-                        return Err(VolumeError::Attach {
-                            volume_id,
-                            instance_id: request.instance_id.to_string(),
-                            message: DisplayErrorContext(&e).to_string(),
-                        });
+                match attached {
+                    // Look again at once rather than after POLL (once: EC2's reads are eventually consistent,
+                    // and a volume that still looks free must not be attached in a tight loop): the attachment
+                    // shows in DescribeVolumes as soon as EC2 took it, and the 250 ms here were paid by every
+                    // re-attach.
+                    Ok(_) if !looked_again => {
+                        looked_again = true;
+                        continue;
                     }
-                    tracing::warn!(volume = %volume_id, error = %DisplayErrorContext(&e), "AttachVolume failed; looking again");
+                    Ok(_) => {}
+                    Err(e) => {
+                        // Lost a race for it (another holder got it first) shows as a wait next round; being
+                        // refused does not get better by retrying.
+                        let code = e.code().unwrap_or_default().to_string();
+                        if code.contains("AccessDenied") || code.contains("Unauthorized") {
+                            return Err(VolumeError::Attach {
+                                volume_id,
+                                instance_id: request.instance_id.to_string(),
+                                message: DisplayErrorContext(&e).to_string(),
+                            });
+                        }
+                        tracing::warn!(volume = %volume_id, error = %DisplayErrorContext(&e), "AttachVolume failed; looking again");
+                    }
                 }
             }
             AttachStep::Wait { reason } => {

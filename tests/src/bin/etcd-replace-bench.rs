@@ -1,38 +1,154 @@
 //! The etcd supervisor's benchmark on the local cloud: `ballast create cluster --yes` with three control-plane
 //! groups, 10,000 keys written, then several replacements (EC2 TerminateInstances of one control-plane instance;
-//! its Auto Scaling Group launches another; odd rounds terminate the leader, even rounds a follower). For each
-//! it prints the time from the replacement's nodeup start (the runner's boot time) to three voting, healthy
-//! members without the dead one, and from the termination call to the same point; then the medians and the
-//! termination call's 90th percentile. It runs twice, on two clusters: with each member's data on its volume
-//! (the default: the replacement re-attaches it, same member, peer URL by name) and with etcd's data on the
-//! root disk (`NODEUP_ETCD_DATA=root-disk` through a wrapper: the replacement joins as a learner, as before
-//! volumes), and prints the two side by side. Goal (issue 17), with volumes: termination call to three voting
-//! healthy members within 1 s median and 3 s at the 90th percentile over 10 replacements.
+//! its Auto Scaling Group launches another). Each round is of one kind:
+//! - `graceful leader` / `graceful follower`: EC2's default termination (the OS shuts down: nodeup gets SIGTERM
+//!   and a leading etcd hands leadership over before it stops), alternating the leader and a follower;
+//! - `power-cut leader`: `SkipOsShutdown=true` (everything SIGKILLed at once), of the leader: the followers wait
+//!   for their election timeout.
 //!
-//! cargo run -p ballast-e2e --bin etcd-replace-bench [--release] [-- REPLACEMENTS [KEYS]]
+//! For each round it prints the time from the termination call to the old instance being off, to the
+//! replacement's nodeup start (the runner's boot time), and to three voting, healthy members without the dead one;
+//! then, per kind, the median and 90th percentile from the termination call. It runs twice, on two clusters:
+//! with each member's data on its volume (the default: the replacement re-attaches it, same member, peer URL by
+//! name) and with etcd's data on the root disk (`NODEUP_ETCD_DATA=root-disk` through a wrapper: the replacement
+//! joins as a learner, as before volumes; graceful rounds only), and prints the two side by side. Goal
+//! (issue 17), with volumes and default terminations: termination call to three voting healthy members within
+//! 1 s median and 3 s at the 90th percentile over 10 replacements, leader rounds included.
+//!
+//! cargo run -p ballast-e2e --bin etcd-replace-bench [--release] [-- REPLACEMENTS [KEYS [POWER_CUTS]]]
+//! (REPLACEMENTS graceful rounds, 1..=100, default 5; KEYS up to 1,000,000, default 10,000; POWER_CUTS
+//! power-cut leader rounds, 0..=100, default REPLACEMENTS / 2.)
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
-use ballast_e2e::cluster_etcd::{connect, control_plane, settled_membership, wait_for_settled};
-use ballast_e2e::localcloud::{bench_binaries, binaries, LocalCloud, Options};
+use ballast_e2e::cluster_etcd::{
+    connect, control_plane, leader_instance, settled_membership, wait_for_settled,
+};
+use ballast_e2e::localcloud::{bench_binaries, binaries, LocalCloud, Options, Termination};
+
+const MAX_ROUNDS: usize = 100;
+const MAX_KEYS: usize = 1_000_000;
+
+fn bounded(
+    arg: Option<String>,
+    name: &str,
+    default: usize,
+    range: std::ops::RangeInclusive<usize>,
+) -> usize {
+    let Some(arg) = arg else {
+        return default;
+    };
+    match arg.parse::<usize>() {
+        Ok(n) if range.contains(&n) => n,
+        _ => {
+            eprintln!(
+                "etcd-replace-bench: {name} must be a number in {}..={}, got {arg:?}",
+                range.start(),
+                range.end()
+            );
+            std::process::exit(2);
+        }
+    }
+}
+
+/// One round's kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    GracefulLeader,
+    GracefulFollower,
+    PowerCutLeader,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::GracefulLeader => "graceful leader",
+            Kind::GracefulFollower => "graceful follower",
+            Kind::PowerCutLeader => "power-cut leader",
+        }
+    }
+    fn leader(self) -> bool {
+        matches!(self, Kind::GracefulLeader | Kind::PowerCutLeader)
+    }
+    fn termination(self) -> Termination {
+        match self {
+            Kind::PowerCutLeader => Termination::PowerCut,
+            _ => Termination::Graceful,
+        }
+    }
+}
+
+/// The rounds: `graceful` default terminations alternating leader and follower (leader first), with `cuts`
+/// power-cut leader rounds spread among them.
+fn rounds(graceful: usize, cuts: usize) -> Vec<Kind> {
+    let mut out = Vec::with_capacity(graceful + cuts);
+    let (mut g, mut c) = (0, 0);
+    while g < graceful || c < cuts {
+        if g < graceful {
+            out.push(if g % 2 == 0 {
+                Kind::GracefulLeader
+            } else {
+                Kind::GracefulFollower
+            });
+            g += 1;
+        }
+        // One power cut after every second graceful round (or whatever is left at the end).
+        if c < cuts && (g % 2 == 0 || g >= graceful) {
+            out.push(Kind::PowerCutLeader);
+            c += 1;
+        }
+    }
+    out
+}
+
+/// One round's timings (seconds from the termination call).
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    kind: Kind,
+    /// The termination call to three voting healthy members.
+    settled: f64,
+    /// The replacement's nodeup start to the same.
+    from_boot: f64,
+}
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let replacements: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
-    let keys: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
+    let replacements = bounded(args.next(), "REPLACEMENTS", 5, 1..=MAX_ROUNDS);
+    let keys = bounded(args.next(), "KEYS", 10_000, 0..=MAX_KEYS);
+    let cuts = bounded(args.next(), "POWER_CUTS", replacements / 2, 0..=MAX_ROUNDS);
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let ballast = bench_binaries();
     let scratch = tempfile::tempdir().expect("a scratch directory");
     println!("== member volumes: the replacement re-attaches its member's volume");
-    let reattach = runtime.block_on(bench(&ballast, None, replacements, keys));
+    let reattach = runtime.block_on(bench(&ballast, None, &rounds(replacements, cuts), keys));
     println!("== root disk: the replacement joins as a learner");
     let wrapper = root_disk_nodeup(scratch.path());
-    let learner = runtime.block_on(bench(&ballast, Some(wrapper), replacements, keys));
+    let learner = runtime.block_on(bench(
+        &ballast,
+        Some(wrapper),
+        &rounds(replacements, 0),
+        keys,
+    ));
+    let graceful = |samples: &[Sample]| -> (Vec<f64>, Vec<f64>) {
+        samples
+            .iter()
+            .filter(|s| s.kind.termination() == Termination::Graceful)
+            .map(|s| (s.from_boot, s.settled))
+            .unzip()
+    };
+    let (r_boot, r_term) = graceful(&reattach);
+    let (l_boot, l_term) = graceful(&learner);
     println!(
-        "medians over {replacements} replacements with {keys} keys (nodeup start / termination call to 3 voting healthy members): re-attach {:.2} s / {:.2} s; learner join {:.2} s / {:.2} s (goal for re-attach: 1 s median from the termination call)",
-        reattach.0, reattach.1, learner.0, learner.1
+        "default terminations, medians over {replacements} replacements with {keys} keys (nodeup start / termination call to 3 voting healthy members): re-attach {:.2} s / {:.2} s (p90 {:.2} s); learner join {:.2} s / {:.2} s (p90 {:.2} s). Goal for re-attach: 1 s median, 3 s p90 from the termination call",
+        median(r_boot),
+        median(r_term.clone()),
+        percentile(r_term, 0.9),
+        median(l_boot),
+        median(l_term.clone()),
+        percentile(l_term, 0.9),
     );
 }
 
@@ -71,13 +187,9 @@ fn now_unix() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// One cluster's run; returns the medians (nodeup start, termination call) to three voting healthy members.
-async fn bench(
-    ballast: &Path,
-    nodeup: Option<PathBuf>,
-    replacements: usize,
-    keys: usize,
-) -> (f64, f64) {
+/// One cluster's run of `plan`; prints every round and, per kind, the median and 90th percentile from the
+/// termination call to three voting healthy members.
+async fn bench(ballast: &Path, nodeup: Option<PathBuf>, plan: &[Kind], keys: usize) -> Vec<Sample> {
     let cloud = LocalCloud::start_with(Options {
         nodeup,
         ..Options::default()
@@ -125,24 +237,18 @@ async fn bench(
         started.elapsed().as_secs_f64()
     );
 
-    let mut from_boot = Vec::new();
-    let mut from_termination = Vec::new();
-    for round in 1..=replacements {
+    let mut samples = Vec::with_capacity(plan.len());
+    for (round, kind) in plan.iter().copied().enumerate() {
+        let round = round + 1;
         let live = control_plane(&cloud);
-        // Odd rounds kill the leader (an election on top of the replacement), even rounds a follower.
         let leader = leader_instance(&cloud).await;
-        let victim = if round % 2 == 1 {
+        let victim = if kind.leader() {
             leader.clone().expect("a leader before each round")
         } else {
             live.iter()
                 .map(|r| r.instance_id.clone())
                 .find(|id| Some(id) != leader.as_ref())
                 .expect("a follower")
-        };
-        let role = if Some(&victim) == leader.as_ref() {
-            "leader"
-        } else {
-            "follower"
         };
         let before: Vec<String> = cloud
             .instances()
@@ -151,12 +257,8 @@ async fn bench(
             .collect();
         let terminated_at = now_unix();
         cloud
-            .ec2()
-            .terminate_instances()
-            .instance_ids(&victim)
-            .send()
-            .await
-            .expect("TerminateInstances");
+            .terminate(std::slice::from_ref(&victim), kind.termination())
+            .await;
         let deadline = Instant::now() + Duration::from_secs(180);
         let settled_at = loop {
             if let Ok(m) = settled_membership(&cloud, 3).await {
@@ -175,14 +277,22 @@ async fn bench(
             .into_iter()
             .find(|r| !before.contains(&r.instance_id))
             .expect("the replacement's record");
+        let old = cloud.instance(&victim);
+        let off = old.stopped_at.as_deref().map_or(f64::NAN, unix_of) - terminated_at;
         let booted = unix_of(&replacement.booted_at);
-        from_boot.push(settled_at - booted);
-        from_termination.push(settled_at - terminated_at);
+        let sample = Sample {
+            kind,
+            settled: settled_at - terminated_at,
+            from_boot: settled_at - booted,
+        };
+        samples.push(sample);
         println!(
-            "  replacement {round} ({role}): {victim} -> {}: nodeup start to 3 voting {:.2} s, termination call to 3 voting {:.2} s",
+            "  round {round} ({}): {victim} -> {}: from the termination call: old instance off {off:.2} s (nodeup: {}), replacement's nodeup start {:.2} s, 3 voting {:.2} s",
+            kind.name(),
             replacement.instance_id,
-            settled_at - booted,
-            settled_at - terminated_at
+            old.nodeup_exit.as_deref().unwrap_or("?"),
+            booted - terminated_at,
+            sample.settled,
         );
     }
     // The first client's endpoints are all gone by now: a fresh one over the live members.
@@ -201,13 +311,20 @@ async fn bench(
         .expect("count")
         .count();
     assert_eq!(count as usize, keys, "keys lost");
-    let p90 = percentile(from_termination.clone(), 0.9);
-    let medians = (median(from_boot), median(from_termination));
-    println!(
-        "median over {replacements} replacements with {keys} keys: nodeup start to 3 voting healthy members {:.2} s; termination call to the same {:.2} s (goal 1 s), p90 {p90:.2} s (goal 3 s)",
-        medians.0, medians.1
-    );
-    medians
+    let mut by_kind: BTreeMap<Kind, Vec<f64>> = BTreeMap::new();
+    for s in &samples {
+        by_kind.entry(s.kind).or_default().push(s.settled);
+    }
+    for (kind, v) in &by_kind {
+        println!(
+            "  {}: {} rounds, termination call to 3 voting healthy members: median {:.2} s, p90 {:.2} s",
+            kind.name(),
+            v.len(),
+            median(v.clone()),
+            percentile(v.clone(), 0.9)
+        );
+    }
+    samples
 }
 
 /// The nearest-rank percentile `q` (0..=1) of `v`.
@@ -218,21 +335,4 @@ fn percentile(mut v: Vec<f64>, q: f64) -> f64 {
     }
     let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
     v[rank - 1]
-}
-
-/// The instance whose etcd member leads, as the live members report it.
-async fn leader_instance(cloud: &LocalCloud) -> Option<String> {
-    for r in control_plane(cloud) {
-        let Ok(mut client) = ballast_e2e::cluster_etcd::connect_member(&r).await else {
-            continue;
-        };
-        let Ok(status) = client.status().await else {
-            continue;
-        };
-        let own = status.header().map_or(0, |h| h.member_id());
-        if own != 0 && own == status.leader() {
-            return Some(r.instance_id);
-        }
-    }
-    None
 }
