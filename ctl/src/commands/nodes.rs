@@ -57,6 +57,21 @@ impl<'a> NodeSpecs<'a> {
         }
     }
 
+    /// Reads the node specs of `groups` at once (concurrently), for [`NodeSpecs::current`] to answer from.
+    pub async fn prefetch(&mut self, groups: &[&str]) -> Result<(), StoreError> {
+        let (store, paths) = (self.store, self.paths);
+        let read = futures_util::future::try_join_all(groups.iter().map(|group| async move {
+            let hash = store
+                .get(&paths.node_spec(group))
+                .await?
+                .map(|o| sha256_hex(&o.data));
+            Ok::<_, StoreError>((group.to_string(), hash))
+        }))
+        .await?;
+        self.hashes.extend(read);
+        Ok(())
+    }
+
     /// The group's current node spec's sha256; `None` when `update cluster` has not written one.
     pub async fn current(&mut self, group: &str) -> Result<Option<String>, StoreError> {
         if let Some(hash) = self.hashes.get(group) {
@@ -196,12 +211,21 @@ impl ReportReader {
         &mut self,
         instances: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
     ) -> Result<BTreeMap<String, ReportRead>, StoreError> {
-        use futures_util::{stream, StreamExt, TryStreamExt};
         let instances: Vec<(&str, Option<&str>)> = instances.into_iter().collect();
-        if instances.is_empty() {
+        let ids: Vec<&str> = instances.iter().map(|(id, _)| *id).collect();
+        let anchor = self.fetch(&ids).await?;
+        Ok(self.judge(anchor.as_ref(), instances))
+    }
+
+    /// The reading half of [`ReportReader::look`]: brings the reports of `ids` up to date (and reads the CAs to
+    /// judge them by; `None` for no instance, when nothing is read at all).
+    pub async fn fetch(&mut self, ids: &[&str]) -> Result<Option<ReportAnchor>, StoreError> {
+        use futures_util::{stream, StreamExt, TryStreamExt};
+        if ids.is_empty() {
             // Nothing to read (a roll's look at a group whose every report is known): not even the CAs.
-            return Ok(BTreeMap::new());
+            return Ok(None);
         }
+        let instances: Vec<(&str, ())> = ids.iter().map(|id| (*id, ())).collect();
         let anchor = ReportAnchor::load(&self.store, &self.paths).await?;
         // For one report, a read is as cheap as the listing; for more, the listing saves a read per report
         // that is missing or unchanged.
@@ -265,9 +289,22 @@ impl ReportReader {
                 }
             }
         }
+        Ok(Some(anchor))
+    }
+
+    /// The judging half of [`ReportReader::look`]: each of `instances` (id, its private DNS name as EC2 gives
+    /// it) as last fetched, judged now against `anchor`.
+    pub fn judge<'a>(
+        &self,
+        anchor: Option<&ReportAnchor>,
+        instances: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+    ) -> BTreeMap<String, ReportRead> {
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
-        let ca = anchor.ca_bundle.as_deref().map_err(String::as_str);
-        Ok(instances
+        let ca = match anchor {
+            Some(anchor) => anchor.ca_bundle.as_deref().map_err(String::as_str),
+            None => Err("the Kubernetes CA certificates were not read"),
+        };
+        instances
             .into_iter()
             .map(|(id, node_name)| {
                 let read = match self.read_before.get(id) {
@@ -276,7 +313,7 @@ impl ReportReader {
                 };
                 (id.to_string(), read)
             })
-            .collect())
+            .collect()
     }
 }
 

@@ -179,8 +179,6 @@ async fn validate(
     let name = completed.name().to_string();
     let paths = ClusterPaths::new(&name);
     let mut checks = Vec::new();
-    // The control-plane instances in service, to hold etcd's reported members against (None: unknown).
-    let mut control_plane: Option<BTreeSet<String>> = None;
     // What the Kubernetes checks need of the instances (None: the groups could not be read).
     let mut kube_inputs: Option<KubeInputs> = None;
 
@@ -190,38 +188,66 @@ async fn validate(
         .iter()
         .map(|ig| format!("{}.{name}", ig.metadata.name))
         .collect();
-    match describe_groups(cloud, &name, &resource_names).await {
-        Err(reason) => checks.push(Check {
-            name: "instance groups".to_string(),
-            ok: false,
-            checked: true,
-            reason,
-        }),
-        Ok(found) => {
-            let asg_of = |resource: &str| {
-                found
+    let described = describe_groups(cloud, &name, &resource_names).await;
+    // The control-plane instances in service, to hold etcd's reported members against (None: unknown).
+    let control_plane = described
+        .as_ref()
+        .ok()
+        .and_then(|found| control_plane_in_service(completed, &resource_names, found));
+    // (a) and (b) beside (c) etcd and (d) the state bucket: their reads do not depend on each other.
+    let groups_part = async {
+        match described {
+            Err(reason) => checks.push(Check {
+                name: "instance groups".to_string(),
+                ok: false,
+                checked: true,
+                reason,
+            }),
+            Ok(found) => {
+                let asg_of = |resource: &str| {
+                    found
+                        .iter()
+                        .find(|g| g.auto_scaling_group_name() == Some(resource))
+                };
+                // Every instance in service, to read all their reports in one look.
+                let all_in_service: Vec<&str> = resource_names
                     .iter()
-                    .find(|g| g.auto_scaling_group_name() == Some(resource))
-            };
-            // Every instance in service, to read all their reports in one look.
-            let all_in_service: Vec<&str> = resource_names
-                .iter()
-                .filter_map(|resource| asg_of(resource))
-                .flat_map(in_service_ids)
-                .collect();
-            node_names(cloud, &name, &all_in_service, memo, &mut checks).await;
-            let node_names = &memo.node_names;
-            let signers = all_in_service
-                .iter()
-                .map(|id| (*id, node_names.get(*id).map(String::as_str)));
-            let reports = memo.reports.look(signers).await.map_err(|e| e.to_string());
-            let kube_inputs = kube_inputs.get_or_insert_with(KubeInputs::default);
-            let mut node_specs = NodeSpecs::new(store, &paths);
-            for (ig, resource) in completed.instance_groups.iter().zip(&resource_names) {
-                let group = &ig.metadata.name;
-                let min = ig.spec.min_size.unwrap_or(0) as usize;
-                let Some(asg) = asg_of(resource) else {
-                    checks.push(Check {
+                    .filter_map(|resource| asg_of(resource))
+                    .flat_map(in_service_ids)
+                    .collect();
+                // The reads of this part at once: EC2's names for the instances, their reports, the groups' node
+                // specs (one after another, on a busy emulator these waits added up to a second).
+                let mut node_specs = NodeSpecs::new(store, &paths);
+                let groups: Vec<&str> = completed
+                    .instance_groups
+                    .iter()
+                    .map(|ig| ig.metadata.name.as_str())
+                    .collect();
+                let Memo {
+                    reports: reader,
+                    node_names: names,
+                } = memo;
+                let (names_failed, fetched, _) = tokio::join!(
+                    node_names(cloud, &name, &all_in_service, names),
+                    reader.fetch(&all_in_service),
+                    // A failed read shows again, with its reason, when each group asks for its spec below.
+                    node_specs.prefetch(&groups),
+                );
+                checks.extend(names_failed);
+                let reports = fetched.map_err(|e| e.to_string()).map(|anchor| {
+                    reader.judge(
+                        anchor.as_ref(),
+                        all_in_service
+                            .iter()
+                            .map(|id| (*id, names.get(*id).map(String::as_str))),
+                    )
+                });
+                let kube_inputs = kube_inputs.get_or_insert_with(KubeInputs::default);
+                for (ig, resource) in completed.instance_groups.iter().zip(&resource_names) {
+                    let group = &ig.metadata.name;
+                    let min = ig.spec.min_size.unwrap_or(0) as usize;
+                    let Some(asg) = asg_of(resource) else {
+                        checks.push(Check {
                         name: format!("instance group {group}"),
                         ok: false,
                         checked: true,
@@ -229,82 +255,81 @@ async fn validate(
                             "AutoScalingGroup {resource} does not exist: run `ballast update cluster {name} --yes`"
                         ),
                     });
-                    continue;
-                };
-                let in_service = in_service_ids(asg);
-                if ig.spec.role == Role::ControlPlane {
-                    control_plane
-                        .get_or_insert_with(BTreeSet::new)
-                        .extend(in_service.iter().map(|id| id.to_string()));
-                }
-                let others = asg.instances().len() - in_service.len();
-                let others = if others > 0 {
-                    format!(", {others} other (pending, terminating or on standby)")
-                } else {
-                    String::new()
-                };
-                checks.push(Check {
-                    name: format!("instance group {group}"),
-                    ok: in_service.len() >= min,
-                    checked: true,
-                    reason: format!(
-                        "{} InService of minSize {min} in AutoScalingGroup {resource}{others}",
-                        in_service.len()
-                    ),
-                });
-                let want = node_specs.current(group).await;
-                for id in in_service {
-                    let judged = match (&want, &reports) {
-                        (Ok(want), Ok(reports)) => {
-                            let report = reports.get(id).cloned().unwrap_or(ReportRead::Missing);
-                            let truth = Truth {
-                                cluster: &name,
-                                group,
-                                role: ig.spec.role,
-                            };
-                            Ok(judge_report(&paths, id, &report, want.as_deref(), &truth))
-                        }
-                        (Err(e), _) => Err(e.to_string()),
-                        (_, Err(e)) => Err(e.clone()),
+                        continue;
                     };
-                    let (ok, mut reason) = judged
-                        .unwrap_or_else(|e| (false, format!("cannot read the state store: {e}")));
-                    let mut private_ip = None;
-                    if let Ok(reports) = &reports {
-                        if let Some(ReportRead::Found(report)) = reports.get(id) {
-                            // A control-plane node's add-on applier, shown (not judged: docs/addons.md).
-                            if let Some(addons) = &report.addons {
-                                reason.push_str(&format!("; add-ons: {}", addons.summary()));
-                            }
-                            if ig.spec.role == Role::ControlPlane {
-                                kube_inputs
-                                    .control_plane
-                                    .push((id.to_string(), (**report).clone()));
-                            }
-                            private_ip = report.private_ip.clone();
-                        }
-                    }
-                    kube_inputs
-                        .in_service
-                        .insert(id.to_string(), (group.clone(), private_ip));
+                    let in_service = in_service_ids(asg);
+                    let others = asg.instances().len() - in_service.len();
+                    let others = if others > 0 {
+                        format!(", {others} other (pending, terminating or on standby)")
+                    } else {
+                        String::new()
+                    };
                     checks.push(Check {
-                        name: format!("node {id} ({group})"),
-                        ok,
+                        name: format!("instance group {group}"),
+                        ok: in_service.len() >= min,
                         checked: true,
-                        reason,
+                        reason: format!(
+                            "{} InService of minSize {min} in AutoScalingGroup {resource}{others}",
+                            in_service.len()
+                        ),
                     });
+                    let want = node_specs.current(group).await;
+                    for id in in_service {
+                        let judged = match (&want, &reports) {
+                            (Ok(want), Ok(reports)) => {
+                                let report =
+                                    reports.get(id).cloned().unwrap_or(ReportRead::Missing);
+                                let truth = Truth {
+                                    cluster: &name,
+                                    group,
+                                    role: ig.spec.role,
+                                };
+                                Ok(judge_report(&paths, id, &report, want.as_deref(), &truth))
+                            }
+                            (Err(e), _) => Err(e.to_string()),
+                            (_, Err(e)) => Err(e.clone()),
+                        };
+                        let (ok, mut reason) = judged.unwrap_or_else(|e| {
+                            (false, format!("cannot read the state store: {e}"))
+                        });
+                        let mut private_ip = None;
+                        if let Ok(reports) = &reports {
+                            if let Some(ReportRead::Found(report)) = reports.get(id) {
+                                // A control-plane node's add-on applier, shown (not judged: docs/addons.md).
+                                if let Some(addons) = &report.addons {
+                                    reason.push_str(&format!("; add-ons: {}", addons.summary()));
+                                }
+                                if ig.spec.role == Role::ControlPlane {
+                                    kube_inputs
+                                        .control_plane
+                                        .push((id.to_string(), (**report).clone()));
+                                }
+                                private_ip = report.private_ip.clone();
+                            }
+                        }
+                        kube_inputs
+                            .in_service
+                            .insert(id.to_string(), (group.clone(), private_ip));
+                        checks.push(Check {
+                            name: format!("node {id} ({group})"),
+                            ok,
+                            checked: true,
+                            reason,
+                        });
+                    }
                 }
             }
         }
-    }
-
-    // (c) etcd.
-    let (check, etcd) = etcd_check(store, &paths, completed, control_plane.as_ref()).await;
-    checks.push(check);
-    // (d) the state bucket that holds the cluster's keys.
-    if let Some(check) = bucket_check(store, completed).await {
-        checks.push(check);
-    }
+    };
+    let ((), (etcd_result, etcd), bucket) = tokio::join!(
+        groups_part,
+        // (c) etcd.
+        etcd_check(store, &paths, completed, control_plane.as_ref()),
+        // (d) the state bucket that holds the cluster's keys.
+        bucket_check(store, completed),
+    );
+    checks.push(etcd_result);
+    checks.extend(bucket);
     // (e) Kubernetes, when the instances could be read (validate_kube says when the API is expected).
     if let Some(inputs) = &kube_inputs {
         for (name, outcome, reason) in kubernetes_checks(cloud, store, completed, inputs).await {
@@ -324,6 +349,29 @@ async fn validate(
     }
 }
 
+/// The instances in service of the cluster's control-plane groups; `None` when none of those groups exists.
+fn control_plane_in_service(
+    completed: &ClusterConfig,
+    resource_names: &[String],
+    found: &[AutoScalingGroup],
+) -> Option<BTreeSet<String>> {
+    let mut control_plane: Option<BTreeSet<String>> = None;
+    for (ig, resource) in completed.instance_groups.iter().zip(resource_names) {
+        if ig.spec.role != Role::ControlPlane {
+            continue;
+        }
+        if let Some(asg) = found
+            .iter()
+            .find(|g| g.auto_scaling_group_name() == Some(resource.as_str()))
+        {
+            control_plane
+                .get_or_insert_with(BTreeSet::new)
+                .extend(in_service_ids(asg).into_iter().map(str::to_string));
+        }
+    }
+    control_plane
+}
+
 /// The ids of a group's instances in service, sorted.
 fn in_service_ids(asg: &AutoScalingGroup) -> Vec<&str> {
     let mut ids: Vec<&str> = asg
@@ -336,25 +384,21 @@ fn in_service_ids(asg: &AutoScalingGroup) -> Vec<&str> {
     ids
 }
 
-/// Each running instance's private DNS name (`memo.node_names`): the node a report stored under its id must be
-/// signed by. EC2 is described only when an instance in service is not known yet. When EC2 cannot be read, a
-/// failed check says so (the reports of instances not known then show as untrusted).
+/// Each running instance's private DNS name (`names`, kept between checks): the node a report stored under its
+/// id must be signed by. EC2 is described only when an instance in service is not known yet. When EC2 cannot be
+/// read, a failed check says so (the reports of instances not known then show as untrusted).
 async fn node_names(
     cloud: &Cloud,
     cluster: &str,
     in_service: &[&str],
-    memo: &mut Memo,
-    checks: &mut Vec<Check>,
-) {
-    if in_service
-        .iter()
-        .all(|id| memo.node_names.contains_key(*id))
-    {
-        return;
+    names: &mut BTreeMap<String, String>,
+) -> Option<Check> {
+    if in_service.iter().all(|id| names.contains_key(*id)) {
+        return None;
     }
     match cluster_instances(cloud, cluster, &["pending", "running"]).await {
         Ok(found) => {
-            memo.node_names = found
+            *names = found
                 .iter()
                 .filter_map(|i| {
                     Some((
@@ -362,9 +406,10 @@ async fn node_names(
                         i.private_dns_name()?.to_string(),
                     ))
                 })
-                .collect()
+                .collect();
+            None
         }
-        Err(e) => checks.push(Check {
+        Err(e) => Some(Check {
             name: "instances".to_string(),
             ok: false,
             checked: true,
