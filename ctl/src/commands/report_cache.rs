@@ -5,6 +5,8 @@
 //! ```text
 //! <cache dir>/reports/<sha256 of the store URL, 16 hex>/<cluster>/<instance-id>.json
 //!     {"version": "<the S3 ETag it was read at>", "report": "<the stored report, as read>"}
+//! <cache dir>/reports/<sha256 of the store URL, 16 hex>/<cluster>/node_names.json
+//!     {"<instance-id>": "<its private DNS name, as EC2 described it>", ...}
 //! ```
 //!
 //! The cache dir is `$BALLAST_CACHE_DIR`, else `$XDG_CACHE_HOME/ballast`, else `$HOME/.cache/ballast`; an empty
@@ -14,6 +16,7 @@
 //! read from the store: the cache keeps bytes, never a verdict. The cache is only a speed-up: when it cannot
 //! be read or written, the command reads the store as if it were empty (logged at debug level).
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -23,6 +26,9 @@ use serde::{Deserialize, Serialize};
 
 /// Names the cache directory; empty turns the cache off.
 pub const CACHE_DIR_ENV: &str = "BALLAST_CACHE_DIR";
+/// Beside the reports: each instance's private DNS name as EC2 gave it. Its `_` is no character of an instance
+/// id, so it is never taken for a report (nor dropped with one).
+const NAMES_FILE: &str = "node_names.json";
 
 /// One cached report.
 #[derive(Serialize, Deserialize)]
@@ -111,6 +117,10 @@ impl ReportCache {
     }
 
     fn write(&self, path: &Path, entry: &Entry) -> std::io::Result<()> {
+        self.write_bytes(path, &serde_json::to_vec(entry)?)
+    }
+
+    fn write_bytes(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -119,9 +129,33 @@ impl ReportCache {
             .prefix(".report")
             .permissions(std::fs::Permissions::from_mode(0o600))
             .tempfile_in(&self.dir)?;
-        temp.write_all(&serde_json::to_vec(entry)?)?;
+        temp.write_all(bytes)?;
         temp.persist(path).map_err(|e| e.error)?;
         Ok(())
+    }
+
+    /// The private DNS names EC2 gave the cluster's instances, as kept by [`ReportCache::save_names`]: EC2 never
+    /// changes an instance's name nor reuses its id, so a later run describes only instances not named here.
+    pub fn load_names(&self) -> BTreeMap<String, String> {
+        let path = self.dir.join(NAMES_FILE);
+        match std::fs::read(&path) {
+            Ok(text) => serde_json::from_slice(&text).unwrap_or_else(|e| {
+                tracing::debug!(path = %path.display(), error = %e, "report cache: names not read");
+                BTreeMap::new()
+            }),
+            Err(_) => BTreeMap::new(),
+        }
+    }
+
+    /// Keeps `names` (instance id -> private DNS name) for the next run.
+    pub fn save_names(&self, names: &BTreeMap<String, String>) {
+        let path = self.dir.join(NAMES_FILE);
+        let written = serde_json::to_vec(names)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| self.write_bytes(&path, &bytes));
+        if let Err(e) = written {
+            tracing::debug!(path = %path.display(), error = %e, "report cache: names not written");
+        }
     }
 
     /// Drops `instance_id`'s cached report (the store has none).
@@ -200,6 +234,30 @@ mod tests {
             assert!(cache.load(id).is_none(), "{id}");
         }
         assert!(!root.path().join("x.json").exists());
+    }
+
+    #[test]
+    fn names_are_kept_beside_the_reports_and_never_taken_for_one() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let cache = ReportCache::under(root.path(), "s3://a", "c1");
+        assert!(cache.load_names().is_empty());
+        let names = [("i-1".to_string(), "ip-10-0-0-1.ec2.internal".to_string())].into();
+        cache.save_names(&names);
+        assert_eq!(cache.load_names(), names);
+        cache.save("i-1", &object("{}", "v"));
+        cache.retain(|id| id == "i-1");
+        assert_eq!(cache.load_names(), names, "retain keeps the names file");
+        let file = root
+            .path()
+            .join("reports")
+            .join(&sha(b"s3://a"))
+            .join("c1/node_names.json");
+        let mode = std::fs::metadata(&file).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    fn sha(data: &[u8]) -> String {
+        ballast_state::store::sha256_hex(data)[..16].to_string()
     }
 
     #[test]

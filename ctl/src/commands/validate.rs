@@ -21,7 +21,7 @@ use super::report_cache::ReportCache;
 use super::validate_kube_run::{kubernetes_checks, KubeInputs, KubeOutcome};
 use super::{require_cluster, Context};
 use crate::cli::{OutputFormat, ValidateArgs, ValidateWhat};
-use crate::cloud::aws::{auto_scaling_groups, cluster_instances};
+use crate::cloud::aws::{auto_scaling_groups, cluster_instances, cluster_instances_among};
 use crate::cloud::error::UpdateError;
 use crate::cloud::{CallLog, Cloud};
 use crate::error::CommandError;
@@ -36,6 +36,8 @@ const RECHECK: Duration = Duration::from_millis(500);
 struct Memo {
     reports: ReportReader,
     node_names: BTreeMap<String, String>,
+    /// Where the names are kept for the next run (and the reports, by the reader).
+    cache: Option<ReportCache>,
 }
 
 /// One check and its outcome.
@@ -91,10 +93,15 @@ pub async fn run(context: &Context, args: ValidateArgs) -> Result<(), CommandErr
     let cloud = Cloud::connect(&region, CallLog::new()).await;
     let deadline = args.wait.map(|w| tokio::time::Instant::now() + w);
     let mut last_progress = String::new();
+    let cache = ReportCache::from_env(&registry.store().url(), &name);
     let mut memo = Memo {
+        node_names: cache
+            .as_ref()
+            .map(ReportCache::load_names)
+            .unwrap_or_default(),
         reports: ReportReader::new(registry.store().clone(), ClusterPaths::new(&name))
-            .with_cache(ReportCache::from_env(&registry.store().url(), &name)),
-        node_names: BTreeMap::new(),
+            .with_cache(cache.clone()),
+        cache,
     };
     let mut checks_made = 0u32;
     let validation = loop {
@@ -226,9 +233,10 @@ async fn validate(
                 let Memo {
                     reports: reader,
                     node_names: names,
+                    cache,
                 } = memo;
                 let (names_failed, fetched, _) = tokio::join!(
-                    node_names(cloud, &name, &all_in_service, names),
+                    node_names(cloud, &name, &all_in_service, names, cache.as_ref()),
                     reader.fetch(&all_in_service),
                     // A failed read shows again, with its reason, when each group asks for its spec below.
                     node_specs.prefetch(&groups),
@@ -384,29 +392,43 @@ fn in_service_ids(asg: &AutoScalingGroup) -> Vec<&str> {
     ids
 }
 
-/// Each running instance's private DNS name (`names`, kept between checks): the node a report stored under its
-/// id must be signed by. EC2 is described only when an instance in service is not known yet. When EC2 cannot be
-/// read, a failed check says so (the reports of instances not known then show as untrusted).
+/// Each running instance's private DNS name (`names`, kept between checks and, in the operator's cache, between
+/// runs): the node a report stored under its id must be signed by. EC2 never renames an instance nor reuses an
+/// id, so only the instances in service not named yet are described (all of the cluster's when none is). When
+/// EC2 cannot be read, a failed check says so (the reports of instances not named then show as untrusted).
 async fn node_names(
     cloud: &Cloud,
     cluster: &str,
     in_service: &[&str],
     names: &mut BTreeMap<String, String>,
+    cache: Option<&ReportCache>,
 ) -> Option<Check> {
-    if in_service.iter().all(|id| names.contains_key(*id)) {
+    let unnamed: Vec<&str> = in_service
+        .iter()
+        .copied()
+        .filter(|id| !names.contains_key(*id))
+        .collect();
+    if unnamed.is_empty() {
         return None;
     }
-    match cluster_instances(cloud, cluster, &["pending", "running"]).await {
+    let described = if names.is_empty() {
+        cluster_instances(cloud, cluster, &["pending", "running"]).await
+    } else {
+        cluster_instances_among(cloud, cluster, &unnamed).await
+    };
+    match described {
         Ok(found) => {
-            *names = found
-                .iter()
-                .filter_map(|i| {
-                    Some((
-                        i.instance_id()?.to_string(),
-                        i.private_dns_name()?.to_string(),
-                    ))
-                })
-                .collect();
+            names.extend(found.iter().filter_map(|i| {
+                Some((
+                    i.instance_id()?.to_string(),
+                    i.private_dns_name().filter(|n| !n.is_empty())?.to_string(),
+                ))
+            }));
+            // Only instances in service are worth keeping: the others are gone or going.
+            names.retain(|id, _| in_service.contains(&id.as_str()));
+            if let Some(cache) = cache {
+                cache.save_names(names);
+            }
             None
         }
         Err(e) => Some(Check {
