@@ -114,6 +114,14 @@ pub async fn run(context: &Context, args: ValidateArgs) -> Result<(), CommandErr
             seconds = format!("{:.2}", (now - started).as_secs_f64()),
             valid = validation.valid,
             failing = validation.failures(),
+            failing_checks = validation
+                .checks
+                .iter()
+                .filter(|c| !c.ok)
+                .take(3)
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
             "validate: check made"
         );
         match deadline {
