@@ -250,7 +250,7 @@ mod tests {
         let file = root
             .path()
             .join("reports")
-            .join(&sha(b"s3://a"))
+            .join(sha(b"s3://a"))
             .join("c1/node_names.json");
         let mode = std::fs::metadata(&file).expect("stat").permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
