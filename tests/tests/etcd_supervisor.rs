@@ -256,6 +256,59 @@ impl TestCluster {
     }
 }
 
+/// A client writing one key every 5 ms through whatever the test does to the cluster, remembering the writes
+/// etcd acknowledged.
+struct Writer {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<Vec<String>>,
+}
+
+impl Writer {
+    /// Starts writing `<prefix>/<n>` keys through every live member, and lets it get going (300 ms).
+    async fn start(c: &TestCluster, prefix: String) -> Writer {
+        let endpoints: Vec<String> = c.alive_ips().iter().map(|ip| client_url(ip)).collect();
+        let tls = c.client_tls.clone();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut acked = Vec::new();
+            let mut client = tls
+                .connect(&endpoints, Duration::from_secs(2))
+                .await
+                .expect("connect");
+            let mut i = 0u32;
+            while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                let key = format!("{prefix}/{i:06}");
+                if client.put(key.clone(), "x", None).await.is_ok() {
+                    acked.push(key);
+                }
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            acked
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Writer { stop, task }
+    }
+
+    /// Stops writing; the keys etcd acknowledged.
+    async fn stop(self) -> Vec<String> {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.task.await.expect("writer")
+    }
+}
+
+impl TestCluster {
+    /// Every acknowledged write is readable.
+    async fn assert_all_present(&self, acked: &[String]) {
+        let mut client = self.client().await;
+        for key in acked {
+            let r = client.get(key.as_str(), None).await.expect("get");
+            assert_eq!(r.kvs().len(), 1, "acknowledged write {key} lost");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn etcd_bootstraps_once_over_tls_and_heals_replacements() {
     let mut c = TestCluster::new("etcd-heal", 61).await;
@@ -291,34 +344,12 @@ async fn etcd_bootstraps_once_over_tls_and_heals_replacements() {
     c.put_keys("before", 200).await;
     for round in 0..4 {
         // A client writes continuously through the termination; every acknowledged write must survive.
-        let endpoints: Vec<String> = c.alive_ips().iter().map(|ip| client_url(ip)).collect();
-        let tls = c.client_tls.clone();
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let stop_w = stop.clone();
-        let writer = tokio::spawn(async move {
-            let mut acked = Vec::new();
-            let mut client = tls
-                .connect(&endpoints, Duration::from_secs(2))
-                .await
-                .expect("connect");
-            let mut i = 0u32;
-            while !stop_w.load(std::sync::atomic::Ordering::SeqCst) {
-                let key = format!("w{round}/{i:06}");
-                if client.put(key.clone(), "x", None).await.is_ok() {
-                    acked.push(key);
-                }
-                i += 1;
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            acked
-        });
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        let writer = Writer::start(&c, format!("w{round}")).await;
         let dead = c.terminate(round % 3).await;
         let started = Instant::now();
         let new = c.launch();
         let healed = c.wait_healthy(Duration::from_secs(60)).await;
-        stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        let acked = writer.await.expect("writer");
+        let acked = writer.stop().await;
         eprintln!(
             "round {round}: {dead} terminated, {new} joined; 3 voting members {:?} after the replacement started ({} writes acknowledged)",
             started.elapsed().max(healed),
@@ -329,11 +360,7 @@ async fn etcd_bootstraps_once_over_tls_and_heals_replacements() {
             200,
             "keys written before are readable"
         );
-        let mut client = c.client().await;
-        for key in &acked {
-            let r = client.get(key.as_str(), None).await.expect("get");
-            assert_eq!(r.kvs().len(), 1, "acknowledged write {key} lost");
-        }
+        c.assert_all_present(&acked).await;
     }
     let record = read_record(&c.store, &c.paths())
         .await
@@ -352,28 +379,7 @@ async fn etcd_bootstraps_once_over_tls_and_heals_replacements() {
         .iter()
         .position(|(id, leader)| id == leader)
         .expect("a leader among the nodes");
-    let endpoints: Vec<String> = c.alive_ips().iter().map(|ip| client_url(ip)).collect();
-    let tls = c.client_tls.clone();
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stop_w = stop.clone();
-    let writer = tokio::spawn(async move {
-        let mut acked = Vec::new();
-        let mut client = tls
-            .connect(&endpoints, Duration::from_secs(2))
-            .await
-            .expect("connect");
-        let mut i = 0u32;
-        while !stop_w.load(std::sync::atomic::Ordering::SeqCst) {
-            let key = format!("graceful/{i:06}");
-            if client.put(key.clone(), "x", None).await.is_ok() {
-                acked.push(key);
-            }
-            i += 1;
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        acked
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let writer = Writer::start(&c, "graceful".to_string()).await;
     let node = c.nodes.remove(leader);
     c.peers.terminate(&node.instance_id);
     let outcome = node.stop().await;
@@ -398,13 +404,8 @@ async fn etcd_bootstraps_once_over_tls_and_heals_replacements() {
     );
     c.launch();
     c.wait_healthy(Duration::from_secs(60)).await;
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let acked = writer.await.expect("writer");
-    let mut client = c.client().await;
-    for key in &acked {
-        let r = client.get(key.as_str(), None).await.expect("get");
-        assert_eq!(r.kvs().len(), 1, "acknowledged write {key} lost");
-    }
+    let acked = writer.stop().await;
+    c.assert_all_present(&acked).await;
     eprintln!(
         "graceful leader stop: leadership to {to:x}; {} writes acknowledged",
         acked.len()

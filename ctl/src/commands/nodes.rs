@@ -225,11 +225,10 @@ impl ReportReader {
             // Nothing to read (a roll's look at a group whose every report is known): not even the CAs.
             return Ok(None);
         }
-        let instances: Vec<(&str, ())> = ids.iter().map(|id| (*id, ())).collect();
         let anchor = ReportAnchor::load(&self.store, &self.paths).await?;
         // For one report, a read is as cheap as the listing; for more, the listing saves a read per report
         // that is missing or unchanged.
-        let listed = if instances.len() > 1 {
+        let listed = if ids.len() > 1 {
             Some(
                 self.store
                     .list_versions(&self.paths.reports_prefix())
@@ -239,7 +238,7 @@ impl ReportReader {
             None
         };
         let mut to_read = Vec::new();
-        for (id, _) in &instances {
+        for id in ids {
             match listed.as_ref().map(|l| l.get(&self.paths.report(id))) {
                 // No listing: read it.
                 None => to_read.push(*id),
