@@ -96,6 +96,12 @@ pub struct PhaseReport {
     pub ballast_peak_mib: f64,
     /// CPU seconds (user + system) of the phase's `ballast` runs: the changing ones, and the `validate` runs.
     pub ballast_cpu_s: (f64, f64),
+    /// When things happened, in seconds from the phase's start: each `ballast` run's end, and the first and last
+    /// nodeup start of the instances the phase launched.
+    pub timeline: Vec<(String, f64)>,
+    /// For the recovery: every etcd health report the supervisors published during it, oldest first (what
+    /// `validate`'s etcd check judged).
+    pub etcd_reports: Vec<String>,
     /// What the emulator served during the phase, by `service:Action` (S3 by method): count and seconds spent,
     /// most time first. Everything's calls: `ballast`, nodeup, etcd supervisors, the local cloud's runner and IMDS.
     pub emulator: Vec<(String, u64, f64)>,
@@ -124,6 +130,9 @@ pub struct Lifecycle {
     ballast_cpu_s: (f64, f64),
     /// The last `validate cluster --wait` run's checks, as it logged them (each one's time and outcome).
     checks: Vec<String>,
+    /// The current phase's start, and its timeline so far (see [`PhaseReport::timeline`]).
+    phase_start: Instant,
+    timeline: Vec<(String, f64)>,
 }
 
 impl Lifecycle {
@@ -143,6 +152,8 @@ impl Lifecycle {
             ballast_peak_mib: 0.0,
             ballast_cpu_s: (0.0, 0.0),
             checks: Vec::new(),
+            phase_start: Instant::now(),
+            timeline: Vec::new(),
         }
     }
 
@@ -163,6 +174,11 @@ impl Lifecycle {
             .spawn()
             .expect("spawning ballast");
         let ran = wait_with_rusage(child);
+        let command: Vec<&str> = args.iter().take(2).copied().collect();
+        self.timeline.push((
+            format!("`{}` ended", command.join(" ")),
+            self.phase_start.elapsed().as_secs_f64(),
+        ));
         self.ballast_peak_mib = self.ballast_peak_mib.max(ran.peak_rss_mib);
         if args.first() == Some(&"validate") {
             self.ballast_cpu_s.1 += ran.cpu_s;
@@ -217,8 +233,17 @@ impl Lifecycle {
         self.sampler.reset();
         self.ballast_peak_mib = 0.0;
         self.ballast_cpu_s = (0.0, 0.0);
+        self.phase_start = Instant::now();
+        self.timeline.clear();
         Begun {
-            at: Instant::now(),
+            at: self.phase_start,
+            started_utc: time::OffsetDateTime::now_utc(),
+            instances: self
+                .cloud
+                .instances()
+                .into_iter()
+                .map(|r| r.instance_id)
+                .collect(),
             call_log_lines: self.logged_calls().len(),
             emulator: emulator_stats(&self.cloud),
         }
@@ -233,8 +258,35 @@ impl Lifecycle {
             name,
             wall,
             check_log: std::mem::take(&mut self.checks),
+            timeline: std::mem::take(&mut self.timeline),
             ..PhaseReport::default()
         };
+        let boots: Vec<f64> = self
+            .cloud
+            .instances()
+            .into_iter()
+            .filter(|r| !begun.instances.contains(&r.instance_id))
+            .filter_map(|r| {
+                time::OffsetDateTime::parse(
+                    &r.booted_at,
+                    &time::format_description::well_known::Rfc3339,
+                )
+                .ok()
+            })
+            .map(|booted| (booted - begun.started_utc).as_seconds_f64())
+            .collect();
+        if let (Some(first), Some(last)) = (
+            boots.iter().copied().reduce(f64::min),
+            boots.iter().copied().reduce(f64::max),
+        ) {
+            report
+                .timeline
+                .push((format!("first of {} nodeups started", boots.len()), first));
+            report
+                .timeline
+                .push(("last nodeup started".to_string(), last));
+            report.timeline.sort_by(|a, b| a.1.total_cmp(&b.1));
+        }
         for line in &lines[first_line..] {
             let command = line["command"].as_str().unwrap_or_default();
             let total = line["total"].as_u64().unwrap_or_default();
@@ -390,7 +442,87 @@ impl Lifecycle {
         report.from_replacement_boot = Some(Duration::from_secs_f64(
             since_boot.as_seconds_f64().max(0.0),
         ));
+        report.etcd_reports = self
+            .etcd_reports_since(booted - time::Duration::seconds(5))
+            .await;
         report
+    }
+
+    /// The etcd health reports published since `since` (every version the versioned bucket keeps), oldest
+    /// first, each as a line: when, whose, its view (voters, learners), its step.
+    async fn etcd_reports_since(&self, since: time::OffsetDateTime) -> Vec<String> {
+        let s3 = self.cloud.s3();
+        let prefix = format!(
+            "{}/{}/etcd/health/",
+            STATE.trim_start_matches(&format!("s3://{BUCKET}/")),
+            self.cluster
+        );
+        let listed = s3
+            .list_object_versions()
+            .bucket(BUCKET)
+            .prefix(&prefix)
+            .send()
+            .await
+            .expect("ListObjectVersions of the etcd health reports");
+        let mut lines = Vec::new();
+        for version in listed.versions() {
+            let modified = version
+                .last_modified()
+                .map(|t| t.secs())
+                .unwrap_or_default();
+            if modified < since.unix_timestamp() {
+                continue;
+            }
+            let (Some(key), Some(id)) = (version.key(), version.version_id()) else {
+                continue;
+            };
+            let Ok(object) = s3
+                .get_object()
+                .bucket(BUCKET)
+                .key(key)
+                .version_id(id)
+                .send()
+                .await
+            else {
+                continue;
+            };
+            let bytes = object
+                .body
+                .collect()
+                .await
+                .map(|b| b.into_bytes())
+                .unwrap_or_default();
+            let Ok(r) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+                continue;
+            };
+            let list = |field: &str| {
+                r[field]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str())
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    })
+                    .unwrap_or_default()
+            };
+            lines.push(format!(
+                "{} {}{} healthy={} voters=[{}] learners=[{}] step={:?}",
+                r["updatedAt"].as_str().unwrap_or_default(),
+                r["instanceId"].as_str().unwrap_or_default(),
+                if r["isLeader"].as_bool() == Some(true) {
+                    " (leader)"
+                } else {
+                    ""
+                },
+                r["clusterHealthy"],
+                list("votingMembers"),
+                list("learners"),
+                r["lastStep"].as_str().unwrap_or_default(),
+            ));
+        }
+        lines.sort();
+        lines
     }
 
     /// Like [`Self::validated`], but the wait starts only once the victim is no longer running: right after
@@ -424,6 +556,9 @@ impl Lifecycle {
 /// Where a phase began.
 struct Begun {
     at: Instant,
+    /// The phase's start by the wall clock (instance records carry RFC 3339 times), and the instances before it.
+    started_utc: time::OffsetDateTime,
+    instances: std::collections::BTreeSet<String>,
     call_log_lines: usize,
     emulator: BTreeMap<String, (u64, f64)>,
 }

@@ -196,6 +196,26 @@ fn print_table(size: Size, phases: &[Option<PhaseReport>]) {
         }
     }
     println!();
+    println!("Each phase's timeline, seconds from its start:");
+    for phase in &ran {
+        let events: Vec<String> = phase
+            .timeline
+            .iter()
+            .map(|(what, at)| format!("{what} {at:.1}"))
+            .collect();
+        println!("  {}: {}", phase.name, events.join(", "));
+    }
+    for phase in ran.iter().filter(|p| !p.etcd_reports.is_empty()) {
+        println!();
+        println!(
+            "etcd health reports published during the {}, oldest first:",
+            phase.name
+        );
+        for line in &phase.etcd_reports {
+            println!("  {line}");
+        }
+    }
+    println!();
     println!("What the emulator served per phase (everyone's calls), the most costly first: count, seconds spent");
     for phase in &ran {
         let top: Vec<String> = phase
