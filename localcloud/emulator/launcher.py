@@ -905,8 +905,10 @@ def fingerprint_when_changed(unchanged: str | None, wait_ms: int) -> tuple[str, 
 class CallStats:
     """Counts the emulator's requests by call and the time it spent on them: what a call costs here.
 
-    `GET /_ballast/stats` returns {"Service:Action": [count, seconds]}; the lifecycle benchmark reads it before
-    and after each phase. Not an AWS API: only the local cloud's own tools ask for it.
+    `GET /_ballast/stats` returns {"Service:Action": [count, seconds, cpu_seconds]}: seconds are wall time summed
+    over the serving threads (a call waiting for the GIL counts), cpu_seconds the serving thread's own CPU time
+    (what the call cost the emulator, which runs on one core). The lifecycle benchmark reads it before and after
+    each phase. Not an AWS API: only the local cloud's own tools ask for it.
     """
 
     def __init__(self, app):
@@ -963,7 +965,7 @@ class CallStats:
             fingerprint, spent = fingerprint_when_changed(unchanged, wait_ms)
             body = fingerprint.encode()
             with self.lock:
-                entry = self.calls.setdefault("local:InstancesFingerprint", [0, 0.0])
+                entry = self.calls.setdefault("local:InstancesFingerprint", [0, 0.0, 0.0])
                 entry[0] += 1
                 entry[1] += spent
             start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
@@ -980,14 +982,17 @@ class CallStats:
         except Exception:  # counting must never break a request
             name = "?"
         started = time.perf_counter()
+        started_cpu = time.thread_time()
         try:
             return self.app(environ, start_response)
         finally:
             spent = time.perf_counter() - started
+            spent_cpu = time.thread_time() - started_cpu
             with self.lock:
-                entry = self.calls.setdefault(name, [0, 0.0])
+                entry = self.calls.setdefault(name, [0, 0.0, 0.0])
                 entry[0] += 1
                 entry[1] += spent
+                entry[2] += spent_cpu
             note_change(name)
 
 

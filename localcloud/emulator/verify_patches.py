@@ -647,6 +647,7 @@ def verify_call_stats(url: str) -> None:
     check("stats: DescribeVpcs counted by its form-body action", grew("ec2:DescribeVpcs") == 2, after.get("ec2:DescribeVpcs"))
     check("stats: an S3 PUT counted by its method", grew("s3:PUT") >= 2, after.get("s3:PUT"))
     check("stats: time spent is recorded", after.get("ec2:DescribeVpcs", [0, 0.0])[1] > 0.0, after.get("ec2:DescribeVpcs"))
+    check("stats: CPU time spent is recorded", after.get("ec2:DescribeVpcs", [0, 0.0, 0.0])[2] > 0.0, after.get("ec2:DescribeVpcs"))
     # The request moto answered still had its body: the VPCs were described, the object stored.
     body = s3.get_object(Bucket="stats-check", Key="k")["Body"].read()
     check("stats: a counted request still reaches moto with its body", body == b"v", body)

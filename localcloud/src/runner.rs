@@ -349,6 +349,12 @@ impl Runner {
             })
             .cloned()
             .collect();
+        tracing::debug!(
+            looked_at = ?looked_at,
+            running = running_ids.len(),
+            gone = ?gone,
+            "poll described"
+        );
         let powered_off = !gone.is_empty();
         if !gone.is_empty() {
             // For the record: whether it stopped or terminated.

@@ -102,9 +102,9 @@ pub struct PhaseReport {
     /// For the recovery: every etcd health report the supervisors published during it, oldest first (what
     /// `validate`'s etcd check judged).
     pub etcd_reports: Vec<String>,
-    /// What the emulator served during the phase, by `service:Action` (S3 by method): count and seconds spent,
-    /// most time first. Everything's calls: `ballast`, nodeup, etcd supervisors, the local cloud's runner and IMDS.
-    pub emulator: Vec<(String, u64, f64)>,
+    /// What the emulator served during the phase, by `service:Action` (S3 by method), most CPU first.
+    /// Everything's calls: `ballast`, nodeup, etcd supervisors, the local cloud's runner and IMDS.
+    pub emulator: Vec<(String, Served)>,
 }
 
 /// One `ballast` run's end: its output, and what it used.
@@ -312,15 +312,15 @@ impl Lifecycle {
         report.nodeup_peak_mib = nodeup;
         report.ballast_peak_mib = self.ballast_peak_mib;
         report.ballast_cpu_s = self.ballast_cpu_s;
-        let mut served: Vec<(String, u64, f64)> = emulator_stats(&self.cloud)
+        let mut served: Vec<(String, Served)> = emulator_stats(&self.cloud)
             .into_iter()
-            .map(|(call, (count, secs))| {
-                let (count0, secs0) = begun.emulator.get(&call).copied().unwrap_or((0, 0.0));
-                (call, count - count0, secs - secs0)
+            .map(|(call, now)| {
+                let before = begun.emulator.get(&call).copied().unwrap_or_default();
+                (call, now.since(before))
             })
-            .filter(|(_, count, _)| *count > 0)
+            .filter(|(_, served)| served.count > 0)
             .collect();
-        served.sort_by(|a, b| b.2.total_cmp(&a.2));
+        served.sort_by(|a, b| b.1.cpu_s.total_cmp(&a.1.cpu_s));
         report.emulator = served;
         report
     }
@@ -560,17 +560,48 @@ struct Begun {
     started_utc: time::OffsetDateTime,
     instances: std::collections::BTreeSet<String>,
     call_log_lines: usize,
-    emulator: BTreeMap<String, (u64, f64)>,
+    emulator: BTreeMap<String, Served>,
 }
 
-/// The emulator's request counts so far (`GET /_ballast/stats` of the launcher): call -> (count, seconds).
-/// Empty when it does not answer in time (the phase's table then shows no emulator line).
-fn emulator_stats(cloud: &LocalCloud) -> BTreeMap<String, (u64, f64)> {
+/// What the emulator spent on one kind of call: how many, their wall time summed over its serving threads
+/// (waits for Python's GIL included), and the serving threads' own CPU time (the emulator runs on one core, so
+/// CPU time is what a call costs everyone else).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Deserialize)]
+#[serde(from = "(u64, f64, f64)")]
+pub struct Served {
+    pub count: u64,
+    pub wall_s: f64,
+    pub cpu_s: f64,
+}
+
+impl From<(u64, f64, f64)> for Served {
+    fn from((count, wall_s, cpu_s): (u64, f64, f64)) -> Self {
+        Served {
+            count,
+            wall_s,
+            cpu_s,
+        }
+    }
+}
+
+impl Served {
+    fn since(self, before: Served) -> Served {
+        Served {
+            count: self.count.saturating_sub(before.count),
+            wall_s: self.wall_s - before.wall_s,
+            cpu_s: self.cpu_s - before.cpu_s,
+        }
+    }
+}
+
+/// The emulator's request counts so far (`GET /_ballast/stats` of the launcher), by call. Empty when it does
+/// not answer in time (the phase's table then shows no emulator line).
+fn emulator_stats(cloud: &LocalCloud) -> BTreeMap<String, Served> {
     let addr = crate::localcloud::endpoint_addr(&cloud.record.endpoint);
     let Ok((200, body)) = crate::localcloud::http(addr, "GET", "/_ballast/stats", &[]) else {
         return BTreeMap::new();
     };
-    serde_json::from_str::<BTreeMap<String, (u64, f64)>>(&body).unwrap_or_default()
+    serde_json::from_str::<BTreeMap<String, Served>>(&body).unwrap_or_default()
 }
 
 /// Waits for `child` with wait4 (std's wait does not give the rusage), collecting its output.

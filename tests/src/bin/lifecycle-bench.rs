@@ -216,15 +216,21 @@ fn print_table(size: Size, phases: &[Option<PhaseReport>]) {
         }
     }
     println!();
-    println!("What the emulator served per phase (everyone's calls), the most costly first: count, seconds spent");
+    println!("What the emulator served per phase (everyone's calls), the most costly first: count (CPU seconds,");
+    println!("wall seconds summed over its threads, waits for Python's GIL included)");
     for phase in &ran {
         let top: Vec<String> = phase
             .emulator
             .iter()
-            .take(8)
-            .map(|(call, count, secs)| format!("{call} {count} ({secs:.1} s)"))
+            .take(10)
+            .map(|(call, s)| format!("{call} {} ({:.1} s, {:.1} s)", s.count, s.cpu_s, s.wall_s))
             .collect();
-        let total: f64 = phase.emulator.iter().map(|e| e.2).sum();
-        println!("  {} [{total:.1} s in all]: {}", phase.name, top.join(", "));
+        let cpu: f64 = phase.emulator.iter().map(|e| e.1.cpu_s).sum();
+        let wall: f64 = phase.emulator.iter().map(|e| e.1.wall_s).sum();
+        println!(
+            "  {} [{cpu:.1} s CPU, {wall:.1} s wall in all]: {}",
+            phase.name,
+            top.join(", ")
+        );
     }
 }
