@@ -212,6 +212,23 @@ pub const REPORT_FRESHNESS_SECS: i64 = 30;
 pub const UNLISTED_GRACE: Duration = Duration::from_secs(300);
 
 impl Observation {
+    /// Nothing to act on and nothing EC2 could add: this member's etcd runs as a voter, and every member is a
+    /// started voter that answered, with no member's instance missing from EC2's listing. A supervisor whose
+    /// last round was steady and quiet reuses its last EC2 listing for a while (see
+    /// `SupervisorConfig::quiet_peer_refresh`): any change EC2 would show (an instance terminated, a volume moved,
+    /// an instance added that joins as a learner) first shows in etcd as a member that stops answering or a
+    /// learner, which ends the quiet.
+    pub fn is_quiet(&self) -> bool {
+        let local_voter = matches!(self.local_etcd, LocalEtcd::Running(s) if !s.is_learner);
+        let members_answer = self.cluster.as_ref().is_some_and(|v| {
+            v.is_healthy()
+                && v.members
+                    .iter()
+                    .all(|m| !m.is_learner && !m.name.is_empty() && m.status.is_some())
+        });
+        local_voter && members_answer && self.unlisted.is_empty()
+    }
+
     /// The IP a peer URL reaches from here: its host, or for a peer name the address it resolves to now.
     pub fn peer_ip<'a>(&'a self, url: &'a str) -> &'a str {
         let host = url_host(url);

@@ -311,6 +311,8 @@ impl Peers for Ec2Peers {
 pub struct StaticPeers {
     inner: Arc<Mutex<Vec<PeerInstance>>>,
     volumes: Arc<Mutex<Vec<MemberVolume>>>,
+    /// How many times the instances were listed (what would be DescribeInstances calls on EC2).
+    listings: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl StaticPeers {
@@ -354,6 +356,11 @@ impl StaticPeers {
         });
     }
 
+    /// How many times the instances were listed so far, by every supervisor sharing this stand-in.
+    pub fn listings(&self) -> usize {
+        self.listings.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub fn snapshot(&self) -> Vec<PeerInstance> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -361,6 +368,8 @@ impl StaticPeers {
 
 impl Peers for StaticPeers {
     fn instances(&self) -> PeersFuture<'_> {
+        self.listings
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let list = self.snapshot();
         Box::pin(async move { Ok(list) })
     }

@@ -52,6 +52,11 @@ const MIN_FULL_POLL_GAP: Duration = Duration::from_millis(100);
 /// [`instances_fingerprint`]) and describes the instances whose digest changed; it describes every running
 /// instance at least this often, should a change escape the digests.
 const FULL_POLL_AT_LEAST_EVERY: Duration = Duration::from_secs(60);
+/// How many digest requests in a row may go unanswered before the runner describes every instance instead. One
+/// unanswered request is a busy emulator (a hundred nodeups booting at once), not a missing endpoint, and a full
+/// describe then (1.6 s of the emulator's one core at two hundred instances) only made it busier: the doubling
+/// of the large lifecycle benchmark fell into that, and so did a control-plane replacement behind it.
+const FINGERPRINT_MISSES_BEFORE_FULL_LOOK: u32 = 3;
 /// How many instance ids one filtered DescribeInstances names (EC2 takes up to 200 filter values).
 const IDS_PER_DESCRIBE: usize = 100;
 
@@ -144,6 +149,8 @@ pub struct Runner {
     retry_after: HashMap<String, Instant>,
     /// The emulator's digests as of the last look that acted on them.
     last_fingerprint: Option<Fingerprint>,
+    /// Digest requests unanswered in a row (see [`FINGERPRINT_MISSES_BEFORE_FULL_LOOK`]).
+    fingerprint_misses: u32,
     /// When every running instance was last described.
     last_full_poll: Option<Instant>,
     /// False while a volume EC2 says is attached could not be mounted: the next poll tries again.
@@ -191,6 +198,7 @@ impl Runner {
             booted: HashMap::new(),
             retry_after: HashMap::new(),
             last_fingerprint: None,
+            fingerprint_misses: 0,
             last_full_poll: None,
             volumes_settled: true,
             mounted: BTreeSet::new(),
@@ -289,6 +297,23 @@ impl Runner {
     /// kept the emulator busy for seconds. `fingerprint` is the emulator's digests just read (None when it did
     /// not answer).
     pub async fn poll(&mut self, fingerprint: Option<Fingerprint>) -> Result<(), RunnerError> {
+        if fingerprint.is_some() {
+            self.fingerprint_misses = 0;
+        } else if self.last_fingerprint.is_some() {
+            // The last digests stay: the next request compares against them, so no change is missed meanwhile.
+            self.fingerprint_misses = self.fingerprint_misses.saturating_add(1);
+            if self.fingerprint_misses < FINGERPRINT_MISSES_BEFORE_FULL_LOOK {
+                tracing::debug!(
+                    misses = self.fingerprint_misses,
+                    "the emulator's digests did not come in time; asking again"
+                );
+                return Ok(());
+            }
+            tracing::info!(
+                misses = self.fingerprint_misses,
+                "the emulator's digests did not come in time; describing every instance"
+            );
+        }
         let now = Instant::now();
         let retries_due: Vec<String> = self
             .retry_after
@@ -1129,7 +1154,7 @@ async fn power_cuts(endpoint: &str) -> HashSet<String> {
 }
 
 /// The body of a 200 answer of the emulator's own endpoint `path`, which may take `wait` to answer; None on any
-/// failure or after `wait` and 2 s more.
+/// failure or after `wait` and 5 s more (a saturated emulator answered a digest request in over 2 s).
 async fn emulator_get(endpoint: &str, path: &str, wait: Duration) -> Option<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let authority = endpoint.strip_prefix("http://")?.trim_end_matches('/');
@@ -1144,7 +1169,7 @@ async fn emulator_get(endpoint: &str, path: &str, wait: Duration) -> Option<Stri
         let (head, body) = text.split_once("\r\n\r\n")?;
         (head.split_whitespace().nth(1) == Some("200")).then(|| body.trim().to_string())
     };
-    tokio::time::timeout(wait + Duration::from_secs(2), exchange)
+    tokio::time::timeout(wait + Duration::from_secs(5), exchange)
         .await
         .ok()
         .flatten()

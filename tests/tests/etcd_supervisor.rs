@@ -324,6 +324,18 @@ async fn etcd_bootstraps_once_over_tls_and_heals_replacements() {
     assert_eq!(record.record.epoch, 1, "exactly one bootstrap decision");
     assert_eq!(record.record.origin, Origin::Bootstrap);
 
+    // A quiet cluster does not ask EC2 every round: over 3 s of 300 ms rounds, three supervisors asking every
+    // round would list the instances about 30 times; with a listing reused for 10 s while quiet, each asks at
+    // most once.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let listed_before = c.peers.listings();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let listed = c.peers.listings() - listed_before;
+    assert!(
+        listed <= 3,
+        "a quiet cluster's supervisors listed the instances {listed} times in 3 s"
+    );
+
     // TLS: a client without a certificate is refused.
     let plain = etcd_client::Client::connect(
         [format!("https://{}:2379", c.alive_ips()[0])],

@@ -1051,3 +1051,45 @@ fn a_member_by_name_is_already_where_it_belongs_and_one_by_ip_moves_to_its_name(
         Step::UpdatePeerUrl { member_id: 3, .. }
     ));
 }
+
+#[test]
+fn a_cluster_is_quiet_only_while_every_member_is_a_started_voter_that_answers() {
+    let quiet = member_of_three(1);
+    assert!(quiet.is_quiet());
+    assert_eq!(decide(&quiet), Step::Steady);
+
+    // Each of these is what an EC2 change looks like from etcd, and ends the quiet.
+    let mut unanswered = member_of_three(1);
+    unanswered.cluster = view(vec![
+        member(1, "i-a", "127.0.0.11", false, Some(1)),
+        member(2, "i-b", "127.0.0.12", false, None),
+        member(3, ME, ME_IP, false, Some(1)),
+    ]);
+    assert!(!unanswered.is_quiet(), "a member that does not answer");
+    let mut learner = member_of_three(1);
+    if let Some(v) = learner.cluster.as_mut() {
+        v.members
+            .push(member(4, "i-d", "127.0.0.14", true, Some(1)));
+    }
+    assert!(!learner.is_quiet(), "a learner joining");
+    let mut unstarted = member_of_three(1);
+    if let Some(v) = unstarted.cluster.as_mut() {
+        v.members.push(member(4, "", "127.0.0.14", false, None));
+    }
+    assert!(!unstarted.is_quiet(), "a member added but never started");
+    let mut stopped = member_of_three(1);
+    stopped.local_etcd = LocalEtcd::Stopped;
+    assert!(!stopped.is_quiet(), "this member's etcd not running");
+    let mut unlisted = member_of_three(1);
+    unlisted
+        .unlisted
+        .insert("i-b".to_string(), Duration::from_secs(1));
+    assert!(
+        !unlisted.is_quiet(),
+        "a member's instance EC2 does not list"
+    );
+    let mut leaderless = member_of_three(0);
+    leaderless.local_etcd = LocalEtcd::Running(status(3, 0, 100));
+    assert!(!leaderless.is_quiet(), "no leader");
+    assert!(!joiner().is_quiet(), "a joiner");
+}

@@ -5,13 +5,14 @@ use std::time::Instant;
 
 use super::Supervisor;
 use crate::decide::{ClusterView, LocalEtcd, MemberView, Observation, Step};
-use crate::record::{now_stamp, publish_health, HealthReport, RecordError};
+use crate::record::{publish_health, HealthReport, RecordError};
 
 impl Supervisor {
     /// Publishes when the step changed, on error, or at least every `publish_interval`.
     pub(super) async fn maybe_publish(
         &mut self,
         o: &Observation,
+        (updated_at, updated_unix): (String, i64),
         step: &Step,
         error: Option<String>,
     ) -> Result<(), RecordError> {
@@ -32,7 +33,6 @@ impl Supervisor {
         if !due {
             return Ok(());
         }
-        let (updated_at, updated_unix) = now_stamp();
         let (status, running) = match o.local_etcd {
             LocalEtcd::Running(s) => (Some(s), true),
             LocalEtcd::Unresponsive => (None, true),

@@ -35,8 +35,9 @@ use etcd_client::Client;
 use crate::backup::{parse_duration, BackupError};
 use crate::client::{ClientError, ClientTls};
 use crate::decide::{decide, ClusterView, Me, Step};
-use crate::peers::{Peers, PeersError};
+use crate::peers::{PeerInstance, Peers, PeersError};
 use crate::process::{EtcdProcess, EtcdTls, LocalState, ProcessError, StartMode, StartSpec};
+use crate::record::now_stamp;
 use crate::record::{ClusterRecord, RecordError, VersionedRecord};
 
 /// How a supervisor is set up; nodeup fills it from the node spec and the instance's identity.
@@ -58,6 +59,11 @@ pub struct SupervisorConfig {
     pub steady_interval: Duration,
     /// Health is published at least this often (and whenever the step changes).
     pub publish_interval: Duration,
+    /// While rounds are steady and the cluster quiet ([`Observation::is_quiet`]), the EC2 listing of the
+    /// control-plane instances and etcd's volumes is reused for up to this long instead of asked for every
+    /// round: five supervisors asking twice per round every 2 s made 5 EC2 calls a second per cluster, for
+    /// nothing while etcd is healthy (and EC2 throttles its Describe calls per account).
+    pub quiet_peer_refresh: Duration,
     /// Timeout of one etcd request while observing.
     pub request_timeout: Duration,
     /// The state dir is this member's own EBS volume, re-attached by a replacement instance: gone members are
@@ -98,6 +104,7 @@ impl SupervisorConfig {
             backup_retention: Duration::from_secs(7 * 86400),
             steady_interval: Duration::from_secs(2),
             publish_interval: Duration::from_secs(10),
+            quiet_peer_refresh: Duration::from_secs(10),
             request_timeout: Duration::from_secs(2),
             member_volume: false,
             peer_names: None,
@@ -166,6 +173,10 @@ pub struct Supervisor {
     unlisted_since: HashMap<String, Instant>,
     /// The peer names as last written to the hosts file (`observe`).
     peer_hosts: BTreeMap<String, String>,
+    /// The last EC2 listing of the control-plane instances, and when it was asked for.
+    listed: Option<(Instant, Vec<PeerInstance>)>,
+    /// The last round was steady and its observation quiet: the next may reuse `listed`.
+    quiet: bool,
 }
 
 /// The requeue after etcd was (re)started, or a learner is not ready to promote: its next state comes quickly.
@@ -203,6 +214,8 @@ impl Supervisor {
             force_snapshot_failures: 0,
             unlisted_since: HashMap::new(),
             peer_hosts: BTreeMap::new(),
+            listed: None,
+            quiet: false,
         })
     }
 
@@ -249,8 +262,14 @@ impl Supervisor {
 
     /// One round: observe, decide, act. Returns the step and how long to wait before the next round.
     pub async fn reconcile(&mut self) -> Result<(Step, Duration), SupervisorError> {
-        let observation = self.observe().await?;
+        // The report says when its view was taken, not when it was published: a round's act (starting etcd, a
+        // member change) can outlast a peer's whole round, whose newer view must win (`trusted_report`).
+        let observed_at = now_stamp();
+        // A round that fails asks EC2 afresh next time.
+        let quiet_before = std::mem::take(&mut self.quiet);
+        let observation = self.observe(quiet_before).await?;
         let step = decide(&observation);
+        self.quiet = matches!(step, Step::Steady | Step::Backup) && observation.is_quiet();
         if !matches!(step, Step::Steady) {
             tracing::info!(instance = %self.me.instance_id, step = %step.describe(), "etcd supervisor");
         }
@@ -259,7 +278,10 @@ impl Supervisor {
             Ok(d) => (d.unwrap_or(step.requeue(self.config.steady_interval)), None),
             Err(e) => (Duration::ZERO, Some(e.to_string())),
         };
-        if let Err(e) = self.maybe_publish(&observation, &step, error).await {
+        if let Err(e) = self
+            .maybe_publish(&observation, observed_at, &step, error)
+            .await
+        {
             tracing::warn!(error = %e, "publishing etcd health failed");
         }
         result?;

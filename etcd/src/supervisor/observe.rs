@@ -16,16 +16,32 @@ use crate::process::EtcdProcess;
 use crate::record::{now_stamp, read_health, read_record};
 
 impl Supervisor {
-    pub(super) async fn observe(&mut self) -> Result<Observation, SupervisorError> {
-        let (record, instances) = tokio::join!(
-            read_record(&self.store, &self.paths),
-            self.peers.instances()
-        );
-        self.record = record?;
-        let mut instances = instances?;
-        // Before etcd starts (the first round) and whenever a volume moves: every member's name resolves to the
-        // instance holding its volume.
-        self.update_peer_hosts(&instances).await?;
+    /// `quiet_before`: the last round was steady and quiet, so a recent EC2 listing may stand in for a new one.
+    pub(super) async fn observe(
+        &mut self,
+        quiet_before: bool,
+    ) -> Result<Observation, SupervisorError> {
+        let reusable = self
+            .listed
+            .as_ref()
+            .filter(|(at, _)| quiet_before && at.elapsed() < self.config.quiet_peer_refresh)
+            .map(|(_, listed)| listed.clone());
+        let mut instances = if let Some(listed) = reusable {
+            self.record = read_record(&self.store, &self.paths).await?;
+            listed
+        } else {
+            let (record, instances) = tokio::join!(
+                read_record(&self.store, &self.paths),
+                self.peers.instances()
+            );
+            self.record = record?;
+            let instances = instances?;
+            // Before etcd starts (the first round) and whenever a volume moves: every member's name resolves to
+            // the instance holding its volume.
+            self.update_peer_hosts(&instances).await?;
+            self.listed = Some((Instant::now(), instances.clone()));
+            instances
+        };
         let running = self.process.as_mut().is_some_and(EtcdProcess::is_running);
         if !running {
             if let Some(p) = self.process.take() {

@@ -154,6 +154,10 @@ pub async fn cluster_health(
 /// sees a healthy cluster, the leader's on a tie. Supervisors republish as soon as their view changes, so
 /// after a member joins the newest report is the first to show it; preferring the leader's report whatever
 /// its age kept `validate` waiting for the leader's next periodic publish (up to 10 s).
+///
+/// Newest is by the report's time to the nanosecond (`updatedAt`, when its view was taken): by the whole second,
+/// the leader's older view of the same second won the tie over a joined member's newer one, and `validate`
+/// waited for the leader's next round.
 fn trusted_report(
     reports: &[HealthReport],
     epoch: Option<u64>,
@@ -163,7 +167,20 @@ fn trusted_report(
         .iter()
         .filter(|r| now_unix - r.updated_unix <= REPORT_FRESHNESS.as_secs() as i64)
         .filter(|r| r.cluster_healthy && r.local_epoch == epoch)
-        .max_by_key(|r| (r.updated_unix, r.is_leader))
+        .max_by_key(|r| (report_time_nanos(r), r.is_leader))
+}
+
+/// A report's time in nanoseconds since the epoch: its `updatedAt` when that parses and agrees with
+/// `updatedUnix` to the second, else `updatedUnix` alone.
+fn report_time_nanos(report: &HealthReport) -> i128 {
+    let whole_seconds = i128::from(report.updated_unix) * 1_000_000_000;
+    time::OffsetDateTime::parse(
+        &report.updated_at,
+        &time::format_description::well_known::Rfc3339,
+    )
+    .ok()
+    .filter(|t| t.unix_timestamp() == report.updated_unix)
+    .map_or(whole_seconds, time::OffsetDateTime::unix_timestamp_nanos)
 }
 
 #[cfg(test)]
@@ -199,6 +216,29 @@ mod tests {
         ];
         let best = trusted_report(&reports, Some(1), 105).expect("a trusted report");
         assert_eq!(best.instance_id, "i-joined");
+    }
+
+    #[test]
+    fn within_one_second_the_later_view_wins_over_the_leader() {
+        let at = |unix: i64, fraction: &str| {
+            format!(
+                "{}.{fraction}Z",
+                crate::timestamp::unix_rfc3339(unix).trim_end_matches('Z')
+            )
+        };
+        let mut leader = report("i-leader", 104, true, &["i-a", "i-leader"]);
+        leader.updated_at = at(104, "100");
+        let mut joined = report("i-joined", 104, false, &["i-a", "i-joined", "i-leader"]);
+        joined.updated_at = at(104, "900");
+        let both = [leader.clone(), joined.clone()];
+        let best = trusted_report(&both, Some(1), 105).expect("a trusted report");
+        assert_eq!(best.instance_id, "i-joined");
+        // An updatedAt that disagrees with updatedUnix is not believed: the whole second decides, and the
+        // leader wins that tie.
+        joined.updated_at = at(90, "900");
+        let both = [leader, joined];
+        let best = trusted_report(&both, Some(1), 105).expect("a trusted report");
+        assert_eq!(best.instance_id, "i-leader");
     }
 
     #[test]
