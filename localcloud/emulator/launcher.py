@@ -795,6 +795,7 @@ def apply_patches(args: argparse.Namespace) -> None:
 STATS_PATH = "/_ballast/stats"
 FINGERPRINT_PATH = "/_ballast/instances-fingerprint"
 POWER_CUTS_PATH = "/_ballast/power-cuts"
+ATTACHMENTS_PATH = "/_ballast/volume-attachments"
 
 
 def instances_fingerprint() -> str:
@@ -854,6 +855,33 @@ def instances_fingerprint() -> str:
     rest = "\n".join([f"volumes {volumes.hexdigest()[:32]}"] + sorted(lines))
     # First, one digest of all the others: what a runner waiting for a change names (`?unchanged=`).
     return f"all {hashlib.sha256(rest.encode()).hexdigest()[:32]}\n{rest}\n"
+
+
+def volume_attachments() -> bytes:
+    """`{"attachments": [{"volume_id", "instance_id", "device"}]}`: every volume attachment in the attached state,
+    what DescribeVolumes would show of them. The runner mounts these into instance roots after every change of
+    the volumes digest; an unfiltered DescribeVolumes serialized all of the cloud's volumes (two root volumes per
+    instance) at about 0.1 s of the emulator's one core a call at two hundred instances, several times per
+    control-plane replacement. Not an AWS API.
+    """
+    import json
+
+    from moto.ec2.models import ec2_backends
+
+    out = []
+    for account_id in list(ec2_backends.keys()):
+        regions = ec2_backends[account_id]
+        for region in sorted(dict.keys(regions)):
+            backend = dict.__getitem__(regions, region)
+            for volume in list(backend.volumes.values()):
+                attachment = volume.attachment
+                instance_id = getattr(getattr(attachment, "instance", None), "id", None)
+                if attachment is None or instance_id is None or getattr(attachment, "status", None) != "attached":
+                    continue
+                out.append(
+                    {"volume_id": volume.id, "instance_id": instance_id, "device": getattr(attachment, "device", "")}
+                )
+    return json.dumps({"attachments": out}).encode()
 
 
 def fingerprint_digest(fingerprint: str) -> str:
@@ -969,6 +997,17 @@ class CallStats:
                 entry[0] += 1
                 entry[1] += spent
             start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+            return [body]
+        if environ.get("PATH_INFO") == ATTACHMENTS_PATH:
+            started_cpu = time.thread_time()
+            body = volume_attachments()
+            with self.lock:
+                entry = self.calls.setdefault("local:VolumeAttachments", [0, 0.0, 0.0])
+                entry[0] += 1
+                entry[2] += time.thread_time() - started_cpu
+            start_response(
+                "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+            )
             return [body]
         if environ.get("PATH_INFO") == POWER_CUTS_PATH:
             # Not counted: the runner asks only when instances left the running state.

@@ -686,6 +686,17 @@ def verify_instances_fingerprint(c: Cloud, url: str) -> None:
     attached = fingerprint()
     check("fingerprint: a volume attachment changes the volumes line alone",
           changed(created, attached) == {"volumes"}, changed(created, attached))
+    with urllib.request.urlopen(url + "/_ballast/volume-attachments", timeout=10) as r:
+        listed = json.loads(r.read())["attachments"]
+    described = sorted(
+        (v["VolumeId"], a["InstanceId"], a["Device"])
+        for v in c.ec2.describe_volumes()["Volumes"]
+        for a in v.get("Attachments", [])
+        if a.get("State") == "attached"
+    )
+    check("volume-attachments: what DescribeVolumes shows attached",
+          sorted((a["volume_id"], a["instance_id"], a["device"]) for a in listed) == described
+          and (volume, instance, "/dev/xvdf") in described, f"{len(listed)} listed, {len(described)} described")
     c.ec2.terminate_instances(InstanceIds=[instance])
     terminated = fingerprint()
     check("fingerprint: a termination changes that instance's line", instance in changed(attached, terminated))
