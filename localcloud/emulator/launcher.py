@@ -960,6 +960,16 @@ class CallStats:
             if b"Action=" in body:
                 form = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
                 action = (form.get("Action") or [""])[0]
+                if action in ("DescribeInstances", "DescribeVolumes"):
+                    # Who asks shows in how they ask: by id, by tags, by state. Counted apart, named by the
+                    # filters used (`ec2:DescribeInstances{instance-id}`).
+                    filters = sorted(
+                        {v[0] for k, v in form.items() if k.startswith("Filter.") and k.endswith(".Name")}
+                    )
+                    if "InstanceId.1" in form or "VolumeId.1" in form:
+                        filters.append("ids")
+                    if filters:
+                        action = f"{action}{{{','.join(filters)}}}"
         if not action:
             target = environ.get("HTTP_X_AMZ_TARGET", "")
             action = target.rsplit(".", 1)[-1]

@@ -645,6 +645,11 @@ def verify_call_stats(url: str) -> None:
         return after.get(name, [0, 0.0])[0] - before.get(name, [0, 0.0])[0]
 
     check("stats: DescribeVpcs counted by its form-body action", grew("ec2:DescribeVpcs") == 2, after.get("ec2:DescribeVpcs"))
+    ec2.describe_instances(Filters=[{"Name": "instance-state-name", "Values": ["running"]}])
+    named = stats()
+    check("stats: a filtered DescribeInstances counted by its filters",
+          named.get("ec2:DescribeInstances{instance-state-name}", [0])[0] - after.get("ec2:DescribeInstances{instance-state-name}", [0])[0] == 1,
+          sorted(k for k in named if k.startswith("ec2:DescribeInstances")))
     check("stats: an S3 PUT counted by its method", grew("s3:PUT") >= 2, after.get("s3:PUT"))
     check("stats: time spent is recorded", after.get("ec2:DescribeVpcs", [0, 0.0])[1] > 0.0, after.get("ec2:DescribeVpcs"))
     check("stats: CPU time spent is recorded", after.get("ec2:DescribeVpcs", [0, 0.0, 0.0])[2] > 0.0, after.get("ec2:DescribeVpcs"))
