@@ -798,6 +798,27 @@ POWER_CUTS_PATH = "/_ballast/power-cuts"
 ATTACHMENTS_PATH = "/_ballast/volume-attachments"
 
 
+def ec2_region_backends():  # type: ignore[no-untyped-def]
+    """Every EC2 backend that exists, account by account, region by region. Only regions that exist already:
+    reading a missing one through moto's backend dict would create it."""
+    from moto.ec2.models import ec2_backends
+
+    for account_id in list(ec2_backends.keys()):
+        regions = ec2_backends[account_id]
+        for region in sorted(dict.keys(regions)):
+            yield dict.__getitem__(regions, region)
+
+
+def volume_attachment(volume) -> tuple[str | None, str | None, str | None]:  # type: ignore[no-untyped-def]
+    """A volume's attachment as (instance id, device, status); all None when it has none."""
+    attachment = volume.attachment
+    return (
+        getattr(getattr(attachment, "instance", None), "id", None),
+        getattr(attachment, "device", None),
+        getattr(attachment, "status", None),
+    )
+
+
 def instances_fingerprint() -> str:
     """Digests of what the instance runner acts on, one line each: `all <digest>` of every line after it,
     `volumes <digest>` for every volume's attachment, then `<instance-id> <digest>` per instance for its state,
@@ -810,48 +831,30 @@ def instances_fingerprint() -> str:
     """
     import hashlib
 
-    from moto.ec2.models import ec2_backends
-
     volumes = hashlib.sha256()
     lines = []
-    for account_id in list(ec2_backends.keys()):
-        regions = ec2_backends[account_id]
-        # Only regions that exist already: reading a missing one would create it.
-        for region in sorted(dict.keys(regions)):
-            backend = dict.__getitem__(regions, region)
-            associations: dict = {}
-            for key, a in list(backend.iam_instance_profile_associations.items()):
-                instance_id = getattr(getattr(a, "instance", None), "id", "")
-                associations.setdefault(instance_id, []).append(
-                    (key, repr(getattr(a, "iam_instance_profile", "")))
-                )
-            for reservation in list(backend.reservations.values()):
-                for instance in list(reservation.instances):
-                    tags = sorted(backend.tags.get(instance.id, {}).items())
-                    digest = hashlib.sha256(
-                        repr(
-                            (
-                                instance._state.name,
-                                tags,
-                                repr(instance.iam_instance_profile),
-                                sorted(associations.get(instance.id, [])),
-                            )
-                        ).encode()
-                    ).hexdigest()[:32]
-                    lines.append(f"{instance.id} {digest}")
-            # Volume attachments too: the runner mounts an attached volume into its instance's root.
-            for volume in list(backend.volumes.values()):
-                attachment = volume.attachment
-                volumes.update(
+    for backend in ec2_region_backends():
+        associations: dict = {}
+        for key, a in list(backend.iam_instance_profile_associations.items()):
+            instance_id = getattr(getattr(a, "instance", None), "id", "")
+            associations.setdefault(instance_id, []).append((key, repr(getattr(a, "iam_instance_profile", ""))))
+        for reservation in list(backend.reservations.values()):
+            for instance in list(reservation.instances):
+                tags = sorted(backend.tags.get(instance.id, {}).items())
+                digest = hashlib.sha256(
                     repr(
                         (
-                            volume.id,
-                            getattr(getattr(attachment, "instance", None), "id", None),
-                            getattr(attachment, "device", None),
-                            getattr(attachment, "status", None),
+                            instance._state.name,
+                            tags,
+                            repr(instance.iam_instance_profile),
+                            sorted(associations.get(instance.id, [])),
                         )
                     ).encode()
-                )
+                ).hexdigest()[:32]
+                lines.append(f"{instance.id} {digest}")
+        # Volume attachments too: the runner mounts an attached volume into its instance's root.
+        for volume in list(backend.volumes.values()):
+            volumes.update(repr((volume.id, *volume_attachment(volume))).encode())
     rest = "\n".join([f"volumes {volumes.hexdigest()[:32]}"] + sorted(lines))
     # First, one digest of all the others: what a runner waiting for a change names (`?unchanged=`).
     return f"all {hashlib.sha256(rest.encode()).hexdigest()[:32]}\n{rest}\n"
@@ -866,21 +869,12 @@ def volume_attachments() -> bytes:
     """
     import json
 
-    from moto.ec2.models import ec2_backends
-
     out = []
-    for account_id in list(ec2_backends.keys()):
-        regions = ec2_backends[account_id]
-        for region in sorted(dict.keys(regions)):
-            backend = dict.__getitem__(regions, region)
-            for volume in list(backend.volumes.values()):
-                attachment = volume.attachment
-                instance_id = getattr(getattr(attachment, "instance", None), "id", None)
-                if attachment is None or instance_id is None or getattr(attachment, "status", None) != "attached":
-                    continue
-                out.append(
-                    {"volume_id": volume.id, "instance_id": instance_id, "device": getattr(attachment, "device", "")}
-                )
+    for backend in ec2_region_backends():
+        for volume in list(backend.volumes.values()):
+            instance_id, device, status = volume_attachment(volume)
+            if instance_id is not None and status == "attached":
+                out.append({"volume_id": volume.id, "instance_id": instance_id, "device": device or ""})
     return json.dumps({"attachments": out}).encode()
 
 
@@ -980,18 +974,27 @@ class CallStats:
             return f"{service}:{action}"
         return f"s3:{method}"
 
+    def count(self, name: str, wall: float, cpu: float) -> None:
+        with self.lock:
+            entry = self.calls.setdefault(name, [0, 0.0, 0.0])
+            entry[0] += 1
+            entry[1] += wall
+            entry[2] += cpu
+
     def __call__(self, environ, start_response):
         import json
         import time
 
-        if environ.get("PATH_INFO") == STATS_PATH:
+        def answer(body: bytes, content_type: str = "application/json"):  # type: ignore[no-untyped-def]
+            start_response("200 OK", [("Content-Type", content_type), ("Content-Length", str(len(body)))])
+            return [body]
+
+        path = environ.get("PATH_INFO")
+        if path == STATS_PATH:
             with self.lock:
                 body = json.dumps(self.calls).encode()
-            start_response(
-                "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
-            )
-            return [body]
-        if environ.get("PATH_INFO") == FINGERPRINT_PATH:
+            return answer(body)
+        if path == FINGERPRINT_PATH:
             import urllib.parse
 
             query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
@@ -1000,48 +1003,28 @@ class CallStats:
                 wait_ms = int((query.get("wait_ms") or ["0"])[0])
             except ValueError:
                 wait_ms = 0
-            fingerprint, spent = fingerprint_when_changed(unchanged, wait_ms)
-            body = fingerprint.encode()
-            with self.lock:
-                entry = self.calls.setdefault("local:InstancesFingerprint", [0, 0.0, 0.0])
-                entry[0] += 1
-                entry[1] += spent
-            start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
-            return [body]
-        if environ.get("PATH_INFO") == ATTACHMENTS_PATH:
             started_cpu = time.thread_time()
+            fingerprint, spent = fingerprint_when_changed(unchanged, wait_ms)
+            # Wall time: computing the digests, not waiting for a change.
+            self.count("local:InstancesFingerprint", spent, time.thread_time() - started_cpu)
+            return answer(fingerprint.encode(), "text/plain")
+        if path == ATTACHMENTS_PATH:
+            started, started_cpu = time.perf_counter(), time.thread_time()
             body = volume_attachments()
-            with self.lock:
-                entry = self.calls.setdefault("local:VolumeAttachments", [0, 0.0, 0.0])
-                entry[0] += 1
-                entry[2] += time.thread_time() - started_cpu
-            start_response(
-                "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
-            )
-            return [body]
-        if environ.get("PATH_INFO") == POWER_CUTS_PATH:
+            self.count("local:VolumeAttachments", time.perf_counter() - started, time.thread_time() - started_cpu)
+            return answer(body)
+        if path == POWER_CUTS_PATH:
             # Not counted: the runner asks only when instances left the running state.
-            body = power_cuts()
-            start_response(
-                "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
-            )
-            return [body]
+            return answer(power_cuts())
         try:
             name = self.call_name(environ)
         except Exception:  # counting must never break a request
             name = "?"
-        started = time.perf_counter()
-        started_cpu = time.thread_time()
+        started, started_cpu = time.perf_counter(), time.thread_time()
         try:
             return self.app(environ, start_response)
         finally:
-            spent = time.perf_counter() - started
-            spent_cpu = time.thread_time() - started_cpu
-            with self.lock:
-                entry = self.calls.setdefault(name, [0, 0.0, 0.0])
-                entry[0] += 1
-                entry[1] += spent
-                entry[2] += spent_cpu
+            self.count(name, time.perf_counter() - started, time.thread_time() - started_cpu)
             note_change(name)
 
 

@@ -382,11 +382,7 @@ impl Runner {
         );
         let powered_off = !gone.is_empty();
         if !gone.is_empty() {
-            // For the record: whether it stopped or terminated.
-            let (states, cuts) = tokio::join!(
-                self.describe_states(&gone),
-                power_cuts(&self.ctx.options.endpoint)
-            );
+            let (states, cuts) = self.states_and_power_cuts(&gone).await;
             self.shut_down(
                 gone,
                 &states,
@@ -466,10 +462,7 @@ impl Runner {
             // other (gracefully unless its call skipped the OS shutdown). One still running had its volume
             // attached elsewhere, which EC2 refuses (VolumeInUse) and moto allows: a power cut, the only way to
             // keep the volume's data dir to one etcd at once.
-            let (states, mut cuts) = tokio::join!(
-                self.describe_states(&plan.evict),
-                power_cuts(&self.ctx.options.endpoint)
-            );
+            let (states, mut cuts) = self.states_and_power_cuts(&plan.evict).await;
             let (left, still): (Vec<String>, Vec<String>) = plan
                 .evict
                 .iter()
@@ -705,6 +698,18 @@ impl Runner {
                 _ => return Ok(out),
             }
         }
+    }
+
+    /// What a shutdown of `ids` needs to know: their EC2 states (for the record: stopped or terminated) and
+    /// which of them were asked to skip the OS shutdown (a power cut).
+    async fn states_and_power_cuts(
+        &self,
+        ids: &[String],
+    ) -> (HashMap<String, String>, HashSet<String>) {
+        tokio::join!(
+            self.describe_states(ids),
+            power_cuts(&self.ctx.options.endpoint)
+        )
     }
 
     /// The current state names of `ids` (best effort: only for the records).

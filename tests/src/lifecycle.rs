@@ -15,7 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::localcloud::LocalCloud;
+use crate::localcloud::{LocalCloud, Termination};
+use ballast_state::etcd::health::HealthReport;
+use ballast_state::layout::ClusterPaths;
+use localcloud::state::InstanceRecord;
 
 /// The state store the phases use.
 const BUCKET: &str = "ballast-lifecycle";
@@ -266,13 +269,7 @@ impl Lifecycle {
             .instances()
             .into_iter()
             .filter(|r| !begun.instances.contains(&r.instance_id))
-            .filter_map(|r| {
-                time::OffsetDateTime::parse(
-                    &r.booted_at,
-                    &time::format_description::well_known::Rfc3339,
-                )
-                .ok()
-            })
+            .filter_map(|r| booted_at(&r))
             .map(|booted| (booted - begun.started_utc).as_seconds_f64())
             .collect();
         if let (Some(first), Some(last)) = (
@@ -415,12 +412,11 @@ impl Lifecycle {
             .collect();
         let phase = self.begin();
         self.cloud
-            .ec2()
-            .terminate_instances()
-            .instance_ids(&victim.instance_id)
-            .send()
-            .await
-            .expect("TerminateInstances");
+            .terminate(
+                std::slice::from_ref(&victim.instance_id),
+                Termination::Graceful,
+            )
+            .await;
         // Validation passes again only once the replacement is configured and etcd has it voting.
         self.validated_after(&victim.instance_id);
         let validated_at = time::OffsetDateTime::now_utc();
@@ -433,11 +429,7 @@ impl Lifecycle {
                 !before.contains(&r.instance_id) && r.autoscaling_group == victim.autoscaling_group
             })
             .expect("the replacement's record");
-        let booted = time::OffsetDateTime::parse(
-            &replacement.booted_at,
-            &time::format_description::well_known::Rfc3339,
-        )
-        .expect("an RFC 3339 boot time");
+        let booted = booted_at(&replacement).expect("an RFC 3339 boot time");
         let since_boot = validated_at - booted;
         report.from_replacement_boot = Some(Duration::from_secs_f64(
             since_boot.as_seconds_f64().max(0.0),
@@ -452,28 +444,38 @@ impl Lifecycle {
     /// first, each as a line: when, whose, its view (voters, learners), its step.
     async fn etcd_reports_since(&self, since: time::OffsetDateTime) -> Vec<String> {
         let s3 = self.cloud.s3();
+        let state_prefix = STATE.trim_start_matches(&format!("s3://{BUCKET}/"));
         let prefix = format!(
-            "{}/{}/etcd/health/",
-            STATE.trim_start_matches(&format!("s3://{BUCKET}/")),
-            self.cluster
+            "{state_prefix}/{}",
+            ClusterPaths::new(&self.cluster).etcd_health_prefix()
         );
-        let listed = s3
-            .list_object_versions()
-            .bucket(BUCKET)
-            .prefix(&prefix)
-            .send()
-            .await
-            .expect("ListObjectVersions of the etcd health reports");
-        let mut lines = Vec::new();
-        for version in listed.versions() {
-            let modified = version
-                .last_modified()
-                .map(|t| t.secs())
-                .unwrap_or_default();
-            if modified < since.unix_timestamp() {
-                continue;
+        let mut versions = Vec::new();
+        let (mut key_marker, mut version_marker) = (None, None);
+        loop {
+            let page = s3
+                .list_object_versions()
+                .bucket(BUCKET)
+                .prefix(&prefix)
+                .set_key_marker(key_marker.take())
+                .set_version_id_marker(version_marker.take())
+                .send()
+                .await
+                .expect("ListObjectVersions of the etcd health reports");
+            versions.extend(page.versions().iter().cloned());
+            if page.is_truncated() != Some(true) {
+                break;
             }
-            let (Some(key), Some(id)) = (version.key(), version.version_id()) else {
+            key_marker = page.next_key_marker().map(str::to_string);
+            version_marker = page.next_version_id_marker().map(str::to_string);
+        }
+        let mut lines = Vec::new();
+        for version in versions {
+            let modified = version.last_modified().map_or(0, |t| t.secs());
+            let (Some(key), Some(id), true) = (
+                version.key(),
+                version.version_id(),
+                modified >= since.unix_timestamp(),
+            ) else {
                 continue;
             };
             let Ok(object) = s3
@@ -486,39 +488,21 @@ impl Lifecycle {
             else {
                 continue;
             };
-            let bytes = object
-                .body
-                .collect()
-                .await
-                .map(|b| b.into_bytes())
-                .unwrap_or_default();
-            let Ok(r) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+            let Ok(bytes) = object.body.collect().await.map(|b| b.into_bytes()) else {
                 continue;
             };
-            let list = |field: &str| {
-                r[field]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|v| v.as_str())
-                            .collect::<Vec<_>>()
-                            .join(" ")
-                    })
-                    .unwrap_or_default()
+            let Ok(r) = serde_json::from_slice::<HealthReport>(&bytes) else {
+                continue;
             };
             lines.push(format!(
                 "{} {}{} healthy={} voters=[{}] learners=[{}] step={:?}",
-                r["updatedAt"].as_str().unwrap_or_default(),
-                r["instanceId"].as_str().unwrap_or_default(),
-                if r["isLeader"].as_bool() == Some(true) {
-                    " (leader)"
-                } else {
-                    ""
-                },
-                r["clusterHealthy"],
-                list("votingMembers"),
-                list("learners"),
-                r["lastStep"].as_str().unwrap_or_default(),
+                r.updated_at,
+                r.instance_id,
+                if r.is_leader { " (leader)" } else { "" },
+                r.cluster_healthy,
+                r.voting_members.join(" "),
+                r.learners.join(" "),
+                r.last_step,
             ));
         }
         lines.sort();
@@ -551,6 +535,15 @@ impl Lifecycle {
     pub fn running_instances(&self) -> usize {
         self.cloud.powered_on().len()
     }
+}
+
+/// When the runner started an instance's nodeup (its record's `booted_at`).
+fn booted_at(record: &InstanceRecord) -> Option<time::OffsetDateTime> {
+    time::OffsetDateTime::parse(
+        &record.booted_at,
+        &time::format_description::well_known::Rfc3339,
+    )
+    .ok()
 }
 
 /// Where a phase began.

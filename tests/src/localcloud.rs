@@ -153,7 +153,6 @@ impl Default for Options {
     }
 }
 
-/// A running local cloud, stopped when dropped.
 /// How a test terminates an instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Termination {
@@ -163,6 +162,7 @@ pub enum Termination {
     PowerCut,
 }
 
+/// A running local cloud, stopped when dropped.
 pub struct LocalCloud {
     child: Option<Child>,
     stdin: Option<ChildStdin>,

@@ -219,11 +219,7 @@ async fn validate(
                 reason,
             }),
             Ok(found) => {
-                let asg_of = |resource: &str| {
-                    found
-                        .iter()
-                        .find(|g| g.auto_scaling_group_name() == Some(resource))
-                };
+                let asg_of = |resource: &str| group_named(&found, resource);
                 // Every instance in service, to read all their reports in one look.
                 let all_in_service: Vec<&str> = resource_names
                     .iter()
@@ -365,6 +361,13 @@ async fn validate(
     }
 }
 
+/// The Auto Scaling Group of this name among those described.
+fn group_named<'a>(found: &'a [AutoScalingGroup], name: &str) -> Option<&'a AutoScalingGroup> {
+    found
+        .iter()
+        .find(|g| g.auto_scaling_group_name() == Some(name))
+}
+
 /// The instances in service of the cluster's control-plane groups; `None` when none of those groups exists.
 fn control_plane_in_service(
     completed: &ClusterConfig,
@@ -376,10 +379,7 @@ fn control_plane_in_service(
         if ig.spec.role != Role::ControlPlane {
             continue;
         }
-        if let Some(asg) = found
-            .iter()
-            .find(|g| g.auto_scaling_group_name() == Some(resource.as_str()))
-        {
+        if let Some(asg) = group_named(found, resource) {
             control_plane
                 .get_or_insert_with(BTreeSet::new)
                 .extend(in_service_ids(asg).into_iter().map(str::to_string));

@@ -37,8 +37,7 @@ use crate::client::{ClientError, ClientTls};
 use crate::decide::{decide, ClusterView, Me, Step};
 use crate::peers::{PeerInstance, Peers, PeersError};
 use crate::process::{EtcdProcess, EtcdTls, LocalState, ProcessError, StartMode, StartSpec};
-use crate::record::now_stamp;
-use crate::record::{ClusterRecord, RecordError, VersionedRecord};
+use crate::record::{now_stamp, ClusterRecord, RecordError, VersionedRecord};
 
 /// How a supervisor is set up; nodeup fills it from the node spec and the instance's identity.
 #[derive(Debug, Clone)]

@@ -298,6 +298,20 @@ impl Supervisor {
     }
 }
 
+/// One member's status through its client, bounded by `timeout`; None when it does not answer in time.
+pub(super) async fn member_status(client: &mut Client, timeout: Duration) -> Option<MemberStatus> {
+    match tokio::time::timeout(timeout, client.status()).await {
+        Ok(Ok(s)) => Some(MemberStatus {
+            member_id: s.header().map_or(0, |h| h.member_id()),
+            cluster_id: s.header().map_or(0, |h| h.cluster_id()),
+            raft_index: s.raft_index(),
+            is_learner: s.is_learner(),
+            leader: s.leader(),
+        }),
+        _ => None,
+    }
+}
+
 /// Status of every client concurrently, each bounded by `timeout`.
 pub(super) async fn member_statuses(
     clients: Vec<(String, Option<Client>)>,
@@ -309,16 +323,7 @@ pub(super) async fn member_statuses(
             let Some(mut client) = client else {
                 return (ip, None);
             };
-            let status = match tokio::time::timeout(timeout, client.status()).await {
-                Ok(Ok(s)) => Some(MemberStatus {
-                    member_id: s.header().map_or(0, |h| h.member_id()),
-                    cluster_id: s.header().map_or(0, |h| h.cluster_id()),
-                    raft_index: s.raft_index(),
-                    is_learner: s.is_learner(),
-                    leader: s.leader(),
-                }),
-                _ => None,
-            };
+            let status = member_status(&mut client, timeout).await;
             (ip, status)
         });
     }

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use etcd_client::Client;
 
-use super::observe::member_statuses;
+use super::observe::{member_status, member_statuses};
 use super::Supervisor;
-use crate::decide::{plan_handoff, Handoff, HandoffMember, MemberStatus};
+use crate::decide::{plan_handoff, Handoff, HandoffMember};
 
 /// Each look before the handoff (the local status and member list, the peers' statuses): the peers answer in
 /// milliseconds when they are up; one that does not answer within this is gone for the handoff's purpose.
@@ -77,15 +77,8 @@ impl Supervisor {
         let Some(mut local) = self.short_client(&local_url).await else {
             return no_handoff("the local etcd does not answer".into());
         };
-        let me = match tokio::time::timeout(LOOK_TIMEOUT, local.status()).await {
-            Ok(Ok(s)) => MemberStatus {
-                member_id: s.header().map_or(0, |h| h.member_id()),
-                cluster_id: s.header().map_or(0, |h| h.cluster_id()),
-                raft_index: s.raft_index(),
-                is_learner: s.is_learner(),
-                leader: s.leader(),
-            },
-            _ => return no_handoff("the local etcd does not answer its status".into()),
+        let Some(me) = member_status(&mut local, LOOK_TIMEOUT).await else {
+            return no_handoff("the local etcd does not answer its status".into());
         };
         if me.leader != me.member_id || me.leader == 0 {
             return StopOutcome::Follower;
