@@ -11,6 +11,7 @@ use ballast_etcd::process::EtcdTls;
 use ballast_etcd::supervisor::{PeerNames, Supervisor as EtcdSupervisor, SupervisorConfig};
 use ballast_state::addon_report::AddonsReport;
 use ballast_state::node::{BootConfig, ControlPlaneSettings, NodeSpec};
+use ballast_state::node_bootstrap::NodeBootstrapService;
 use ballast_state::report::{NodeReport, Phase, ServiceState, Step};
 use ballast_state::store::StateStore;
 
@@ -208,7 +209,8 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
     // A worker's kubelet client certificate: kept while it fits, else from the control plane's bootstrap
     // service after proving which instance this is (crate::bootstrap).
     if spec.control_plane.is_none() {
-        let files = worker_certificate(cli, &boot, &identity, &secrets).await?;
+        let files =
+            worker_certificate(cli, &boot, &identity, &secrets, state.store.as_ref()).await?;
         rendered.files.extend(files);
         rendered.files.sort_by(|a, b| a.path.cmp(&b.path));
     }
@@ -234,8 +236,20 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
 
     // The node bootstrap service, on a control-plane node: workers get their kubelet certificates from it.
     if let Some(cp) = &secrets.control_plane {
-        let service = start_bootstrap_service(cli, &boot, &identity, &secrets, cp).await?;
+        let (service, address) =
+            start_bootstrap_service(cli, &boot, &identity, &secrets, cp).await?;
         state.bootstrap_service = Some(service);
+        // Where workers find it: published beside the boot, which does not wait for the store and EC2.
+        if let Some(store) = state.store.clone() {
+            let own = NodeBootstrapService {
+                instance_id: identity.instance_id.clone(),
+                address,
+            };
+            let (cluster, region) = (boot.cluster_name.clone(), identity.region.clone());
+            tokio::spawn(async move {
+                bootstrap::directory::publish(&store, &cluster, &region, own).await
+            });
+        }
     }
     if let Some(mut volume) = volume {
         match (&mut volume.0).await {
@@ -370,6 +384,7 @@ async fn worker_certificate(
     boot: &BootConfig,
     identity: &Identity,
     secrets: &Secrets,
+    store: Option<&StateStore>,
 ) -> Result<Vec<RenderedFile>, NodeupError> {
     let plan = cert_plan::worker_kubelet_client(&identity.local_hostname);
     let read = |path: &str| std::fs::read(write::under_root(&cli.root, path)).ok();
@@ -391,6 +406,7 @@ async fn worker_certificate(
                 region: &identity.region,
                 node_name: &identity.local_hostname,
                 ca_cert_pem: &trusted,
+                store,
             };
             let (cert, key) = bootstrap::client::obtain(&ask).await?;
             (cert.into_bytes(), key.into_bytes())
@@ -403,14 +419,14 @@ async fn worker_certificate(
 }
 
 /// Starts the node bootstrap service on this control-plane node's private IP, with the serving certificate
-/// nodeup just wrote and the Kubernetes CA it signs with.
+/// nodeup just wrote and the Kubernetes CA it signs with; returns its task and address.
 async fn start_bootstrap_service(
     cli: &Cli,
     boot: &BootConfig,
     identity: &Identity,
     secrets: &Secrets,
     cp: &ControlPlaneSecrets,
-) -> Result<tokio::task::JoinHandle<()>, NodeupError> {
+) -> Result<(tokio::task::JoinHandle<()>, std::net::SocketAddr), NodeupError> {
     let read = |path: String| {
         std::fs::read_to_string(write::under_root(&cli.root, &path))
             .map_err(|e| bootstrap::server::StartServerError::Tls(format!("reading {path}: {e}")))
@@ -421,8 +437,9 @@ async fn start_bootstrap_service(
             identity.local_ipv4
         ))
     })?;
+    let bind = std::net::SocketAddr::new(ip, bootstrap::PORT);
     let config = bootstrap::server::ServerConfig {
-        bind: std::net::SocketAddr::new(ip, bootstrap::PORT),
+        bind,
         cluster: boot.cluster_name.clone(),
         region: identity.region.clone(),
         tls_cert_pem: read(pki::cert(pki::NODE_BOOTSTRAP))?,
@@ -430,7 +447,7 @@ async fn start_bootstrap_service(
         ca_cert_pem: secrets.kubernetes_ca_cert.clone(),
         ca_key_pem: cp.kubernetes_ca_key.clone(),
     };
-    Ok(bootstrap::server::start(config).await?)
+    Ok((bootstrap::server::start(config).await?, bind))
 }
 
 /// A task aborted when dropped: the volume attach, when a configuration step fails before it is awaited.

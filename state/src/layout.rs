@@ -159,6 +159,12 @@ impl ClusterPaths {
         format!("{}/etcd/restore-clock.json", self.name)
     }
 
+    /// Where workers find the node bootstrap service: the address of each control-plane node's service, kept
+    /// by the control-plane nodes (`ballast_state::node_bootstrap`).
+    pub fn node_bootstrap_services(&self) -> String {
+        format!("{}/control-plane/node-bootstrap.json", self.name)
+    }
+
     /// A member's published etcd health (deleted when the member is removed).
     pub fn etcd_health(&self, instance_id: &str) -> String {
         format!("{}/etcd/health/{instance_id}.json", self.name)

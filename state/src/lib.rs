@@ -31,6 +31,7 @@ pub mod keystore;
 pub mod layout;
 pub mod limits;
 pub mod node;
+pub mod node_bootstrap;
 pub mod pki;
 pub mod registry;
 pub mod report;

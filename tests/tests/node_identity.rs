@@ -13,6 +13,7 @@ use aws_credential_types::provider::ProvideCredentials;
 use aws_credential_types::Credentials;
 use ballast_e2e::localcloud::LocalCloud;
 use ballast_state::layout::ClusterPaths;
+use ballast_state::node_bootstrap::{NodeBootstrapService, NodeBootstrapServices};
 use ballast_state::report::Phase;
 use localcloud::state::InstanceRecord;
 use nodeup::bootstrap::client::{post_once, Answer};
@@ -306,6 +307,54 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
         .send()
         .await
         .expect("the worker reads the CA certificate");
+    // Where it found the bootstrap service: the control plane published its address, which the worker reads and
+    // cannot change; the worker never had to ask EC2.
+    let published_key = format!("{prefix}/control-plane/node-bootstrap.json");
+    let published = s3
+        .get_object()
+        .bucket(BUCKET)
+        .key(&published_key)
+        .send()
+        .await
+        .expect("the worker reads the published bootstrap services");
+    let body = published.body.collect().await.expect("a body").into_bytes();
+    let services: NodeBootstrapServices = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(
+        services.services,
+        [NodeBootstrapService {
+            instance_id: control_plane.0.clone(),
+            address: attacker.server,
+        }]
+    );
+    let overwrite = s3
+        .put_object()
+        .bucket(BUCKET)
+        .key(&published_key)
+        .body(aws_sdk_s3::primitives::ByteStream::from_static(
+            b"{\"services\":[]}",
+        ))
+        .server_side_encryption(aws_sdk_s3::types::ServerSideEncryption::Aes256)
+        .send()
+        .await
+        .expect_err("the worker's role writes where workers find the bootstrap service");
+    assert_eq!(
+        overwrite
+            .as_service_error()
+            .and_then(aws_sdk_s3::error::ProvideErrorMetadata::code),
+        Some("AccessDenied"),
+        "{}",
+        aws_sdk_s3::error::DisplayErrorContext(&overwrite)
+    );
+    let worker_log = std::fs::read_to_string(&worker_record.log).expect("the worker's log");
+    assert!(
+        worker_log.contains("kubelet client certificate issued by the bootstrap service"),
+        "{worker_log}"
+    );
+    assert!(
+        !worker_log.contains("asked EC2 for the control-plane nodes"),
+        "{worker_log}"
+    );
+
     // And no shared bootstrap token exists in the store at all.
     let listed = cloud
         .s3()

@@ -324,8 +324,10 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
         "Version": "2012-10-17",
         "Statement": [
             {"Sid": "ReadClusterState", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": [object("*")]},
+            // Its boot report, etcd's objects, and where workers find the node bootstrap service
+            // (ballast_state::node_bootstrap; workers may read it, not write it).
             {"Sid": "WriteReportsAndEtcd", "Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"],
-             "Resource": [object("reports/*"), object("etcd/*")]},
+             "Resource": [object("reports/*"), object("etcd/*"), object("control-plane/node-bootstrap.json")]},
             {"Sid": "ListClusterState", "Effect": "Allow", "Action": ["s3:ListBucket"],
              "Resource": [format!("arn:aws:s3:::{}", state.bucket)],
              "Condition": {"StringLike": {"s3:prefix": [state.key_prefix(&format!("{cluster}/*"))]}}},
@@ -358,9 +360,11 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
         // bootstrap service once the worker proved which instance it is (docs/node-identity.md). The original CA
         // and those a rotation added (`pki/kubernetes-ca/<id>/cert.pem`, docs/keys.md): the pattern ends in
         // `/cert.pem`, so it matches no key (`key.pem`).
+        // And where the control-plane nodes' bootstrap services are (addresses only).
         .chain([
             object("pki/kubernetes-ca/cert.pem"),
             object("pki/kubernetes-ca/*/cert.pem"),
+            object("control-plane/node-bootstrap.json"),
         ])
         .collect();
     let mut node_statements = vec![
@@ -622,7 +626,7 @@ mod tests {
     }
 
     #[test]
-    fn nodes_may_read_only_node_specs_and_the_ca_certificate() {
+    fn nodes_may_read_only_node_specs_the_ca_certificate_and_the_bootstrap_services() {
         let model = model();
         let nodes = model
             .roles
@@ -649,10 +653,24 @@ mod tests {
         for resource in &reads {
             assert!(
                 resource.ends_with("/cert.pem") && resource.contains("/pki/kubernetes-ca/")
-                    || resource.contains("/nodes/nodes/"),
+                    || resource.contains("/nodes/nodes/")
+                    || resource.ends_with("/demo.example.com/control-plane/node-bootstrap.json"),
                 "{resource}"
             );
         }
+        // A node writes its report and nothing else: not where workers find the bootstrap service.
+        let writes: Vec<&str> = policy["Statement"]
+            .as_array()
+            .expect("statements")
+            .iter()
+            .filter(|s| s["Action"].to_string().contains("s3:Put"))
+            .flat_map(|s| s["Resource"].as_array().expect("resources"))
+            .filter_map(|r| r.as_str())
+            .collect();
+        assert_eq!(
+            writes,
+            ["arn:aws:s3:::state/clusters/demo.example.com/reports/*"]
+        );
         assert!(
             !nodes.policy.contains("nodes/control-plane"),
             "{}",

@@ -1,15 +1,16 @@
 //! A worker asks the bootstrap service for its kubelet client certificate (I/O): it makes a key and CSR on the
 //! node, signs an `sts:GetCallerIdentity` request with its instance role's credentials (from IMDS, through the
 //! SDK's default chain) carrying the digest of its request, and posts both to a control-plane node's service
-//! over HTTPS, trusting only the cluster's CA. Control-plane nodes are found through EC2 (the cluster's and
-//! role's tags); each attempt is signed anew, since the service takes each signature once.
+//! over HTTPS, trusting only the cluster's CA. Control-plane nodes are found where they publish themselves in the
+//! state store, or through EC2 ([`super::directory`]); each attempt is signed anew, since the service takes each
+//! signature once.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use aws_credential_types::provider::ProvideCredentials;
-use ballast_etcd::peers::{Ec2Peers, Peers};
+use ballast_state::store::StateStore;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use hyper::{Request, StatusCode};
@@ -18,6 +19,7 @@ use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 
+use super::directory::ServiceFinder;
 use super::issue::new_csr;
 use super::sts::{sign_get_caller_identity, sts_endpoint};
 use super::wire::{request_digest, CertificateRequest, CertificateResponse, Refusal};
@@ -51,6 +53,8 @@ pub struct Ask<'a> {
     /// Its private DNS name (its kubelet's `--hostname-override`).
     pub node_name: &'a str,
     pub ca_cert_pem: &'a str,
+    /// The state store, where control-plane nodes publish their services' addresses (`None`: EC2 only).
+    pub store: Option<&'a StateStore>,
 }
 
 /// A certificate for `system:node:<node_name>` and its key (PEM): (certificate, key).
@@ -58,7 +62,7 @@ pub async fn obtain(ask: &Ask<'_>) -> Result<(String, String), NodeCertificateEr
     obtain_from(ask, None, WAIT_FOR_SERVICE).await
 }
 
-/// As [`obtain`], from `servers` when given (tests), else the cluster's running control-plane nodes.
+/// As [`obtain`], from `servers` when given (tests), else the cluster's control-plane nodes.
 pub async fn obtain_from(
     ask: &Ask<'_>,
     servers: Option<Vec<SocketAddr>>,
@@ -76,17 +80,14 @@ pub async fn obtain_from(
         .credentials_provider()
         .ok_or_else(|| NodeCertificateError::Prepare("no AWS credentials provider".into()))?;
     let endpoint = sts_endpoint(ask.region, |n| std::env::var(n).ok());
-    let peers = Ec2Peers::in_region(ask.cluster, ask.region).await;
+    let mut finder = ServiceFinder::new(ask.store, ask.cluster, ask.region).await;
     let deadline = Instant::now() + wait;
     let mut pause = Duration::from_millis(250);
     let mut last = "no control-plane node found".to_string();
     loop {
         let targets = match &servers {
             Some(s) => s.clone(),
-            None => control_plane_services(&peers).await.unwrap_or_else(|e| {
-                last = e;
-                Vec::new()
-            }),
+            None => finder.addresses(&mut last).await,
         };
         for server in targets {
             let creds = match credentials.provide_credentials().await {
@@ -128,20 +129,6 @@ pub async fn obtain_from(
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_secs(5));
     }
-}
-
-/// The service's address on every running control-plane node of the cluster.
-async fn control_plane_services(peers: &Ec2Peers) -> Result<Vec<SocketAddr>, String> {
-    let instances = peers
-        .instances()
-        .await
-        .map_err(|e| format!("listing control-plane nodes: {e}"))?;
-    Ok(instances
-        .iter()
-        .filter(|i| i.state.is_alive())
-        .filter_map(|i| i.private_ip.parse().ok())
-        .map(|ip| SocketAddr::new(ip, super::PORT))
-        .collect())
 }
 
 type Https = HttpClient<

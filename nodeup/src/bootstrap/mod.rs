@@ -6,9 +6,10 @@
 //! docs/node-identity.md is the long form.
 //!
 //! Pure: [`wire`], [`sts`] (signing is pure given the credentials and the clock), [`verify`], [`issue`]. I/O:
-//! [`server`], [`client`].
+//! [`server`], [`client`], [`directory`] (where workers find the service).
 
 pub mod client;
+pub mod directory;
 pub mod issue;
 pub mod server;
 pub mod sts;

@@ -1,0 +1,114 @@
+//! Where workers find the bootstrap service (I/O): each control-plane node publishes its service's address in
+//! the state store once the service listens (`ballast_state::node_bootstrap`), and workers read that one object.
+//! EC2 (the cluster's running control-plane instances) is the fallback: when nothing is published yet for long,
+//! the object cannot be read, or no published service answers.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use ballast_etcd::peers::{Ec2Peers, Peers};
+use ballast_state::layout::ClusterPaths;
+use ballast_state::node_bootstrap::{publish_service, read_services, NodeBootstrapService};
+use ballast_state::store::StateStore;
+
+/// How long a worker relies on the published addresses alone before it also asks EC2, and how often it asks
+/// EC2 after that while no service answers. Long enough that a scale-up, whose control plane is up, never
+/// asks; short enough that a cluster whose control plane publishes nothing (an older nodeup) costs a worker
+/// half a minute.
+pub const EC2_FALLBACK_AFTER: Duration = Duration::from_secs(30);
+
+/// Publishes this control-plane node's service address and drops the entries of control-plane instances EC2
+/// no longer lists as alive. A failure is logged and not fatal: workers then find this node through EC2.
+pub async fn publish(store: &StateStore, cluster: &str, region: &str, own: NodeBootstrapService) {
+    let peers = Ec2Peers::in_region(cluster, region).await;
+    let live: Option<Vec<String>> = match peers.instances().await {
+        Ok(instances) => Some(
+            instances
+                .into_iter()
+                .filter(|i| i.state.is_alive())
+                .map(|i| i.instance_id)
+                .collect(),
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e, "listing control-plane instances: keeping every published bootstrap service");
+            None
+        }
+    };
+    let paths = ClusterPaths::new(cluster);
+    match publish_service(store, &paths, &own, live.as_deref()).await {
+        Ok(published) => tracing::info!(
+            key = %paths.node_bootstrap_services(),
+            address = %own.address,
+            services = published.services.len(),
+            "node bootstrap service published"
+        ),
+        Err(e) => tracing::warn!(
+            error = %e,
+            "publishing the node bootstrap service's address; workers will find it through EC2"
+        ),
+    }
+}
+
+/// Where a worker looks for the service, round after round.
+pub struct ServiceFinder<'a> {
+    store: Option<&'a StateStore>,
+    paths: ClusterPaths,
+    peers: Ec2Peers,
+    /// When EC2 was last asked (the start, before it ever was).
+    ec2_asked: Instant,
+}
+
+impl<'a> ServiceFinder<'a> {
+    pub async fn new(store: Option<&'a StateStore>, cluster: &str, region: &str) -> Self {
+        ServiceFinder {
+            store,
+            paths: ClusterPaths::new(cluster),
+            peers: Ec2Peers::in_region(cluster, region).await,
+            ec2_asked: Instant::now(),
+        }
+    }
+
+    /// This round's addresses: the published ones, and EC2's too when there is no store, or at most every
+    /// [`EC2_FALLBACK_AFTER`] (the previous rounds found no service that answered). `last` gets what failed.
+    pub async fn addresses(&mut self, last: &mut String) -> Vec<SocketAddr> {
+        let mut addresses = Vec::new();
+        if let Some(store) = self.store {
+            match read_services(store, &self.paths).await {
+                Ok(Some((services, _))) => addresses = services.addresses(),
+                Ok(None) => {
+                    *last = "no control-plane node published its bootstrap service yet".into()
+                }
+                Err(e) => *last = format!("reading the published bootstrap services: {e}"),
+            }
+        }
+        if self.store.is_none() || self.ec2_asked.elapsed() >= EC2_FALLBACK_AFTER {
+            self.ec2_asked = Instant::now();
+            match control_plane_services(&self.peers).await {
+                Ok(found) => {
+                    tracing::info!(found = found.len(), "asked EC2 for the control-plane nodes");
+                    for address in found {
+                        if !addresses.contains(&address) {
+                            addresses.push(address);
+                        }
+                    }
+                }
+                Err(e) => *last = e,
+            }
+        }
+        addresses
+    }
+}
+
+/// The service's address on every running control-plane node of the cluster.
+async fn control_plane_services(peers: &Ec2Peers) -> Result<Vec<SocketAddr>, String> {
+    let instances = peers
+        .instances()
+        .await
+        .map_err(|e| format!("listing control-plane nodes: {e}"))?;
+    Ok(instances
+        .iter()
+        .filter(|i| i.state.is_alive())
+        .filter_map(|i| i.private_ip.parse().ok())
+        .map(|ip| SocketAddr::new(ip, super::PORT))
+        .collect())
+}
