@@ -50,8 +50,12 @@ const EXIT_POLL: Duration = Duration::from_millis(10);
 const MIN_FULL_POLL_GAP: Duration = Duration::from_millis(100);
 /// Between full looks the runner asks the emulator only for a digest per instance (see
 /// [`instances_fingerprint`]) and describes the instances whose digest changed; it describes every running
-/// instance at least this often, should a change escape the digests.
+/// instance this often, should a change escape the digests: at the first poll that finds nothing changed (a
+/// full describe costs the emulator 1.6 s of its one core at two hundred instances; in a burst of launches it
+/// only delayed them), and after [`FULL_POLL_OVERDUE`] in any case.
 const FULL_POLL_AT_LEAST_EVERY: Duration = Duration::from_secs(60);
+/// The longest the periodic full look waits for a quiet poll.
+const FULL_POLL_OVERDUE: Duration = Duration::from_secs(240);
 /// How many digest requests in a row may go unanswered before the runner describes every instance instead. One
 /// unanswered request is a busy emulator (a hundred nodeups booting at once), not a missing endpoint, and a full
 /// describe then (1.6 s of the emulator's one core at two hundred instances) only made it busier: the doubling
@@ -321,21 +325,25 @@ impl Runner {
             .filter(|(_, t)| **t <= now)
             .map(|(id, _)| id.clone())
             .collect();
-        let full_due = self
-            .last_full_poll
-            .is_none_or(|at| at.elapsed() >= FULL_POLL_AT_LEAST_EVERY);
+        let since_full = self.last_full_poll.map(|at| at.elapsed());
+        let full_due = since_full.is_none_or(|t| t >= FULL_POLL_AT_LEAST_EVERY);
+        let full_overdue = since_full.is_none_or(|t| t >= FULL_POLL_OVERDUE);
         // What to describe: everything, or only what changed.
         let partial = match (&fingerprint, &self.last_fingerprint) {
-            (Some(now), Some(last)) if !full_due => {
+            (Some(now), Some(last)) if !full_overdue => {
                 let mut ids = now.changed_instances(last);
                 ids.extend(retries_due.iter().cloned());
                 ids.sort_unstable();
                 ids.dedup();
-                if ids.is_empty() && now.volumes == last.volumes && self.volumes_settled {
+                let quiet = ids.is_empty() && now.volumes == last.volumes;
+                if quiet && full_due {
+                    None
+                } else if quiet && self.volumes_settled {
                     self.reap();
                     return Ok(());
+                } else {
+                    Some((ids, now.volumes != last.volumes))
                 }
-                Some((ids, now.volumes != last.volumes))
             }
             _ => None,
         };
@@ -351,8 +359,12 @@ impl Runner {
             Some((ids, _)) => (self.describe_running_among(ids).await?, Some(ids)),
             None => (self.describe_running().await?, None),
         };
-        // The digests from before the describe: a change during it shows as a new digest next time.
-        self.last_fingerprint = fingerprint;
+        // The digests from before the describe: a change during it shows as a new digest next time. Unanswered,
+        // the last digests stay: compared with them, the next answer names every change since (a few more
+        // instances to describe), where no digests at all would make the next look a full one too.
+        if fingerprint.is_some() {
+            self.last_fingerprint = fingerprint;
+        }
         if looked_at.is_none() {
             self.last_full_poll = Some(Instant::now());
         }
