@@ -325,27 +325,19 @@ impl Runner {
             .filter(|(_, t)| **t <= now)
             .map(|(id, _)| id.clone())
             .collect();
-        let since_full = self.last_full_poll.map(|at| at.elapsed());
-        let full_due = since_full.is_none_or(|t| t >= FULL_POLL_AT_LEAST_EVERY);
-        let full_overdue = since_full.is_none_or(|t| t >= FULL_POLL_OVERDUE);
-        // What to describe: everything, or only what changed.
-        let partial = match (&fingerprint, &self.last_fingerprint) {
-            (Some(now), Some(last)) if !full_overdue => {
-                let mut ids = now.changed_instances(last);
-                ids.extend(retries_due.iter().cloned());
-                ids.sort_unstable();
-                ids.dedup();
-                let quiet = ids.is_empty() && now.volumes == last.volumes;
-                if quiet && full_due {
-                    None
-                } else if quiet && self.volumes_settled {
-                    self.reap();
-                    return Ok(());
-                } else {
-                    Some((ids, now.volumes != last.volumes))
-                }
+        let partial = match next_look(
+            fingerprint.as_ref(),
+            self.last_fingerprint.as_ref(),
+            retries_due,
+            self.last_full_poll.map(|at| at.elapsed()),
+            self.volumes_settled,
+        ) {
+            Look::Nothing => {
+                self.reap();
+                return Ok(());
             }
-            _ => None,
+            Look::Changed { ids, volumes } => Some((ids, volumes)),
+            Look::Everything => None,
         };
         // Only a full look is costly enough to space out; one of the changed instances is not.
         if let (None, Some(wait)) = (
@@ -1088,6 +1080,47 @@ fn synthetic_mac(id: &str) -> String {
     )
 }
 
+/// What a poll describes.
+#[derive(Debug, PartialEq, Eq)]
+enum Look {
+    /// Nothing changed and the volumes are settled.
+    Nothing,
+    /// These instances (new, changed, or due a boot retry), and whether the volumes changed.
+    Changed { ids: Vec<String>, volumes: bool },
+    /// Every running instance.
+    Everything,
+}
+
+/// What to describe, given the emulator's digests now (`None`: unanswered) and at the last look, the boots due a
+/// retry, the time since the last full look (`None`: never) and whether the volumes are settled. Pure.
+fn next_look(
+    now: Option<&Fingerprint>,
+    last: Option<&Fingerprint>,
+    retries_due: Vec<String>,
+    since_full: Option<Duration>,
+    volumes_settled: bool,
+) -> Look {
+    let full_due = since_full.is_none_or(|t| t >= FULL_POLL_AT_LEAST_EVERY);
+    let full_overdue = since_full.is_none_or(|t| t >= FULL_POLL_OVERDUE);
+    let (Some(now), Some(last)) = (now, last) else {
+        return Look::Everything;
+    };
+    if full_overdue {
+        return Look::Everything;
+    }
+    let mut ids = now.changed_instances(last);
+    ids.extend(retries_due);
+    ids.sort_unstable();
+    ids.dedup();
+    let volumes = now.volumes != last.volumes;
+    match (ids.is_empty() && !volumes, full_due, volumes_settled) {
+        // A quiet poll: the periodic full look, if due, is taken now.
+        (true, true, _) => Look::Everything,
+        (true, false, true) => Look::Nothing,
+        _ => Look::Changed { ids, volumes },
+    }
+}
+
 /// The emulator's digests (`GET /_ballast/instances-fingerprint`, served by the launcher, not an AWS API): one of
 /// all the others (what a wait for a change names), one of every volume attachment, and one per instance of what
 /// the runner acts on (state, tags, instance profile).
@@ -1217,7 +1250,53 @@ async fn emulator_get(endpoint: &str, path: &str, wait: Duration) -> Option<Stri
 
 #[cfg(test)]
 mod fingerprint_tests {
-    use super::Fingerprint;
+    use std::time::Duration;
+
+    use super::{next_look, Fingerprint, Look, FULL_POLL_AT_LEAST_EVERY, FULL_POLL_OVERDUE};
+
+    #[test]
+    fn the_periodic_full_look_waits_for_a_quiet_poll_but_not_forever() {
+        let last = Fingerprint::parse("all x\nvolumes v1\ni-a 1\ni-b 2\n").expect("parses");
+        let busy = Fingerprint::parse("all y\nvolumes v1\ni-a 1\ni-b 3\ni-c 4\n").expect("parses");
+        let moved = Fingerprint::parse("all z\nvolumes v2\ni-a 1\ni-b 2\n").expect("parses");
+        let recent = Some(Duration::from_secs(5));
+        let due = Some(FULL_POLL_AT_LEAST_EVERY + Duration::from_secs(1));
+        let overdue = Some(FULL_POLL_OVERDUE);
+        let look = |now: Option<&Fingerprint>, retries: &[&str], since, settled| {
+            let retries = retries.iter().map(|r| r.to_string()).collect();
+            next_look(now, Some(&last), retries, since, settled)
+        };
+        let changed = |ids: &[&str], volumes| Look::Changed {
+            ids: ids.iter().map(|i| i.to_string()).collect(),
+            volumes,
+        };
+        // Between full looks: the changed instances, the retries, or nothing at all.
+        assert_eq!(
+            look(Some(&busy), &[], recent, true),
+            changed(&["i-b", "i-c"], false)
+        );
+        assert_eq!(
+            look(Some(&last), &["i-a"], recent, true),
+            changed(&["i-a"], false)
+        );
+        assert_eq!(look(Some(&last), &[], recent, true), Look::Nothing);
+        assert_eq!(look(Some(&last), &[], recent, false), changed(&[], false));
+        assert_eq!(look(Some(&moved), &[], recent, true), changed(&[], true));
+        // A full look due waits while things change, and is taken at the first quiet poll.
+        assert_eq!(
+            look(Some(&busy), &[], due, true),
+            changed(&["i-b", "i-c"], false)
+        );
+        assert_eq!(look(Some(&last), &[], due, true), Look::Everything);
+        // Overdue, it is taken anyway; so it is with no digests, and with none to compare with.
+        assert_eq!(look(Some(&busy), &[], overdue, true), Look::Everything);
+        assert_eq!(look(None, &[], recent, true), Look::Everything);
+        assert_eq!(
+            next_look(Some(&busy), None, Vec::new(), recent, true),
+            Look::Everything
+        );
+        assert_eq!(look(Some(&busy), &[], None, true), Look::Everything);
+    }
 
     #[test]
     fn only_new_and_moved_instances_are_changed() {
