@@ -572,4 +572,20 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
         .args(["validate", "cluster", "--wait", "2m"])
         .assert()
         .success();
+
+    // Where workers find the bootstrap service names the running control plane and no replaced instance: each
+    // replacement dropped the entries of the instances it replaced when it published its own.
+    let key = format!("clusters/{CLUSTER}/control-plane/node-bootstrap.json");
+    let published = cloud
+        .s3_object(BUCKET, &key)
+        .await
+        .expect("the published services");
+    let published: ballast_state::node_bootstrap::NodeBootstrapServices =
+        serde_json::from_slice(&published).expect("JSON");
+    let listed: BTreeSet<String> = published
+        .services
+        .into_iter()
+        .map(|s| s.instance_id)
+        .collect();
+    assert_eq!(listed, control_plane_before);
 }
