@@ -239,7 +239,8 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
         let (service, address) =
             start_bootstrap_service(cli, &boot, &identity, &secrets, cp).await?;
         state.bootstrap_service = Some(service);
-        // Where workers find it: published beside the boot, which does not wait for the store and EC2.
+        // Where workers find it: published beside the boot, which does not wait for the store and EC2, and
+        // after etcd's supervisor had its first round (bootstrap::directory::PUBLISH_AFTER).
         if let Some(store) = state.store.clone() {
             let own = NodeBootstrapService {
                 instance_id: identity.instance_id.clone(),
@@ -247,6 +248,7 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
             };
             let (cluster, region) = (boot.cluster_name.clone(), identity.region.clone());
             tokio::spawn(async move {
+                tokio::time::sleep(bootstrap::directory::PUBLISH_AFTER).await;
                 bootstrap::directory::publish(&store, &cluster, &region, own).await
             });
         }
