@@ -27,6 +27,10 @@ use super::wire::{request_digest, CertificateRequest, CertificateResponse, Refus
 /// How long a worker waits for a control-plane node to answer (they may boot after it).
 pub const WAIT_FOR_SERVICE: Duration = Duration::from_secs(10 * 60);
 
+/// How long a worker waits for a TCP connection to a control-plane node's service (same VPC: milliseconds when
+/// it is there).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// Why a worker has no certificate.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeCertificateError {
@@ -152,11 +156,16 @@ fn https_client(ca_cert_pem: &str) -> Result<Https, NodeCertificateError> {
     .map_err(|e| bad(&e))?
     .with_root_certificates(roots)
     .with_no_client_auth();
+    // A stale published address (a control-plane node gone) may answer nothing at all: give up on it after a
+    // few seconds and try the next, rather than wait out the request's whole timeout.
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(CONNECT_TIMEOUT));
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_only()
         .enable_http1()
-        .build();
+        .wrap_connector(http);
     Ok(HttpClient::builder(TokioExecutor::new()).build(https))
 }
 
