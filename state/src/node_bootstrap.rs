@@ -111,8 +111,12 @@ pub async fn publish_service(
             ),
         };
         let next = current.published(own, live);
-        let mut data = serde_json::to_vec_pretty(&next).unwrap_or_default();
-        data.push(b'\n');
+        // Serializing this plain struct cannot fail (string keys, no floats).
+        let data = [
+            serde_json::to_vec_pretty(&next).unwrap_or_default(),
+            b"\n".to_vec(),
+        ]
+        .concat();
         match store.put(&key, &data, &precondition).await {
             Ok(_) => return Ok(next),
             Err(StoreError::Conflict { .. }) => continue,
@@ -129,7 +133,7 @@ mod tests {
     fn service(id: &str, ip: &str) -> NodeBootstrapService {
         NodeBootstrapService {
             instance_id: id.to_string(),
-            address: SocketAddr::new(ip.parse().unwrap(), 3988),
+            address: SocketAddr::new(ip.parse().expect("an IP"), 3988),
         }
     }
 
@@ -171,7 +175,7 @@ mod tests {
         let list = NodeBootstrapServices {
             services: vec![service("i-a", "10.0.0.1")],
         };
-        let text = serde_json::to_string(&list).unwrap();
+        let text = serde_json::to_string(&list).expect("serializes");
         assert_eq!(
             text,
             r#"{"services":[{"instanceId":"i-a","address":"10.0.0.1:3988"}]}"#
@@ -181,7 +185,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn concurrent_publishers_keep_each_others_entries() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("a temporary directory");
         let store = StateStore::File(crate::store::FileStore::new(dir.path().to_path_buf()));
         let paths = ClusterPaths::new("c1");
         let live: Vec<String> = (0..12).map(|i| format!("i-{i:02}")).collect();
@@ -195,9 +199,15 @@ mod tests {
             })
             .collect();
         for publish in publishes {
-            publish.await.unwrap().unwrap();
+            publish
+                .await
+                .expect("the publishing task")
+                .expect("published");
         }
-        let (read, _) = read_services(&store, &paths).await.unwrap().unwrap();
+        let (read, _) = read_services(&store, &paths)
+            .await
+            .expect("read")
+            .expect("published");
         assert_eq!(
             ids(&read),
             live.iter().map(String::as_str).collect::<Vec<_>>()
@@ -210,8 +220,11 @@ mod tests {
                 &Precondition::None,
             )
             .await
-            .unwrap();
-        let err = read_services(&store, &paths).await.unwrap_err().to_string();
+            .expect("written");
+        let err = read_services(&store, &paths)
+            .await
+            .expect_err("an error")
+            .to_string();
         assert!(
             err.contains("c1/control-plane/node-bootstrap.json"),
             "{err}"
