@@ -642,15 +642,18 @@ mod tests {
         // Every S3 resource a node may read ends in a node spec's prefix or in `/cert.pem` (never a key), and no
         // other CA's certificate is among them.
         let policy: serde_json::Value = serde_json::from_str(&nodes.policy).expect("json");
-        let reads: Vec<&str> = policy["Statement"]
-            .as_array()
-            .expect("statements")
-            .iter()
-            .filter(|s| s["Action"].to_string().contains("s3:GetObject"))
-            .flat_map(|s| s["Resource"].as_array().expect("resources"))
-            .filter_map(|r| r.as_str())
-            .collect();
-        for resource in &reads {
+        // The resources of every statement whose actions name `action`.
+        let resources_of = |action: &str| -> Vec<&str> {
+            policy["Statement"]
+                .as_array()
+                .expect("statements")
+                .iter()
+                .filter(|s| s["Action"].to_string().contains(action))
+                .flat_map(|s| s["Resource"].as_array().expect("resources"))
+                .filter_map(|r| r.as_str())
+                .collect()
+        };
+        for resource in resources_of("s3:GetObject") {
             assert!(
                 resource.ends_with("/cert.pem") && resource.contains("/pki/kubernetes-ca/")
                     || resource.contains("/nodes/nodes/")
@@ -659,16 +662,8 @@ mod tests {
             );
         }
         // A node writes its report and nothing else: not where workers find the bootstrap service.
-        let writes: Vec<&str> = policy["Statement"]
-            .as_array()
-            .expect("statements")
-            .iter()
-            .filter(|s| s["Action"].to_string().contains("s3:Put"))
-            .flat_map(|s| s["Resource"].as_array().expect("resources"))
-            .filter_map(|r| r.as_str())
-            .collect();
         assert_eq!(
-            writes,
+            resources_of("s3:Put"),
             ["arn:aws:s3:::state/clusters/demo.example.com/reports/*"]
         );
         assert!(
