@@ -226,3 +226,47 @@ async fn post(
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// A loopback listener that never accepts, its one-connection queue already full: Linux drops further SYNs,
+    /// so a connect to it hangs as one to a vanished host does.
+    async fn hanging_listener() -> (tokio::net::TcpListener, std::net::TcpStream) {
+        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+        socket
+            .bind("127.0.0.1:0".parse().expect("an address"))
+            .expect("bound");
+        let listener = socket.listen(0).expect("listening");
+        let address = listener.local_addr().expect("its address");
+        // A backlog of 0 queues one connection; this one fills it.
+        let filler = std::net::TcpStream::connect(address).expect("the queued connection");
+        (listener, filler)
+    }
+
+    #[tokio::test]
+    async fn a_service_address_where_nothing_answers_is_given_up_at_the_connect_timeout() {
+        let (listener, _filler) = hanging_listener().await;
+        let server = listener.local_addr().expect("its address");
+        let ca = ballast_state::pki::generate_ca("kubernetes-ca", "Kubernetes CA").expect("a CA");
+        let request = CertificateRequest {
+            node_name: "ip-127-0-0-9".to_string(),
+            csr: String::new(),
+            sts_headers: BTreeMap::new(),
+        };
+        let started = Instant::now();
+        let answer = post_once(&ca.cert_pem, server, &request).await;
+        let Err(Answer::Retry(why)) = answer else {
+            panic!("a hanging connect is retried elsewhere, got {answer:?}");
+        };
+        // The connector's own timeout (hyper-util: "tcp connect error: deadline has elapsed"), not the request's
+        // 30 s one.
+        assert!(why.contains("tcp connect error"), "{why}");
+        assert!(why.contains("deadline has elapsed"), "{why}");
+        assert!(!why.contains("within 30s"), "{why}");
+        assert!(started.elapsed() >= CONNECT_TIMEOUT, "{why}");
+    }
+}
