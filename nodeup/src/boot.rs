@@ -163,7 +163,7 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
     report::record_identity(&mut state.report, &identity, &boot);
 
     // 2. Node spec and secrets.
-    let (spec, secrets) = fetch_spec_and_secrets(cli, state, &boot).await?;
+    let (spec, secrets, store) = fetch_spec_and_secrets(cli, state, &boot).await?;
 
     // The AMI must carry what this node spec runs (a node downloads nothing at boot).
     match image::check_image(&cli.root, &spec)? {
@@ -209,8 +209,7 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
     // A worker's kubelet client certificate: kept while it fits, else from the control plane's bootstrap
     // service after proving which instance this is (crate::bootstrap).
     if spec.control_plane.is_none() {
-        let files =
-            worker_certificate(cli, &boot, &identity, &secrets, state.store.as_ref()).await?;
+        let files = worker_certificate(cli, &boot, &identity, &secrets, &store).await?;
         rendered.files.extend(files);
         rendered.files.sort_by(|a, b| a.path.cmp(&b.path));
     }
@@ -241,17 +240,19 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
         state.bootstrap_service = Some(service);
         // Where workers find it: published beside the boot, which does not wait for the store and EC2, and
         // after etcd's supervisor had its first round (bootstrap::directory::PUBLISH_AFTER).
-        if let Some(store) = state.store.clone() {
-            let own = NodeBootstrapService {
-                instance_id: identity.instance_id.clone(),
-                address,
-            };
-            let (cluster, region) = (boot.cluster_name.clone(), identity.region.clone());
-            tokio::spawn(async move {
-                tokio::time::sleep(bootstrap::directory::PUBLISH_AFTER).await;
-                bootstrap::directory::publish(&store, &cluster, &region, own).await
-            });
-        }
+        let own = NodeBootstrapService {
+            instance_id: identity.instance_id.clone(),
+            address,
+        };
+        let (store, cluster, region) = (
+            store.clone(),
+            boot.cluster_name.clone(),
+            identity.region.clone(),
+        );
+        tokio::spawn(async move {
+            tokio::time::sleep(bootstrap::directory::PUBLISH_AFTER).await;
+            bootstrap::directory::publish(&store, &cluster, &region, own).await
+        });
     }
     if let Some(mut volume) = volume {
         match (&mut volume.0).await {
@@ -294,12 +295,13 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
     Ok(())
 }
 
-/// Step 2: the node spec, verified against the boot config, and the secrets it names.
+/// Step 2: the node spec, verified against the boot config, the secrets it names, and the store (writing with
+/// the cluster's state-store KMS key, if any).
 async fn fetch_spec_and_secrets(
     cli: &Cli,
     state: &mut Run,
     boot: &BootConfig,
-) -> Result<(NodeSpec, Secrets), NodeupError> {
+) -> Result<(NodeSpec, Secrets, StateStore), NodeupError> {
     let deadline = Instant::now() + Duration::from_secs(cli.store_timeout_secs);
     let store = fetch::open(&boot.state_store).await?;
     state.store = Some(store.clone());
@@ -312,8 +314,10 @@ async fn fetch_spec_and_secrets(
     })
     .await?;
     // From here on, reports and etcd's objects are written with the cluster's state-store KMS key, if any.
-    state.store = Some(store.with_kms_key(fetched.0.state_store_kms_key.clone()));
-    Ok(fetched)
+    let store = store.with_kms_key(fetched.0.state_store_kms_key.clone());
+    state.store = Some(store.clone());
+    let (spec, secrets) = fetched;
+    Ok((spec, secrets, store))
 }
 
 /// Step 3: every file (pure), and on a control-plane node its certificates, issued or kept, among them.
@@ -386,7 +390,7 @@ async fn worker_certificate(
     boot: &BootConfig,
     identity: &Identity,
     secrets: &Secrets,
-    store: Option<&StateStore>,
+    store: &StateStore,
 ) -> Result<Vec<RenderedFile>, NodeupError> {
     let plan = cert_plan::worker_kubelet_client(&identity.local_hostname);
     let read = |path: &str| std::fs::read(write::under_root(&cli.root, path)).ok();

@@ -77,18 +77,18 @@ impl NodeBootstrapServices {
     }
 }
 
-/// The published services, with the version read (`None`: none published yet).
+/// The published services (`None`: none published yet).
 pub async fn read_services(
     store: &StateStore,
     paths: &ClusterPaths,
-) -> Result<Option<(NodeBootstrapServices, crate::store::Version)>, NodeBootstrapError> {
+) -> Result<Option<NodeBootstrapServices>, NodeBootstrapError> {
     let key = paths.node_bootstrap_services();
     let Some(object) = store.get(&key).await? else {
         return Ok(None);
     };
     let services = serde_json::from_slice(&object.data)
         .map_err(|source| NodeBootstrapError::Corrupt { key, source })?;
-    Ok(Some((services, object.version)))
+    Ok(Some(services))
 }
 
 /// Publishes this control-plane node's service and drops the entries of instances not in `live`, with a
@@ -204,7 +204,7 @@ mod tests {
                 .expect("the publishing task")
                 .expect("published");
         }
-        let (read, _) = read_services(&store, &paths)
+        let read = read_services(&store, &paths)
             .await
             .expect("read")
             .expect("published");

@@ -351,7 +351,7 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
         "{worker_log}"
     );
     assert!(
-        !worker_log.contains("asked EC2 for the control-plane nodes"),
+        !worker_log.contains("asking EC2 for the control-plane nodes"),
         "{worker_log}"
     );
 

@@ -57,8 +57,8 @@ pub struct Ask<'a> {
     /// Its private DNS name (its kubelet's `--hostname-override`).
     pub node_name: &'a str,
     pub ca_cert_pem: &'a str,
-    /// The state store, where control-plane nodes publish their services' addresses (`None`: EC2 only).
-    pub store: Option<&'a StateStore>,
+    /// The state store, where control-plane nodes publish their services' addresses.
+    pub store: &'a StateStore,
 }
 
 /// A certificate for `system:node:<node_name>` and its key (PEM): (certificate, key).
@@ -84,7 +84,7 @@ pub async fn obtain_from(
         .credentials_provider()
         .ok_or_else(|| NodeCertificateError::Prepare("no AWS credentials provider".into()))?;
     let endpoint = sts_endpoint(ask.region, |n| std::env::var(n).ok());
-    let mut finder = ServiceFinder::new(ask.store, ask.cluster, ask.region).await;
+    let mut finder = ServiceFinder::new(ask.store, ask.cluster, &aws);
     let deadline = Instant::now() + wait;
     let mut pause = Duration::from_millis(250);
     let mut last = "no control-plane node found".to_string();

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use ballast_etcd::peers::{Ec2Peers, Peers};
+use ballast_etcd::peers::{Ec2Peers, PeerInstance, Peers, PeersError};
 use ballast_state::layout::ClusterPaths;
 use ballast_state::node_bootstrap::{publish_service, read_services, NodeBootstrapService};
 use ballast_state::store::StateStore;
@@ -28,14 +28,8 @@ pub const PUBLISH_AFTER: Duration = Duration::from_secs(1);
 /// no longer lists as alive. A failure is logged and not fatal: workers then find this node through EC2.
 pub async fn publish(store: &StateStore, cluster: &str, region: &str, own: NodeBootstrapService) {
     let peers = Ec2Peers::in_region(cluster, region).await;
-    let live: Option<Vec<String>> = match peers.instances().await {
-        Ok(instances) => Some(
-            instances
-                .into_iter()
-                .filter(|i| i.state.is_alive())
-                .map(|i| i.instance_id)
-                .collect(),
-        ),
+    let live: Option<Vec<String>> = match live_control_plane(&peers).await {
+        Ok(instances) => Some(instances.into_iter().map(|i| i.instance_id).collect()),
         Err(e) => {
             tracing::warn!(error = %e, "listing control-plane instances: keeping every published bootstrap service");
             None
@@ -58,7 +52,7 @@ pub async fn publish(store: &StateStore, cluster: &str, region: &str, own: NodeB
 
 /// Where a worker looks for the service, round after round.
 pub struct ServiceFinder<'a> {
-    store: Option<&'a StateStore>,
+    store: &'a StateStore,
     paths: ClusterPaths,
     peers: Ec2Peers,
     /// When EC2 was last asked (the start, before it ever was).
@@ -66,56 +60,57 @@ pub struct ServiceFinder<'a> {
 }
 
 impl<'a> ServiceFinder<'a> {
-    pub async fn new(store: Option<&'a StateStore>, cluster: &str, region: &str) -> Self {
+    /// `aws`: the worker's configuration (its region, its instance role's credentials), shared with its request.
+    pub fn new(store: &'a StateStore, cluster: &str, aws: &aws_config::SdkConfig) -> Self {
         ServiceFinder {
             store,
             paths: ClusterPaths::new(cluster),
-            peers: Ec2Peers::in_region(cluster, region).await,
+            peers: Ec2Peers::new(aws_sdk_ec2::Client::new(aws), cluster),
             ec2_asked: Instant::now(),
         }
     }
 
-    /// This round's addresses: the published ones, and EC2's too when there is no store, or at most every
-    /// [`EC2_FALLBACK_AFTER`] (the previous rounds found no service that answered). `last` gets what failed.
+    /// This round's addresses: the published ones, and EC2's too at most every [`EC2_FALLBACK_AFTER`] (the
+    /// previous rounds found no service that answered). `last` gets what failed.
     pub async fn addresses(&mut self, last: &mut String) -> Vec<SocketAddr> {
-        let mut addresses = Vec::new();
-        if let Some(store) = self.store {
-            match read_services(store, &self.paths).await {
-                Ok(Some((services, _))) => addresses = services.addresses(),
-                Ok(None) => {
-                    *last = "no control-plane node published its bootstrap service yet".into()
-                }
-                Err(e) => *last = format!("reading the published bootstrap services: {e}"),
+        let mut addresses = match read_services(self.store, &self.paths).await {
+            Ok(Some(services)) => services.addresses(),
+            Ok(None) => {
+                *last = "no control-plane node published its bootstrap service yet".into();
+                Vec::new()
             }
-        }
-        if self.store.is_none() || self.ec2_asked.elapsed() >= EC2_FALLBACK_AFTER {
+            Err(e) => {
+                *last = format!("reading the published bootstrap services: {e}");
+                Vec::new()
+            }
+        };
+        if self.ec2_asked.elapsed() >= EC2_FALLBACK_AFTER {
             self.ec2_asked = Instant::now();
-            match control_plane_services(&self.peers).await {
-                Ok(found) => {
-                    tracing::info!(found = found.len(), "asked EC2 for the control-plane nodes");
+            tracing::info!(
+                "no published bootstrap service answered: asking EC2 for the control-plane nodes"
+            );
+            match live_control_plane(&self.peers).await {
+                Ok(instances) => {
+                    let found = instances
+                        .iter()
+                        .filter_map(|i| i.private_ip.parse().ok())
+                        .map(|ip| SocketAddr::new(ip, super::PORT));
                     for address in found {
                         if !addresses.contains(&address) {
                             addresses.push(address);
                         }
                     }
                 }
-                Err(e) => *last = e,
+                Err(e) => *last = format!("listing control-plane nodes: {e}"),
             }
         }
         addresses
     }
 }
 
-/// The service's address on every running control-plane node of the cluster.
-async fn control_plane_services(peers: &Ec2Peers) -> Result<Vec<SocketAddr>, String> {
-    let instances = peers
-        .instances()
-        .await
-        .map_err(|e| format!("listing control-plane nodes: {e}"))?;
-    Ok(instances
-        .iter()
-        .filter(|i| i.state.is_alive())
-        .filter_map(|i| i.private_ip.parse().ok())
-        .map(|ip| SocketAddr::new(ip, super::PORT))
-        .collect())
+/// The cluster's control-plane instances EC2 lists as pending or running.
+async fn live_control_plane(peers: &Ec2Peers) -> Result<Vec<PeerInstance>, PeersError> {
+    let mut instances = peers.instances().await?;
+    instances.retain(|i| i.state.is_alive());
+    Ok(instances)
 }

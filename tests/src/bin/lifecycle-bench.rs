@@ -102,6 +102,13 @@ async fn bench(size: Size, chosen: &[bool]) {
     print_table(size, &phases);
 }
 
+/// One line per phase: its name, then `items` of it joined by commas.
+fn print_per_phase(ran: &[&PhaseReport], items: impl Fn(&PhaseReport) -> Vec<String>) {
+    for phase in ran {
+        println!("  {}: {}", phase.name, items(phase).join(", "));
+    }
+}
+
 fn print_table(size: Size, phases: &[Option<PhaseReport>]) {
     let (control_plane, nodes) = size.instances();
     let published = size.published();
@@ -179,14 +186,13 @@ fn print_table(size: Size, phases: &[Option<PhaseReport>]) {
     println!("AWS calls: of the phase's changing ballast runs (create / replace / update / rolling-update); validate:");
     println!("the calls of the phase's `validate cluster --wait` run, and how many checks it made until valid;");
     println!("ballast CPU: user + system seconds of the changing runs + of the validate runs.");
-    for phase in &ran {
-        let ops: Vec<String> = phase
+    print_per_phase(&ran, |phase| {
+        phase
             .operations
             .iter()
             .map(|(op, n)| format!("{op}={n}"))
-            .collect();
-        println!("  {}: {}", phase.name, ops.join(", "));
-    }
+            .collect()
+    });
     println!();
     println!("The validate --wait run's checks per phase (`ballast -v`: check number, seconds, outcome):");
     for phase in &ran {
@@ -197,14 +203,13 @@ fn print_table(size: Size, phases: &[Option<PhaseReport>]) {
     }
     println!();
     println!("Each phase's timeline, seconds from its start:");
-    for phase in &ran {
-        let events: Vec<String> = phase
+    print_per_phase(&ran, |phase| {
+        phase
             .timeline
             .iter()
             .map(|(what, at)| format!("{what} {at:.1}"))
-            .collect();
-        println!("  {}: {}", phase.name, events.join(", "));
-    }
+            .collect()
+    });
     for phase in ran.iter().filter(|p| !p.etcd_reports.is_empty()) {
         println!();
         println!(
