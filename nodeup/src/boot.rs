@@ -42,6 +42,8 @@ struct Run {
     etcd: Option<(SupervisorConfig, String)>,
     /// On a control-plane node: the node bootstrap service, serving until nodeup ends.
     bootstrap_service: Option<tokio::task::JoinHandle<()>>,
+    /// On a control-plane node: what keeps the service's address published (bootstrap::directory).
+    bootstrap_publisher: Option<tokio::task::JoinHandle<()>>,
     /// On a control-plane node: the add-on applier, started once configured (crate::addons).
     addons: Option<AddonJob>,
 }
@@ -69,6 +71,7 @@ pub async fn run(
         manager: None,
         etcd: None,
         bootstrap_service: None,
+        bootstrap_publisher: None,
         addons: None,
     };
     let result = configure(cli, &mut state).await;
@@ -105,6 +108,9 @@ pub async fn run(
     }
     if let Some(service) = state.bootstrap_service.take() {
         service.abort();
+    }
+    if let Some(publisher) = state.bootstrap_publisher.take() {
+        publisher.abort();
     }
     result
 }
@@ -238,21 +244,18 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
         let (service, address) =
             start_bootstrap_service(cli, &boot, &identity, &secrets, cp).await?;
         state.bootstrap_service = Some(service);
-        // Where workers find it: published beside the boot, which does not wait for the store and EC2, and
-        // after etcd's supervisor had its first round (bootstrap::directory::PUBLISH_AFTER).
+        // Where workers find it: published beside the boot, which does not wait for the store and EC2, after
+        // etcd's supervisor had its first round (bootstrap::directory::PUBLISH_AFTER), then kept current.
         let own = NodeBootstrapService {
             instance_id: identity.instance_id.clone(),
             address,
         };
-        let (store, cluster, region) = (
+        state.bootstrap_publisher = Some(tokio::spawn(bootstrap::directory::keep_published(
             store.clone(),
             boot.cluster_name.clone(),
             identity.region.clone(),
-        );
-        tokio::spawn(async move {
-            tokio::time::sleep(bootstrap::directory::PUBLISH_AFTER).await;
-            bootstrap::directory::publish(&store, &cluster, &region, own).await
-        });
+            own,
+        )));
     }
     if let Some(mut volume) = volume {
         match (&mut volume.0).await {

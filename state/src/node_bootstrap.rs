@@ -91,26 +91,41 @@ pub async fn read_services(
     Ok(Some(services))
 }
 
+/// What [`publish_service`] left in the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Published {
+    pub services: NodeBootstrapServices,
+    /// Whether it wrote: `false` when the object already said exactly this (a control-plane node's periodic
+    /// republish, in a cluster whose control plane did not change, costs one read and no write).
+    pub written: bool,
+}
+
 /// Publishes this control-plane node's service and drops the entries of instances not in `live`, with a
 /// conditional write (read, change, write only if unchanged; again on a conflict): control-plane nodes booting
 /// together never lose each other's entries. An unreadable object is replaced, since its writers republish
-/// nothing a worker cannot find through EC2.
+/// nothing a worker cannot find through EC2. An object that already says what it would write is left alone.
 pub async fn publish_service(
     store: &StateStore,
     paths: &ClusterPaths,
     own: &NodeBootstrapService,
     live: Option<&[String]>,
-) -> Result<NodeBootstrapServices, NodeBootstrapError> {
+) -> Result<Published, NodeBootstrapError> {
     let key = paths.node_bootstrap_services();
     for _ in 0..PUBLISH_ATTEMPTS {
         let (current, precondition) = match store.get(&key).await? {
-            None => (NodeBootstrapServices::default(), Precondition::MustNotExist),
+            None => (None, Precondition::MustNotExist),
             Some(object) => (
-                serde_json::from_slice(&object.data).unwrap_or_default(),
+                serde_json::from_slice::<NodeBootstrapServices>(&object.data).ok(),
                 Precondition::MustMatch(object.version),
             ),
         };
-        let next = current.published(own, live);
+        let next = current.clone().unwrap_or_default().published(own, live);
+        if current.as_ref() == Some(&next) {
+            return Ok(Published {
+                services: next,
+                written: false,
+            });
+        }
         // Serializing this plain struct cannot fail (string keys, no floats).
         let data = [
             serde_json::to_vec_pretty(&next).unwrap_or_default(),
@@ -118,7 +133,12 @@ pub async fn publish_service(
         ]
         .concat();
         match store.put(&key, &data, &precondition).await {
-            Ok(_) => return Ok(next),
+            Ok(_) => {
+                return Ok(Published {
+                    services: next,
+                    written: true,
+                })
+            }
             Err(StoreError::Conflict { .. }) => continue,
             Err(e) => return Err(e.into()),
         }
@@ -229,5 +249,51 @@ mod tests {
             err.contains("c1/control-plane/node-bootstrap.json"),
             "{err}"
         );
+    }
+
+    #[tokio::test]
+    async fn republishing_an_unchanged_list_writes_nothing_and_a_gone_instance_is_dropped() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = StateStore::File(crate::store::FileStore::new(dir.path().to_path_buf()));
+        let paths = ClusterPaths::new("c1");
+        // The file backend writes by renaming a new file into place: a write shows as a new inode (a version,
+        // the content's sha256, would not tell a rewrite of the same list from no write).
+        let file = dir.path().join(paths.node_bootstrap_services());
+        let inode = || {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(&file).expect("the published file").ino()
+        };
+        let (a, b) = (service("i-a", "10.0.0.1"), service("i-b", "10.0.0.2"));
+        let both = ["i-a", "i-b"].map(String::from);
+        let first = publish_service(&store, &paths, &a, Some(&both))
+            .await
+            .expect("published");
+        assert!(first.written);
+        let second = publish_service(&store, &paths, &b, Some(&both))
+            .await
+            .expect("published");
+        assert!(second.written);
+        assert_eq!(ids(&second.services), ["i-a", "i-b"]);
+        let before = inode();
+
+        // The periodic republish of a node whose cluster did not change: no write.
+        let again = publish_service(&store, &paths, &a, Some(&both))
+            .await
+            .expect("published");
+        assert_eq!((again.written, again.services), (false, second.services));
+        assert_eq!(inode(), before, "rewritten");
+
+        // i-b's instance is gone (a control-plane scale-down): i-a's next republish drops its entry.
+        let shrunk = publish_service(&store, &paths, &a, Some(&["i-a".to_string()]))
+            .await
+            .expect("published");
+        assert!(shrunk.written);
+        assert_eq!(ids(&shrunk.services), ["i-a"]);
+        assert_ne!(inode(), before, "not rewritten");
+        let read = read_services(&store, &paths)
+            .await
+            .expect("read")
+            .expect("published");
+        assert_eq!(read, shrunk.services);
     }
 }

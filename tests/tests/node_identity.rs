@@ -345,6 +345,42 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
         "{}",
         aws_sdk_s3::error::DisplayErrorContext(&overwrite)
     );
+    // An entry of a control-plane instance gone without a replacement booting (a control-plane scale-down): the
+    // control-plane node's periodic republish (every 60 s) drops it, so workers stop trying its address.
+    let mut with_stale = services.clone();
+    with_stale.services.push(NodeBootstrapService {
+        instance_id: "i-0123456789abcdef0".to_string(),
+        address: "127.0.0.99:3988".parse().expect("an address"),
+    });
+    cloud
+        .s3()
+        .put_object()
+        .bucket(BUCKET)
+        .key(&published_key)
+        .body(serde_json::to_vec(&with_stale).expect("JSON").into())
+        .server_side_encryption(aws_sdk_s3::types::ServerSideEncryption::Aes256)
+        .send()
+        .await
+        .expect("an administrator writes a stale entry");
+    let deadline = std::time::Instant::now()
+        + nodeup::bootstrap::directory::REPUBLISH_EVERY
+        + std::time::Duration::from_secs(30);
+    let republished = loop {
+        let object = s3
+            .get_object()
+            .bucket(BUCKET)
+            .key(&published_key)
+            .send()
+            .await
+            .expect("the published bootstrap services");
+        let body = object.body.collect().await.expect("a body").into_bytes();
+        let now: NodeBootstrapServices = serde_json::from_slice(&body).expect("JSON");
+        if now != with_stale || std::time::Instant::now() > deadline {
+            break now;
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    };
+    assert_eq!(republished, services, "the stale entry stayed");
     let worker_log = std::fs::read_to_string(&worker_record.log).expect("the worker's log");
     assert!(
         worker_log.contains("kubelet client certificate issued by the bootstrap service"),

@@ -29,7 +29,7 @@ pub const WAIT_FOR_SERVICE: Duration = Duration::from_secs(10 * 60);
 
 /// How long a worker waits for a TCP connection to a control-plane node's service (same VPC: milliseconds when
 /// it is there).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Why a worker has no certificate.
 #[derive(Debug, thiserror::Error)]

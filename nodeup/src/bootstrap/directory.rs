@@ -24,25 +24,53 @@ pub const EC2_FALLBACK_AFTER: Duration = Duration::from_secs(30);
 /// looks again within seconds, and the entries of the other control-plane nodes answer it meanwhile.
 pub const PUBLISH_AFTER: Duration = Duration::from_secs(1);
 
+/// How often a control-plane node publishes again after its first publish. What it catches: the entry of a
+/// control-plane instance gone without a replacement booting (a control-plane scale-down), whose address
+/// answers nothing and costs each worker that tries it first a connect timeout ([`super::client::CONNECT_TIMEOUT`]).
+/// A republish costs an EC2 listing and one read of the object; it writes only when the list changed.
+pub const REPUBLISH_EVERY: Duration = Duration::from_secs(60);
+
+/// Keeps this control-plane node's service published, for as long as the node runs: the first publish
+/// [`PUBLISH_AFTER`] the service listens, then one every [`REPUBLISH_EVERY`].
+pub async fn keep_published(
+    store: StateStore,
+    cluster: String,
+    region: String,
+    own: NodeBootstrapService,
+) {
+    tokio::time::sleep(PUBLISH_AFTER).await;
+    let peers = Ec2Peers::in_region(&cluster, &region).await;
+    let paths = ClusterPaths::new(&cluster);
+    loop {
+        publish(&store, &paths, &peers, &own).await;
+        tokio::time::sleep(REPUBLISH_EVERY).await;
+    }
+}
+
 /// Publishes this control-plane node's service address and drops the entries of control-plane instances EC2
-/// no longer lists as alive. A failure is logged and not fatal: workers then find this node through EC2.
-pub async fn publish(store: &StateStore, cluster: &str, region: &str, own: NodeBootstrapService) {
-    let peers = Ec2Peers::in_region(cluster, region).await;
-    let live: Option<Vec<String>> = match live_control_plane(&peers).await {
+/// no longer lists as alive. A failure is logged and not fatal: workers then find this node through EC2, and
+/// the next republish tries again.
+async fn publish(
+    store: &StateStore,
+    paths: &ClusterPaths,
+    peers: &Ec2Peers,
+    own: &NodeBootstrapService,
+) {
+    let live: Option<Vec<String>> = match live_control_plane(peers).await {
         Ok(instances) => Some(instances.into_iter().map(|i| i.instance_id).collect()),
         Err(e) => {
             tracing::warn!(error = %e, "listing control-plane instances: keeping every published bootstrap service");
             None
         }
     };
-    let paths = ClusterPaths::new(cluster);
-    match publish_service(store, &paths, &own, live.as_deref()).await {
-        Ok(published) => tracing::info!(
+    match publish_service(store, paths, own, live.as_deref()).await {
+        Ok(published) if published.written => tracing::info!(
             key = %paths.node_bootstrap_services(),
             address = %own.address,
-            services = published.services.len(),
+            services = published.services.services.len(),
             "node bootstrap service published"
         ),
+        Ok(_) => tracing::debug!("the published node bootstrap services are current"),
         Err(e) => tracing::warn!(
             error = %e,
             "publishing the node bootstrap service's address; workers will find it through EC2"
