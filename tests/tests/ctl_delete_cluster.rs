@@ -387,6 +387,27 @@ async fn wait_valid(cloud: &LocalCloud, cluster: &str, timeout: Duration) {
 }
 
 /// The ids `ballast etcd list-backups` lists for `cluster`.
+/// The clusters the operator's report cache (`BALLAST_CACHE_DIR`, set by the harness) holds reports of, in any
+/// state store.
+fn cached_clusters(cloud: &LocalCloud) -> Vec<String> {
+    let reports = cloud.dir().join("operator-cache/reports");
+    let mut clusters: Vec<String> = std::fs::read_dir(&reports)
+        .expect("the operator's report cache")
+        .flat_map(|store| {
+            std::fs::read_dir(store.expect("an entry").path()).expect("a store's cache")
+        })
+        .map(|cluster| {
+            cluster
+                .expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    clusters.sort();
+    clusters
+}
+
 fn backup_ids(cloud: &LocalCloud, cluster: &str) -> Vec<String> {
     let out = ballast(cloud)
         .args(["etcd", "list-backups", cluster, "-o", "json"])
@@ -471,6 +492,8 @@ async fn a_private_cluster_is_deleted_beside_another_and_a_killed_delete_complet
     let neighbour_store = store_objects(&cloud, NEIGHBOUR).await;
     let doomed_before = scan(&cloud, DOOMED).await;
     let doomed_store = store_objects(&cloud, DOOMED).await;
+    // `validate` cached both clusters' reports on the operator's machine.
+    assert_eq!(cached_clusters(&cloud), [DOOMED, NEIGHBOUR]);
     for kind in [
         "vpc ",
         "subnet ",
@@ -586,6 +609,8 @@ async fn a_private_cluster_is_deleted_beside_another_and_a_killed_delete_complet
         left.keys()
     );
     assert_eq!(backup_ids(&cloud, DOOMED), backups);
+    // Nor on the operator's machine: its cached reports went with it, the neighbour's stay.
+    assert_eq!(cached_clusters(&cloud), [NEIGHBOUR]);
 
     // The neighbour: its resources and state unchanged, and it still validates.
     assert_eq!(scan(&cloud, NEIGHBOUR).await, neighbour_before);

@@ -8,6 +8,7 @@
 use ballast_state::layout::ClusterPaths;
 use ballast_state::registry::{Registry, RegistryError, SpecChange};
 
+use super::report_cache::ReportCache;
 use super::Context;
 use crate::cli::{DeleteArgs, DeleteClusterArgs, DeleteWhat};
 use crate::cloud::teardown::inventory::render_preview;
@@ -161,7 +162,7 @@ async fn delete_cluster(context: &Context, args: DeleteClusterArgs) -> Result<()
     let removed = if store.remove.is_empty() {
         0
     } else {
-        registry.delete(&name, &context.writer, &store.keep).await?
+        remove_store_objects(&registry, &name, &store, &context.writer).await?
     };
     println!(
         "State store: {removed} objects of cluster {name} removed from {}.",
@@ -232,11 +233,26 @@ async fn unregister(
         eprintln!("Run again with --yes to delete them.");
         return Ok(());
     }
-    let n = registry.delete(name, writer, &store.keep).await?;
+    let n = remove_store_objects(registry, name, store, writer).await?;
     eprintln!(
         "Deleted cluster {name:?}: {n} objects removed from {}.",
         registry.store().url()
     );
     store.print_kept(registry, name, "Kept");
     Ok(())
+}
+
+/// Removes the cluster's objects from the store (all but kept backups), and then this operator's cache of its
+/// reports (`report_cache`): nothing of a deleted cluster stays on the operator's machine either.
+async fn remove_store_objects(
+    registry: &Registry,
+    name: &str,
+    store: &StoreObjects,
+    writer: &ballast_state::registry::Writer,
+) -> Result<usize, CommandError> {
+    let removed = registry.delete(name, writer, &store.keep).await?;
+    if let Some(cache) = ReportCache::from_env(&registry.store().url(), name) {
+        cache.clear();
+    }
+    Ok(removed)
 }

@@ -30,6 +30,17 @@ pub const CACHE_DIR_ENV: &str = "BALLAST_CACHE_DIR";
 /// id, so it is never taken for a report (nor dropped with one).
 const NAMES_FILE: &str = "node_names.json";
 
+/// Whether `name` is one plain path component: not empty, not `.` or `..`, and only ASCII letters, digits, `-`
+/// and `.` (every valid cluster name is).
+fn one_path_component(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+}
+
 /// One cached report.
 #[derive(Serialize, Deserialize)]
 struct Entry {
@@ -46,7 +57,12 @@ pub struct ReportCache {
 impl ReportCache {
     /// The cache of `cluster`'s reports in the store at `store_url`, under the cache dir the environment names;
     /// `None` when it names none (or turns it off).
+    /// A cluster name that is not one plain path component (a DNS name is) gets no cache either: the cache
+    /// never makes, reads or removes a path outside its directory.
     pub fn from_env(store_url: &str, cluster: &str) -> Option<Self> {
+        if !one_path_component(cluster) {
+            return None;
+        }
         let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
         let root = match std::env::var_os(CACHE_DIR_ENV) {
             Some(dir) if dir.is_empty() => return None,
@@ -171,6 +187,25 @@ impl ReportCache {
         }
     }
 
+    /// Drops the whole cluster's cache (its reports and node names): the cluster was deleted. A cache that cannot
+    /// be removed is logged at debug level and left, like every other cache failure.
+    pub fn clear(&self) {
+        if self
+            .dir
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
+        {
+            return;
+        }
+        match std::fs::remove_dir_all(&self.dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::debug!(path = %self.dir.display(), error = %e, "report cache: not removed")
+            }
+        }
+    }
+
     /// Drops every cached report whose instance id is not in `keep`: the store no longer has a report for it.
     pub fn retain(&self, keep: impl Fn(&str) -> bool) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
@@ -223,6 +258,23 @@ mod tests {
         assert!(cache.load("i-0def").is_some());
         cache.forget("i-0def");
         assert!(cache.load("i-0def").is_none());
+        // A deleted cluster's cache goes whole; another cluster's stays.
+        let other = ReportCache::under(root.path(), "s3://a/clusters", "c2");
+        other.save("i-0aaa", &object("{}", "\"etag3\""));
+        cache.save("i-0def", &object("{}", "\"etag2\""));
+        cache.save_names(&[("i-0def".to_string(), "ip-10-0-0-2".to_string())].into());
+        cache.clear();
+        assert!(!cache.dir.exists());
+        assert!(other.load("i-0aaa").is_some());
+        cache.clear();
+    }
+
+    #[test]
+    fn only_a_cluster_name_that_is_one_path_component_gets_a_cache() {
+        for name in ["..", ".", "", "a/b", "../../etc", "c1\0"] {
+            assert!(!super::one_path_component(name), "{name:?}");
+        }
+        assert!(super::one_path_component("c1.example.com"));
     }
 
     #[test]
