@@ -299,7 +299,8 @@ pub(crate) fn write_durably(path: &Path, contents: &[u8]) -> Result<(), ProcessE
             .map_err(io(dir))
     })();
     if result.is_err() {
-        // Best effort: a leftover temporary file is only disk space, and the next write replaces it.
+        // Best effort: a leftover temporary file is only disk space (nothing reads it; its name is this
+        // process's and this write's, so no later write reuses it).
         let _ = std::fs::remove_file(&tmp);
     }
     result

@@ -62,6 +62,19 @@ async fn instances(cloud: &LocalCloud) -> Vec<(String, String, String)> {
 
 /// The instance role's credentials, as the worker's own IMDS hands them out (any process on the worker, a pod
 /// reaching IMDS included, can get these: they must not be enough to be another node).
+/// The bootstrap services' addresses as published at `key`, read with `s3`'s credentials.
+async fn published_services(s3: &aws_sdk_s3::Client, key: &str) -> NodeBootstrapServices {
+    let object = s3
+        .get_object()
+        .bucket(BUCKET)
+        .key(key)
+        .send()
+        .await
+        .expect("reads the published bootstrap services");
+    let body = object.body.collect().await.expect("a body").into_bytes();
+    serde_json::from_slice(&body).expect("JSON")
+}
+
 async fn role_credentials(record: &InstanceRecord) -> Credentials {
     let imds = aws_config::imds::Client::builder()
         .endpoint(&record.imds_endpoint)
@@ -310,15 +323,7 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
     // Where it found the bootstrap service: the control plane published its address, which the worker reads and
     // cannot change; the worker never had to ask EC2.
     let published_key = format!("{prefix}/control-plane/node-bootstrap.json");
-    let published = s3
-        .get_object()
-        .bucket(BUCKET)
-        .key(&published_key)
-        .send()
-        .await
-        .expect("the worker reads the published bootstrap services");
-    let body = published.body.collect().await.expect("a body").into_bytes();
-    let services: NodeBootstrapServices = serde_json::from_slice(&body).expect("JSON");
+    let services = published_services(&s3, &published_key).await;
     assert_eq!(
         services.services,
         [NodeBootstrapService {
@@ -366,15 +371,7 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
         + nodeup::bootstrap::directory::REPUBLISH_EVERY
         + std::time::Duration::from_secs(30);
     let republished = loop {
-        let object = s3
-            .get_object()
-            .bucket(BUCKET)
-            .key(&published_key)
-            .send()
-            .await
-            .expect("the published bootstrap services");
-        let body = object.body.collect().await.expect("a body").into_bytes();
-        let now: NodeBootstrapServices = serde_json::from_slice(&body).expect("JSON");
+        let now = published_services(&s3, &published_key).await;
         if now != with_stale || std::time::Instant::now() > deadline {
             break now;
         }
