@@ -383,7 +383,8 @@ mod tests {
             .await
             .expect("file store");
         let paths = ClusterPaths::new("c1");
-        let cache = ReportCache::under(&dir.path().join("cache"), &url, "c1");
+        let cache = ReportCache::under(&dir.path().join("cache"), &url, "c1")
+            .expect("a valid cluster name");
         for id in ["i-a", "i-b"] {
             store
                 .put(&paths.report(id), b"[]", &Precondition::None)

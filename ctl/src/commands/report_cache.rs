@@ -22,6 +22,7 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use ballast_state::store::{sha256_hex, StoredObject, Version};
+use ballast_state::validate::check_cluster_name;
 use serde::{Deserialize, Serialize};
 
 /// Names the cache directory; empty turns the cache off.
@@ -29,17 +30,6 @@ pub const CACHE_DIR_ENV: &str = "BALLAST_CACHE_DIR";
 /// Beside the reports: each instance's private DNS name as EC2 gave it. Its `_` is no character of an instance
 /// id, so it is never taken for a report (nor dropped with one).
 const NAMES_FILE: &str = "node_names.json";
-
-/// Whether `name` is one plain path component: not empty, not `.` or `..`, and only ASCII letters, digits, `-`
-/// and `.` (every valid cluster name is).
-fn one_path_component(name: &str) -> bool {
-    !name.is_empty()
-        && name != "."
-        && name != ".."
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
-}
 
 /// One cached report.
 #[derive(Serialize, Deserialize)]
@@ -56,13 +46,8 @@ pub struct ReportCache {
 
 impl ReportCache {
     /// The cache of `cluster`'s reports in the store at `store_url`, under the cache dir the environment names;
-    /// `None` when it names none (or turns it off).
-    /// A cluster name that is not one plain path component (a DNS name is) gets no cache either: the cache
-    /// never makes, reads or removes a path outside its directory.
+    /// `None` when it names none (or turns it off), or when `cluster` is no valid cluster name ([`Self::under`]).
     pub fn from_env(store_url: &str, cluster: &str) -> Option<Self> {
-        if !one_path_component(cluster) {
-            return None;
-        }
         let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
         let root = match std::env::var_os(CACHE_DIR_ENV) {
             Some(dir) if dir.is_empty() => return None,
@@ -71,15 +56,18 @@ impl ReportCache {
                 .map(|d| PathBuf::from(d).join("ballast"))
                 .or_else(|| env("HOME").map(|h| PathBuf::from(h).join(".cache/ballast")))?,
         };
-        Some(Self::under(&root, store_url, cluster))
+        Self::under(&root, store_url, cluster)
     }
 
-    /// The cache of `cluster`'s reports in the store at `store_url`, under `root`.
-    pub fn under(root: &Path, store_url: &str, cluster: &str) -> Self {
+    /// The cache of `cluster`'s reports in the store at `store_url`, under `root`. `None` when `cluster` is no
+    /// valid cluster name (a DNS name, `check_cluster_name`): the CLI takes the name as typed, and a name such as
+    /// `..` or `a/b` would put the cache, and what `clear` removes, outside its directory.
+    pub fn under(root: &Path, store_url: &str, cluster: &str) -> Option<Self> {
+        check_cluster_name(cluster).ok()?;
         let store = &sha256_hex(store_url.as_bytes())[..16];
-        ReportCache {
+        Some(ReportCache {
             dir: root.join("reports").join(store).join(cluster),
-        }
+        })
     }
 
     /// An instance id as EC2 spells it (`i-` and hex) is the only file name this cache makes or reads.
@@ -190,13 +178,6 @@ impl ReportCache {
     /// Drops the whole cluster's cache (its reports and node names): the cluster was deleted. A cache that cannot
     /// be removed is logged at debug level and left, like every other cache failure.
     pub fn clear(&self) {
-        if self
-            .dir
-            .components()
-            .any(|c| c == std::path::Component::ParentDir)
-        {
-            return;
-        }
         match std::fs::remove_dir_all(&self.dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -228,6 +209,7 @@ mod tests {
     use super::ReportCache;
     use ballast_state::store::{StoredObject, Version};
     use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
 
     fn object(data: &str, version: &str) -> StoredObject {
         StoredObject {
@@ -239,7 +221,8 @@ mod tests {
     #[test]
     fn kept_reports_come_back_private_and_per_store() {
         let root = tempfile::tempdir().expect("tempdir");
-        let cache = ReportCache::under(root.path(), "s3://a/clusters", "c1");
+        let cache =
+            ReportCache::under(root.path(), "s3://a/clusters", "c1").expect("a valid cluster name");
         assert!(cache.load("i-0abc").is_none());
         cache.save("i-0abc", &object("{\"r\":1}", "\"etag1\""));
         assert_eq!(cache.load("i-0abc"), Some(object("{\"r\":1}", "\"etag1\"")));
@@ -250,6 +233,7 @@ mod tests {
         assert_eq!(mode(file.parent().expect("dir")), 0o700);
         // Another store's cache of the same cluster name is another directory.
         assert!(ReportCache::under(root.path(), "s3://b/clusters", "c1")
+            .expect("a valid cluster name")
             .load("i-0abc")
             .is_none());
         cache.save("i-0def", &object("{}", "\"etag2\""));
@@ -259,28 +243,33 @@ mod tests {
         cache.forget("i-0def");
         assert!(cache.load("i-0def").is_none());
         // A deleted cluster's cache goes whole; another cluster's stays.
-        let other = ReportCache::under(root.path(), "s3://a/clusters", "c2");
+        let other =
+            ReportCache::under(root.path(), "s3://a/clusters", "c2").expect("a valid cluster name");
         other.save("i-0aaa", &object("{}", "\"etag3\""));
         cache.save("i-0def", &object("{}", "\"etag2\""));
         cache.save_names(&[("i-0def".to_string(), "ip-10-0-0-2".to_string())].into());
         cache.clear();
         assert!(!cache.dir.exists());
         assert!(other.load("i-0aaa").is_some());
+        // Clearing what is gone already does not panic (a delete run again).
         cache.clear();
     }
 
     #[test]
-    fn only_a_cluster_name_that_is_one_path_component_gets_a_cache() {
+    fn only_a_valid_cluster_name_gets_a_cache() {
         for name in ["..", ".", "", "a/b", "../../etc", "c1\0"] {
-            assert!(!super::one_path_component(name), "{name:?}");
+            assert!(
+                ReportCache::under(Path::new("/cache"), "s3://a", name).is_none(),
+                "{name:?}"
+            );
         }
-        assert!(super::one_path_component("c1.example.com"));
+        assert!(ReportCache::under(Path::new("/cache"), "s3://a", "c1.example.com").is_some());
     }
 
     #[test]
     fn ids_that_are_not_plain_are_never_paths() {
         let root = tempfile::tempdir().expect("tempdir");
-        let cache = ReportCache::under(root.path(), "s3://a", "c1");
+        let cache = ReportCache::under(root.path(), "s3://a", "c1").expect("a valid cluster name");
         for id in ["../x", "a/b", "", ".hidden"] {
             cache.save(id, &object("{}", "v"));
             assert!(cache.load(id).is_none(), "{id}");
@@ -291,7 +280,7 @@ mod tests {
     #[test]
     fn names_are_kept_beside_the_reports_and_never_taken_for_one() {
         let root = tempfile::tempdir().expect("tempdir");
-        let cache = ReportCache::under(root.path(), "s3://a", "c1");
+        let cache = ReportCache::under(root.path(), "s3://a", "c1").expect("a valid cluster name");
         assert!(cache.load_names().is_empty());
         let names = [("i-1".to_string(), "ip-10-0-0-1.ec2.internal".to_string())].into();
         cache.save_names(&names);
@@ -315,7 +304,7 @@ mod tests {
     #[test]
     fn a_damaged_entry_is_ignored() {
         let root = tempfile::tempdir().expect("tempdir");
-        let cache = ReportCache::under(root.path(), "s3://a", "c1");
+        let cache = ReportCache::under(root.path(), "s3://a", "c1").expect("a valid cluster name");
         cache.save("i-1", &object("{}", "v"));
         std::fs::write(cache.path("i-1").expect("path"), b"not json").expect("damage");
         assert!(cache.load("i-1").is_none());
