@@ -126,7 +126,8 @@ impl CommandError {
                 | RegistryError::Conflict(_) => CONFLICT,
                 RegistryError::ClusterNotFound { .. }
                 | RegistryError::InstanceGroupNotFound { .. } => NOT_FOUND,
-                RegistryError::Store(StoreError::NotConfigured | StoreError::InvalidUrl { .. }) => {
+                RegistryError::InvalidClusterName(_)
+                | RegistryError::Store(StoreError::NotConfigured | StoreError::InvalidUrl { .. }) => {
                     USAGE
                 }
                 _ => FAILURE,

@@ -619,21 +619,81 @@ fn get_clusters_lists_the_readable_ones_and_reports_a_damaged_one() {
 /// Logs written to a file or a pipe are plain text: no terminal colour codes for a program to trip over.
 #[test]
 fn logs_to_a_pipe_carry_no_colour_codes() {
-    use std::os::unix::fs::PermissionsExt;
     let env = Env::with_cluster(NAME, ZONES);
-    // An open store root makes `ballast` warn (and tighten it): a log line to look at.
-    std::fs::set_permissions(env.store_dir(), std::fs::Permissions::from_mode(0o755))
-        .expect("chmod");
+    // At debug level, opening the file store is a log line to look at.
     let out = env
         .ballast()
-        .args(["-v", "get", "clusters"])
+        .args(["-vv", "get", "clusters"])
         .output()
         .expect("ballast runs");
     assert!(out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("tightened to 0700"), "{stderr}");
+    assert!(stderr.contains("file state store opened"), "{stderr}");
     assert!(
         !stderr.contains('\u{1b}'),
         "colour codes in a piped log: {stderr:?}"
     );
+}
+
+/// A name with `/` or `..` would be a key prefix inside another cluster's objects (`NAME/pki` holds NAME's CA
+/// keys): every verb refuses it, naming the name, before it touches the store, and NAME keeps all it had.
+#[test]
+fn a_cluster_name_that_is_not_a_dns_name_reaches_no_other_cluster() {
+    let env = Env::new();
+    env.ballast()
+        .args(["create", "cluster", "--name", NAME, "--zones", ZONES])
+        .assert()
+        .success();
+    let before = env.snapshot();
+    let pki = format!("{NAME}/pki");
+    let etcd = format!("{NAME}/etcd");
+    let attempts: Vec<Vec<&str>> = vec![
+        vec![
+            "delete",
+            "cluster",
+            &pki,
+            "--unregister",
+            "--force",
+            "--yes",
+        ],
+        vec![
+            "delete",
+            "cluster",
+            &etcd,
+            "--unregister",
+            "--force",
+            "--delete-backups",
+            "--yes",
+        ],
+        vec!["delete", "cluster", &pki, "--yes"],
+        vec!["get", "instancegroups", "--name", &pki],
+        vec!["validate", "cluster", &pki],
+        vec!["etcd", "list-backups", &etcd],
+        vec!["export", "kubeconfig", &pki, "--admin"],
+        vec![
+            "create",
+            "cluster",
+            "--name",
+            "../outside",
+            "--zones",
+            ZONES,
+        ],
+        vec![
+            "delete",
+            "cluster",
+            "..",
+            "--unregister",
+            "--force",
+            "--yes",
+        ],
+    ];
+    for args in attempts {
+        let out = env.ballast().args(&args).assert().code(2);
+        let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        assert!(
+            stderr.contains("cluster name") && stderr.contains("not a valid DNS name"),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(env.snapshot(), before, "{args:?} changed the store");
+    }
 }

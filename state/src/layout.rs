@@ -17,11 +17,32 @@ pub struct ClusterPaths {
     name: String,
 }
 
+/// A cluster name that cannot be a store prefix: it is not a DNS name (`reason` says why).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cluster name {name:?}: {reason}")]
+pub struct InvalidClusterName {
+    pub name: String,
+    pub reason: String,
+}
+
 impl ClusterPaths {
+    /// The layout of a cluster whose name is already known to be valid (read from a validated spec, a node
+    /// spec, or the store's own listing). Names from outside go through [`ClusterPaths::checked`].
     pub fn new(cluster: &str) -> Self {
         ClusterPaths {
             name: cluster.to_string(),
         }
+    }
+
+    /// The layout of cluster `cluster`, once its name is known to be a DNS name. Every key of a cluster starts
+    /// with `<name>/`, so a name holding `/` (`prod.example.com/pki`) would reach into another cluster's objects,
+    /// and `..` or an empty name out of the store's prefix: such names are refused here, before any key exists.
+    pub fn checked(cluster: &str) -> Result<Self, InvalidClusterName> {
+        crate::validate::check_cluster_name(cluster).map_err(|reason| InvalidClusterName {
+            name: cluster.to_string(),
+            reason,
+        })?;
+        Ok(ClusterPaths::new(cluster))
     }
 
     /// The cluster's name.
@@ -176,3 +197,70 @@ pub const ENCRYPTION_KEYS_SECRET: &str = "encryption-keys.yaml";
 
 /// Suffix of a cluster's spec object, used to list clusters.
 pub const CLUSTER_SPEC_SUFFIX: &str = "/cluster.yaml";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Every key of `paths` that the CLI can reach with a name or id from outside, for the property below.
+    fn keys(paths: &ClusterPaths) -> Vec<String> {
+        vec![
+            paths.cluster_spec(),
+            paths.instance_group("nodes"),
+            paths.completed(),
+            paths.lock(),
+            paths.pki_key(pki_names::KUBERNETES_CA),
+            paths.keyset(pki_names::SERVICE_ACCOUNT),
+            paths.secret("encryption-keys"),
+            paths.node_spec("nodes"),
+            paths.report("i-0123"),
+            paths.etcd_cluster(),
+            paths.etcd_backup("2026-12-02T06-00-00Z"),
+            paths.node_bootstrap_services(),
+        ]
+    }
+
+    #[test]
+    fn names_that_reach_into_another_prefix_or_out_of_the_store_are_refused() {
+        for bad in [
+            "demo.example.com/pki",
+            "demo.example.com/etcd",
+            "..",
+            ".",
+            "",
+            "/demo.example.com",
+            "demo.example.com/",
+            "demo..example.com",
+            "Demo.example.com",
+        ] {
+            let err = ClusterPaths::checked(bad).expect_err(bad);
+            assert_eq!(err.name, bad);
+            assert!(err.to_string().contains("cluster name"), "{err}");
+        }
+        assert!(ClusterPaths::checked("demo.example.com").is_ok());
+    }
+
+    proptest! {
+        /// No accepted name reaches another accepted cluster's objects: its keys start with its own prefix, and
+        /// two different names' prefixes never nest. Names are drawn from DNS characters and the characters that
+        /// make paths ('/', '.'), so most are refused and the accepted ones include near-misses of each other.
+        #[test]
+        fn no_name_reaches_another_clusters_prefix(
+            a in "[a-z0-9./-]{0,24}",
+            b in "[a-z0-9./-]{0,24}",
+        ) {
+            let (Ok(pa), Ok(pb)) = (ClusterPaths::checked(&a), ClusterPaths::checked(&b)) else {
+                prop_assert!(ClusterPaths::checked(&a).is_err() || ClusterPaths::checked(&b).is_err());
+                return Ok(());
+            };
+            prop_assert!(!a.contains('/') && !a.split('.').any(str::is_empty));
+            for key in keys(&pa) {
+                prop_assert!(key.starts_with(&pa.prefix()), "{key}");
+                if a != b {
+                    prop_assert!(!key.starts_with(&pb.prefix()), "{key} is under {}", pb.prefix());
+                }
+            }
+        }
+    }
+}

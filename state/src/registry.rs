@@ -15,7 +15,7 @@ use time::OffsetDateTime;
 use crate::defaults::complete;
 use crate::document::{parse_objects, to_yaml_documents, SpecObject};
 use crate::error::{FieldError, SpecErrors};
-use crate::layout::{ClusterPaths, CLUSTER_SPEC_SUFFIX};
+use crate::layout::{ClusterPaths, InvalidClusterName, CLUSTER_SPEC_SUFFIX};
 use crate::pki::{ClusterSecrets, PkiError};
 use crate::spec::{Cluster, ClusterConfig, InstanceGroup};
 use crate::store::{Precondition, StateStore, StoreError, Version};
@@ -37,6 +37,9 @@ pub enum RegistryError {
     /// `create` of a cluster that exists.
     #[error("cluster {cluster:?} already exists in {store}: use `ballast replace -f` or `ballast edit cluster` to change it")]
     ClusterExists { cluster: String, store: String },
+    /// A cluster name that is not a DNS name: refused before it becomes a key prefix.
+    #[error("{0}")]
+    InvalidClusterName(#[from] InvalidClusterName),
     #[error("instance group {group:?} not found in cluster {cluster:?}: `ballast get instancegroups` lists them")]
     InstanceGroupNotFound { cluster: String, group: String },
     #[error("instance group {group:?} already exists in cluster {cluster:?}: use `ballast replace -f` to change it")]
@@ -215,7 +218,7 @@ impl Registry {
 
     /// The cluster as written, with object versions.
     pub async fn load(&self, name: &str) -> Result<StoredCluster, RegistryError> {
-        let paths = ClusterPaths::new(name);
+        let paths = ClusterPaths::checked(name)?;
         let Some(object) = self.store.get(&paths.cluster_spec()).await? else {
             return Err(RegistryError::ClusterNotFound {
                 cluster: name.to_string(),
@@ -273,7 +276,7 @@ impl Registry {
 
     /// The completed spec as last written.
     pub async fn load_completed(&self, name: &str) -> Result<ClusterConfig, RegistryError> {
-        let paths = ClusterPaths::new(name);
+        let paths = ClusterPaths::checked(name)?;
         let Some(object) = self.store.get(&paths.completed()).await? else {
             return Err(RegistryError::ClusterNotFound {
                 cluster: name.to_string(),
@@ -307,7 +310,7 @@ impl Registry {
     ) -> Result<ClusterConfig, RegistryError> {
         let completed = check(config)?;
         let name = config.name().to_string();
-        let paths = ClusterPaths::new(&name);
+        let paths = ClusterPaths::checked(&name)?;
         let lock = self.lock(&name, writer).await?;
         let result = async {
             if self.store.get(&paths.cluster_spec()).await?.is_some() {
@@ -430,7 +433,7 @@ impl Registry {
         writer: &Writer,
         keep: &[String],
     ) -> Result<usize, RegistryError> {
-        let paths = ClusterPaths::new(name);
+        let paths = ClusterPaths::checked(name)?;
         let existing = self.store.list(&paths.prefix()).await?;
         if existing.is_empty() {
             return Err(RegistryError::ClusterNotFound {
@@ -456,7 +459,10 @@ impl Registry {
 
     /// Every key of the cluster, for previews of a delete.
     pub async fn objects(&self, name: &str) -> Result<Vec<String>, RegistryError> {
-        Ok(self.store.list(&ClusterPaths::new(name).prefix()).await?)
+        Ok(self
+            .store
+            .list(&ClusterPaths::checked(name)?.prefix())
+            .await?)
     }
 
     /// Deletes the cluster's objects but the `keep` keys and those under the `keep_prefixes`.
@@ -533,7 +539,7 @@ impl Registry {
     }
 
     async fn try_lock(&self, cluster: &str, writer: &Writer) -> Result<Lock, RegistryError> {
-        let key = ClusterPaths::new(cluster).lock();
+        let key = ClusterPaths::checked(cluster)?.lock();
         let now = OffsetDateTime::now_utc().unix_timestamp();
         let record = LockRecord {
             writer: writer.clone(),

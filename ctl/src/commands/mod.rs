@@ -124,7 +124,11 @@ impl Context {
             (Some(a), Some(b)) if a != b => Err(CommandError::Usage(format!(
                 "the cluster is named twice, differently: {a:?} and --name {b:?}"
             ))),
-            (Some(n), _) | (None, Some(n)) => Ok(n.to_string()),
+            // One check for every verb, before the name becomes a store prefix or an AWS name.
+            (Some(n), _) | (None, Some(n)) => Ok(ClusterPaths::checked(n)
+                .map_err(RegistryError::from)?
+                .cluster()
+                .to_string()),
             (None, None) => Err(CommandError::Usage(
                 "which cluster? pass --name NAME or set BALLAST_CLUSTER_NAME".to_string(),
             )),
