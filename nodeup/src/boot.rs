@@ -455,8 +455,14 @@ async fn start_bootstrap_service(
         tls_key_pem: read(pki::key(pki::NODE_BOOTSTRAP))?,
         ca_cert_pem: secrets.kubernetes_ca_cert.clone(),
         ca_key_pem: cp.kubernetes_ca_key.clone(),
+        // The caps fitted to the descriptor limit nodeup runs with (raised at start, crate::fds), so the etcd
+        // supervisor always keeps descriptors.
+        limits: crate::fds::soft_nofile_limit()
+            .map(bootstrap::server::Limits::within_fd_limit)
+            .unwrap_or_default(),
     };
-    Ok((bootstrap::server::start(config).await?, bind))
+    let running = bootstrap::server::start(config).await?;
+    Ok((running.task, running.addr))
 }
 
 /// A task aborted when dropped: the volume attach, when a configuration step fails before it is awaited.

@@ -31,6 +31,7 @@ pub mod certs;
 pub mod cli;
 pub mod credentials;
 pub mod error;
+pub mod fds;
 pub mod fetch;
 pub mod identity;
 pub mod image;
@@ -64,6 +65,8 @@ pub fn main() -> i32 {
     let started_at = report::now_rfc3339();
     let cli = Cli::parse();
     let tail = logtail::init_logging();
+    // Before anything opens a descriptor: the soft limit up to the hard one (crate::fds).
+    fds::raise_nofile_limit();
     // Two workers: a control-plane node attaches etcd's volume in a task of its own while the main one issues
     // certificates and writes files (CPU and local disk, no await points), and the etcd supervisor, the services'
     // supervisor and the bootstrap service run beside each other once configured.

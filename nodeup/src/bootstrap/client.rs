@@ -210,17 +210,25 @@ async fn post(
         .await
         .map_err(|e| Answer::Retry(format!("reading the answer: {e}")))?
         .to_bytes();
+    answer_of(status, &bytes)
+}
+
+/// What an answer means: the certificate (200), a final refusal (403, 400: the service decided), or anything else
+/// (503 when the service cannot decide now: AWS failed or throttled, its replay guard is full; 5xx, 429, ...) a
+/// reason to try again, which [`obtain`] does with a fresh signature after a backoff (250 ms doubling to 5 s,
+/// within [`WAIT_FOR_SERVICE`]).
+fn answer_of(status: StatusCode, bytes: &[u8]) -> Result<String, Answer> {
     match status {
-        StatusCode::OK => serde_json::from_slice::<CertificateResponse>(&bytes)
+        StatusCode::OK => serde_json::from_slice::<CertificateResponse>(bytes)
             .map(|r| r.certificate)
             .map_err(|e| Answer::Retry(format!("an answer that is not a certificate: {e}"))),
         StatusCode::FORBIDDEN | StatusCode::BAD_REQUEST => Err(Answer::Refused(
-            serde_json::from_slice::<Refusal>(&bytes)
+            serde_json::from_slice::<Refusal>(bytes)
                 .map(|r| r.error)
                 .unwrap_or_else(|_| format!("HTTP {status}")),
         )),
         _ => Err(Answer::Retry(
-            serde_json::from_slice::<Refusal>(&bytes)
+            serde_json::from_slice::<Refusal>(bytes)
                 .map(|r| format!("HTTP {status}: {}", r.error))
                 .unwrap_or_else(|_| format!("HTTP {status}")),
         )),
@@ -245,6 +253,31 @@ mod tests {
         // A backlog of 0 queues one connection; this one fills it.
         let filler = std::net::TcpStream::connect(address).expect("the queued connection");
         (listener, filler)
+    }
+
+    /// A 503 (the service's replay guard full, STS throttling) is tried again; a 403 is final.
+    #[test]
+    fn busy_answers_are_retried_and_refusals_are_final() {
+        let body = |error: &str| {
+            serde_json::to_vec(&Refusal {
+                error: error.into(),
+            })
+            .expect("JSON")
+        };
+        assert_eq!(
+            answer_of(StatusCode::SERVICE_UNAVAILABLE, &body("try again")),
+            Err(Answer::Retry(
+                "HTTP 503 Service Unavailable: try again".into()
+            ))
+        );
+        assert!(matches!(
+            answer_of(StatusCode::TOO_MANY_REQUESTS, b""),
+            Err(Answer::Retry(_))
+        ));
+        assert_eq!(
+            answer_of(StatusCode::FORBIDDEN, &body("refused")),
+            Err(Answer::Refused("refused".into()))
+        );
     }
 
     #[tokio::test]

@@ -120,6 +120,35 @@ pub fn parse_caller_identity(xml: &str) -> Result<CallerIdentity, BadStsAnswer> 
     })
 }
 
+/// STS error codes that say "not now" rather than "no": throttling and STS's own failures. AWS's throttling
+/// codes vary by service and SDK generation, so every one the SDKs retry is here.
+const STS_RETRYABLE_CODES: [&str; 9] = [
+    "Throttling",
+    "ThrottlingException",
+    "ThrottledException",
+    "RequestThrottled",
+    "RequestLimitExceeded",
+    "TooManyRequestsException",
+    "ServiceUnavailable",
+    "InternalFailure",
+    "RequestTimeout",
+];
+
+/// Whether STS's non-success answer (`status`, and the `<Code>` of its error body) is worth asking again later
+/// (the service answers 503 and the worker retries) rather than a verdict on the proof (403, final): any 5xx,
+/// 429, and throttling answered with a 400 as STS does (`Throttling`).
+pub fn sts_error_is_retryable(status: u16, code: &str) -> bool {
+    status >= 500 || status == 429 || STS_RETRYABLE_CODES.contains(&code)
+}
+
+/// The `<Code>` of an AWS XML error body, or "".
+pub fn error_code(xml: &str) -> &str {
+    xml.split_once("<Code>")
+        .and_then(|(_, rest)| rest.split_once("</Code>"))
+        .map(|(code, _)| code.trim())
+        .unwrap_or_default()
+}
+
 /// `arn:<partition>:sts::<account>:assumed-role/<role>/<session>`: who signed, as an EC2 instance role's
 /// credentials name it (the session is the instance id).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,6 +207,30 @@ impl AssumedRole {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 28, medium 5: STS throttling was answered as a final refusal, so a worker booting during a burst
+    /// failed for good.
+    #[test]
+    fn throttling_and_sts_failures_are_retryable_and_a_bad_signature_is_not() {
+        let throttled = "<ErrorResponse><Error><Type>Sender</Type><Code>Throttling</Code>\
+                         <Message>Rate exceeded</Message></Error></ErrorResponse>";
+        assert_eq!(error_code(throttled), "Throttling");
+        assert!(sts_error_is_retryable(400, error_code(throttled)));
+        assert!(sts_error_is_retryable(429, ""));
+        assert!(sts_error_is_retryable(500, "InternalFailure"));
+        assert!(sts_error_is_retryable(503, ""));
+        for final_code in [
+            "SignatureDoesNotMatch",
+            "InvalidClientTokenId",
+            "ExpiredToken",
+            "AccessDenied",
+            "",
+        ] {
+            assert!(!sts_error_is_retryable(403, final_code), "{final_code}");
+            assert!(!sts_error_is_retryable(400, final_code), "{final_code}");
+        }
+        assert_eq!(error_code("not xml"), "");
+    }
 
     #[test]
     fn the_endpoint_is_the_override_or_the_regional_one() {

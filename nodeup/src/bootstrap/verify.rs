@@ -1,8 +1,10 @@
 //! The bootstrap service's decisions, pure: is a worker's signed STS request acceptable to replay (shape,
 //! digest, age, first use), and, once STS and EC2 have answered, may this caller have a certificate for this
-//! node name. Every "no" is a [`Refused`] whose message is logged and returned, and names no secret.
+//! node name. Every "no" is a [`Refused`] whose message is logged on the control-plane node (never sent to the
+//! caller: the service answers every refusal alike, see [`super::server`]), and names no secret.
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
 use std::time::{Duration, SystemTime};
 
 use super::sts::AssumedRole;
@@ -11,8 +13,14 @@ use super::wire::REQUEST_DIGEST_HEADER;
 /// How far a signed request's `x-amz-date` may be from the service's clock, either way. STS itself accepts 15
 /// minutes; a worker signs right before sending, so a short window keeps a captured request useful for little.
 pub const SIGNATURE_WINDOW: Duration = Duration::from_secs(5 * 60);
-/// Signatures remembered at once (each for [`SIGNATURE_WINDOW`] past its date): far more than any boot storm.
+/// Used signatures remembered at once (each for [`SIGNATURE_WINDOW`] past its date): far more than any boot
+/// storm. Only proofs STS accepted are remembered, so filling it takes that many genuine proofs (real instance-role
+/// credentials, each one an STS call), never forged ones; when it is full the answer is a retryable 503.
 pub const REPLAY_CAPACITY: usize = 100_000;
+/// Proofs being checked by STS at once from one address. Threat: one caller keeping the service's STS calls (and
+/// the pending set) busy. A connection carries one request, so the service's per-address connection cap bounds
+/// this too; this bound keeps the guard's memory bounded on its own.
+pub const MAX_PENDING_PER_PEER: usize = 32;
 
 /// The only headers a proof may carry; the service sends exactly these (and `host`, from its own endpoint).
 const ALLOWED_HEADERS: [&str; 5] = [
@@ -46,12 +54,9 @@ pub enum Refused {
     /// The signature's date is outside the window.
     #[error("the signed request is dated {signed_at}, more than {window_secs}s from the service's clock")]
     Stale { signed_at: String, window_secs: u64 },
-    /// The signature was seen before.
+    /// The signature was seen before, or is being checked right now for another request.
     #[error("the signed request was already used (replay)")]
     Replayed,
-    /// Too many signatures in the window to remember one more.
-    #[error("too many requests in the last {0}s: try again later")]
-    Busy(u64),
     /// STS did not accept the signature, or named no assumed role.
     #[error("STS did not confirm the caller: {0}")]
     NotConfirmed(String),
@@ -173,29 +178,96 @@ fn parse_amz_date(text: &str) -> Option<SystemTime> {
     Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))
 }
 
-/// Remembers the signatures used in the window, so each proof works once.
+/// Why the guard cannot take a proof now: not the caller's fault, answered 503 (the worker tries again with a
+/// fresh signature).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GuardBusy {
+    /// [`REPLAY_CAPACITY`] genuine proofs in the window: no room to remember one more.
+    #[error("{REPLAY_CAPACITY} proofs were used in the last {window_secs}s: no room to remember another; try again later")]
+    Full { window_secs: u64 },
+    /// [`MAX_PENDING_PER_PEER`] proofs from this address are being checked already.
+    #[error("{MAX_PENDING_PER_PEER} proofs from this address are being checked already; try again later")]
+    PeerBusy,
+}
+
+/// Why a proof may not go on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotAdmitted {
+    /// Used before, or being checked now: final.
+    Replayed,
+    /// Try again later.
+    Busy(GuardBusy),
+}
+
+/// Remembers the signatures used in the window, so each proof works once, and those being checked now, so two
+/// concurrent copies of one proof cannot both pass.
+///
+/// A proof is only *pending* while STS checks it ([`ReplayGuard::begin`]); it is remembered as *used* only once
+/// STS accepted it ([`ReplayGuard::record`]), and forgotten at once when STS did not ([`ReplayGuard::release`]).
+/// So forged proofs (a current date and any 64 hex digits: no credentials needed) never fill the guard: issue 28
+/// found 100,000 of them locking every worker out for 15 minutes when they were remembered before STS was asked.
 #[derive(Debug, Default)]
 pub struct ReplayGuard {
-    /// Signature -> when it may be forgotten (its date plus the window: it is refused as stale after that).
-    seen: HashMap<String, SystemTime>,
+    /// Signature -> when it may be forgotten (its date plus twice the window: refused as stale long before).
+    used: HashMap<String, SystemTime>,
+    /// Signature -> the address checking it now.
+    pending: HashMap<String, IpAddr>,
+    /// Address -> how many of `pending` are its.
+    pending_per_peer: HashMap<IpAddr, usize>,
 }
 
 impl ReplayGuard {
-    /// Admits a signature the first time, refuses it after. Called before STS is asked, so two concurrent
-    /// copies of one proof cannot both pass.
-    pub fn admit(&mut self, request: &SignedRequest, now: SystemTime) -> Result<(), Refused> {
-        if self.seen.contains_key(&request.signature) {
-            return Err(Refused::Replayed);
+    /// Before STS is asked: refuses a signature used before or being checked now, else holds it as pending for
+    /// `peer`. Every `begin` that succeeded must end in [`Self::record`] or [`Self::release`].
+    pub fn begin(&mut self, request: &SignedRequest, peer: IpAddr) -> Result<(), NotAdmitted> {
+        if self.used.contains_key(&request.signature)
+            || self.pending.contains_key(&request.signature)
+        {
+            return Err(NotAdmitted::Replayed);
         }
-        if self.seen.len() >= REPLAY_CAPACITY {
-            self.seen.retain(|_, forget_at| *forget_at > now);
-            if self.seen.len() >= REPLAY_CAPACITY {
-                return Err(Refused::Busy(SIGNATURE_WINDOW.as_secs()));
+        let count = self.pending_per_peer.entry(peer).or_default();
+        if *count >= MAX_PENDING_PER_PEER {
+            return Err(NotAdmitted::Busy(GuardBusy::PeerBusy));
+        }
+        *count += 1;
+        self.pending.insert(request.signature.clone(), peer);
+        Ok(())
+    }
+
+    /// STS accepted the proof: it is used now, refused ever after (within the window). When [`REPLAY_CAPACITY`]
+    /// proofs are remembered already (after forgetting the expired), it cannot be remembered, so it is not
+    /// accepted either: [`GuardBusy::Full`], and the worker tries again with a new signature.
+    pub fn record(&mut self, request: &SignedRequest, now: SystemTime) -> Result<(), GuardBusy> {
+        self.release(&request.signature);
+        if self.used.len() >= REPLAY_CAPACITY {
+            self.used.retain(|_, forget_at| *forget_at > now);
+            if self.used.len() >= REPLAY_CAPACITY {
+                return Err(GuardBusy::Full {
+                    window_secs: SIGNATURE_WINDOW.as_secs(),
+                });
             }
         }
         let forget_at = request.signed_at + SIGNATURE_WINDOW + SIGNATURE_WINDOW;
-        self.seen.insert(request.signature.clone(), forget_at);
+        self.used.insert(request.signature.clone(), forget_at);
         Ok(())
+    }
+
+    /// STS did not accept the proof, or could not be asked: it was not used, so it is forgotten.
+    pub fn release(&mut self, signature: &str) {
+        let Some(peer) = self.pending.remove(signature) else {
+            return;
+        };
+        if let Some(count) = self.pending_per_peer.get_mut(&peer) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                self.pending_per_peer.remove(&peer);
+            }
+        }
+    }
+
+    /// How many proofs are remembered as used, and how many are being checked.
+    pub fn sizes(&self) -> (usize, usize) {
+        (self.used.len(), self.pending.len())
     }
 }
 

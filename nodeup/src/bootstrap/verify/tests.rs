@@ -130,18 +130,94 @@ fn malformed_signatures_are_refused_before_sts_is_asked() {
     }
 }
 
+/// A proof with a current date and a made-up signature: what anyone can send, no credentials needed.
+fn forged(n: u64, when: SystemTime) -> SignedRequest {
+    SignedRequest {
+        signature: format!("{n:064x}"),
+        signed_at: when,
+    }
+}
+
+const PEER: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 1, 10));
+
 #[test]
-fn each_signature_is_admitted_once() {
+fn each_signature_is_used_once_and_a_concurrent_copy_is_refused() {
     let now = at(1_700_000_000);
     let request = check_signed_request(&signed("d", now), "d", REGION, now).expect("ok");
     let mut guard = ReplayGuard::default();
-    assert_eq!(guard.admit(&request, now), Ok(()));
-    assert_eq!(
-        guard.admit(&request, now + Duration::from_secs(1)),
-        Err(Refused::Replayed)
-    );
+    assert_eq!(guard.begin(&request, PEER), Ok(()));
+    // A copy sent while STS checks the first: refused, from any address.
+    let elsewhere = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 1, 11));
+    assert_eq!(guard.begin(&request, elsewhere), Err(NotAdmitted::Replayed));
+    assert_eq!(guard.record(&request, now), Ok(()));
+    assert_eq!(guard.begin(&request, PEER), Err(NotAdmitted::Replayed));
     let other = check_signed_request(&signed("e", now), "e", REGION, now).expect("ok");
-    assert_eq!(guard.admit(&other, now), Ok(()));
+    assert_eq!(guard.begin(&other, PEER), Ok(()));
+    assert_eq!(guard.sizes(), (1, 1));
+}
+
+/// Issue 28, medium 5: 100,000 forged proofs with a current date filled the guard (it remembered each before STS
+/// was asked), and every real worker was refused for 15 minutes. Now a proof STS refused is forgotten.
+#[test]
+fn forged_proofs_that_sts_refused_never_fill_the_guard() {
+    let now = at(1_700_000_000);
+    let mut guard = ReplayGuard::default();
+    for n in 0..=(REPLAY_CAPACITY as u64) {
+        let proof = forged(n, now);
+        assert_eq!(guard.begin(&proof, PEER), Ok(()), "forged proof {n}");
+        // STS answered SignatureDoesNotMatch.
+        guard.release(&proof.signature);
+    }
+    assert_eq!(guard.sizes(), (0, 0));
+    let genuine = check_signed_request(&signed("d", now), "d", REGION, now).expect("ok");
+    assert_eq!(guard.begin(&genuine, PEER), Ok(()));
+    assert_eq!(guard.record(&genuine, now), Ok(()));
+    assert_eq!(guard.sizes(), (1, 0));
+}
+
+#[test]
+fn a_full_guard_is_busy_not_a_refusal_and_empties_as_proofs_age() {
+    let now = at(1_700_000_000);
+    let mut guard = ReplayGuard::default();
+    for n in 0..REPLAY_CAPACITY as u64 {
+        let proof = forged(n, now);
+        guard.begin(&proof, PEER).expect("room");
+        guard.record(&proof, now).expect("room");
+    }
+    let one_more = forged(u64::MAX, now);
+    assert_eq!(guard.begin(&one_more, PEER), Ok(()));
+    assert_eq!(
+        guard.record(&one_more, now),
+        Err(GuardBusy::Full {
+            window_secs: SIGNATURE_WINDOW.as_secs()
+        })
+    );
+    // Not remembered, not pending: the worker's next proof (a new signature) is the one that counts.
+    assert_eq!(guard.sizes(), (REPLAY_CAPACITY, 0));
+    // Once the remembered proofs are past twice the window, they are forgotten and there is room again.
+    let later = now + SIGNATURE_WINDOW + SIGNATURE_WINDOW + Duration::from_secs(1);
+    let fresh = forged(u64::MAX - 1, later);
+    assert_eq!(guard.begin(&fresh, PEER), Ok(()));
+    assert_eq!(guard.record(&fresh, later), Ok(()));
+    assert_eq!(guard.sizes(), (1, 0));
+}
+
+#[test]
+fn one_address_may_have_only_so_many_proofs_checked_at_once() {
+    let now = at(1_700_000_000);
+    let mut guard = ReplayGuard::default();
+    for n in 0..MAX_PENDING_PER_PEER as u64 {
+        assert_eq!(guard.begin(&forged(n, now), PEER), Ok(()));
+    }
+    let next = forged(1_000, now);
+    assert_eq!(
+        guard.begin(&next, PEER),
+        Err(NotAdmitted::Busy(GuardBusy::PeerBusy))
+    );
+    let elsewhere = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 1, 11));
+    assert_eq!(guard.begin(&forged(2_000, now), elsewhere), Ok(()));
+    guard.release(&forged(0, now).signature);
+    assert_eq!(guard.begin(&next, PEER), Ok(()));
 }
 
 fn caller(role: &str, session: &str) -> AssumedRole {
