@@ -3,21 +3,28 @@
 //! credentials, and the control plane's bootstrap service issues a kubelet client certificate for exactly its
 //! own node name. With a worker's real role credentials (from its IMDS), this test then plays the attacker: it
 //! asks for the control plane's name, replays a proof, tampers with one, sends a stale one and one signed by
-//! an IAM user, and reads secrets from the store: every attempt is refused. One cluster. Needs the emulator's
-//! venv; fails (never skips) without it.
+//! an IAM user, and reads secrets from the store: every attempt is refused, and every refusal reads the same to
+//! the caller (a request id, never a reason), the reason being in the control plane's log under that id. Then it
+//! floods the control plane's bootstrap service with idle connections (issue 28, high 4): the etcd supervisor in
+//! the same nodeup still reads and writes the state store, nodeup holds no more descriptors than the service's
+//! caps allow, and a new worker still joins. One cluster. Needs the emulator's venv; fails (never skips) without
+//! it.
 
-use std::net::SocketAddr;
-use std::time::{Duration, SystemTime};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
 
 use aws_credential_types::provider::ProvideCredentials;
 use aws_credential_types::Credentials;
 use ballast_e2e::localcloud::LocalCloud;
+use ballast_state::etcd::health::HealthReport;
 use ballast_state::layout::ClusterPaths;
 use ballast_state::node_bootstrap::{NodeBootstrapService, NodeBootstrapServices};
 use ballast_state::report::Phase;
 use localcloud::state::InstanceRecord;
 use nodeup::bootstrap::client::{post_once, Answer};
 use nodeup::bootstrap::issue::new_csr;
+use nodeup::bootstrap::server::{caller_answer, REFUSED_ANSWER};
 use nodeup::bootstrap::sts::{sign_get_caller_identity, sts_endpoint};
 use nodeup::bootstrap::wire::{request_digest, CertificateRequest, REQUEST_DIGEST_HEADER};
 use nodeup::certs::cert_facts;
@@ -92,6 +99,32 @@ struct Attacker<'a> {
     cloud: &'a LocalCloud,
     ca_pem: String,
     server: SocketAddr,
+    /// The control-plane node's nodeup log: where the service says why it refused.
+    log: PathBuf,
+}
+
+/// The request id in a refusal the service sent (`... (request id ID; ...)`).
+fn request_id(answer: &str) -> Option<String> {
+    let rest = answer.split_once("request id ")?.1;
+    Some(rest.split(';').next()?.trim().to_string())
+}
+
+/// The line of `log` that names `request_id`, waiting for nodeup to write it.
+async fn log_line(log: &Path, request_id: &str) -> String {
+    let needle = format!("request_id={request_id} ");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(line) = text.lines().find(|l| l.contains(&needle)) {
+            return line.to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no line of {} names request {request_id}",
+            log.display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 impl Attacker<'_> {
@@ -125,22 +158,37 @@ impl Attacker<'_> {
         post_once(&self.ca_pem, self.server, request).await
     }
 
-    async fn refused(&self, what: &str, request: &CertificateRequest, expect: &str) {
-        match self.send(request).await {
-            Err(Answer::Refused(reason)) => {
-                assert!(
-                    reason.contains(expect),
-                    "{what}: refused, but for {reason:?} (expected {expect:?})"
-                )
-            }
-            other => panic!("{what}: expected a refusal containing {expect:?}, got {other:?}"),
-        }
+    /// Sends `request`, expects it refused with the one answer every refusal gets (issue 28, medium 9), and the
+    /// reason `expect` in the control plane's log on the line with the answer's request id. Returns the answer.
+    async fn refused(&self, what: &str, request: &CertificateRequest, expect: &str) -> String {
+        let answer = match self.send(request).await {
+            Err(Answer::Refused(answer)) => answer,
+            other => panic!("{what}: expected a refusal ({expect:?} in the log), got {other:?}"),
+        };
+        let id = request_id(&answer)
+            .unwrap_or_else(|| panic!("{what}: the refusal names no request id: {answer:?}"));
+        assert_eq!(
+            answer.replace(&id, "ID"),
+            caller_answer(REFUSED_ANSWER, "ID"),
+            "{what}: the caller was told more than the uniform refusal"
+        );
+        let line = log_line(&self.log, &id).await;
+        assert!(
+            line.contains("node certificate refused") && line.contains(expect),
+            "{what}: the log's line for request {id} does not say {expect:?}: {line}"
+        );
+        answer
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
+    // The instances' nodeup starts with the descriptor limit systemd gives a service (soft 1024), as on AWS:
+    // the local cloud's runner, and each nodeup it starts, inherit this process's limit.
+    let hard = set_soft_nofile(SYSTEMD_SOFT_NOFILE);
     let cloud = LocalCloud::start();
+    // The flood below needs more than that here.
+    set_soft_nofile(hard);
     cloud.prepare_for_ballast(BUCKET).await;
     let state = format!("s3://{BUCKET}/clusters");
     let (ok, out) = cloud.ballast(
@@ -235,6 +283,7 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
             cp_record.private_ip.parse().expect("an IP"),
             nodeup::bootstrap::PORT,
         ),
+        log: cp_record.log.clone(),
     };
     let now = SystemTime::now();
 
@@ -252,9 +301,13 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
 
     // Another node's name (the control plane's), properly signed by the worker: refused.
     let other = attacker.request(&creds, &control_plane.1, now);
-    attacker
+    let wrong_name = attacker
         .refused("the control plane's name", &other, "private DNS name")
         .await;
+    // The caller learns nothing of the instance: not its id, nor its name, nor that it exists.
+    for secret in [&worker.0, &worker.1, &control_plane.0] {
+        assert!(!wrong_name.contains(secret.as_str()), "{wrong_name}");
+    }
 
     // A proof made for one CSR, sent with another (digest header rewritten to match): STS rejects the signature.
     let mut tampered = attacker.request(&creds, &worker.1, now);
@@ -410,6 +463,17 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
 
     forged_reports_are_not_trusted(&cloud, &s3, &control_plane, &worker, root).await;
 
+    // An STS session naming another instance (any role can be assumed with any session name): the caller is told
+    // the same as for every refusal, whether that instance exists or not.
+    let nonexistent = attacker.request(&admin, &worker.1, now);
+    attacker
+        .refused(
+            "an IAM user's proof, again",
+            &nonexistent,
+            "STS did not confirm",
+        )
+        .await;
+
     // The service logged each refusal with its reason, and never a signature.
     let log = std::fs::read_to_string(&cp_record.log).expect("the control plane's log");
     assert!(log.contains("node certificate refused"), "{log}");
@@ -423,6 +487,307 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
             "a session token was logged"
         );
     }
+
+    a_flood_starves_neither_etcd_nor_workers(&cloud, &control_plane, &worker, attacker.server)
+        .await;
+}
+
+/// systemd's default soft RLIMIT_NOFILE for a service (`DefaultLimitNOFILE=1024:524288`).
+const SYSTEMD_SOFT_NOFILE: u64 = 1024;
+/// The idle connections issue 28 found enough to starve nodeup (its soft limit being 1024).
+const FLOOD: usize = 1_100;
+/// The flood's single source, and the first of the spread one's (127.0.0.10, ...): loopback addresses no local
+/// cloud uses (their VPCs are 127.100-239.0.0/16) and not the workers' 127.0.0.1.
+const FLOOD_SOURCE: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
+const SPREAD_SOURCES: u8 = 40;
+const PER_SPREAD_SOURCE: usize = 10;
+
+/// Sets this process's soft RLIMIT_NOFILE (at most the hard one); returns the hard one.
+fn set_soft_nofile(soft: u64) -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
+    unsafe {
+        assert_eq!(
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit),
+            0,
+            "getrlimit"
+        );
+        let hard = limit.rlim_max;
+        limit.rlim_cur = soft.min(hard);
+        assert_eq!(
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit),
+            0,
+            "setrlimit({soft})"
+        );
+        hard
+    }
+}
+
+/// Idle TCP connections to the service from given sources, opened again once the service closed them (every
+/// second), until stopped: the connections are what the service sees, the reopening keeps the pressure.
+struct Flood {
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<usize>,
+}
+
+impl Flood {
+    fn start(target: SocketAddr, sources: Vec<(Ipv4Addr, usize)>) -> Flood {
+        let (stop, mut stopped) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(async move {
+            let mut open: Vec<Option<tokio::net::TcpStream>> = Vec::new();
+            let mut slots = Vec::new();
+            for (ip, n) in &sources {
+                slots.extend(std::iter::repeat_n(*ip, *n));
+            }
+            open.resize_with(slots.len(), || None);
+            let mut opened = 0;
+            loop {
+                for (stream, ip) in open.iter_mut().zip(&slots) {
+                    let alive = stream.as_ref().is_some_and(|s| {
+                        let mut buf = [0u8; 16];
+                        matches!(s.try_read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+                    });
+                    if !alive {
+                        *stream = connect_from(*ip, target).await;
+                        opened += usize::from(stream.is_some());
+                    }
+                }
+                tokio::select! {
+                    _ = stopped.changed() => return opened,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        });
+        Flood { stop, task }
+    }
+
+    /// Stops, closes every connection, and says how many it opened in all.
+    async fn stop(self) -> usize {
+        let _ = self.stop.send(true);
+        self.task.await.expect("the flood's task")
+    }
+}
+
+async fn connect_from(ip: Ipv4Addr, target: SocketAddr) -> Option<tokio::net::TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4().ok()?;
+    socket.bind(SocketAddr::new(IpAddr::V4(ip), 0)).ok()?;
+    tokio::time::timeout(Duration::from_secs(2), socket.connect(target))
+        .await
+        .ok()?
+        .ok()
+}
+
+/// Open descriptors of a process.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// The control plane's etcd health as its supervisor last published it in the state store.
+async fn published_health(cloud: &LocalCloud, instance_id: &str) -> Option<HealthReport> {
+    let key = format!(
+        "clusters/{}",
+        ClusterPaths::new(CLUSTER).etcd_health(instance_id)
+    );
+    serde_json::from_slice(&cloud.s3_object(BUCKET, &key).await?).ok()
+}
+
+/// Waits until the supervisor publishes a report made after `after` (unix seconds) without an error: it read
+/// the store (its epochs), reached etcd, and wrote the store.
+async fn fresh_health(
+    cloud: &LocalCloud,
+    instance_id: &str,
+    after: i64,
+    what: &str,
+) -> HealthReport {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let report = published_health(cloud, instance_id).await;
+        if let Some(r) = report
+            .as_ref()
+            .filter(|r| r.updated_unix > after && r.last_error.is_none())
+        {
+            return r.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: the etcd supervisor published no health report after {after} without an error \
+             (it cannot reach the state store?); last: {report:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Waits for an instance's final boot report and says it configured.
+async fn wait_configured(cloud: &LocalCloud, id: &str) {
+    let key = format!("clusters/{}", ClusterPaths::new(CLUSTER).report(id));
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let report = loop {
+        if let Some(r) = cloud.stored_report(BUCKET, &key).await {
+            break r.report;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no final boot report for {id}; log:\n{}",
+            cloud
+                .try_instance(id)
+                .and_then(|r| std::fs::read_to_string(r.log).ok())
+                .unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        report.phase,
+        Phase::Configured,
+        "{id}: {:?}\n{}",
+        report.errors,
+        report.log_tail.join("\n")
+    );
+}
+
+/// Issue 28, high 4: 1,100 idle connections to port 3988 used up nodeup's descriptors (soft limit 1024), and
+/// the etcd supervisor in the same process could no longer read the state store. Flooded from one address and
+/// from forty at once, the service holds no more than its caps, the supervisor keeps publishing its health
+/// through the store; then, while the one address keeps flooding, a new worker joins.
+async fn a_flood_starves_neither_etcd_nor_workers(
+    cloud: &LocalCloud,
+    control_plane: &(String, String, String),
+    worker: &(String, String, String),
+    service: SocketAddr,
+) {
+    use nodeup::bootstrap::server::{MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER};
+    let cp = cloud.instance(&control_plane.0);
+    let pid = cp.nodeup.expect("the control plane's nodeup").pid;
+    let baseline = open_fds(pid);
+    let log_before = std::fs::read_to_string(&cp.log).unwrap_or_default().len();
+
+    let started = i64::try_from(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .expect("a clock after 1970")
+            .as_secs(),
+    )
+    .expect("seconds fit");
+    let single = Flood::start(service, vec![(FLOOD_SOURCE, FLOOD)]);
+    let spread = Flood::start(
+        service,
+        (0..SPREAD_SOURCES)
+            .map(|k| (Ipv4Addr::new(127, 0, 0, 10 + k), PER_SPREAD_SOURCE))
+            .collect(),
+    );
+    // While both hold, nodeup's descriptors are sampled, and the supervisor must publish a report made after
+    // the flood began, twice over (one round after the other).
+    let sample = {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopping = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let mut peak = 0;
+            while !stopping.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(open_fds(pid));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            peak
+        });
+        (stop, handle)
+    };
+    let first = fresh_health(cloud, &control_plane.0, started, "under both floods").await;
+    fresh_health(
+        cloud,
+        &control_plane.0,
+        first.updated_unix,
+        "under both floods, again",
+    )
+    .await;
+    sample.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    let peak = sample.1.join().expect("the sampler");
+    let opened_spread = spread.stop().await;
+    eprintln!(
+        "flood: nodeup held {baseline} descriptors before, at most {peak} while {FLOOD} connections from one \
+         address and {} from {SPREAD_SOURCES} others were held (reopened once closed: {opened_spread} by the \
+         spread flood)",
+        usize::from(SPREAD_SOURCES) * PER_SPREAD_SOURCE
+    );
+    // Every connection the service holds is one descriptor, and it holds no more than its cap in all, whatever
+    // else nodeup has open (etcd's clients, the store's): the 16 of the one address are within the 256.
+    assert!(
+        peak <= baseline + MAX_CONNECTIONS + 32,
+        "nodeup held {peak} descriptors under the flood ({baseline} before; the service's cap is {MAX_CONNECTIONS})"
+    );
+    let log = std::fs::read_to_string(&cp.log).unwrap_or_default();
+    let during = &log[log_before.min(log.len())..];
+    assert!(
+        during.contains(&format!(
+            "over its cap of {MAX_CONNECTIONS_PER_PEER} connections from one address"
+        )),
+        "the per-address cap was never reached: {during}"
+    );
+    assert!(
+        during.contains(&format!(
+            "over its cap of {MAX_CONNECTIONS} connections in all"
+        )),
+        "the cap in all was never reached: {during}"
+    );
+    assert!(!during.contains("Too many open files"), "{during}");
+
+    // The one address keeps flooding; one more worker is launched and joins.
+    let asg = cloud
+        .autoscaling()
+        .describe_auto_scaling_groups()
+        .send()
+        .await
+        .expect("DescribeAutoScalingGroups");
+    let nodes = asg
+        .auto_scaling_groups()
+        .iter()
+        .find(|g| {
+            g.instances()
+                .iter()
+                .any(|i| i.instance_id() == Some(worker.0.as_str()))
+        })
+        .and_then(|g| g.auto_scaling_group_name())
+        .expect("the workers' group")
+        .to_string();
+    cloud
+        .autoscaling()
+        .set_desired_capacity()
+        .auto_scaling_group_name(&nodes)
+        .desired_capacity(2)
+        .send()
+        .await
+        .expect("SetDesiredCapacity 2");
+    let joined = loop {
+        let new = instances(cloud)
+            .await
+            .into_iter()
+            .find(|i| i.2 == "node" && i.0 != worker.0);
+        if let Some(new) = new {
+            break new;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    wait_configured(cloud, &joined.0).await;
+    let root = cloud.instance(&joined.0).root;
+    let cert = cert_facts(
+        &std::fs::read(root.join("var/lib/kubelet/pki/kubelet-client.crt"))
+            .expect("the new worker's kubelet certificate"),
+    )
+    .expect("a certificate");
+    assert_eq!(cert.common_name, format!("system:node:{}", joined.1));
+    let health = fresh_health(
+        cloud,
+        &control_plane.0,
+        first.updated_unix,
+        "under the one address's flood",
+    )
+    .await;
+    let opened_single = single.stop().await;
+    eprintln!(
+        "flood: a new worker joined while one address held {FLOOD} connections (reopened once closed: \
+         {opened_single} in all); etcd health published at {} during it",
+        health.updated_at
+    );
 }
 
 /// Boot reports are bound to their writer: every node signs its own, and the cluster validates; then the worker's

@@ -184,7 +184,8 @@ pub fn caller_answer(text: &str, request_id: &str) -> String {
 pub struct Connections {
     limits: Limits,
     open: Mutex<ConnectionCounts>,
-    over_cap: Mutex<OverCapLog>,
+    /// Per cap: [`OverCap::All`], [`OverCap::Peer`].
+    over_cap: Mutex<[OverCapLog; 2]>,
 }
 
 #[derive(Debug, Default)]
@@ -231,7 +232,7 @@ impl Connections {
         Connections {
             limits,
             open: Mutex::new(ConnectionCounts::default()),
-            over_cap: Mutex::new(OverCapLog::default()),
+            over_cap: Mutex::new(Default::default()),
         }
     }
 
@@ -259,19 +260,21 @@ impl Connections {
     }
 
     /// Logs a connection closed over a cap: the first at once, then at most one line per
-    /// [`OVER_CAP_LOG_EVERY`], counting those in between; every one at debug.
+    /// [`OVER_CAP_LOG_EVERY`] and cap, counting those in between; every one at debug.
     fn log_over_cap(&self, peer: IpAddr, cap: OverCap) {
-        let (limit, which) = match cap {
-            OverCap::All => (self.limits.max_connections, "connections in all"),
+        let (limit, which, index) = match cap {
+            OverCap::All => (self.limits.max_connections, "connections in all", 0),
             OverCap::Peer => (
                 self.limits.max_connections_per_peer,
                 "connections from one address",
+                1,
             ),
         };
         tracing::debug!(%peer, limit, "node bootstrap service: over its cap of {which}; closed");
-        let Ok(mut log) = self.over_cap.lock() else {
+        let Ok(mut logs) = self.over_cap.lock() else {
             return;
         };
+        let log = &mut logs[index];
         log.since_last += 1;
         let now = Instant::now();
         if log

@@ -170,7 +170,7 @@ pub fn encryption_configuration(
 }
 
 const AUDIT_POLICY: &str = "\
-# Written by nodeup: the API server's audit policy.
+# Written by nodeup: the API server's audit policy. The first rule that matches a request decides.
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages:
@@ -184,6 +184,47 @@ rules:
     verbs: [\"get\", \"list\", \"watch\"]
   - level: None
     verbs: [\"watch\"]
+  # Leases: every kubelet's heartbeat (one update per node every 10 s) and the components' leader election.
+  # Logged, they were most of the log on a large cluster, and retention could not last its days.
+  - level: None
+    resources:
+      - group: \"coordination.k8s.io\"
+        resources: [\"leases\"]
+  # Events: written by every component, kept by the API server for an hour.
+  - level: None
+    resources:
+      - group: \"\"
+        resources: [\"events\"]
+      - group: \"events.k8s.io\"
+        resources: [\"events\"]
+  # Endpoints and endpoint slices the control plane's own controllers keep current.
+  - level: None
+    users:
+      - \"system:kube-controller-manager\"
+      - \"system:kube-scheduler\"
+      - \"system:serviceaccount:kube-system:endpoint-controller\"
+      - \"system:serviceaccount:kube-system:endpointslice-controller\"
+      - \"system:serviceaccount:kube-system:endpointslicemirroring-controller\"
+    verbs: [\"get\", \"list\", \"update\", \"patch\"]
+    resources:
+      - group: \"\"
+        resources: [\"endpoints\"]
+      - group: \"discovery.k8s.io\"
+        resources: [\"endpointslices\"]
+  # Kubelets reading their own node: every few seconds per node.
+  - level: None
+    userGroups: [\"system:nodes\"]
+    verbs: [\"get\"]
+    resources:
+      - group: \"\"
+        resources: [\"nodes\", \"nodes/status\"]
+  # Kubelets' status updates of their node and pods: who and when, not the status itself.
+  - level: Metadata
+    userGroups: [\"system:nodes\"]
+    verbs: [\"update\", \"patch\"]
+    resources:
+      - group: \"\"
+        resources: [\"nodes/status\", \"pods/status\"]
   # Secrets, config maps and token reviews: who and when, never their content.
   - level: Metadata
     resources:
@@ -194,6 +235,7 @@ rules:
   # Every other change: the request as sent.
   - level: Request
     verbs: [\"create\", \"update\", \"patch\", \"delete\", \"deletecollection\"]
+  # Every other read: who and when.
   - level: Metadata
 ";
 
@@ -268,6 +310,33 @@ fn api_server(spec: &NodeSpec, settings: &ControlPlaneSettings, node: &NodeFacts
         .parent()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| "/var/log/kubernetes".to_string());
+    // Only the files the API server reads (never the CA's or the controller manager's keys, nor etcd's server
+    // and peer keys): each its own read-only mount.
+    let mut files = vec![
+        pki::KUBERNETES_CA_CERT.to_string(),
+        pki::cert(pki::API_SERVER),
+        pki::key(pki::API_SERVER),
+        pki::cert(pki::API_SERVER_KUBELET_CLIENT),
+        pki::key(pki::API_SERVER_KUBELET_CLIENT),
+        pki::cert(pki::API_SERVER_ETCD_CLIENT),
+        pki::key(pki::API_SERVER_ETCD_CLIENT),
+        pki::ETCD_CA_CERT.to_string(),
+        pki::SERVICE_ACCOUNT_PUB.to_string(),
+        pki::SERVICE_ACCOUNT_KEY.to_string(),
+        paths::AUDIT_POLICY.to_string(),
+        paths::AUTHENTICATION_CONFIG.to_string(),
+    ];
+    if settings.encryption_provider.is_some() {
+        files.push(paths::ENCRYPTION_CONFIG.to_string());
+    }
+    let mut mounts = file_mounts(&files);
+    mounts.push(ca_certs_mount());
+    mounts.push(HostMount {
+        volume: "audit-log".to_string(),
+        path: log_dir,
+        read_only: false,
+        kind: "DirectoryOrCreate",
+    });
     static_pod(
         "kube-apiserver",
         spec,
@@ -276,11 +345,7 @@ fn api_server(spec: &NodeSpec, settings: &ControlPlaneSettings, node: &NodeFacts
         API_SERVER_PORT,
         "/livez",
         "250m",
-        vec![
-            ("k8s-config", "/etc/kubernetes", true, "Directory"),
-            ("ca-certs", "/etc/ssl/certs", true, "DirectoryOrCreate"),
-            ("audit-log", &log_dir, false, "DirectoryOrCreate"),
-        ],
+        mounts,
     )
 }
 
@@ -313,6 +378,17 @@ fn controller_manager(spec: &NodeSpec, node: &NodeFacts) -> Pod {
         args.push(format!("--cluster-cidr={}", spec.pod_cidr));
     }
     args.sort();
+    // Its kubeconfig and client certificate, the CA it signs kubelets' certificates with, and the
+    // service-account key it signs tokens with.
+    let mut mounts = file_mounts(&[
+        kc.to_string(),
+        pki::cert(pki::CONTROLLER_MANAGER),
+        pki::key(pki::CONTROLLER_MANAGER),
+        pki::KUBERNETES_CA_CERT.to_string(),
+        pki::KUBERNETES_CA_KEY.to_string(),
+        pki::SERVICE_ACCOUNT_KEY.to_string(),
+    ]);
+    mounts.push(ca_certs_mount());
     static_pod(
         "kube-controller-manager",
         spec,
@@ -321,10 +397,7 @@ fn controller_manager(spec: &NodeSpec, node: &NodeFacts) -> Pod {
         CONTROLLER_MANAGER_PORT,
         "/healthz",
         "200m",
-        vec![
-            ("k8s-config", "/etc/kubernetes", true, "Directory"),
-            ("ca-certs", "/etc/ssl/certs", true, "DirectoryOrCreate"),
-        ],
+        mounts,
     )
 }
 
@@ -337,6 +410,12 @@ fn scheduler(spec: &NodeSpec, node: &NodeFacts) -> Pod {
         format!("--kubeconfig={kc}"),
         "--leader-elect=true".to_string(),
     ];
+    // Its kubeconfig and the client certificate and key it names: no other key.
+    let mounts = file_mounts(&[
+        kc.to_string(),
+        pki::cert(pki::SCHEDULER),
+        pki::key(pki::SCHEDULER),
+    ]);
     static_pod(
         "kube-scheduler",
         spec,
@@ -345,8 +424,60 @@ fn scheduler(spec: &NodeSpec, node: &NodeFacts) -> Pod {
         SCHEDULER_PORT,
         "/healthz",
         "100m",
-        vec![("k8s-config", "/etc/kubernetes", true, "Directory")],
+        mounts,
     )
+}
+
+/// A host path a static pod mounts at the same path.
+struct HostMount {
+    volume: String,
+    path: String,
+    read_only: bool,
+    /// The hostPath type: `File` (must exist), `DirectoryOrCreate`.
+    kind: &'static str,
+}
+
+/// Each file its own read-only mount (hostPath type `File`), named after its path below /etc/kubernetes
+/// (`pki/etcd/ca.crt` -> `pki-etcd-ca-crt`). A component sees exactly the files it reads, never the whole of
+/// /etc/kubernetes with every key in it (issue 28: the scheduler saw ca.key and sa.key). A file mount is bound
+/// to the file as it was when the container started: nodeup replaces files by rename, so a certificate nodeup
+/// renews reaches a running component when its pod restarts (the node's reboot or its replacement), as before
+/// its expiry nodeup renews it 30 days ahead.
+fn file_mounts(files: &[String]) -> Vec<HostMount> {
+    files
+        .iter()
+        .map(|path| {
+            let relative = path.strip_prefix("/etc/kubernetes/").unwrap_or(path);
+            let volume = relative
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() {
+                        c.to_ascii_lowercase()
+                    } else {
+                        '-'
+                    }
+                })
+                .collect::<String>()
+                .trim_matches('-')
+                .to_string();
+            HostMount {
+                volume,
+                path: path.clone(),
+                read_only: true,
+                kind: "File",
+            }
+        })
+        .collect()
+}
+
+/// The host's CA bundle (for AWS's endpoints), read-only.
+fn ca_certs_mount() -> HostMount {
+    HostMount {
+        volume: "ca-certs".to_string(),
+        path: "/etc/ssl/certs".to_string(),
+        read_only: true,
+        kind: "DirectoryOrCreate",
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -358,7 +489,7 @@ fn static_pod(
     port: i32,
     probe_path: &str,
     cpu: &str,
-    host_paths: Vec<(&str, &str, bool, &str)>,
+    host_paths: Vec<HostMount>,
 ) -> Pod {
     let probe = |initial: i32, failures: i32| Probe {
         http_get: Some(HTTPGetAction {
@@ -411,10 +542,10 @@ fn static_pod(
                 volume_mounts: Some(
                     host_paths
                         .iter()
-                        .map(|(vol, path, read_only, _)| VolumeMount {
-                            name: vol.to_string(),
-                            mount_path: path.to_string(),
-                            read_only: Some(*read_only),
+                        .map(|m| VolumeMount {
+                            name: m.volume.clone(),
+                            mount_path: m.path.clone(),
+                            read_only: Some(m.read_only),
                             ..Default::default()
                         })
                         .collect(),
@@ -433,11 +564,11 @@ fn static_pod(
             volumes: Some(
                 host_paths
                     .iter()
-                    .map(|(vol, path, _, kind)| Volume {
-                        name: vol.to_string(),
+                    .map(|m| Volume {
+                        name: m.volume.clone(),
                         host_path: Some(HostPathVolumeSource {
-                            path: path.to_string(),
-                            type_: Some(kind.to_string()),
+                            path: m.path.clone(),
+                            type_: Some(m.kind.to_string()),
                         }),
                         ..Default::default()
                     })
@@ -464,6 +595,199 @@ mod tests {
             yaml_serde::from_str(include_str!("../../tests/data/control-plane/spec.yaml"))
                 .expect("the golden control-plane spec");
         (spec, node)
+    }
+
+    /// The host paths a pod mounts.
+    fn mounted(pod: &Pod) -> Vec<String> {
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.volumes.as_ref())
+            .map(|v| {
+                v.iter()
+                    .filter_map(|v| v.host_path.as_ref().map(|h| h.path.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Issue 28: every static pod mounted all of /etc/kubernetes, so the scheduler saw ca.key and sa.key.
+    #[test]
+    fn each_component_mounts_only_the_keys_it_uses() {
+        let (spec, node) = golden();
+        let settings = spec.control_plane.clone().expect("control-plane settings");
+        let scheduler_mounts = mounted(&scheduler(&spec, &node));
+        assert_eq!(
+            scheduler_mounts,
+            [
+                paths::SCHEDULER_KUBECONFIG.to_string(),
+                pki::cert(pki::SCHEDULER),
+                pki::key(pki::SCHEDULER)
+            ]
+        );
+        let keys_of = |mounts: &[String]| -> Vec<String> {
+            mounts
+                .iter()
+                .filter(|p| p.ends_with(".key"))
+                .cloned()
+                .collect()
+        };
+        assert_eq!(keys_of(&scheduler_mounts), [pki::key(pki::SCHEDULER)]);
+        let controller_manager_mounts = mounted(&controller_manager(&spec, &node));
+        assert_eq!(
+            keys_of(&controller_manager_mounts),
+            [
+                pki::key(pki::CONTROLLER_MANAGER),
+                pki::KUBERNETES_CA_KEY.to_string(),
+                pki::SERVICE_ACCOUNT_KEY.to_string()
+            ]
+        );
+        let api_server_mounts = mounted(&api_server(&spec, &settings, &node));
+        assert!(!api_server_mounts.contains(&pki::KUBERNETES_CA_KEY.to_string()));
+        assert!(!api_server_mounts
+            .iter()
+            .any(|p| p.starts_with("/etc/kubernetes/pki/etcd/") && p != pki::ETCD_CA_CERT));
+        for pod in [
+            &scheduler_mounts,
+            &controller_manager_mounts,
+            &api_server_mounts,
+        ] {
+            assert!(
+                !pod.iter()
+                    .any(|p| p == "/etc/kubernetes" || p == pki::KUBERNETES_DIR),
+                "{pod:?}"
+            );
+        }
+        // Every file a component's flags name is mounted.
+        for (pod, mounts) in [
+            (api_server(&spec, &settings, &node), &api_server_mounts),
+            (controller_manager(&spec, &node), &controller_manager_mounts),
+            (scheduler(&spec, &node), &scheduler_mounts),
+        ] {
+            let command = pod.spec.expect("pod spec").containers[0]
+                .command
+                .clone()
+                .unwrap_or_default();
+            for arg in command {
+                let Some((_, value)) = arg.split_once('=') else {
+                    continue;
+                };
+                if value.starts_with("/etc/kubernetes/") {
+                    assert!(
+                        mounts.contains(&value.to_string()),
+                        "{arg} is not mounted: {mounts:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The level the policy gives a resource request: the first rule that matches decides (as the API server
+    /// reads it).
+    fn audit_level(
+        user: &str,
+        groups: &[&str],
+        verb: &str,
+        api_group: &str,
+        resource: &str,
+        namespace: &str,
+    ) -> String {
+        let policy: yaml_serde::Value =
+            yaml_serde::from_str(AUDIT_POLICY).expect("the audit policy parses");
+        let has = |list: &yaml_serde::Value, v: &str| {
+            list.as_sequence()
+                .is_none_or(|l| l.iter().any(|x| x.as_str() == Some(v)))
+        };
+        for rule in policy["rules"].as_sequence().expect("rules") {
+            if rule.get("nonResourceURLs").is_some() {
+                continue;
+            }
+            let groups_match = rule["userGroups"]
+                .as_sequence()
+                .is_none_or(|l| l.iter().any(|g| groups.contains(&g.as_str().unwrap_or(""))));
+            let resource_match = rule["resources"].as_sequence().is_none_or(|l| {
+                l.iter().any(|r| {
+                    r["group"].as_str() == Some(api_group) && has(&r["resources"], resource)
+                })
+            });
+            if has(&rule["users"], user)
+                && groups_match
+                && has(&rule["verbs"], verb)
+                && has(&rule["namespaces"], namespace)
+                && resource_match
+            {
+                return rule["level"].as_str().expect("a level").to_string();
+            }
+        }
+        panic!("no rule matches");
+    }
+
+    /// Issue 28: every lease update was logged at Request level, so the log's retention could not last its days
+    /// on a large cluster.
+    #[test]
+    fn the_audit_policy_drops_heartbeats_and_keeps_changes() {
+        let kubelet = (
+            "system:node:ip-10-0-1-10",
+            &["system:nodes", "system:authenticated"][..],
+        );
+        let admin = ("admin", &["system:masters", "system:authenticated"][..]);
+        let lease = audit_level(
+            kubelet.0,
+            kubelet.1,
+            "update",
+            "coordination.k8s.io",
+            "leases",
+            "kube-node-lease",
+        );
+        assert_eq!(lease, "None");
+        let election = audit_level(
+            "system:kube-scheduler",
+            &[],
+            "update",
+            "coordination.k8s.io",
+            "leases",
+            "kube-system",
+        );
+        assert_eq!(election, "None");
+        assert_eq!(
+            audit_level(kubelet.0, kubelet.1, "create", "", "events", "default"),
+            "None"
+        );
+        assert_eq!(
+            audit_level(
+                "system:serviceaccount:kube-system:endpointslice-controller",
+                &[],
+                "update",
+                "discovery.k8s.io",
+                "endpointslices",
+                "default"
+            ),
+            "None"
+        );
+        assert_eq!(
+            audit_level(kubelet.0, kubelet.1, "get", "", "nodes", ""),
+            "None"
+        );
+        assert_eq!(
+            audit_level(kubelet.0, kubelet.1, "patch", "", "nodes/status", ""),
+            "Metadata"
+        );
+        // What an audit is for stays.
+        assert_eq!(
+            audit_level(admin.0, admin.1, "update", "", "secrets", "default"),
+            "Metadata"
+        );
+        assert_eq!(
+            audit_level(admin.0, admin.1, "create", "apps", "deployments", "default"),
+            "Request"
+        );
+        assert_eq!(
+            audit_level(admin.0, admin.1, "update", "", "endpoints", "default"),
+            "Request"
+        );
+        assert_eq!(
+            audit_level(admin.0, admin.1, "get", "", "pods", "default"),
+            "Metadata"
+        );
     }
 
     #[test]
