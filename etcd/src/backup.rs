@@ -51,17 +51,37 @@ pub async fn snapshot_to_file(
             data.len()
         )));
     }
-    {
-        use std::io::Write;
-        let mut file = std::fs::File::create(path).map_err(file_err)?;
-        file.write_all(&data).map_err(file_err)?;
-        file.sync_all().map_err(file_err)?;
-    }
+    write_snapshot_file(path, &data).map_err(file_err)?;
     Ok(LocalSnapshot {
         revision: status.header().map_or(0, |h| h.revision()),
         raft_index: status.raft_index(),
         size: data.len() as u64,
     })
+}
+
+/// Writes an etcd snapshot to `path`, synced to disk, readable by its owner only: the file 0600 (an existing
+/// file's mode is set before anything is written into it) in a directory only its owner may enter (0700, made
+/// so when it exists). A snapshot holds everything in etcd, every Kubernetes secret included; issue 28 found
+/// them created 0644.
+pub fn write_snapshot_file(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(data)?;
+    file.sync_all()
 }
 
 /// Streams a snapshot from the member behind `client` (a voter) and stores it with its metadata.
@@ -107,6 +127,39 @@ pub async fn take_backup(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn mode(path: &std::path::Path) -> u32 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path)
+            .expect("metadata")
+            .permissions()
+            .mode()
+            & 0o7777
+    }
+
+    /// Issue 28: snapshot files were created 0644 (umask 022), readable by every user of the node.
+    #[test]
+    fn snapshot_files_are_private_and_so_is_their_directory() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().expect("a temporary directory");
+        // A new directory and file.
+        let fresh = root.path().join("var/lib/etcd/force-new-cluster.db");
+        write_snapshot_file(&fresh, b"snapshot").expect("written");
+        assert_eq!(std::fs::read(&fresh).expect("read"), b"snapshot");
+        assert_eq!(mode(&fresh), 0o600);
+        assert_eq!(mode(fresh.parent().expect("its directory")), 0o700);
+        // A directory and a leftover file that were open to everyone.
+        let dir = root.path().join("state");
+        std::fs::create_dir(&dir).expect("a directory");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let leftover = dir.join("restore.db");
+        std::fs::write(&leftover, b"old").expect("a leftover");
+        std::fs::set_permissions(&leftover, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        write_snapshot_file(&leftover, b"new").expect("written");
+        assert_eq!(std::fs::read(&leftover).expect("read"), b"new");
+        assert_eq!(mode(&leftover), 0o600);
+        assert_eq!(mode(&dir), 0o700);
+    }
 
     #[test]
     fn settings_durations_use_the_one_grammar() {

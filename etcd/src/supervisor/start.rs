@@ -54,9 +54,11 @@ impl Supervisor {
             .into());
         }
         let file = self.config.state_dir.join("restore.db");
-        std::fs::write(&file, &data).map_err(|source| SupervisorError::SnapshotFile {
-            path: file.clone(),
-            source,
+        backup::write_snapshot_file(&file, &data).map_err(|source| {
+            SupervisorError::SnapshotFile {
+                path: file.clone(),
+                source,
+            }
         })?;
         let spec = self.start_spec(record, self.only_me(), StartMode::Existing);
         // Restored beside the data dir, the epoch written, then swapped in: data without its epoch is never
