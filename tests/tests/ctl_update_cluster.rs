@@ -756,7 +756,7 @@ async fn failures_name_the_resource_and_what_to_do() {
     // A file state store cannot serve nodes.
     let dir = tempfile::tempdir().expect("tempdir");
     let mut cmd = Command::new(&ballast_e2e::localcloud::binaries().ballast);
-    cmd.env("BALLAST_STATE", format!("file://{}", dir.path().display()))
+    cmd.env("BALLAST_STATE", format!("file://{}", dir.path().join("state").display()))
         .args([
             "create",
             "cluster",
@@ -1168,4 +1168,100 @@ async fn the_root_volume_is_mapped_on_the_images_root_device() {
              InstanceGroup/control-plane-us-west-2c, InstanceGroup/nodes: spec.image: AMI {bare} has no root \
              device name"
         )));
+}
+
+/// `twin.example.com` and `twin-example.com` read alike once dots become hyphens (load-balancer names allow no
+/// dots): the second cluster plans a load balancer, target group and listener of its own, under other names than
+/// the first's, and a load balancer with its name that carries the first cluster's tag is refused, not adopted.
+#[tokio::test(flavor = "multi_thread")]
+async fn clusters_whose_names_read_alike_never_share_a_load_balancer() {
+    use aws_sdk_elasticloadbalancingv2::types::{LoadBalancerTypeEnum, Tag};
+    use ballast::cloud::model::elb_name;
+
+    let first = Cluster::new("twin").await;
+    first.create(&[]);
+    let second = Cluster {
+        name: "twin-example.com".to_string(),
+        state: first.state.clone(),
+    };
+    second
+        .ballast()
+        .args([
+            "create",
+            "cluster",
+            "--zones",
+            ZONES,
+            "--network-cidr",
+            "10.42.0.0/16",
+        ])
+        .assert()
+        .success();
+    let plan = second.plan();
+    for (kind, prefix) in [("LoadBalancer", "api"), ("TargetGroup", "tcp")] {
+        let (ours, theirs) = (
+            elb_name(prefix, &second.name),
+            elb_name(prefix, &first.name),
+        );
+        assert_ne!(ours, theirs);
+        assert!(
+            plan.contains(&format!("+ {kind} {ours}")),
+            "{kind}:\n{plan}"
+        );
+    }
+    assert!(
+        plan.contains(&format!(
+            "+ Listener {} TCP 443",
+            elb_name("api", &second.name)
+        )),
+        "{plan}"
+    );
+
+    // A load balancer under the second cluster's name, tagged as the first's (made by hand, or left by a
+    // collision): the second's update refuses to adopt it and names its owner.
+    let config = aws::sdk_config().await;
+    let ec2 = aws_sdk_ec2::Client::new(&config);
+    let subnets: Vec<String> = ec2
+        .describe_subnets()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name(format!("tag:kubernetes.io/cluster/{}", first.name))
+                .values("owned")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("subnets")
+        .subnets()
+        .iter()
+        .filter_map(|s| s.subnet_id().map(str::to_string))
+        .take(1)
+        .collect();
+    let elb = aws_sdk_elasticloadbalancingv2::Client::new(&config);
+    elb.create_load_balancer()
+        .name(elb_name("api", &second.name))
+        .r#type(LoadBalancerTypeEnum::Network)
+        .set_subnets(Some(subnets))
+        .tags(
+            Tag::builder()
+                .key(format!("kubernetes.io/cluster/{}", first.name))
+                .value("owned")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("a load balancer under the second cluster's name");
+    second
+        .ballast()
+        .args(["update", "cluster", "--yes"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(format!(
+            "LoadBalancer {}",
+            elb_name("api", &second.name)
+        )))
+        .stderr(predicate::str::contains(format!(
+            "belongs to cluster {}",
+            first.name
+        )))
+        .stderr(predicate::str::contains("does not adopt"));
 }

@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 
 use ballast_state::spec::{
-    ClusterConfig, HttpTokens, InstanceGroup, LoadBalancerType, Role, SubnetType, Topology,
+    ClusterConfig, HttpTokens, InstanceGroup, LoadBalancerType, Networking, Role, SubnetType,
+    Topology,
 };
 use ballast_state::store::sha256_hex;
 
@@ -158,6 +159,9 @@ pub struct GroupModel {
     /// An existing instance profile to use instead of the role's own.
     pub shared_profile: Option<String>,
     pub tags: BTreeMap<String, String>,
+    /// Tags of each instance's primary network interface, set at launch: the group's tags, and with amazon-vpc
+    /// the CNI's cluster tag, which its permissions are held to (`super::cni`).
+    pub network_interface_tags: BTreeMap<String, String>,
 }
 
 /// Builds the model. `state` must be an S3 location: nodes fetch their specs from S3.
@@ -196,7 +200,7 @@ pub fn cluster_model(completed: &ClusterConfig, state: &StateLocation) -> Cluste
     let groups = completed
         .instance_groups
         .iter()
-        .map(|ig| group_model(&name, ig, &tags))
+        .map(|ig| group_model(&name, ig, &tags, spec.networking))
         .collect();
     ClusterModel {
         cluster: name,
@@ -382,13 +386,7 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
     let cni: Vec<serde_json::Value> = spec
         .networking
         .into_iter()
-        .flat_map(|n| {
-            [
-                super::cni::cni_iam_statement(n),
-                super::cni::cni_tagging_statement(n),
-            ]
-        })
-        .flatten()
+        .flat_map(|n| super::cni::cni_iam_statements(n, cluster))
         .collect();
     [(Role::ControlPlane, control_plane), (Role::Node, nodes)]
         .into_iter()
@@ -427,15 +425,35 @@ fn state_kms_statement(completed: &ClusterConfig) -> Option<serde_json::Value> {
     )
 }
 
-/// NLB and target group names: at most 32 letters, digits and hyphens.
+/// NLB and target group names: at most 32 letters, digits and hyphens, unique per cluster name. Dots become
+/// hyphens, so `a-b.example.com` and `a.b.example.com` would read alike: a hash of the cluster's name always ends
+/// the name, which keeps such clusters apart (and their resources are checked for the cluster's tag as well).
 pub fn elb_name(prefix: &str, cluster: &str) -> String {
-    let base = format!("{prefix}-{}", cluster.replace('.', "-"));
-    if base.len() <= 32 {
-        return base;
-    }
     let hash = &sha256_hex(cluster.as_bytes())[..8];
+    let base = format!("{prefix}-{}", cluster.replace('.', "-"));
     let head: String = base.chars().take(32 - 9).collect();
     format!("{}-{hash}", head.trim_end_matches('-'))
+}
+
+/// The names a cluster's load balancer or target group may have, to look for in this order: [`elb_name`], then
+/// the name clusters created before the hash was always added were given (hashed only past 32 characters). An
+/// old cluster's load balancer is found and kept under its old name (its DNS name is in every certificate and
+/// kubeconfig), and deleted with the cluster; either is adopted only when tagged as the cluster's.
+pub fn elb_names(prefix: &str, cluster: &str) -> Vec<String> {
+    let base = format!("{prefix}-{}", cluster.replace('.', "-"));
+    let before = if base.len() <= 32 {
+        base
+    } else {
+        let hash = &sha256_hex(cluster.as_bytes())[..8];
+        let head: String = base.chars().take(32 - 9).collect();
+        format!("{}-{hash}", head.trim_end_matches('-'))
+    };
+    let now = elb_name(prefix, cluster);
+    if before == now {
+        vec![now]
+    } else {
+        vec![now, before]
+    }
 }
 
 fn load_balancer(
@@ -472,6 +490,7 @@ fn group_model(
     cluster: &str,
     ig: &InstanceGroup,
     cluster_tags: &BTreeMap<String, String>,
+    networking: Option<Networking>,
 ) -> GroupModel {
     let spec = &ig.spec;
     let volume = spec.root_volume.clone().unwrap_or_default();
@@ -482,6 +501,10 @@ fn group_model(
     tags.insert(ROLE_TAG.to_string(), spec.role.tag_value().to_string());
     tags.insert(GROUP_TAG.to_string(), ig.metadata.name.clone());
     tags.insert("Name".to_string(), resource_name.clone());
+    let mut network_interface_tags = tags.clone();
+    if networking == Some(Networking::AmazonVpc) {
+        network_interface_tags.insert(super::cni::CNI_CLUSTER_TAG.to_string(), cluster.to_string());
+    }
     GroupModel {
         name: ig.metadata.name.clone(),
         resource_name,
@@ -499,6 +522,7 @@ fn group_model(
         hop_limit: metadata.http_put_response_hop_limit.unwrap_or(1) as i32,
         shared_profile: spec.iam.as_ref().and_then(|i| i.profile.clone()),
         tags,
+        network_interface_tags,
     }
 }
 
@@ -614,8 +638,9 @@ mod tests {
     }
 
     #[test]
-    fn elb_names_fit_aws_limits() {
-        assert_eq!(elb_name("api", "demo.example.com"), "api-demo-example-com");
+    fn elb_names_fit_aws_limits_and_never_collide() {
+        let name = elb_name("api", "demo.example.com");
+        assert!(name.starts_with("api-demo-example-com-"), "{name}");
         let long = elb_name("api", "a-very-long-cluster-name.k8s.example.com");
         assert!(long.len() <= 32, "{long}");
         assert!(long.starts_with("api-a-very-long"), "{long}");
@@ -623,6 +648,30 @@ mod tests {
             long,
             elb_name("api", "a-very-long-cluster-name.k8s.example.org")
         );
+        // A cluster made before the hash: its old names are looked for after the new ones.
+        assert_eq!(
+            elb_names("api", "demo.example.com"),
+            vec![
+                elb_name("api", "demo.example.com"),
+                "api-demo-example-com".to_string()
+            ]
+        );
+        // A name too long for the old scheme was hashed the same way then: one name to look for.
+        assert_eq!(
+            elb_names("tcp", "a-very-long-cluster-name.k8s.example.com"),
+            vec![elb_name("tcp", "a-very-long-cluster-name.k8s.example.com")]
+        );
+        // Names that differ only in '.' and '-' map to the same letters: the hash keeps them apart.
+        for prefix in ["api", "tcp"] {
+            assert_ne!(
+                elb_name(prefix, "a-b.example.com"),
+                elb_name(prefix, "a.b.example.com")
+            );
+            assert_ne!(
+                elb_name(prefix, "a.b-c.example.com"),
+                elb_name(prefix, "a-b.c.example.com")
+            );
+        }
     }
 
     #[test]

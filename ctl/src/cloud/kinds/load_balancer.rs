@@ -1,13 +1,15 @@
 //! The API's network load balancer, its target group (TCP 443, instances) and its listener forwarding to it.
 //! Found by their deterministic names. The scheme (internet-facing or internal) cannot change in place.
 
+use std::collections::BTreeMap;
+
 use aws_sdk_elasticloadbalancingv2::types as elb;
 use serde::{Deserialize, Serialize};
 
 use super::{Known, Target};
-use crate::cloud::aws::{call, find as find_optional};
+use crate::cloud::aws::{call, find as find_optional, ownership_tag};
 use crate::cloud::error::UpdateError;
-use crate::cloud::model::{ClusterModel, LoadBalancerModel};
+use crate::cloud::model::{elb_names, ClusterModel, LoadBalancerModel};
 use crate::cloud::plan::{Action, Change as PlanChange, Kind, Planned, Stage};
 use crate::cloud::Cloud;
 
@@ -99,27 +101,78 @@ impl Planned for Change {
 pub async fn find(cloud: &Cloud, model: &ClusterModel) -> Result<Actual, UpdateError> {
     let client = &cloud.elb;
     let lb = &model.load_balancer;
-    let found = find_optional(
-        &format!("LoadBalancer {}", lb.name),
-        "DescribeLoadBalancers",
-        &["LoadBalancerNotFound"],
-        || client.describe_load_balancers().names(&lb.name).send(),
-    )
-    .await?
-    .and_then(|o| o.load_balancers().first().cloned());
-    let target_group = find_optional(
-        &format!("TargetGroup {}", lb.target_group_name),
-        "DescribeTargetGroups",
-        &["TargetGroupNotFound"],
-        || {
+    // Today's name first, then the one an older cluster may have (model::elb_names).
+    let (mut found, mut target_group) = (None, None);
+    for name in elb_names("api", &model.cluster) {
+        found = find_optional(
+            &format!("LoadBalancer {name}"),
+            "DescribeLoadBalancers",
+            &["LoadBalancerNotFound"],
+            || client.describe_load_balancers().names(&name).send(),
+        )
+        .await?
+        .and_then(|o| o.load_balancers().first().cloned());
+        if found.is_some() {
+            break;
+        }
+    }
+    for name in elb_names("tcp", &model.cluster) {
+        target_group = find_optional(
+            &format!("TargetGroup {name}"),
+            "DescribeTargetGroups",
+            &["TargetGroupNotFound"],
+            || client.describe_target_groups().names(&name).send(),
+        )
+        .await?
+        .and_then(|o| o.target_groups().first().cloned());
+        if target_group.is_some() {
+            break;
+        }
+    }
+    let named: Vec<(String, &str)> = [
+        (
+            format!(
+                "LoadBalancer {}",
+                found
+                    .as_ref()
+                    .and_then(|l| l.load_balancer_name())
+                    .unwrap_or_default()
+            ),
+            found.as_ref().and_then(|l| l.load_balancer_arn()),
+        ),
+        (
+            format!(
+                "TargetGroup {}",
+                target_group
+                    .as_ref()
+                    .and_then(|t| t.target_group_name())
+                    .unwrap_or_default()
+            ),
+            target_group.as_ref().and_then(|t| t.target_group_arn()),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(resource, arn)| Some((resource, arn?)))
+    .collect();
+    if !named.is_empty() {
+        let described = call("load balancing", "DescribeTags", || {
             client
-                .describe_target_groups()
-                .names(&lb.target_group_name)
+                .describe_tags()
+                .set_resource_arns(Some(named.iter().map(|(_, arn)| arn.to_string()).collect()))
                 .send()
-        },
-    )
-    .await?
-    .and_then(|o| o.target_groups().first().cloned());
+        })
+        .await?;
+        for (resource, arn) in &named {
+            let tags = described
+                .tag_descriptions()
+                .iter()
+                .filter(|d| d.resource_arn() == Some(*arn))
+                .flat_map(|d| d.tags())
+                .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
+                .collect();
+            check_owned(resource, &tags, &model.cluster)?;
+        }
+    }
     let load_balancer = found.map(|l| LoadBalancer {
         arn: l.load_balancer_arn().unwrap_or_default().to_string(),
         dns_name: l.dns_name().unwrap_or_default().to_string(),
@@ -158,6 +211,36 @@ pub async fn find(cloud: &Cloud, model: &ClusterModel) -> Result<Actual, UpdateE
         load_balancer,
         target_group: target_group.and_then(|t| t.target_group_arn().map(str::to_string)),
         listeners,
+    })
+}
+
+/// A load balancer or target group found by its name is this cluster's only when tagged as owned by it:
+/// another cluster's (a name collision, or one made by hand) is never adopted, changed or deleted.
+fn check_owned(
+    resource: &str,
+    tags: &BTreeMap<String, String>,
+    cluster: &str,
+) -> Result<(), UpdateError> {
+    if tags.get(&ownership_tag(cluster)).map(String::as_str) == Some("owned") {
+        return Ok(());
+    }
+    let owners: Vec<&str> = tags
+        .iter()
+        .filter(|(_, value)| value.as_str() == "owned")
+        .filter_map(|(key, _)| key.strip_prefix("kubernetes.io/cluster/"))
+        .collect();
+    let whose = if owners.is_empty() {
+        "is not tagged as any cluster's".to_string()
+    } else {
+        format!("belongs to cluster {}", owners.join(", "))
+    };
+    Err(UpdateError::Missing {
+        resource: resource.to_string(),
+        message: format!(
+            "exists with this cluster's name but {whose} (no {}=owned tag): Ballast does not adopt it. Delete \
+             or rename it if it is a leftover, or give this cluster another name",
+            ownership_tag(cluster)
+        ),
     })
 }
 
@@ -398,4 +481,42 @@ pub async fn remove_tag(
             .send()
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tags(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn only_a_load_balancer_tagged_as_owned_by_the_cluster_is_adopted() {
+        let ours = tags(&[("kubernetes.io/cluster/a.b.example.com", "owned")]);
+        assert!(check_owned("LoadBalancer x", &ours, "a.b.example.com").is_ok());
+
+        let theirs = tags(&[("kubernetes.io/cluster/a-b.example.com", "owned")]);
+        let refused = check_owned("LoadBalancer x", &theirs, "a.b.example.com")
+            .expect_err("another cluster's load balancer")
+            .to_string();
+        assert!(
+            refused.contains("belongs to cluster a-b.example.com"),
+            "{refused}"
+        );
+        assert!(refused.contains("does not adopt"), "{refused}");
+
+        let shared = tags(&[("kubernetes.io/cluster/a.b.example.com", "shared")]);
+        assert!(check_owned("TargetGroup y", &shared, "a.b.example.com").is_err());
+        let untagged = check_owned("TargetGroup y", &tags(&[]), "a.b.example.com")
+            .expect_err("an untagged target group")
+            .to_string();
+        assert!(
+            untagged.contains("is not tagged as any cluster's"),
+            "{untagged}"
+        );
+    }
 }

@@ -11,7 +11,7 @@ use aws_sdk_ec2::types as ec2;
 use super::inventory::{claim, Claim, Inventory, Resource, ResourceKind};
 use crate::cloud::aws::{call, filter, find, owned_launch_templates, ownership_tag, tag_map};
 use crate::cloud::error::UpdateError;
-use crate::cloud::model::{elb_name, role_resource_name};
+use crate::cloud::model::{elb_names, role_resource_name};
 use crate::cloud::Cloud;
 use ballast_state::spec::Role;
 
@@ -358,31 +358,34 @@ async fn auto_scaling_groups(cloud: &Cloud, cluster: &str) -> Result<Vec<Resourc
 /// cluster's (a name can be shortened with a hash; tags cannot be mistaken).
 async fn load_balancing(cloud: &Cloud, cluster: &str) -> Result<Vec<Resource>, UpdateError> {
     let elb = &cloud.elb;
-    let lb_name = elb_name("api", cluster);
-    let tg_name = elb_name("tcp", cluster);
     let mut arns: Vec<(ResourceKind, String, String)> = Vec::new();
-    let lbs = find(
-        &format!("LoadBalancer {lb_name}"),
-        "DescribeLoadBalancers",
-        &["LoadBalancerNotFound"],
-        || elb.describe_load_balancers().names(&lb_name).send(),
-    )
-    .await?;
-    for lb in lbs.iter().flat_map(|o| o.load_balancers()) {
-        if let Some(arn) = lb.load_balancer_arn() {
-            arns.push((ResourceKind::LoadBalancer, arn.to_string(), lb_name.clone()));
+    // Today's names and those of clusters made before them (model::elb_names): a delete leaves neither.
+    for lb_name in elb_names("api", cluster) {
+        let lbs = find(
+            &format!("LoadBalancer {lb_name}"),
+            "DescribeLoadBalancers",
+            &["LoadBalancerNotFound"],
+            || elb.describe_load_balancers().names(&lb_name).send(),
+        )
+        .await?;
+        for lb in lbs.iter().flat_map(|o| o.load_balancers()) {
+            if let Some(arn) = lb.load_balancer_arn() {
+                arns.push((ResourceKind::LoadBalancer, arn.to_string(), lb_name.clone()));
+            }
         }
     }
-    let tgs = find(
-        &format!("TargetGroup {tg_name}"),
-        "DescribeTargetGroups",
-        &["TargetGroupNotFound"],
-        || elb.describe_target_groups().names(&tg_name).send(),
-    )
-    .await?;
-    for tg in tgs.iter().flat_map(|o| o.target_groups()) {
-        if let Some(arn) = tg.target_group_arn() {
-            arns.push((ResourceKind::TargetGroup, arn.to_string(), tg_name.clone()));
+    for tg_name in elb_names("tcp", cluster) {
+        let tgs = find(
+            &format!("TargetGroup {tg_name}"),
+            "DescribeTargetGroups",
+            &["TargetGroupNotFound"],
+            || elb.describe_target_groups().names(&tg_name).send(),
+        )
+        .await?;
+        for tg in tgs.iter().flat_map(|o| o.target_groups()) {
+            if let Some(arn) = tg.target_group_arn() {
+                arns.push((ResourceKind::TargetGroup, arn.to_string(), tg_name.clone()));
+            }
         }
     }
     if arns.is_empty() {
