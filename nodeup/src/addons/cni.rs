@@ -100,6 +100,45 @@ fn object(
     Ok(object)
 }
 
+/// The `aws-node` container's `CLUSTER_NAME`: amazon-vpc then tags every ENI it creates with
+/// `cluster.k8s.amazonaws.com/name=<cluster>`, the tag its IAM permissions are held to (ctl's `cloud::cni`).
+/// Without it the CNI could create no ENI under those permissions, so a manifest without the container is
+/// refused rather than applied.
+pub fn name_the_cluster_to_amazon_vpc(
+    objects: &mut [AddonObject],
+    cluster: &str,
+) -> Result<(), AddonError> {
+    const DAEMON_SET: &str = "aws-node";
+    let container = objects
+        .iter_mut()
+        .filter(|o| {
+            o.value.get("kind").and_then(Value::as_str) == Some("DaemonSet")
+                && o.value.pointer("/metadata/name").and_then(Value::as_str) == Some(DAEMON_SET)
+        })
+        .filter_map(|o| o.value.pointer_mut("/spec/template/spec/containers"))
+        .filter_map(Value::as_array_mut)
+        .flatten()
+        .find(|c| c.get("name").and_then(Value::as_str) == Some(DAEMON_SET))
+        .ok_or_else(|| AddonError::ManifestObjectMissing {
+            addon: "amazon-vpc".to_string(),
+            what: "container aws-node in DaemonSet aws-node (it must carry CLUSTER_NAME)",
+        })?;
+    let Some(fields) = container.as_object_mut() else {
+        return Ok(()); // found by its name, so an object
+    };
+    let env = fields
+        .entry("env")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if !env.is_array() {
+        *env = Value::Array(Vec::new());
+    }
+    if let Value::Array(vars) = env {
+        vars.retain(|v| v.get("name").and_then(Value::as_str) != Some("CLUSTER_NAME"));
+        vars.push(serde_json::json!({"name": "CLUSTER_NAME", "value": cluster}));
+    }
+    Ok(())
+}
+
 /// Rewrites `image` of every container (containers, initContainers, ephemeralContainers, at any depth) to its
 /// pinned reference; collects the images no pin covers.
 fn pin_images(value: &mut Value, pinned: &BTreeMap<&str, String>, unpinned: &mut Vec<String>) {
@@ -133,5 +172,45 @@ fn pin_images(value: &mut Value, pinned: &BTreeMap<&str, String>, unpinned: &mut
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn daemon_set(container: &str, env: Value) -> AddonObject {
+        AddonObject::new(
+            "amazon-vpc",
+            serde_json::json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+                "metadata": {"name": "aws-node", "namespace": "kube-system"},
+                "spec": {"template": {"spec": {"containers": [{"name": container, "env": env}]}}}}),
+        )
+    }
+
+    #[test]
+    fn aws_node_is_told_the_clusters_name_once() {
+        let mut objects = vec![daemon_set(
+            "aws-node",
+            serde_json::json!([{"name": "CLUSTER_NAME", "value": "stale"}, {"name": "WARM_ENI_TARGET", "value": "1"}]),
+        )];
+        name_the_cluster_to_amazon_vpc(&mut objects, "demo.example.com").expect("named");
+        let env = objects[0]
+            .value
+            .pointer("/spec/template/spec/containers/0/env")
+            .expect("env");
+        assert_eq!(
+            env,
+            &serde_json::json!([{"name": "WARM_ENI_TARGET", "value": "1"},
+                {"name": "CLUSTER_NAME", "value": "demo.example.com"}])
+        );
+    }
+
+    #[test]
+    fn a_manifest_without_the_aws_node_container_is_refused() {
+        let mut objects = vec![daemon_set("something-else", Value::Null)];
+        let err = name_the_cluster_to_amazon_vpc(&mut objects, "demo.example.com")
+            .expect_err("no aws-node container");
+        assert!(err.to_string().contains("container aws-node"), "{err}");
     }
 }

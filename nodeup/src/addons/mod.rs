@@ -109,6 +109,9 @@ pub enum AddonError {
         document: usize,
         field: &'static str,
     },
+    /// An object Ballast must adjust is not in the manifest (so the add-on could not work under its settings).
+    #[error("add-on {addon}: the manifest has no {what}")]
+    ManifestObjectMissing { addon: String, what: &'static str },
     #[error("add-on {addon}: the manifest holds no object")]
     ManifestEmpty { addon: String },
     #[error("add-on {addon}: {object} runs image {image}, which images/manifest.yaml does not pin for it (so the AMI does not carry it); pin it under the add-on's images")]

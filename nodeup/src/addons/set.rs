@@ -9,6 +9,7 @@ use ballast_state::components::addons::{
 };
 use ballast_state::components::{Addon, Release};
 use ballast_state::node::NodeSpec;
+use ballast_state::spec::Networking;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -85,7 +86,11 @@ pub fn render(
         addon: cni_name.to_string(),
         path: pins::baked_manifest_path(cni_name),
     })?;
-    out.extend(cni::parse(cni_name, text, &cni.images)?);
+    let mut cni_objects = cni::parse(cni_name, text, &cni.images)?;
+    if spec.networking == Networking::AmazonVpc {
+        cni::name_the_cluster_to_amazon_vpc(&mut cni_objects, &spec.cluster_name)?;
+    }
+    out.extend(cni_objects);
     versions.insert(cni_name.to_string(), cni.version.clone());
 
     if !cni_replaces_kube_proxy(spec.networking) {

@@ -69,6 +69,7 @@ pub struct LaunchSpec {
     user_data: Option<String>,
     node_spec_hash: Option<String>,
     instance_tags: BTreeMap<String, String>,
+    network_interface_tags: BTreeMap<String, String>,
 }
 
 /// One group's launch template to create (no `id`) or to give a new default version.
@@ -255,16 +256,17 @@ fn version_fields(data: &ec2::ResponseLaunchTemplateData) -> BTreeMap<String, St
             );
         }
     }
-    if let Some(spec) = data
-        .tag_specifications()
-        .iter()
-        .find(|t| t.resource_type() == Some(&ec2::ResourceType::Instance))
-    {
-        let tags: Vec<String> = tag_map(spec.tags())
+    for (field, resource) in [
+        ("instanceTags", ec2::ResourceType::Instance),
+        ("networkInterfaceTags", ec2::ResourceType::NetworkInterface),
+    ] {
+        if let Some(spec) = data
+            .tag_specifications()
             .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        set("instanceTags", tags.join(" "));
+            .find(|t| t.resource_type() == Some(&resource))
+        {
+            set(field, tags_field(&tag_map(spec.tags())));
+        }
     }
     if let Some(user_data) = data.user_data() {
         let decoded = base64::engine::general_purpose::STANDARD
@@ -276,6 +278,14 @@ fn version_fields(data: &ec2::ResponseLaunchTemplateData) -> BTreeMap<String, St
         }
     }
     fields
+}
+
+/// How a plan shows a set of tags: `key=value`, sorted by key, space-separated.
+fn tags_field(tags: &BTreeMap<String, String>) -> String {
+    tags.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// How a plan shows a root volume: size, type, encryption and the device it is mapped on.
@@ -449,6 +459,7 @@ fn launch_spec(
         user_data,
         node_spec_hash,
         instance_tags,
+        network_interface_tags: group.network_interface_tags.clone(),
     }
 }
 
@@ -460,11 +471,6 @@ impl LaunchSpec {
 
     /// The fields shown in a plan, in order.
     fn fields(&self) -> Vec<(&'static str, String)> {
-        let tags: Vec<String> = self
-            .instance_tags
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
         vec![
             ("imageId", self.image_id.clone()),
             ("instanceType", self.instance_type.clone()),
@@ -492,7 +498,11 @@ impl LaunchSpec {
                     &self.root_device,
                 ),
             ),
-            ("instanceTags", tags.join(" ")),
+            ("instanceTags", tags_field(&self.instance_tags)),
+            (
+                "networkInterfaceTags",
+                tags_field(&self.network_interface_tags),
+            ),
             (
                 "nodeSpecSha256",
                 self.node_spec_hash.as_ref().map_or_else(
@@ -518,11 +528,10 @@ impl LaunchSpec {
         } else {
             ec2::LaunchTemplateIamInstanceProfileSpecificationRequest::builder().name(profile)
         };
-        let tags = ec2_tags(&self.instance_tags);
-        let tagged = |resource| {
+        let tagged = |resource, tags: &BTreeMap<String, String>| {
             ec2::LaunchTemplateTagSpecificationRequest::builder()
                 .resource_type(resource)
-                .set_tags(Some(tags.clone()))
+                .set_tags(Some(ec2_tags(tags)))
                 .build()
         };
         ec2::RequestLaunchTemplateData::builder()
@@ -549,8 +558,12 @@ impl LaunchSpec {
                 base64::engine::general_purpose::STANDARD
                     .encode(self.user_data.clone().unwrap_or_default()),
             )
-            .tag_specifications(tagged(ec2::ResourceType::Instance))
-            .tag_specifications(tagged(ec2::ResourceType::Volume))
+            .tag_specifications(tagged(ec2::ResourceType::Instance, &self.instance_tags))
+            .tag_specifications(tagged(ec2::ResourceType::Volume, &self.instance_tags))
+            .tag_specifications(tagged(
+                ec2::ResourceType::NetworkInterface,
+                &self.network_interface_tags,
+            ))
             .build()
     }
 }
