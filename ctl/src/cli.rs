@@ -694,14 +694,10 @@ pub fn parse_control_plane_count(text: &str) -> Result<u32, String> {
     }
 }
 
-/// A `--wait` duration: `30s`, `2m`, `1h30m` (Ballast's one duration grammar, at most 3650d), or `0` (do not
-/// wait). clap names the flag in the error.
+/// A `--wait` duration: `30s`, `2m`, `1h30m` (Ballast's one duration grammar, at most 3650d), or `0` / `0s` (do
+/// not wait). A unit needs its number (`0hms` is refused, not read as 0). clap names the flag in the error.
 pub fn parse_wait(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    if text.starts_with('0') && text.chars().all(|c| c == '0' || "smhd".contains(c)) {
-        return Ok(Duration::ZERO);
-    }
-    ballast_state::duration::parse_duration(text).map_err(|e| e.to_string())
+    ballast_state::duration::parse_duration_or_zero(text.trim()).map_err(|e| e.to_string())
 }
 
 /// `--lock-wait`: 0s to 10m (a lock expires after 2 minutes, so a longer wait only outlives dead writers).
@@ -748,6 +744,19 @@ mod tests {
             let error = parse(&["--node-count", count]).expect_err(count);
             assert!(error.to_string().contains("--node-count"), "{error}");
         }
+    }
+
+    /// `--lock-wait 0hms` was read as 0: a unit without a number is refused, naming the flag.
+    #[test]
+    fn a_wait_with_a_unit_and_no_number_is_refused() {
+        for text in ["0hms", "0smhd", "0h m"] {
+            assert!(parse_wait(text).is_err(), "{text}");
+            let cli = Cli::try_parse_from(["ballast", "--lock-wait", text, "get", "clusters"]);
+            let error = cli.expect_err(text).to_string();
+            assert!(error.contains("--lock-wait"), "{error}");
+            assert!(error.contains("is not a duration"), "{error}");
+        }
+        assert_eq!(parse_lock_wait("0m0s"), Ok(Duration::ZERO));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use serde::Serialize;
 use yaml_serde::Value;
 
 use crate::error::{FieldError, SpecErrors};
-use crate::limits::{check_text, path_key, MAX_PARSED_BYTES, MAX_SPEC_FILE_BYTES};
+use crate::limits::{check_aliases, check_text, path_key, MAX_PARSED_BYTES, MAX_SPEC_FILE_BYTES};
 use crate::spec::{Cluster, InstanceGroup, API_VERSION, KIND_CLUSTER, KIND_INSTANCE_GROUP};
 
 /// At most this many structural errors are collected from one document.
@@ -49,8 +49,9 @@ fn parse_bounded(source: &str, text: &str, limit: usize) -> Result<Vec<SpecObjec
     // Editors on Windows start UTF-8 files with a byte-order mark, which YAML would read as part of the first
     // key (and then report the document's `kind` missing).
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    // Refused before parsing: the parser's time grows faster than the text on deep nesting.
-    if let Err(refused) = check_text(text, limit) {
+    // Refused before parsing: the parser's time grows faster than the text on deep nesting, and aliases that
+    // repeat aliases multiply the nodes a small text stands for (the alias budget).
+    if let Err(refused) = check_text(text, limit).and_then(|()| check_aliases(text)) {
         return Err(SpecErrors::new(
             source,
             vec![FieldError::new(source, "", refused.to_string())],
@@ -454,6 +455,36 @@ pub fn to_yaml_documents<T: Serialize>(objects: &[T]) -> Result<String, yaml_ser
 /// Renders a [`SpecObject`] as YAML.
 pub fn object_to_yaml(object: &SpecObject) -> Result<String, yaml_serde::Error> {
     yaml_serde::to_string(object)
+}
+
+/// Refuses a file that gives one InstanceGroup twice, naming both places: where a file's groups change a
+/// stored cluster one by one (`create -f` of groups, `replace -f`), the second would silently replace the first.
+/// (A file that makes a new cluster is validated whole instead, where a repeated name is one error among all.)
+pub fn check_unique_groups(source: &str, groups: &[InstanceGroup]) -> Result<(), SpecErrors> {
+    let mut first_seen: std::collections::BTreeMap<&str, usize> = Default::default();
+    let mut errors = Vec::new();
+    for (index, group) in groups.iter().enumerate() {
+        let name = group.metadata.name.as_str();
+        match first_seen.get(name) {
+            Some(first) => errors.push(FieldError::new(
+                &format!("{KIND_INSTANCE_GROUP}/{name}"),
+                "metadata.name",
+                format!(
+                    "is given twice, as the file's instance groups {first} and {} (in the file's order): one would \
+                     silently replace the other; keep one, or rename it",
+                    index + 1
+                ),
+            )),
+            None => {
+                first_seen.insert(name, index + 1);
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(SpecErrors::new(source, errors))
+    }
 }
 
 /// Gathers the objects of one file into a cluster config: exactly one Cluster, any number of groups.

@@ -29,6 +29,27 @@ pub enum DurationError {
 
 /// Parses `30s`, `15m`, `1h`, `7d` or a sum of them (`1h30m`): a positive duration up to [`MAX_DURATION`].
 pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
+    let duration = parse_sum(text)?;
+    if duration.is_zero() {
+        return Err(DurationError::Malformed {
+            text: text.to_string(),
+        });
+    }
+    Ok(duration)
+}
+
+/// As [`parse_duration`], and also zero: `0`, or groups of the grammar that add up to nothing (`0s`, `0m0s`):
+/// a wait that may be none (`--wait 0`, `--lock-wait 0s`). Every unit still needs its number: `0hms` is refused,
+/// not read as zero.
+pub fn parse_duration_or_zero(text: &str) -> Result<Duration, DurationError> {
+    if !text.is_empty() && text.bytes().all(|b| b == b'0') {
+        return Ok(Duration::ZERO);
+    }
+    parse_sum(text)
+}
+
+/// The grammar's sum, zero included, at most [`MAX_DURATION`].
+fn parse_sum(text: &str) -> Result<Duration, DurationError> {
     let malformed = || DurationError::Malformed {
         text: text.to_string(),
     };
@@ -62,7 +83,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
             .and_then(|secs| total.checked_add(secs))
             .ok_or_else(too_long)?;
     }
-    if number.is_some() || total == 0 {
+    // Trailing digits without a unit, or no group at all.
+    if number.is_some() || text.is_empty() {
         return Err(malformed());
     }
     let duration = Duration::from_secs(total);
@@ -131,6 +153,30 @@ mod tests {
                 "{text:?}"
             );
         }
+    }
+
+    /// A wait may be zero, but only in the grammar: a unit with no number before it is not a duration.
+    #[test]
+    fn zero_is_a_number_or_groups_that_add_up_to_nothing() {
+        for text in ["0", "00", "0s", "0m0s", "0d0h0m0s"] {
+            assert_eq!(parse_duration_or_zero(text), Ok(Duration::ZERO), "{text}");
+        }
+        assert_eq!(parse_duration_or_zero("1m30s"), Ok(Duration::from_secs(90)));
+        for text in ["0hms", "0smhd", "0s m", "h", "0h m", "", "0x", "-0", "0 "] {
+            assert_eq!(
+                parse_duration_or_zero(text),
+                Err(DurationError::Malformed {
+                    text: text.to_string()
+                }),
+                "{text:?}"
+            );
+        }
+        assert_eq!(
+            parse_duration_or_zero("3651d"),
+            Err(DurationError::TooLong {
+                text: "3651d".to_string()
+            })
+        );
     }
 
     #[test]

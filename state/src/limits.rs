@@ -19,6 +19,68 @@ pub const MAX_PARSED_BYTES: usize = 16 * MAX_SPEC_FILE_BYTES;
 /// texts are refused by a linear scan before the parser sees them.
 pub const MAX_NESTING_DEPTH: usize = 64;
 
+/// A bound on one object read from the state store whose writer Ballast trusts less than the operator: a node
+/// (its instance role may write `reports/*`, `etcd/*` and `control-plane/node-bootstrap.json`). Read with
+/// [`StateStore::get_bounded`](crate::store::StateStore::get_bounded), which never holds more than `bytes` and
+/// one more in memory and refuses a larger object naming its key and the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadLimit {
+    pub bytes: u64,
+    /// What is read, in words: "a node's boot report".
+    pub what: &'static str,
+}
+
+/// A node's boot report (`reports/<instance-id>.json`, signed): a few KiB (the report, its add-ons, a
+/// certificate and a signature). Any worker may write any report, so without a bound one worker could make
+/// every `get instances`, `validate cluster` and rolling update load gigabytes (a 150 MB report took 341 MB).
+pub const MAX_REPORT: ReadLimit = ReadLimit {
+    bytes: 1024 * 1024,
+    what: "a node's boot report",
+};
+/// A record a control-plane node writes for the others and the operator: an etcd health report
+/// (`etcd/health/*`), etcd's cluster record (`etcd/cluster.json`), a backup request or a backup's metadata,
+/// the published bootstrap services (`control-plane/node-bootstrap.json`): each well under 4 KiB. The instance
+/// role may write them, so a node taken over could otherwise make the operator's commands, every etcd
+/// supervisor and every booting worker read without end.
+pub const MAX_NODE_RECORD: ReadLimit = ReadLimit {
+    bytes: 64 * 1024,
+    what: "a record nodes write (etcd's records, the bootstrap services)",
+};
+
+/// An etcd backup's snapshot (`etcd/backups/<id>/snapshot.db`), which the leader's supervisor writes and a
+/// restore reads whole: at most etcd's largest recommended backend quota (`--quota-backend-bytes`, 8 GiB), so
+/// a node taken over cannot make a restore read without end.
+pub const MAX_SNAPSHOT: ReadLimit = ReadLimit {
+    bytes: 8 * 1024 * 1024 * 1024,
+    what: "an etcd snapshot (etcd's largest backend quota)",
+};
+
+/// YAML aliases (`*name`) repeat the node their anchor (`&name`) marks, and an anchored node may itself hold
+/// aliases, so a few KiB can stand for billions of nodes ("billion laughs": a 10 KB spec took 7.7 s and 850 MB
+/// to parse, 25 KB ran out of memory), past the size and depth limits. The alias budget: a text may hold, with
+/// every alias expanded, at most [`MAX_YAML_NODES_PER_BYTE`] nodes per byte of its text (more than any text
+/// without aliases can, since each node takes at least a character or a separator) plus this many, which a
+/// spec's few anchors (a shared list of subnets, common labels) never come near. Counted before anything is
+/// built, stopping at the bound, so a refusal costs no more than the budget.
+pub const MAX_ALIAS_NODES: usize = 10_000;
+/// See [`MAX_ALIAS_NODES`].
+pub const MAX_YAML_NODES_PER_BYTE: usize = 2;
+
+/// IAM allows role names of at most 64 characters ("IAM and AWS STS quotas"), and a cluster's roles (and
+/// their instance profiles) are named `control-plane.<cluster>` and `nodes.<cluster>`
+/// (`ctl/src/cloud/model.rs`, `role_resource_name`).
+pub const IAM_MAX_ROLE_NAME_CHARS: usize = 64;
+/// The longest prefix a cluster's IAM role name puts before the cluster's name.
+pub const IAM_ROLE_NAME_PREFIX: &str = "control-plane.";
+/// The longest cluster name: 50 characters, so that `control-plane.<cluster>` is a name IAM accepts. A longer
+/// name was stored by `create cluster` and failed only at `update cluster`, after other resources were made.
+pub const MAX_CLUSTER_NAME_CHARS: usize = IAM_MAX_ROLE_NAME_CHARS - IAM_ROLE_NAME_PREFIX.len();
+/// Instance groups one cluster may have. Each becomes an Auto Scaling group, a launch template and a node spec,
+/// and `update cluster`, `validate cluster` and a rolling update make AWS calls per group: a file of thousands
+/// of groups (1 MiB holds ten thousand) would make thousands of AWS resources and calls. Real clusters have a
+/// handful to a few dozen.
+pub const MAX_INSTANCE_GROUPS: usize = 100;
+
 /// The largest control-plane count (`--control-plane-count`): etcd needs 1, 3 or 5 members.
 pub const MAX_CONTROL_PLANE_COUNT: u32 = 5;
 /// The most instances one group may run (`--node-count`, an instance group's `maxSize`).
@@ -180,8 +242,18 @@ pub fn path_key(map_path: &str, key: &str) -> String {
 /// Why a text is refused before it is parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TextLimitError {
-    TooLarge { bytes: usize, limit: usize },
-    TooDeep { line: usize, limit: usize },
+    TooLarge {
+        bytes: usize,
+        limit: usize,
+    },
+    TooDeep {
+        line: usize,
+        limit: usize,
+    },
+    /// More nodes, with its aliases expanded, than the alias budget allows ([`MAX_ALIAS_NODES`]).
+    TooManyNodes {
+        limit: usize,
+    },
 }
 
 impl std::fmt::Display for TextLimitError {
@@ -195,6 +267,12 @@ impl std::fmt::Display for TextLimitError {
             TextLimitError::TooDeep { line, limit } => write!(
                 f,
                 "nests deeper than {limit} levels at line {line}: a spec needs a handful, so this is not one"
+            ),
+            TextLimitError::TooManyNodes { limit } => write!(
+                f,
+                "expands through its YAML aliases (*name) to more than {limit} values, the alias budget for a \
+                 text of its size ({MAX_YAML_NODES_PER_BYTE} per byte and {MAX_ALIAS_NODES}): aliases that repeat \
+                 aliases multiply, and no spec needs that; write the repeated parts out"
             ),
         }
     }
@@ -268,13 +346,245 @@ pub fn check_text(text: &str, limit: usize) -> Result<(), TextLimitError> {
     Ok(())
 }
 
-/// Reads at most `limit + 1` bytes, so a huge file (or an endless stream such as /dev/zero) costs no more
-/// than the limit before [`check_text`] refuses it. Fails, as `read_to_string` does, on text that is not UTF-8.
+/// The alias budget of a text of `bytes` bytes: [`MAX_ALIAS_NODES`].
+pub fn yaml_node_budget(bytes: usize) -> usize {
+    bytes
+        .saturating_mul(MAX_YAML_NODES_PER_BYTE)
+        .saturating_add(MAX_ALIAS_NODES)
+}
+
+/// Refuses a YAML text whose nodes, with every alias expanded, are more than [`yaml_node_budget`] allows.
+///
+/// The parser's own events are walked (every document of the stream, sharing one budget) and counted without
+/// building anything, stopping at the first node past the budget: a "billion laughs" text is refused after
+/// at most the budget's worth of work. A text the parser cannot read passes here; parsing it for real then
+/// reports where it is wrong.
+pub fn check_aliases(text: &str) -> Result<(), TextLimitError> {
+    use serde::de::DeserializeSeed;
+    let limit = yaml_node_budget(text.len());
+    let counter = NodeCounter {
+        left: &std::cell::Cell::new(limit),
+        exceeded: &std::cell::Cell::new(false),
+    };
+    for document in yaml_serde::Deserializer::from_str(text) {
+        if counter.deserialize(document).is_err() {
+            if counter.exceeded.get() {
+                return Err(TextLimitError::TooManyNodes { limit });
+            }
+            // Not a budget problem: the real parse says what it is.
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Counts the nodes a deserializer yields (an alias's nodes each time it is used), and fails past the budget.
+#[derive(Clone, Copy)]
+struct NodeCounter<'a> {
+    left: &'a std::cell::Cell<usize>,
+    exceeded: &'a std::cell::Cell<bool>,
+}
+
+impl NodeCounter<'_> {
+    fn count<E: serde::de::Error>(self) -> Result<(), E> {
+        match self.left.get().checked_sub(1) {
+            Some(left) => {
+                self.left.set(left);
+                Ok(())
+            }
+            None => {
+                self.exceeded.set(true);
+                Err(E::custom("over the alias budget"))
+            }
+        }
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for NodeCounter<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for NodeCounter<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any YAML value")
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<(), E> {
+        self.count()
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<(), E> {
+        self.count()
+    }
+    fn visit_i128<E: serde::de::Error>(self, _: i128) -> Result<(), E> {
+        self.count()
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<(), E> {
+        self.count()
+    }
+    fn visit_u128<E: serde::de::Error>(self, _: u128) -> Result<(), E> {
+        self.count()
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<(), E> {
+        self.count()
+    }
+    fn visit_char<E: serde::de::Error>(self, _: char) -> Result<(), E> {
+        self.count()
+    }
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<(), E> {
+        self.count()
+    }
+    fn visit_bytes<E: serde::de::Error>(self, _: &[u8]) -> Result<(), E> {
+        self.count()
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        self.count()
+    }
+    fn visit_none<E: serde::de::Error>(self) -> Result<(), E> {
+        self.count()
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        serde::de::DeserializeSeed::deserialize(self, deserializer)
+    }
+    fn visit_newtype_struct<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<(), D::Error> {
+        serde::de::DeserializeSeed::deserialize(self, deserializer)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        self.count()?;
+        while seq.next_element_seed(self)?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        self.count()?;
+        while map.next_key_seed(self)?.is_some() {
+            map.next_value_seed(self)?;
+        }
+        Ok(())
+    }
+    fn visit_enum<A: serde::de::EnumAccess<'de>>(self, data: A) -> Result<(), A::Error> {
+        use serde::de::VariantAccess;
+        // A tagged value (`!tag value`): the tag names the variant, the value is its content.
+        let (_, variant) = data.variant::<serde::de::IgnoredAny>()?;
+        variant.newtype_variant_seed(self)
+    }
+}
+
+/// Reads at most `limit + 1` bytes of a stream (standard input), so an endless one such as /dev/zero costs no
+/// more than the limit before [`check_text`] refuses it. Fails, as `read_to_string` does, on text that is not
+/// UTF-8. A file named by path is read with [`read_file_bounded`] instead.
 pub fn read_bounded(reader: impl Read, limit: usize) -> std::io::Result<String> {
     let mut text = String::new();
     let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
     reader.take(cap).read_to_string(&mut text)?;
     Ok(text)
+}
+
+/// A spec file (`create -f`, `replace -f`, the file `edit` opens in the editor): [`MAX_SPEC_FILE_BYTES`].
+pub const MAX_SPEC_FILE: ReadLimit = ReadLimit {
+    bytes: MAX_SPEC_FILE_BYTES as u64,
+    what: "a spec file",
+};
+/// A CA's certificate or private key (`create secret keypair --cert --key`): a PEM certificate chain or key
+/// is a few KiB, so 1 MiB is no real file's limit.
+pub const MAX_PEM_FILE: ReadLimit = ReadLimit {
+    bytes: 1024 * 1024,
+    what: "a PEM certificate or key",
+};
+/// An SSH public key (`create secret sshpublickey --pubkey`): the longest accepted key (RSA 16384 bits) is
+/// about 2.8 KiB of text.
+pub const MAX_SSH_PUBLIC_KEY_FILE: ReadLimit = ReadLimit {
+    bytes: crate::ssh_key::MAX_FILE_BYTES,
+    what: "an OpenSSH public key",
+};
+/// `terraform output -json` (`create cluster --shared-from`): a VPC id, a CIDR and a subnet per zone, among
+/// whatever else the workspace outputs.
+pub const MAX_TERRAFORM_OUTPUTS_FILE: ReadLimit = ReadLimit {
+    bytes: 4 * 1024 * 1024,
+    what: "`terraform output -json`",
+};
+/// A kubeconfig `export kubeconfig` merges into (`--kubeconfig`, `KUBECONFIG`, `~/.kube/config`): a few KiB
+/// per cluster; 16 MiB holds thousands of them.
+pub const MAX_KUBECONFIG_FILE: ReadLimit = ReadLimit {
+    bytes: 16 * 1024 * 1024,
+    what: "a kubeconfig",
+};
+
+/// Why a file from outside Ballast was not read ([`read_file_bounded`]). Its message follows the file's name
+/// (and the flag that gave it): `--cert /dev/zero: is a character device, not a regular file ...`.
+#[derive(Debug, thiserror::Error)]
+pub enum FileReadError {
+    #[error(
+        "is {kind}, not a regular file: give the file itself (a pipe or a device is not read)"
+    )]
+    NotAFile { kind: &'static str },
+    #[error("is larger than the limit of {limit} bytes for {what}")]
+    TooLarge { limit: u64, what: &'static str },
+    #[error("cannot be read: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What a file type is, in words, when it is not a regular file.
+fn not_regular(file_type: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_file() {
+        None
+    } else if file_type.is_dir() {
+        Some("a directory")
+    } else if file_type.is_fifo() {
+        Some("a named pipe (FIFO)")
+    } else if file_type.is_char_device() {
+        Some("a character device")
+    } else if file_type.is_block_device() {
+        Some("a block device")
+    } else if file_type.is_socket() {
+        Some("a socket")
+    } else {
+        Some("not a regular file")
+    }
+}
+
+/// The one reader of files named from outside Ballast (every path flag, the file an editor saved): a regular
+/// file only, and at most `limit.bytes` of it.
+///
+/// The file's type is checked before it is opened, so a FIFO (which would block the open until a writer
+/// came) or a device (/dev/zero never ends) is refused at once; and again once open, on the open file, so one
+/// swapped in between is refused too, without blocking (it is opened non-blocking, which changes nothing for
+/// a regular file). At most `limit.bytes` and one more byte are read whatever the file's size claims (files
+/// under /proc say 0): a larger file is [`FileReadError::TooLarge`].
+pub fn read_file_bounded(
+    path: &std::path::Path,
+    limit: ReadLimit,
+) -> Result<Vec<u8>, FileReadError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(kind) = not_regular(std::fs::metadata(path)?.file_type()) {
+        return Err(FileReadError::NotAFile { kind });
+    }
+    let flags = nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOCTTY;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits())
+        .open(path)?;
+    if let Some(kind) = not_regular(file.metadata()?.file_type()) {
+        return Err(FileReadError::NotAFile { kind });
+    }
+    let mut data = Vec::new();
+    file.take(limit.bytes.saturating_add(1))
+        .read_to_end(&mut data)?;
+    if data.len() as u64 > limit.bytes {
+        return Err(FileReadError::TooLarge {
+            limit: limit.bytes,
+            what: limit.what,
+        });
+    }
+    Ok(data)
 }
 
 #[cfg(test)]
@@ -313,12 +623,104 @@ mod tests {
         assert_eq!(check_text(&at_limit, MAX_SPEC_FILE_BYTES), Ok(()));
     }
 
+    /// Nine levels of ten aliases each: 10^9 strings from about 800 bytes.
+    fn billion_laughs() -> String {
+        let mut text = String::from("a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+        for level in 1..=9 {
+            let previous = format!("*a{}", level - 1);
+            let items = vec![previous.as_str(); 10].join(", ");
+            text.push_str(&format!("a{level}: &a{level} [{items}]\n"));
+        }
+        text
+    }
+
+    #[test]
+    fn the_billion_laughs_are_refused_by_the_alias_budget() {
+        let text = billion_laughs();
+        assert_eq!(
+            check_aliases(&text),
+            Err(TextLimitError::TooManyNodes {
+                limit: text.len() * MAX_YAML_NODES_PER_BYTE + MAX_ALIAS_NODES
+            })
+        );
+        // The same shape with only a few aliases in use is well within it.
+        let modest = "a: &a [x, y, z]\nb: [*a, *a]\nc: {k: *a}\n";
+        assert_eq!(check_aliases(modest), Ok(()));
+    }
+
+    /// Without aliases no text comes near the budget, however densely it packs its values.
+    #[test]
+    fn dense_texts_without_aliases_are_within_the_budget() {
+        let flow = format!("[{}a]", "a,".repeat(400_000));
+        let empty_lists = format!("[{}[]]", "[],".repeat(300_000));
+        let dashes = "-\n".repeat(400_000);
+        let pairs = format!("{{{}a}}", "a,".repeat(400_000));
+        for text in [flow, empty_lists, dashes, pairs] {
+            assert_eq!(check_aliases(&text), Ok(()), "{}", &text[..20]);
+        }
+    }
+
     #[test]
     fn size_is_checked_first() {
         assert_eq!(
             check_text("abcd", 3),
             Err(TextLimitError::TooLarge { bytes: 4, limit: 3 })
         );
+    }
+
+    const SMALL: ReadLimit = ReadLimit {
+        bytes: 10,
+        what: "a test file",
+    };
+
+    #[test]
+    fn a_regular_file_is_read_up_to_its_limit_and_refused_past_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let at = dir.path().join("at");
+        std::fs::write(&at, b"0123456789").expect("write");
+        assert_eq!(
+            read_file_bounded(&at, SMALL).expect("at the limit"),
+            b"0123456789"
+        );
+        let over = dir.path().join("over");
+        std::fs::write(&over, b"0123456789a").expect("write");
+        let err = read_file_bounded(&over, SMALL).expect_err("over the limit");
+        assert_eq!(
+            err.to_string(),
+            "is larger than the limit of 10 bytes for a test file"
+        );
+        let missing = read_file_bounded(&dir.path().join("none"), SMALL).expect_err("missing");
+        assert!(matches!(missing, FileReadError::Io(_)), "{missing}");
+    }
+
+    /// /dev/zero never ends and claims no size; a FIFO with no writer would block its open forever; a
+    /// directory is no file: each is refused by its type, before anything is read.
+    #[test]
+    fn devices_fifos_and_directories_are_refused_without_reading() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+        for (path, kind) in [
+            (std::path::Path::new("/dev/zero"), "a character device"),
+            (fifo.as_path(), "a named pipe (FIFO)"),
+            (dir.path(), "a directory"),
+        ] {
+            let err = read_file_bounded(path, SMALL).expect_err("refused");
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "is {kind}, not a regular file: give the file itself (a pipe or a device is not read)"
+                ),
+                "{}",
+                path.display()
+            );
+        }
+        // A symbolic link to a regular file is that file.
+        let target = dir.path().join("target");
+        std::fs::write(&target, b"x").expect("write");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).expect("symlink");
+        assert_eq!(read_file_bounded(&link, SMALL).expect("read"), b"x");
     }
 
     #[test]

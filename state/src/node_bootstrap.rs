@@ -15,6 +15,7 @@ use std::net::SocketAddr;
 use serde::{Deserialize, Serialize};
 
 use crate::layout::ClusterPaths;
+use crate::limits::MAX_NODE_RECORD;
 use crate::store::{Precondition, StateStore, StoreError};
 
 /// How many times a control-plane node retries its conditional write when another one wrote first (five
@@ -83,7 +84,7 @@ pub async fn read_services(
     paths: &ClusterPaths,
 ) -> Result<Option<NodeBootstrapServices>, NodeBootstrapError> {
     let key = paths.node_bootstrap_services();
-    let Some(object) = store.get(&key).await? else {
+    let Some(object) = store.get_bounded(&key, MAX_NODE_RECORD).await? else {
         return Ok(None);
     };
     let services = serde_json::from_slice(&object.data)
@@ -112,12 +113,15 @@ pub async fn publish_service(
 ) -> Result<Published, NodeBootstrapError> {
     let key = paths.node_bootstrap_services();
     for _ in 0..PUBLISH_ATTEMPTS {
-        let (current, precondition) = match store.get(&key).await? {
-            None => (None, Precondition::MustNotExist),
-            Some(object) => (
+        let (current, precondition) = match store.get_bounded(&key, MAX_NODE_RECORD).await {
+            Ok(None) => (None, Precondition::MustNotExist),
+            Ok(Some(object)) => (
                 serde_json::from_slice::<NodeBootstrapServices>(&object.data).ok(),
                 Precondition::MustMatch(object.version),
             ),
+            // Too large to be what a node wrote: replaced, as an unreadable one is.
+            Err(StoreError::TooLarge { version, .. }) => (None, Precondition::MustMatch(version)),
+            Err(e) => return Err(e.into()),
         };
         let next = current.clone().unwrap_or_default().published(own, live);
         if current.as_ref() == Some(&next) {

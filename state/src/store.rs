@@ -21,6 +21,8 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::ServerSideEncryption;
 use sha2::{Digest, Sha256};
 
+use crate::limits::ReadLimit;
+
 pub mod posture;
 
 /// Environment variable naming the state store, like kops's KOPS_STATE_STORE.
@@ -75,18 +77,33 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
-    /// A file store's directory that others may read or write, and that this user cannot tighten because
-    /// it belongs to someone else.
-    #[error(
-        "state store directory {} has mode {mode:04o} and belongs to uid {owner}, not to this user (uid {uid}): \
-         others could read or change its secrets; chown it to uid {uid} and chmod 0700, or use another directory",
-        path.display()
-    )]
+    /// A file store's root that group or others may use: the store sets the mode of nothing it did not create,
+    /// so it refuses the directory and says how to make it private (or to use another).
+    #[error("{}", open_directory_message(path, *mode, *owner, *uid))]
     OpenDirectory {
         path: PathBuf,
         mode: u32,
         owner: u32,
         uid: u32,
+    },
+    /// A file store's root that exists and is not a directory (`file:///dev/null`).
+    #[error(
+        "state store path {} is {kind}, not a directory: a file store is a directory of its own; use another \
+         path, e.g. file:///var/lib/ballast/state (Ballast creates it, 0700)",
+        path.display()
+    )]
+    NotADirectory { path: PathBuf, kind: &'static str },
+    /// An object larger than the most Ballast reads of its kind (`StateStore::get_bounded`): not read.
+    #[error(
+        "state store object {key} is larger than {limit} bytes, the most Ballast reads of {what}, and was not \
+         read: Ballast and nodeup write far less; delete it (its writer writes it again) and find out who wrote it"
+    )]
+    TooLarge {
+        key: String,
+        limit: u64,
+        what: &'static str,
+        /// The object's version, for a writer that replaces it conditionally.
+        version: Version,
     },
     /// An S3 request failed: `message` says what to do (from [`describe_sdk_error`]), `source` is the SDK's
     /// error itself, for callers and logs that want its details.
@@ -131,7 +148,9 @@ impl StateStore {
                     "a file store needs an absolute path: file:///var/lib/ballast",
                 ));
             }
-            return Ok(StateStore::File(FileStore::open(PathBuf::from(path))?));
+            let store = FileStore::open(PathBuf::from(path))?;
+            tracing::debug!(root = path, "file state store opened");
+            return Ok(StateStore::File(store));
         }
         if let Some(rest) = url.strip_prefix("s3://") {
             let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
@@ -168,6 +187,21 @@ impl StateStore {
         match self {
             StateStore::File(f) => f.get(key),
             StateStore::S3(s) => s.get(key).await,
+        }
+    }
+
+    /// Reads an object that may be at most `limit.bytes` long: one a node may write (a boot report, etcd's
+    /// records, the bootstrap services), whose size Ballast cannot trust. `None` when it does not exist;
+    /// [`StoreError::TooLarge`] (with the object's version) when it is larger, after reading no more than the
+    /// limit and a byte: on S3 a larger `Content-Length` is refused before the body is read.
+    pub async fn get_bounded(
+        &self,
+        key: &str,
+        limit: ReadLimit,
+    ) -> Result<Option<StoredObject>, StoreError> {
+        match self {
+            StateStore::File(f) => f.get_bounded(key, limit),
+            StateStore::S3(s) => s.get_bounded(key, limit).await,
         }
     }
 
@@ -241,6 +275,85 @@ fn conflict_reason(precondition: &Precondition) -> String {
     }
 }
 
+/// Refuses a file store's root that exists and is not a private directory ([`FileStore::open`]); a missing root
+/// is fine (the first write creates it 0700). Only looks: it never changes what it finds.
+fn check_root(root: &Path, uid: u32) -> Result<(), StoreError> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let metadata = match std::fs::metadata(root) {
+        Ok(metadata) => metadata,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(StoreError::Io {
+                path: root.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let file_type = metadata.file_type();
+    if !file_type.is_dir() {
+        let kind = if file_type.is_file() {
+            "a regular file"
+        } else if file_type.is_char_device() {
+            "a character device"
+        } else if file_type.is_block_device() {
+            "a block device"
+        } else if file_type.is_fifo() {
+            "a named pipe"
+        } else if file_type.is_socket() {
+            "a socket"
+        } else {
+            "not a file or directory"
+        };
+        return Err(StoreError::NotADirectory {
+            path: root.to_path_buf(),
+            kind,
+        });
+    }
+    let mode = metadata.mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(StoreError::OpenDirectory {
+            path: root.to_path_buf(),
+            mode,
+            owner: metadata.uid(),
+            uid,
+        });
+    }
+    Ok(())
+}
+
+/// What is wrong with an open store root and the fix: `chmod 0700` only for a directory of this user's that
+/// is not a shared one (sticky, as /tmp is, or the filesystem's root); otherwise a directory of its own inside.
+fn open_directory_message(path: &Path, mode: u32, owner: u32, uid: u32) -> String {
+    let shown = path.display();
+    let shared = mode & 0o1000 != 0 || path.parent().is_none();
+    let inside = path.join("ballast-state");
+    let elsewhere = format!(
+        "use a directory of the store's own instead, e.g. --state file://{} (Ballast creates it, 0700)",
+        inside.display()
+    );
+    let fix = if shared {
+        format!("it is shared, so do not change it: {elsewhere}")
+    } else if owner != uid {
+        format!(
+            "if it holds nothing but the state store, `chown {uid} {shown} && chmod 0700 {shown}`; otherwise \
+             {elsewhere}"
+        )
+    } else {
+        format!(
+            "if it holds nothing but the state store, `chmod 0700 {shown}`; otherwise {elsewhere}"
+        )
+    };
+    let whose = if owner == uid {
+        String::new()
+    } else {
+        format!(" and belongs to uid {owner}, not to this user (uid {uid})")
+    };
+    format!(
+        "state store directory {shown} has mode {mode:04o}{whose}: others could read or change its secrets, and \
+         Ballast changes the mode of nothing it did not create; {fix}"
+    )
+}
+
 /// The `file://` backend.
 #[derive(Debug, Clone)]
 pub struct FileStore {
@@ -252,50 +365,15 @@ impl FileStore {
         FileStore { root }
     }
 
-    /// The store at `root`, after making sure no one else can read or change what is already there: the
-    /// root and its cluster folders (made by this or an older version, or by hand) are tightened to 0700
-    /// when this user owns them, and refused when they belong to someone else. What the store creates
-    /// later is 0700 already.
+    /// The store at `root`, after making sure no one else can read or change what is there: a root that exists
+    /// must be a directory that group and others have no access to (and that belongs to this user when it is
+    /// open to them), or it is refused with the fix to make. The store never changes the mode of anything it
+    /// did not create (`--state file:///` must not re-mode the host): a root it creates, on the first write, and
+    /// everything under it are 0700 directories and 0600 files. A private root keeps everyone else out of what
+    /// lies under it, whatever their modes, so only the root is checked.
     pub fn open(root: PathBuf) -> Result<Self, StoreError> {
-        let store = FileStore::new(root);
-        if !store.secure_dir(&store.root)? {
-            return Ok(store); // created on the first write
-        }
-        let entries = std::fs::read_dir(&store.root).map_err(Self::io(&store.root))?;
-        for entry in entries {
-            let entry = entry.map_err(Self::io(&store.root))?;
-            if entry.file_type().map_err(Self::io(&entry.path()))?.is_dir() {
-                store.secure_dir(&entry.path())?;
-            }
-        }
-        Ok(store)
-    }
-
-    /// Tightens `dir` to 0700 if group or others have any access to it. False if it does not exist.
-    fn secure_dir(&self, dir: &Path) -> Result<bool, StoreError> {
-        use std::os::unix::fs::{MetadataExt, PermissionsExt};
-        let metadata = match std::fs::metadata(dir) {
-            Ok(metadata) => metadata,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(Self::io(dir)(e)),
-        };
-        let mode = metadata.mode() & 0o7777;
-        if mode & 0o077 == 0 {
-            return Ok(true);
-        }
-        let uid = nix::unistd::geteuid().as_raw();
-        if metadata.uid() != uid {
-            return Err(StoreError::OpenDirectory {
-                path: dir.to_path_buf(),
-                mode,
-                owner: metadata.uid(),
-                uid,
-            });
-        }
-        tracing::warn!(path = %dir.display(), mode = format!("{mode:04o}"), "state store directory was open to others: tightened to 0700");
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(Self::io(dir))?;
-        Ok(true)
+        check_root(&root, nix::unistd::geteuid().as_raw())?;
+        Ok(FileStore::new(root))
     }
 
     fn path_of(&self, key: &str) -> Result<PathBuf, StoreError> {
@@ -329,6 +407,47 @@ impl FileStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Self::io(&path)(e)),
         }
+    }
+
+    /// Reads at most `limit.bytes` and one more byte of the object, whatever its size claims.
+    fn get_bounded(&self, key: &str, limit: ReadLimit) -> Result<Option<StoredObject>, StoreError> {
+        use std::io::Read;
+        let path = self.path_of(key)?;
+        let file = match std::fs::File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Self::io(&path)(e)),
+        };
+        let mut data = Vec::new();
+        file.take(limit.bytes.saturating_add(1))
+            .read_to_end(&mut data)
+            .map_err(Self::io(&path))?;
+        if data.len() as u64 > limit.bytes {
+            return Err(StoreError::TooLarge {
+                key: path.display().to_string(),
+                limit: limit.bytes,
+                what: limit.what,
+                version: self
+                    .version_of(&path)?
+                    .unwrap_or_else(|| Version(String::new())),
+            });
+        }
+        Ok(Some(StoredObject {
+            version: Version(sha256_hex(&data)),
+            data,
+        }))
+    }
+
+    /// The object's version (its sha256) without holding it in memory: a report a node wrote may be of any size.
+    fn version_of(&self, path: &Path) -> Result<Option<Version>, StoreError> {
+        let mut file = match std::fs::File::open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Self::io(path)(e)),
+        };
+        let mut hasher = Sha256::new();
+        std::io::copy(&mut file, &mut hasher).map_err(Self::io(path))?;
+        Ok(Some(Version(hex::encode(hasher.finalize()))))
     }
 
     fn modified_unix(&self, key: &str) -> Result<Option<i64>, StoreError> {
@@ -374,11 +493,11 @@ impl FileStore {
     ) -> Result<Version, StoreError> {
         let path = self.path_of(key)?;
         let _lock = self.lock()?;
-        let current = self.get(key)?;
+        let current = self.version_of(&path)?;
         let holds = match (precondition, &current) {
             (Precondition::None, _) => true,
             (Precondition::MustNotExist, current) => current.is_none(),
-            (Precondition::MustMatch(v), Some(current)) => &current.version == v,
+            (Precondition::MustMatch(v), Some(current)) => current == v,
             (Precondition::MustMatch(_), None) => false,
         };
         if !holds {
@@ -434,12 +553,13 @@ impl FileStore {
         Ok(())
     }
 
-    /// A file's version is its sha256 ([`FileStore::get`]), so each listed file is read once.
+    /// A file's version is its sha256 ([`FileStore::get`]), so each listed file is read once, a piece at a time
+    /// (a report a node wrote may be of any size).
     fn list_versions(&self, prefix: &str) -> Result<BTreeMap<String, Version>, StoreError> {
         let mut versions = BTreeMap::new();
         for key in self.list(prefix)? {
-            if let Some(object) = self.get(&key)? {
-                versions.insert(key, object.version);
+            if let Some(version) = self.version_of(&self.path_of(&key)?)? {
+                versions.insert(key, version);
             }
         }
         Ok(versions)
@@ -555,6 +675,54 @@ impl S3Store {
             data: data.into_bytes().to_vec(),
             version,
         }))
+    }
+
+    /// Refuses an object whose `Content-Length` is over the limit without reading its body, and stops reading a
+    /// body that runs past the limit whatever the header said.
+    async fn get_bounded(
+        &self,
+        key: &str,
+        limit: ReadLimit,
+    ) -> Result<Option<StoredObject>, StoreError> {
+        let result = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(self.full_key(key))
+            .send()
+            .await;
+        let mut output = match result {
+            Ok(output) => output,
+            Err(SdkError::ServiceError(e)) if e.err().is_no_such_key() => return Ok(None),
+            Err(e) => return Err(self.error("read", key, e)),
+        };
+        let version = Version(output.e_tag().unwrap_or_default().to_string());
+        let too_large = |version: Version| StoreError::TooLarge {
+            key: self.full_key(key),
+            limit: limit.bytes,
+            what: limit.what,
+            version,
+        };
+        let claimed = output
+            .content_length()
+            .and_then(|length| u64::try_from(length).ok());
+        if claimed.is_some_and(|length| length > limit.bytes) {
+            return Err(too_large(version));
+        }
+        let mut data = Vec::new();
+        while let Some(chunk) = output.body.try_next().await.map_err(|e| StoreError::S3 {
+            operation: "read",
+            bucket: self.bucket.clone(),
+            key: self.full_key(key),
+            message: format!("reading the body: {e}"),
+            source: Box::new(e),
+        })? {
+            if (data.len() + chunk.len()) as u64 > limit.bytes {
+                return Err(too_large(version));
+            }
+            data.extend_from_slice(&chunk);
+        }
+        Ok(Some(StoredObject { data, version }))
     }
 
     async fn modified_unix(&self, key: &str) -> Result<Option<i64>, StoreError> {

@@ -10,7 +10,10 @@ use regex::Regex;
 use crate::defaults::region_of_zone;
 use crate::duration::{parse_duration, DurationError};
 use crate::error::FieldError;
-use crate::limits::{ETCD_VOLUME_SIZE_GIB, ETCD_VOLUME_TYPES, MAX_GROUP_SIZE};
+use crate::limits::{
+    ETCD_VOLUME_SIZE_GIB, ETCD_VOLUME_TYPES, IAM_MAX_ROLE_NAME_CHARS, IAM_ROLE_NAME_PREFIX,
+    MAX_CLUSTER_NAME_CHARS, MAX_GROUP_SIZE, MAX_INSTANCE_GROUPS,
+};
 use crate::spec::*;
 
 /// Kubernetes minor versions this release can build nodes for.
@@ -93,8 +96,18 @@ pub fn check_cluster_name(name: &str) -> Result<(), String> {
             "must not be empty: a cluster is named by a DNS name, e.g. demo.example.com".into(),
         );
     }
-    if name.len() > 253 {
-        return Err(format!("{name:?} is longer than 253 characters"));
+    if name.len() > MAX_CLUSTER_NAME_CHARS {
+        // A name of any length is quoted, but not at any length.
+        let mut shown: String = name.chars().take(2 * MAX_CLUSTER_NAME_CHARS).collect();
+        if shown.len() < name.len() {
+            shown.push_str("...");
+        }
+        return Err(format!(
+            "{shown:?} is {} characters, longer than {MAX_CLUSTER_NAME_CHARS}: the cluster's IAM roles are named \
+             {IAM_ROLE_NAME_PREFIX}<cluster>, and IAM allows role names of at most {IAM_MAX_ROLE_NAME_CHARS} \
+             characters; choose a shorter name",
+            name.len()
+        ));
     }
     for label in name.split('.') {
         if !DNS_LABEL.is_match(label) {
@@ -535,6 +548,19 @@ fn check_cloud_labels(report: &mut Report<'_>, path: &str, labels: &BTreeMap<Str
 
 fn check_instance_groups(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
     let cluster = &config.cluster;
+    if config.instance_groups.len() > MAX_INSTANCE_GROUPS {
+        // Each group's own checks are not run: thousands of messages would bury this one.
+        errors.push(FieldError::new(
+            &format!("{KIND_CLUSTER}/{}", cluster.metadata.name),
+            "",
+            format!(
+                "has {} instance groups, more than {MAX_INSTANCE_GROUPS}: each is an Auto Scaling group, a launch \
+                 template and AWS calls on every update; use fewer, larger groups",
+                config.instance_groups.len()
+            ),
+        ));
+        return;
+    }
     let subnet_names: BTreeSet<&str> = cluster
         .spec
         .subnets
@@ -831,5 +857,61 @@ mod tests {
         assert!(check_cluster_name("-demo.example.com").is_err());
         assert!(check_cluster_name("demo..example.com").is_err());
         assert!(check_cluster_name("").is_err());
+    }
+
+    /// IAM role names are at most 64 characters and the longest is `control-plane.<cluster>`: a 50-character
+    /// name is the longest that fits, and one more is refused saying why.
+    #[test]
+    fn cluster_names_fit_the_iam_role_names_made_from_them() {
+        let longest = format!("{}.example.com", "a".repeat(MAX_CLUSTER_NAME_CHARS - 12));
+        assert_eq!(longest.len(), 50);
+        assert!(check_cluster_name(&longest).is_ok());
+        assert_eq!(format!("control-plane.{longest}").len(), 64);
+        let too_long = format!("b{longest}");
+        let message = check_cluster_name(&too_long).expect_err("51 characters");
+        assert_eq!(
+            message,
+            format!(
+                "{too_long:?} is 51 characters, longer than 50: the cluster's IAM roles are named \
+                 control-plane.<cluster>, and IAM allows role names of at most 64 characters; choose a shorter name"
+            )
+        );
+        // A huge name is not quoted whole.
+        let huge = "a.".repeat(5_000) + "com";
+        assert!(check_cluster_name(&huge).expect_err("huge").len() < 400);
+    }
+
+    fn config_with_groups(count: usize) -> ClusterConfig {
+        let text = include_str!("../tests/data/good/ha-public.yaml");
+        let objects = crate::document::parse_spec_file("spec.yaml", text).expect("parses");
+        let mut config =
+            crate::document::config_from_objects("spec.yaml", objects).expect("config");
+        let node = config
+            .instance_groups
+            .iter()
+            .find(|g| g.spec.role == Role::Node)
+            .expect("a node group")
+            .clone();
+        while config.instance_groups.len() < count {
+            let mut group = node.clone();
+            group.metadata.name = format!("nodes-{}", config.instance_groups.len());
+            config.instance_groups.push(group);
+        }
+        crate::defaults::complete(&config)
+    }
+
+    #[test]
+    fn the_number_of_instance_groups_is_bounded() {
+        assert_eq!(validate(&config_with_groups(MAX_INSTANCE_GROUPS)), vec![]);
+        let errors = validate(&config_with_groups(MAX_INSTANCE_GROUPS + 1));
+        assert_eq!(
+            errors,
+            vec![FieldError::new(
+                "Cluster/demo.example.com",
+                "",
+                "has 101 instance groups, more than 100: each is an Auto Scaling group, a launch template and AWS \
+                 calls on every update; use fewer, larger groups"
+            )]
+        );
     }
 }

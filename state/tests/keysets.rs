@@ -91,7 +91,7 @@ async fn refused(
 #[tokio::test]
 async fn an_etcd_ca_rotation_writes_what_it_must_and_refusals_change_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path();
+    let root = &dir.path().join("state");
     let (store, secrets) = store_with_cluster(root).await;
 
     // A cluster never rotated: one primary key each, the one create cluster made, with dates from the CA.
@@ -214,7 +214,7 @@ async fn an_etcd_ca_rotation_writes_what_it_must_and_refusals_change_nothing() {
 #[tokio::test]
 async fn an_encryption_key_rotation_keeps_every_key_and_drops_only_after_the_rewrite() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path();
+    let root = &dir.path().join("state");
     let (store, secrets) = store_with_cluster(root).await;
     let name = KeysetName::EncryptionKey;
     let err = refused(&store, root, name, Stage::Rewrite, None).await;

@@ -26,7 +26,8 @@ fn held_lock() -> Vec<u8> {
 
 async fn store(dir: &tempfile::TempDir) -> StateStore {
     StateStore::open(
-        &format!("file://{}", dir.path().display()),
+        // A directory the store creates (0700): a temporary directory is open to others, and refused.
+        &format!("file://{}", dir.path().join("state").display()),
         StoreOptions::default(),
     )
     .await

@@ -4,7 +4,9 @@
 use std::time::{Duration, Instant};
 
 use ballast_state::defaults::complete;
-use ballast_state::document::{config_from_objects, parse_objects, parse_spec_file};
+use ballast_state::document::{
+    check_unique_groups, config_from_objects, parse_objects, parse_spec_file,
+};
 use ballast_state::limits::{MAX_CLOUD_LABELS, MAX_NESTING_DEPTH, MAX_SPEC_FILE_BYTES};
 use ballast_state::validate::validate;
 use proptest::prelude::*;
@@ -184,6 +186,77 @@ fn a_file_over_the_size_limit_is_refused_naming_the_limit() {
     );
     // A spec the store holds may be larger (completion writes every default out), up to its own limit.
     assert!(parse_objects("stored", &text).is_ok());
+}
+
+/// "Billion laughs" in a spec: nine levels of ten aliases each stand for 10^9 values in under 1 KiB. Refused
+/// by the alias budget before anything is built, naming the file and the budget (the unbounded parser took
+/// 7.7 s and 850 MB on a 10 KB text of this kind).
+#[test]
+fn aliases_that_multiply_are_refused_by_the_alias_budget() {
+    let mut labels = String::from(
+        "  cloudLabels:\n    a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n",
+    );
+    for level in 1..=9 {
+        let items = vec![format!("*a{}", level - 1); 10].join(", ");
+        labels.push_str(&format!("    a{level}: &a{level} [{items}]\n"));
+    }
+    let text = GOOD_SPEC.replacen("  subnets:\n", &format!("{labels}  subnets:\n"), 1);
+    let budget = ballast_state::limits::yaml_node_budget(text.len());
+    let expected = format!(
+        "spec.yaml: expands through its YAML aliases (*name) to more than {budget} values, the alias budget"
+    );
+    let messages = check(&text);
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert!(messages[0].starts_with(&expected), "{}", messages[0]);
+    // The budget holds for what the store holds too.
+    let stored = parse_objects("stored", &text).expect_err("refused");
+    assert!(stored.to_string().contains("alias budget"), "{stored}");
+}
+
+/// A spec with a few anchors, as an operator might share a list of subnets or labels, still parses, and each
+/// alias reads as the value it repeats.
+#[test]
+fn a_spec_with_a_few_anchors_still_parses() {
+    let text = GOOD_SPEC.replace(
+        "spec:\n  role: Node\n",
+        "spec:\n  role: Node\n  subnets: &zones [us-west-2a, us-west-2b, us-west-2c]\n  \
+         cloudLabels: &labels {team: platform, cost: shared}\n  nodeLabels: *labels\n",
+    );
+    assert!(text.contains("*labels"), "the spec was not changed: {text}");
+    assert_eq!(check(&text), Vec::<String>::new());
+    let objects = parse_spec_file("spec.yaml", &text).expect("parses");
+    let config = config_from_objects("spec.yaml", objects).expect("one cluster");
+    let nodes = config
+        .instance_groups
+        .iter()
+        .find(|g| g.metadata.name == "nodes")
+        .expect("the nodes group");
+    assert_eq!(nodes.spec.node_labels, nodes.spec.cloud_labels);
+    assert_eq!(nodes.spec.node_labels.len(), 2);
+    assert_eq!(nodes.spec.subnets.len(), 3);
+}
+
+/// Two InstanceGroups of one name in one file: where a file's groups change a stored cluster one by one
+/// (`replace -f`, `create -f` of groups alone) one would silently replace the other. Refused, naming both.
+#[test]
+fn an_instance_group_given_twice_in_one_file_is_refused_naming_both() {
+    let group = "apiVersion: ballast.dev/v1alpha1\nkind: InstanceGroup\nmetadata: {name: extra}\n\
+                 spec: {role: Node, subnets: [us-west-2a]}\n";
+    let bigger = group.replace("{role: Node,", "{role: Node, maxSize: 9,");
+    let text = format!("{GOOD_SPEC}---\n{group}---\n{bigger}");
+    let objects = parse_spec_file("spec.yaml", &text).expect("parses");
+    let config = config_from_objects("spec.yaml", objects).expect("one cluster");
+    let errors = check_unique_groups("spec.yaml", &config.instance_groups).expect_err("refused");
+    assert_eq!(
+        errors.to_string(),
+        "spec.yaml: 1 error in the spec\n  InstanceGroup/extra: metadata.name: is given twice, as the file's \
+         instance groups 5 and 6 (in the file's order): one would silently replace the other; keep one, or \
+         rename it"
+    );
+    assert_eq!(
+        check_unique_groups("spec.yaml", &config.instance_groups[..5]),
+        Ok(())
+    );
 }
 
 #[test]

@@ -418,6 +418,66 @@ async fn listed_versions(store: &StateStore) {
         .is_empty());
 }
 
+/// Objects a node may write are read with a bound: one at the limit is read whole, one a byte over it is refused
+/// naming its key and the limit (with its version, for a writer that replaces it), a missing one is `None`.
+async fn bounded_reads(store: &StateStore) {
+    use ballast_state::limits::ReadLimit;
+    let limit = ReadLimit {
+        bytes: 1000,
+        what: "a test object",
+    };
+    let at_limit = vec![b'a'; 1000];
+    let over = vec![b'b'; 100_000];
+    let v_at = store
+        .put("c1/reports/i-at.json", &at_limit, &Precondition::None)
+        .await
+        .expect("put");
+    let v_over = store
+        .put("c1/reports/i-over.json", &over, &Precondition::None)
+        .await
+        .expect("put");
+    let read = store
+        .get_bounded("c1/reports/i-at.json", limit)
+        .await
+        .expect("read at the limit")
+        .expect("exists");
+    assert_eq!(read.data, at_limit);
+    assert_eq!(read.version, v_at);
+    let err = store
+        .get_bounded("c1/reports/i-over.json", limit)
+        .await
+        .expect_err("a byte over the limit is refused");
+    let message = err.to_string();
+    for expected in [
+        "c1/reports/i-over.json",
+        "is larger than 1000 bytes, the most Ballast reads of a test object",
+    ] {
+        assert!(message.contains(expected), "{expected:?} not in {message}");
+    }
+    match err {
+        StoreError::TooLarge { version, .. } => assert_eq!(version, v_over),
+        other => panic!("expected TooLarge, got {other}"),
+    }
+    assert_eq!(
+        store
+            .get_bounded("c1/reports/i-none.json", limit)
+            .await
+            .expect("a missing object is no error"),
+        None
+    );
+}
+
+#[tokio::test]
+async fn file_store_bounded_reads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    bounded_reads(&file_store(&dir).await).await;
+}
+
+#[tokio::test]
+async fn s3_store_bounded_reads() {
+    bounded_reads(&s3_store("bounded").await).await;
+}
+
 #[tokio::test]
 async fn file_store_listed_versions() {
     let dir = tempfile::tempdir().expect("tempdir");

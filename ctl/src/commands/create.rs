@@ -1,6 +1,6 @@
 //! `create cluster`, `create -f` and `replace -f`.
 
-use ballast_state::document::SpecObject;
+use ballast_state::document::{check_unique_groups, SpecObject};
 use ballast_state::generate::{generate, ClusterTemplate};
 use ballast_state::pki::ClusterSecrets;
 use ballast_state::registry::{check, Registry, RegistryError, SpecChange};
@@ -19,7 +19,7 @@ pub async fn run(context: &Context, args: CreateArgs) -> Result<(), CommandError
     match (args.file, args.what) {
         (Some(file), None) => {
             let objects = read_objects(&file)?;
-            create_objects(context, objects).await
+            create_objects(context, &file.display().to_string(), objects).await
         }
         (None, Some(CreateWhat::Cluster(flags))) => create_cluster(context, *flags).await,
         (None, Some(CreateWhat::Secret(args))) => super::keys::create_secret(context, args).await,
@@ -206,7 +206,11 @@ fn split_objects(
     Ok((name, cluster, groups))
 }
 
-async fn create_objects(context: &Context, objects: Vec<SpecObject>) -> Result<(), CommandError> {
+async fn create_objects(
+    context: &Context,
+    source: &str,
+    objects: Vec<SpecObject>,
+) -> Result<(), CommandError> {
     let (name, cluster, groups) = split_objects(context, objects)?;
     let registry = context.registry().await?;
     match cluster {
@@ -219,6 +223,7 @@ async fn create_objects(context: &Context, objects: Vec<SpecObject>) -> Result<(
             store_new_cluster(context, &registry, &config).await
         }
         None => {
+            check_unique_groups(source, &groups).map_err(CommandError::InvalidSpec)?;
             let stored = registry.load(&name).await?;
             let mut change = SpecChange::default();
             for ig in groups {
@@ -262,6 +267,8 @@ pub async fn replace(context: &Context, args: ReplaceArgs) -> Result<(), Command
         }
         (Err(e), _) => return Err(e.into()),
     };
+    check_unique_groups(&args.file.display().to_string(), &groups)
+        .map_err(CommandError::InvalidSpec)?;
     let mut change = SpecChange::default();
     if let Some(cluster) = cluster {
         change.cluster = Some((
@@ -301,10 +308,17 @@ fn shared_network_from(
     path: &std::path::Path,
     zones: &[String],
 ) -> Result<SharedNetwork, CommandError> {
-    let text = std::fs::read_to_string(path).map_err(crate::error::io_error(format!(
-        "reading {}",
-        path.display()
-    )))?;
+    let flag = format!("--shared-from {}", path.display());
+    let bytes = ballast_state::limits::read_file_bounded(
+        path,
+        ballast_state::limits::MAX_TERRAFORM_OUTPUTS_FILE,
+    )
+    .map_err(|e| CommandError::Usage(format!("{flag}: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        CommandError::Usage(format!(
+            "{flag}: not text, so not the JSON of `terraform output -json`"
+        ))
+    })?;
     parse_terraform_outputs(&text, zones)
         .map_err(|m| CommandError::Usage(format!("--shared-from {}: {m}", path.display())))
 }

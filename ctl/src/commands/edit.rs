@@ -61,8 +61,18 @@ pub async fn run(context: &Context, args: EditArgs) -> Result<(), CommandError> 
         .join(format!("{}.yaml", file_stem(&original)));
     write_private(&path, &format!("{HEADER}{before}"))?;
     run_editor(&path)?;
+    // The editor may have left anything there: read as a spec file is, a regular file up to its limit.
     let edited =
-        std::fs::read_to_string(&path).map_err(io_error(format!("reading {}", path.display())))?;
+        ballast_state::limits::read_file_bounded(&path, ballast_state::limits::MAX_SPEC_FILE)
+            .map_err(|e| CommandError::Usage(format!("{}: {e}; nothing was saved", path.display())))
+            .and_then(|bytes| {
+                String::from_utf8(bytes).map_err(|_| {
+                    CommandError::Usage(format!(
+                        "{}: not UTF-8 text; nothing was saved",
+                        path.display()
+                    ))
+                })
+            })?;
     let body: String = edited
         .lines()
         .filter(|l| !l.starts_with('#'))

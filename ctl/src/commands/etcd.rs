@@ -100,7 +100,7 @@ async fn backup(context: &Context, args: EtcdBackupArgs) -> Result<(), CommandEr
     .await
     .map_err(etcd_error(&name))?;
     let Some(taken) = found else {
-        let pending = store.get(&request).await?.is_some();
+        let pending = store.modified_unix(&request).await?.is_some();
         let why = if pending {
             format!(
                 "The request ({request}) is still pending: no etcd leader's supervisor took it. The supervisors may \

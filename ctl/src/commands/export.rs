@@ -166,8 +166,9 @@ fn target_file(flag: Option<&Path>, cluster: &str) -> Result<PathBuf, CommandErr
     let env = std::env::var("KUBECONFIG").ok();
     let home = std::env::var_os("HOME").map(PathBuf::from);
     choose_file(flag, env.as_deref(), home.as_deref(), |path| {
-        std::fs::read_to_string(path)
+        read_kubeconfig(path)
             .ok()
+            .flatten()
             .map(|text| defines_name(&text, cluster))
     })
     .ok_or_else(|| {
@@ -177,17 +178,38 @@ fn target_file(flag: Option<&Path>, cluster: &str) -> Result<PathBuf, CommandErr
     })
 }
 
+/// A kubeconfig's text (`None`: there is none yet), read as every file from outside is: a regular file, at most
+/// [`MAX_KUBECONFIG_FILE`](ballast_state::limits::MAX_KUBECONFIG_FILE).
+fn read_kubeconfig(path: &Path) -> Result<Option<String>, CommandError> {
+    use ballast_state::limits::{read_file_bounded, FileReadError, MAX_KUBECONFIG_FILE};
+    let bytes = match read_file_bounded(path, MAX_KUBECONFIG_FILE) {
+        Ok(bytes) => bytes,
+        Err(FileReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(FileReadError::Io(e)) => {
+            return Err(io_error(format!("reading {}", path.display()))(e))
+        }
+        Err(e) => {
+            return Err(CommandError::Usage(format!(
+                "kubeconfig {}: {e}; nothing was written (choose another with --kubeconfig FILE)",
+                path.display()
+            )))
+        }
+    };
+    String::from_utf8(bytes).map(Some).map_err(|_| {
+        CommandError::Usage(format!(
+            "kubeconfig {}: not UTF-8 text, so not a kubeconfig; nothing was written",
+            path.display()
+        ))
+    })
+}
+
 /// Merges into `file` and replaces it atomically with a 0600 file (a symlink's target is what is replaced).
 fn write_merged(file: &Path, entry: &ClusterEntry) -> Result<(), CommandError> {
     let file = match std::fs::canonicalize(file) {
         Ok(resolved) => resolved,
         Err(_) => file.to_path_buf(),
     };
-    let existing = match std::fs::read_to_string(&file) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(io_error(format!("reading {}", file.display()))(e)),
-    };
+    let existing = read_kubeconfig(&file)?;
     let merged =
         merge(existing.as_deref(), entry, &file).map_err(|e| CommandError::Usage(e.to_string()))?;
     let dir = file.parent().filter(|d| !d.as_os_str().is_empty());

@@ -4,6 +4,7 @@
 use ballast_state::ca_import;
 use ballast_state::keyset::{Keyset, KeysetName, Stage};
 use ballast_state::keystore::{self, KeystoreError};
+use ballast_state::limits::{read_file_bounded, ReadLimit, MAX_PEM_FILE, MAX_SSH_PUBLIC_KEY_FILE};
 use ballast_state::registry::Registry;
 use ballast_state::ssh_key::{self, SshPublicKey};
 use serde::Serialize;
@@ -279,15 +280,7 @@ async fn create_ssh_key(context: &Context, args: CreateSshKeyArgs) -> Result<(),
     ssh_key::check_name(&args.key_name)
         .map_err(|e| CommandError::Usage(format!("{e}; nothing was stored")))?;
     let flag = format!("--pubkey {}", args.pubkey.display());
-    let too_big = std::fs::metadata(&args.pubkey).is_ok_and(|m| m.len() > ssh_key::MAX_FILE_BYTES);
-    if too_big {
-        return Err(CommandError::Usage(format!(
-            "{flag}: larger than {} bytes, which no public key is: give the .pub file (e.g. \
-             ~/.ssh/id_ed25519.pub); nothing was stored",
-            ssh_key::MAX_FILE_BYTES
-        )));
-    }
-    let text = read_input("--pubkey", &args.pubkey)?;
+    let text = read_input("--pubkey", &args.pubkey, MAX_SSH_PUBLIC_KEY_FILE)?;
     let key = SshPublicKey::parse(&text)
         .map_err(|e| CommandError::Usage(format!("{flag}: {e}; nothing was stored")))?;
     drop(text);
@@ -345,19 +338,16 @@ async fn carry_ssh_keys(registry: &Registry, name: &str) -> Result<(), CommandEr
     Ok(())
 }
 
-/// Reads an operator's file for `create secret`, naming it (and the flag) when it cannot be read.
-fn read_input(flag: &str, path: &std::path::Path) -> Result<String, CommandError> {
-    const LIMIT: u64 = 1 << 20;
-    let too_big = std::fs::metadata(path).is_ok_and(|m| m.len() > LIMIT);
-    if too_big {
-        return Err(CommandError::Usage(format!(
-            "{flag} {}: larger than 1 MiB, which no PEM certificate or key is; nothing was stored",
-            path.display()
-        )));
-    }
-    let bytes = std::fs::read(path).map_err(|e| {
+/// Reads an operator's file for `create secret` (a regular file, at most `limit`), naming it (and the flag)
+/// when it cannot be read.
+fn read_input(
+    flag: &str,
+    path: &std::path::Path,
+    limit: ReadLimit,
+) -> Result<String, CommandError> {
+    let bytes = read_file_bounded(path, limit).map_err(|e| {
         CommandError::Usage(format!(
-            "{flag} {}: cannot be read ({e}); nothing was stored",
+            "{flag} {}: {e}; nothing was stored",
             path.display()
         ))
     })?;
@@ -385,8 +375,8 @@ async fn import_keypair(context: &Context, args: CreateKeypairArgs) -> Result<()
         )));
     }
     // Checked whole before the store is opened: a bad file stores nothing.
-    let cert_text = read_input("--cert", &args.cert)?;
-    let key_text = read_input("--key", &args.key)?;
+    let cert_text = read_input("--cert", &args.cert, MAX_PEM_FILE)?;
+    let key_text = read_input("--key", &args.key, MAX_PEM_FILE)?;
     let imported = ca_import::check_ca(
         &format!("--cert {}", args.cert.display()),
         &cert_text,

@@ -156,15 +156,38 @@ pub async fn require_cluster(registry: &Registry, name: &str) -> Result<(), Comm
 /// Reads and parses a spec file (`-` for stdin).
 pub fn read_objects(path: &Path) -> Result<Vec<SpecObject>, CommandError> {
     // Read no more than the limit (and a byte, to tell a file at the limit from a larger one): a huge file or
-    // an endless stream is refused without being held in memory.
-    let limit = ballast_state::limits::MAX_SPEC_FILE_BYTES;
+    // an endless stream is refused without being held in memory, and a path that is no regular file (a FIFO
+    // would block, /dev/zero never ends) is refused by its type.
+    use ballast_state::error::{FieldError, SpecErrors};
+    use ballast_state::limits::{
+        read_file_bounded, FileReadError, MAX_SPEC_FILE, MAX_SPEC_FILE_BYTES,
+    };
+    let source = path.display().to_string();
     let text = if path == Path::new("-") {
-        ballast_state::limits::read_bounded(std::io::stdin(), limit)
+        ballast_state::limits::read_bounded(std::io::stdin(), MAX_SPEC_FILE_BYTES)
             .map_err(io_error("reading stdin"))?
     } else {
-        std::fs::File::open(path)
-            .and_then(|file| ballast_state::limits::read_bounded(file, limit))
-            .map_err(io_error(format!("reading {}", path.display())))?
+        match read_file_bounded(path, MAX_SPEC_FILE) {
+            Ok(bytes) => String::from_utf8(bytes).map_err(|_| {
+                CommandError::Usage(format!("{source}: is not UTF-8 text, so not a spec file"))
+            })?,
+            Err(too_large @ FileReadError::TooLarge { .. }) => {
+                return Err(CommandError::InvalidSpec(SpecErrors::new(
+                    &source,
+                    vec![FieldError::new(
+                        &source,
+                        "",
+                        format!("{too_large}: a cluster's spec is a few KiB"),
+                    )],
+                )))
+            }
+            Err(FileReadError::NotAFile { kind }) => {
+                return Err(CommandError::Usage(format!(
+                    "{source}: is {kind}, not a regular file: give a spec file, or `-f -` to read standard input"
+                )))
+            }
+            Err(FileReadError::Io(e)) => return Err(io_error(format!("reading {source}"))(e)),
+        }
     };
-    parse_spec_file(&path.display().to_string(), &text).map_err(CommandError::InvalidSpec)
+    parse_spec_file(&source, &text).map_err(CommandError::InvalidSpec)
 }

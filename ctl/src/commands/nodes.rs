@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use ballast_state::keyset::KeysetName;
 use ballast_state::keystore::{self, KeystoreError};
 use ballast_state::layout::ClusterPaths;
+use ballast_state::limits::MAX_REPORT;
 use ballast_state::report::NodeReport;
 use ballast_state::report_signature::{self, UntrustedReport};
 use ballast_state::store::{sha256_hex, StateStore, StoreError, StoredObject};
@@ -186,6 +187,8 @@ pub struct ReportReader {
     paths: ClusterPaths,
     /// What earlier looks read, by instance id.
     read_before: HashMap<String, StoredObject>,
+    /// Reports refused unread at the last look, larger than [`MAX_REPORT`]: instance id -> why.
+    too_large: HashMap<String, String>,
     cache: Option<ReportCache>,
 }
 
@@ -195,6 +198,7 @@ impl ReportReader {
             store,
             paths,
             read_before: HashMap::new(),
+            too_large: HashMap::new(),
             cache: None,
         }
     }
@@ -256,6 +260,7 @@ impl ReportReader {
                 // Not there: nothing to read, and nothing read before counts.
                 Some(None) => {
                     self.read_before.remove(*id);
+                    self.too_large.remove(*id);
                 }
             }
         }
@@ -264,23 +269,37 @@ impl ReportReader {
             cache.retain(|id| listed.contains_key(&paths.report(id)));
         }
         let (store, paths) = (&self.store, &self.paths);
-        let fresh: Vec<(&str, Option<StoredObject>)> =
+        // Any worker may write any report: each is read only up to the limit, and one that is larger is that
+        // instance's problem (shown as unreadable), not the command's.
+        let fresh: Vec<(&str, Result<Option<StoredObject>, String>)> =
             stream::iter(to_read.into_iter().map(|id| async move {
-                store.get(&paths.report(id)).await.map(|read| (id, read))
+                match store.get_bounded(&paths.report(id), MAX_REPORT).await {
+                    Ok(read) => Ok((id, Ok(read))),
+                    Err(e @ StoreError::TooLarge { .. }) => Ok((id, Err(e.to_string()))),
+                    Err(e) => Err(e),
+                }
             }))
             .buffer_unordered(REPORT_READS_AT_ONCE)
             .try_collect()
             .await?;
         for (id, read) in fresh {
+            self.too_large.remove(id);
             match read {
-                Some(object) => {
+                Err(why) => {
+                    if let Some(cache) = &self.cache {
+                        cache.forget(id);
+                    }
+                    self.read_before.remove(id);
+                    self.too_large.insert(id.to_string(), why);
+                }
+                Ok(Some(object)) => {
                     if let Some(cache) = &self.cache {
                         cache.save(id, &object);
                     }
                     self.read_before.insert(id.to_string(), object);
                 }
                 // Deleted since the listing.
-                None => {
+                Ok(None) => {
                     if let Some(cache) = &self.cache {
                         cache.forget(id);
                     }
@@ -306,9 +325,10 @@ impl ReportReader {
         instances
             .into_iter()
             .map(|(id, node_name)| {
-                let read = match self.read_before.get(id) {
-                    None => ReportRead::Missing,
-                    Some(object) => ReportRead::judge(&object.data, ca, node_name, now),
+                let read = match (self.read_before.get(id), self.too_large.get(id)) {
+                    (Some(object), _) => ReportRead::judge(&object.data, ca, node_name, now),
+                    (None, Some(why)) => ReportRead::Unreadable(why.clone()),
+                    (None, None) => ReportRead::Missing,
                 };
                 (id.to_string(), read)
             })
@@ -334,7 +354,7 @@ mod tests {
     #[tokio::test]
     async fn a_kept_reader_sees_every_change() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let url = format!("file://{}", dir.path().display());
+        let url = format!("file://{}", dir.path().join("state").display());
         let store = StateStore::open(&url, StoreOptions::default())
             .await
             .expect("file store");
@@ -441,6 +461,53 @@ mod tests {
             .expect("after the delete");
         assert!(matches!(gone.get("i-a"), Some(ReportRead::Missing)));
         assert!(cache.load("i-a").is_none());
+    }
+
+    /// Any worker may write any report: one larger than the limit is that instance's report, unreadable, and
+    /// named with the limit; it is not loaded, the others are still read, and the look does not fail.
+    #[tokio::test]
+    async fn a_report_over_the_limit_is_refused_unread_and_the_others_still_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("file://{}", dir.path().join("state").display());
+        let store = StateStore::open(&url, StoreOptions::default())
+            .await
+            .expect("file store");
+        let paths = ClusterPaths::new("c1");
+        let limit = ballast_state::limits::MAX_REPORT.bytes;
+        let huge = vec![b' '; usize::try_from(limit + 1).expect("fits")];
+        store
+            .put(&paths.report("i-huge"), &huge, &Precondition::None)
+            .await
+            .expect("put");
+        store
+            .put(&paths.report("i-small"), b"[]", &Precondition::None)
+            .await
+            .expect("put");
+        let mut reader = ReportReader::new(store.clone(), paths.clone());
+        for ids in [
+            vec![("i-huge", None), ("i-small", None)],
+            vec![("i-huge", None)],
+        ] {
+            let read = reader.look(ids.clone()).await.expect("the look succeeds");
+            let why = unreadable(read.get("i-huge"));
+            assert!(
+                why.contains(&format!(
+                    "{} is larger than {limit} bytes, the most Ballast reads of a node's boot report",
+                    dir.path().join("state").join(paths.report("i-huge")).display()
+                )),
+                "{why}"
+            );
+            if ids.len() > 1 {
+                assert!(!unreadable(read.get("i-small")).contains("larger than"));
+            }
+        }
+        // Rewritten small, it is read again.
+        store
+            .put(&paths.report("i-huge"), b"[]", &Precondition::None)
+            .await
+            .expect("put");
+        let read = reader.look([("i-huge", None)]).await.expect("look");
+        assert!(!unreadable(read.get("i-huge")).contains("larger than"));
     }
 
     #[test]

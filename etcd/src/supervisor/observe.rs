@@ -278,7 +278,9 @@ impl Supervisor {
     async fn backup_due(&mut self, now_unix: i64, leader: bool) -> bool {
         if leader
             && matches!(
-                self.store.get(&backup::request_key(&self.paths)).await,
+                self.store
+                    .modified_unix(&backup::request_key(&self.paths))
+                    .await,
                 Ok(Some(_))
             )
         {

@@ -12,6 +12,7 @@ use super::json_bytes;
 use super::record::RecordError;
 use crate::duration::DurationError;
 use crate::layout::ClusterPaths;
+use crate::limits::{MAX_NODE_RECORD, MAX_SNAPSHOT};
 use crate::store::{sha256_hex, Precondition, StateStore, StoreError};
 use crate::timestamp::now_stamp;
 
@@ -138,8 +139,14 @@ pub async fn list_backups(
         if !key.ends_with("/metadata.json") {
             continue;
         }
-        let Some(object) = store.get(&key).await? else {
-            continue;
+        let object = match store.get_bounded(&key, MAX_NODE_RECORD).await {
+            Ok(Some(object)) => object,
+            Ok(None) => continue,
+            Err(e @ StoreError::TooLarge { .. }) => {
+                tracing::warn!(%key, error = %e, "skipping a backup whose metadata is too large");
+                continue;
+            }
+            Err(e) => return Err(e.into()),
         };
         match serde_json::from_slice::<BackupMetadata>(&object.data) {
             Ok(m) => out.push(m),
@@ -216,7 +223,10 @@ async fn read_metadata(
     paths: &ClusterPaths,
     id: &str,
 ) -> Result<Option<BackupMetadata>, BackupError> {
-    let Some(object) = store.get(&metadata_key(paths, id)).await? else {
+    let Some(object) = store
+        .get_bounded(&metadata_key(paths, id), MAX_NODE_RECORD)
+        .await?
+    else {
         return Ok(None);
     };
     serde_json::from_slice(&object.data)
@@ -247,7 +257,7 @@ pub async fn wait_for_backup(
                 continue; // pruned since listed
             };
             if metadata.created_unix >= requested_unix
-                || store.get(&request_key(paths)).await?.is_none()
+                || store.modified_unix(&request_key(paths)).await?.is_none()
             {
                 return Ok(Some(metadata));
             }
@@ -283,7 +293,10 @@ pub async fn fetch_verified_snapshot(
             available,
         });
     };
-    let Some(snapshot) = store.get(&snapshot_key(paths, id)).await? else {
+    let Some(snapshot) = store
+        .get_bounded(&snapshot_key(paths, id), MAX_SNAPSHOT)
+        .await?
+    else {
         return Err(BackupError::Corrupted {
             id: id.to_string(),
             expected: metadata.sha256.clone(),

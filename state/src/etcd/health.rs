@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use super::json_bytes;
 use super::record::{read_record, RecordError};
 use crate::layout::ClusterPaths;
-use crate::store::{Precondition, StateStore};
+use crate::limits::MAX_NODE_RECORD;
+use crate::store::{Precondition, StateStore, StoreError};
 use crate::timestamp::now_stamp;
 
 /// A member's health as its supervisor last published it (`etcd/health/<instance-id>.json`).
@@ -75,12 +76,19 @@ pub async fn read_health(
 ) -> Result<Vec<HealthReport>, RecordError> {
     let mut reports = Vec::new();
     for key in store.list(&health_prefix(paths)).await? {
-        if let Some(object) = store.get(&key).await? {
-            match serde_json::from_slice(&object.data) {
-                Ok(report) => reports.push(report),
-                Err(e) => {
-                    tracing::warn!(%key, error = %e, "skipping an unreadable etcd health report")
-                }
+        let object = match store.get_bounded(&key, MAX_NODE_RECORD).await {
+            Ok(Some(object)) => object,
+            Ok(None) => continue, // deleted since listed
+            Err(e @ StoreError::TooLarge { .. }) => {
+                tracing::warn!(%key, error = %e, "skipping an etcd health report that is too large");
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        match serde_json::from_slice(&object.data) {
+            Ok(report) => reports.push(report),
+            Err(e) => {
+                tracing::warn!(%key, error = %e, "skipping an unreadable etcd health report")
             }
         }
     }

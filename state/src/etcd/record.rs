@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::json_bytes;
 use crate::layout::ClusterPaths;
+use crate::limits::MAX_NODE_RECORD;
 use crate::store::{Precondition, StateStore, StoreError, Version};
 
 /// Why an epoch began.
@@ -92,7 +93,7 @@ pub async fn read_record(
     paths: &ClusterPaths,
 ) -> Result<Option<VersionedRecord>, RecordError> {
     let key = paths.etcd_cluster();
-    let Some(object) = store.get(&key).await? else {
+    let Some(object) = store.get_bounded(&key, MAX_NODE_RECORD).await? else {
         return Ok(None);
     };
     let record = serde_json::from_slice(&object.data)
