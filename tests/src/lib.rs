@@ -5,6 +5,7 @@ pub mod aws;
 pub mod cluster_etcd;
 pub mod front;
 pub mod image;
+pub mod leftovers;
 pub mod lifecycle;
 pub mod localcloud;
 pub mod partition;
