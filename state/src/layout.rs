@@ -175,6 +175,12 @@ impl ClusterPaths {
         format!("{}/etcd/health/", self.name)
     }
 
+    /// A marker a writer waiting for the cluster's lock writes to read the store's clock (its LastModified),
+    /// deleted after: a lock's age is judged by the store's clock, never a writer's.
+    pub fn lock_clock_marker(&self) -> String {
+        format!("{}/lock-clock.json", self.name)
+    }
+
     /// A marker `ballast etcd restore-backup` writes to read the store's clock (its LastModified), deleted after.
     pub fn etcd_clock_marker(&self) -> String {
         format!("{}/etcd/restore-clock.json", self.name)

@@ -51,7 +51,7 @@ pub enum RegistryError {
     #[error(
         "cluster {cluster:?} is being changed by {holder} (`{command}`, since {}); nothing was written \
          after waiting {} for it (--lock-wait). Retry when it is done; if that command died, its lock \
-         expires at {}",
+         expires 2 minutes after its last renewal by the state store's clock (about {} by its holder's)",
         lock_stamp(.since),
         lock_waited(.waited_secs),
         lock_stamp(.expires)
@@ -129,11 +129,16 @@ struct LockRecord {
     expires_at: i64,
 }
 
-/// A held lock; release it with [`Registry::unlock`].
+/// A held lock; release it with [`Registry::unlock`], keep it with [`Registry::keep_lock`].
 #[derive(Debug)]
 struct Lock {
     key: String,
     token: String,
+    /// The record as written, and the version the store gave it: a renewal rewrites it on that version, so a
+    /// writer whose lock was taken over learns it instead of writing on.
+    data: Vec<u8>,
+    version: Version,
+    renewed: tokio::time::Instant,
 }
 
 /// A cluster as stored, with the versions of its objects (for conditional writes).
@@ -177,6 +182,8 @@ pub struct Registry {
     store: StateStore,
     /// How long a writer waits for another writer's lock before giving up (0: not at all).
     lock_wait: std::time::Duration,
+    /// How often a holder renews its lock while it works ([`LOCK_RENEWAL`]; shorter in tests).
+    lock_renewal: std::time::Duration,
 }
 
 /// The longest a writer may wait for the cluster's lock: a lock lives [`LOCK_TTL_SECS`], so a longer wait only
@@ -184,12 +191,15 @@ pub struct Registry {
 pub const MAX_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
 /// How often a waiting writer tries the lock again.
 const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
+/// A holder rewrites its lock this often while it works, so a long delete never outlives [`LOCK_TTL_SECS`].
+const LOCK_RENEWAL: std::time::Duration = std::time::Duration::from_secs(LOCK_TTL_SECS as u64 / 4);
 
 impl Registry {
     pub fn new(store: StateStore) -> Self {
         Registry {
             store,
             lock_wait: std::time::Duration::ZERO,
+            lock_renewal: LOCK_RENEWAL,
         }
     }
 
@@ -311,7 +321,7 @@ impl Registry {
         let completed = check(config)?;
         let name = config.name().to_string();
         let paths = ClusterPaths::checked(&name)?;
-        let lock = self.lock(&name, writer).await?;
+        let mut lock = self.lock(&name, writer).await?;
         let result = async {
             if self.store.get(&paths.cluster_spec()).await?.is_some() {
                 return Err(RegistryError::ClusterExists {
@@ -322,7 +332,7 @@ impl Registry {
             // Leftovers of a create or delete that died half way: this create replaces them. etcd backups a
             // `delete cluster` kept stay: they are what a restore of the old cluster's data needs (a new cluster's
             // etcd never restores one on its own: backups of another epoch are not its own).
-            self.delete_all_but(&paths, &[paths.lock()], &[paths.etcd_backups()])
+            self.delete_all_but(&paths, &mut lock, &[], &[paths.etcd_backups()])
                 .await?;
             let secret_objects =
                 secrets
@@ -441,12 +451,12 @@ impl Registry {
                 store: self.store.url(),
             });
         }
-        let lock = self.lock(name, writer).await?;
+        let mut lock = self.lock(name, writer).await?;
         let result = async {
             // The cluster stops existing first; what follows only clears its leftovers.
             self.store.delete(&paths.cluster_spec()).await?;
             let n = self
-                .delete_all_but(&paths, &[paths.lock(), paths.completed()], keep)
+                .delete_all_but(&paths, &mut lock, &[paths.completed()], keep)
                 .await?;
             self.store.delete(&paths.completed()).await?;
             let ends = [paths.cluster_spec(), paths.completed()];
@@ -465,16 +475,22 @@ impl Registry {
             .await?)
     }
 
-    /// Deletes the cluster's objects but the `keep` keys and those under the `keep_prefixes`.
+    /// Deletes the cluster's objects but its lock, the `keep` keys and those under the `keep_prefixes`, keeping
+    /// the lock as it goes (a cluster with many reports and backups can take longer than the lock's TTL).
     async fn delete_all_but(
         &self,
         paths: &ClusterPaths,
+        lock: &mut Lock,
         keep: &[String],
         keep_prefixes: &[String],
     ) -> Result<usize, RegistryError> {
         let mut n = 0;
         for key in self.store.list(&paths.prefix()).await? {
-            if !keep.contains(&key) && !keep_prefixes.iter().any(|p| key.starts_with(p.as_str())) {
+            let kept = key == lock.key
+                || keep.contains(&key)
+                || keep_prefixes.iter().any(|p| key.starts_with(p.as_str()));
+            if !kept {
+                self.keep_lock(lock).await?;
                 self.store.delete(&key).await?;
                 n += 1;
             }
@@ -539,7 +555,8 @@ impl Registry {
     }
 
     async fn try_lock(&self, cluster: &str, writer: &Writer) -> Result<Lock, RegistryError> {
-        let key = ClusterPaths::checked(cluster)?.lock();
+        let paths = ClusterPaths::checked(cluster)?;
+        let key = paths.lock();
         let now = OffsetDateTime::now_utc().unix_timestamp();
         let record = LockRecord {
             writer: writer.clone(),
@@ -551,50 +568,97 @@ impl Registry {
             what: "the lock".into(),
             source: <yaml_serde::Error as serde::ser::Error>::custom(e),
         })?;
-        match self
+        let lock = |version| Lock {
+            key: key.clone(),
+            token: record.token.clone(),
+            data: data.clone(),
+            version,
+            renewed: tokio::time::Instant::now(),
+        };
+        let held = match self
             .store
             .put(&key, &data, &Precondition::MustNotExist)
             .await
         {
-            Ok(_) => {}
-            Err(StoreError::Conflict { .. }) => {
-                let held = self.store.get(&key).await?;
-                let Some(held) = held else {
-                    // Released between our write and read: one more try decides it.
-                    self.store
-                        .put(&key, &data, &Precondition::MustNotExist)
-                        .await?;
-                    return Ok(Lock {
-                        key,
-                        token: record.token,
-                    });
-                };
-                let holder: Option<LockRecord> = serde_json::from_slice(&held.data).ok();
-                match holder {
-                    Some(h) if h.expires_at > now => {
-                        return Err(RegistryError::Locked {
-                            cluster: cluster.to_string(),
-                            holder: h.writer.holder,
-                            command: h.writer.command,
-                            since: h.acquired_at,
-                            expires: h.expires_at,
-                            waited_secs: 0,
-                        })
-                    }
-                    // Expired or unreadable: take it over, conditionally, so two takers cannot both win.
-                    _ => {
-                        self.store
-                            .put(&key, &data, &Precondition::MustMatch(held.version))
-                            .await?;
-                    }
-                }
-            }
+            Ok(version) => return Ok(lock(version)),
+            Err(StoreError::Conflict { .. }) => self.store.get(&key).await?,
             Err(e) => return Err(e.into()),
+        };
+        let Some(held) = held else {
+            // Released between our write and read: one more try decides it.
+            let version = self
+                .store
+                .put(&key, &data, &Precondition::MustNotExist)
+                .await?;
+            return Ok(lock(version));
+        };
+        // Whether the holder is gone is judged by the store's clock: the age of the lock object as the store
+        // dated it (renewals rewrite it) against the store's now. The holder's and our own clocks may be off by
+        // any amount, and the record's times (the holder's clock) are only shown to the operator.
+        let age = self.age_by_store_clock(&paths, &key).await?;
+        let holder: Option<LockRecord> = serde_json::from_slice(&held.data).ok();
+        match holder {
+            Some(h) if age.is_none_or(|age| age <= LOCK_TTL_SECS) => Err(RegistryError::Locked {
+                cluster: cluster.to_string(),
+                holder: h.writer.holder,
+                command: h.writer.command,
+                since: h.acquired_at,
+                expires: h.expires_at,
+                waited_secs: 0,
+            }),
+            // Expired or unreadable: take it over, conditionally, so two takers cannot both win.
+            _ => {
+                let version = self
+                    .store
+                    .put(&key, &data, &Precondition::MustMatch(held.version))
+                    .await?;
+                Ok(lock(version))
+            }
         }
-        Ok(Lock {
-            key,
-            token: record.token,
-        })
+    }
+
+    /// How long ago, by the store's clock, the store last wrote `key` (None: it is gone). The store's now is
+    /// read as the date it gives a marker written for the purpose.
+    async fn age_by_store_clock(
+        &self,
+        paths: &ClusterPaths,
+        key: &str,
+    ) -> Result<Option<i64>, RegistryError> {
+        let Some(written) = self.store.modified_unix(key).await? else {
+            return Ok(None);
+        };
+        let marker = paths.lock_clock_marker();
+        self.store
+            .put(&marker, b"{}\n", &Precondition::None)
+            .await?;
+        let store_now = self.store.modified_unix(&marker).await?;
+        // Best effort: a leftover marker is harmless (only this function reads it, and rewrites it first).
+        let _ = self.store.delete(&marker).await;
+        Ok(store_now.map(|now| now.saturating_sub(written)))
+    }
+
+    /// Renews `lock` when it was last written [`LOCK_RENEWAL`] ago, so work that takes longer than the lock's
+    /// TTL keeps it. Fails with a conflict when another writer took the lock over meanwhile: stop writing then.
+    async fn keep_lock(&self, lock: &mut Lock) -> Result<(), RegistryError> {
+        if lock.renewed.elapsed() < self.lock_renewal {
+            return Ok(());
+        }
+        // The record says, by the holder's clock, until when it holds now (shown to operators who wait).
+        let mut record: Option<LockRecord> = serde_json::from_slice(&lock.data).ok();
+        if let Some(record) = record.as_mut() {
+            record.expires_at = OffsetDateTime::now_utc().unix_timestamp() + LOCK_TTL_SECS;
+            lock.data = serde_json::to_vec_pretty(record).unwrap_or_else(|_| lock.data.clone());
+        }
+        lock.version = self
+            .store
+            .put(
+                &lock.key,
+                &lock.data,
+                &Precondition::MustMatch(lock.version.clone()),
+            )
+            .await?;
+        lock.renewed = tokio::time::Instant::now();
+        Ok(())
     }
 
     async fn unlock(&self, lock: Lock) -> Result<(), RegistryError> {
@@ -726,4 +790,72 @@ fn to_yaml<T: Serialize>(object: &T, what: &str) -> Result<Vec<u8>, RegistryErro
             what: what.to_string(),
             source,
         })
+}
+
+#[cfg(test)]
+mod lock_tests {
+    use super::*;
+    use crate::store::StoreOptions;
+
+    const NAME: &str = "renew.example.com";
+
+    /// Dates the file-store object `key` `secs` seconds in the past, as a store would have if it was written then.
+    fn age(root: &std::path::Path, key: &str, secs: u64) {
+        let file = std::fs::File::options()
+            .write(true)
+            .open(root.join(key))
+            .expect("the object's file");
+        file.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(secs))
+            .expect("set mtime");
+    }
+
+    #[tokio::test]
+    async fn a_holder_renews_its_lock_and_learns_when_it_was_taken_over() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("state");
+        let store = StateStore::open(
+            &format!("file://{}", root.display()),
+            StoreOptions::default(),
+        )
+        .await
+        .expect("file store");
+        let mut registry = Registry::new(store);
+        registry.lock_renewal = std::time::Duration::ZERO;
+        let key = ClusterPaths::new(NAME).lock();
+        let mut lock = registry
+            .try_lock(NAME, &Writer::current("ballast test"))
+            .await
+            .expect("the lock");
+
+        // Written ten minutes ago by the store's clock: another writer would take it over.
+        age(&root, &key, 600);
+        let paths = ClusterPaths::new(NAME);
+        let stale = registry
+            .age_by_store_clock(&paths, &key)
+            .await
+            .expect("age");
+        assert!(stale.is_some_and(|a| a > LOCK_TTL_SECS), "{stale:?}");
+
+        // Renewed, it is fresh again by the store's clock, and still ours.
+        registry.keep_lock(&mut lock).await.expect("renewed");
+        let fresh = registry
+            .age_by_store_clock(&paths, &key)
+            .await
+            .expect("age");
+        assert!(fresh.is_some_and(|a| a <= 1), "{fresh:?}");
+        let other = registry
+            .try_lock(NAME, &Writer::current("ballast other"))
+            .await
+            .expect_err("a renewed lock is held");
+        assert!(matches!(other, RegistryError::Locked { .. }), "{other}");
+
+        // Taken over by another writer (after an expiry): the next renewal fails instead of writing on.
+        registry
+            .store
+            .put(&key, b"{\"token\": \"someone else\"}", &Precondition::None)
+            .await
+            .expect("takeover");
+        let lost = registry.keep_lock(&mut lock).await.expect_err("taken over");
+        assert!(matches!(lost, RegistryError::Conflict(_)), "{lost}");
+    }
 }

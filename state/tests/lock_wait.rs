@@ -117,3 +117,62 @@ async fn a_writer_that_waits_gets_the_lock_once_it_is_released() {
         .expect("read")
         .is_some());
 }
+
+/// A lock record as a writer whose clock is `skew` seconds off would store it (its times by its own clock).
+fn lock_from_a_skewed_clock(skew: i64) -> Vec<u8> {
+    let now = time::OffsetDateTime::now_utc().unix_timestamp() + skew;
+    serde_json::json!({
+        "holder": "bob@skewed pid 7",
+        "command": "ballast edit cluster",
+        "token": "ffeeddccbbaa99887766554433221100",
+        "acquiredAt": now,
+        "expiresAt": now + 120,
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// Whether a lock's holder is gone is judged by the store's clock (when the store wrote the lock), never by the
+/// times in the record, which are its writer's: a writer an hour behind does not lose a lock it holds now, and
+/// one a day ahead does not keep, for a day, a lock it left ten minutes ago.
+#[tokio::test]
+async fn a_lock_is_judged_by_the_stores_clock_not_its_writers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store(&dir).await;
+    let lock = ClusterPaths::new(NAME).lock();
+    let registry = Registry::new(store.clone());
+
+    // Written just now by a writer whose clock is an hour behind: its record says it expired long ago.
+    store
+        .put(&lock, &lock_from_a_skewed_clock(-3600), &Precondition::None)
+        .await
+        .expect("lock");
+    let err = create(&registry).await.expect_err("a fresh lock is held");
+    assert!(
+        matches!(&err, RegistryError::Locked { holder, .. } if holder == "bob@skewed pid 7"),
+        "{err}"
+    );
+
+    // Written ten minutes ago (by the store's clock) by a writer a day ahead: its record says it holds for a
+    // day, but its holder stopped renewing it long ago.
+    store
+        .put(
+            &lock,
+            &lock_from_a_skewed_clock(86_400),
+            &Precondition::None,
+        )
+        .await
+        .expect("lock");
+    let path = dir.path().join("state").join(&lock);
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .expect("the lock's file")
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(600))
+        .expect("mtime");
+    create(&registry).await.expect("a stale lock is taken over");
+    assert!(
+        store.get(&lock).await.expect("get").is_none(),
+        "the creator released the lock it took over"
+    );
+}
