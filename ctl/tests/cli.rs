@@ -119,7 +119,7 @@ fn bad_flags_are_usage_errors_and_change_nothing() {
                 "--zones",
                 "us-west-2a",
             ],
-            "--name: \"Bad_Name\" is not a valid DNS name",
+            "cluster name: \"Bad_Name\" is not a valid DNS name",
         ),
         (
             vec![

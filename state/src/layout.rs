@@ -19,7 +19,7 @@ pub struct ClusterPaths {
 
 /// A cluster name that cannot be a store prefix: it is not a DNS name (`reason` says why).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("cluster name {name:?}: {reason}")]
+#[error("cluster name: {reason}")]
 pub struct InvalidClusterName {
     pub name: String,
     pub reason: String,
