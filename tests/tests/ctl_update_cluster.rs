@@ -756,19 +756,22 @@ async fn failures_name_the_resource_and_what_to_do() {
     // A file state store cannot serve nodes.
     let dir = tempfile::tempdir().expect("tempdir");
     let mut cmd = Command::new(&ballast_e2e::localcloud::binaries().ballast);
-    cmd.env("BALLAST_STATE", format!("file://{}", dir.path().join("state").display()))
-        .args([
-            "create",
-            "cluster",
-            "--name",
-            "f.example.com",
-            "--zones",
-            "us-west-2a",
-            "--yes",
-        ])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("needs an S3 state store"));
+    cmd.env(
+        "BALLAST_STATE",
+        format!("file://{}", dir.path().join("state").display()),
+    )
+    .args([
+        "create",
+        "cluster",
+        "--name",
+        "f.example.com",
+        "--zones",
+        "us-west-2a",
+        "--yes",
+    ])
+    .assert()
+    .code(2)
+    .stderr(predicate::str::contains("needs an S3 state store"));
     assert!(
         std::fs::read_dir(dir.path())
             .map(|d| d.count())
