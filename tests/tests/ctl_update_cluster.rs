@@ -204,7 +204,7 @@ async fn create_with_yes_builds_everything_and_the_next_update_changes_nothing()
     let elb = aws_sdk_elasticloadbalancingv2::Client::new(&aws::sdk_config().await);
     let lbs = elb
         .describe_load_balancers()
-        .names("api-build-example-com")
+        .names(ballast::cloud::model::elb_name("api", &cluster.name))
         .send()
         .await
         .expect("lb");
@@ -751,7 +751,10 @@ async fn failures_name_the_resource_and_what_to_do() {
         .args(["update", "cluster"])
         .assert()
         .code(3)
-        .stderr(predicate::str::contains("LoadBalancer api-errors-example-com: spec.api.loadBalancer.type cannot be changed in place"));
+        .stderr(predicate::str::contains(format!(
+            "LoadBalancer {}: spec.api.loadBalancer.type cannot be changed in place",
+            ballast::cloud::model::elb_name("api", &cluster.name)
+        )));
 
     // A file state store cannot serve nodes.
     let dir = tempfile::tempdir().expect("tempdir");
