@@ -21,6 +21,7 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use ballast_state::limits::{read_file_bounded, FileReadError, ReadLimit, MAX_REPORT};
 use ballast_state::store::{sha256_hex, StoredObject, Version};
 use ballast_state::validate::check_cluster_name;
 use serde::{Deserialize, Serialize};
@@ -82,14 +83,7 @@ impl ReportCache {
     /// The report cached for `instance_id`, with the version it was read at.
     pub fn load(&self, instance_id: &str) -> Option<StoredObject> {
         let path = self.path(instance_id)?;
-        let text = match std::fs::read(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-            Err(e) => {
-                tracing::debug!(path = %path.display(), error = %e, "report cache: not read");
-                return None;
-            }
-        };
+        let text = read_cached(&path, MAX_CACHED_REPORT)?;
         match serde_json::from_slice::<Entry>(&text) {
             Ok(entry) => Some(StoredObject {
                 data: entry.report.into_bytes(),
@@ -142,12 +136,12 @@ impl ReportCache {
     /// changes an instance's name nor reuses its id, so a later run describes only instances not named here.
     pub fn load_names(&self) -> BTreeMap<String, String> {
         let path = self.dir.join(NAMES_FILE);
-        match std::fs::read(&path) {
-            Ok(text) => serde_json::from_slice(&text).unwrap_or_else(|e| {
+        match read_cached(&path, MAX_CACHED_NAMES) {
+            Some(text) => serde_json::from_slice(&text).unwrap_or_else(|e| {
                 tracing::debug!(path = %path.display(), error = %e, "report cache: names not read");
                 BTreeMap::new()
             }),
-            Err(_) => BTreeMap::new(),
+            None => BTreeMap::new(),
         }
     }
 
@@ -200,6 +194,31 @@ impl ReportCache {
             if !keep(id) {
                 self.forget(id);
             }
+        }
+    }
+}
+
+/// A cached report: one the store gave within [`MAX_REPORT`], JSON-escaped in its entry (at most doubled) with
+/// its version.
+const MAX_CACHED_REPORT: ReadLimit = ReadLimit {
+    bytes: 2 * MAX_REPORT.bytes + 4096,
+    what: "a cached boot report",
+};
+/// The cached instance names: an id and a DNS name each, for at most a few thousand instances.
+const MAX_CACHED_NAMES: ReadLimit = ReadLimit {
+    bytes: 4 * 1024 * 1024,
+    what: "the cached instance names",
+};
+
+/// A cache file's bytes, or `None`: a miss (the caller reads the store instead) when it is absent, too large,
+/// not a regular file (a FIFO planted in its place never blocks a command), or unreadable.
+fn read_cached(path: &Path, limit: ReadLimit) -> Option<Vec<u8>> {
+    match read_file_bounded(path, limit) {
+        Ok(bytes) => Some(bytes),
+        Err(FileReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            tracing::debug!(path = %path.display(), error = %e, "report cache: not read");
+            None
         }
     }
 }
@@ -308,5 +327,35 @@ mod tests {
         cache.save("i-1", &object("{}", "v"));
         std::fs::write(cache.path("i-1").expect("path"), b"not json").expect("damage");
         assert!(cache.load("i-1").is_none());
+    }
+
+    fn mkfifo(path: &Path) {
+        let made = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .expect("mkfifo runs");
+        assert!(made.success(), "mkfifo {}", path.display());
+    }
+
+    #[test]
+    fn an_oversized_or_odd_cache_file_is_a_miss_never_read_whole() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let cache = ReportCache::under(root.path(), "s3://a", "c1").expect("a valid cluster name");
+        cache.save("i-1", &object("{}", "v"));
+        let path = cache.path("i-1").expect("path");
+        let big = vec![b' '; (super::MAX_CACHED_REPORT.bytes + 1) as usize];
+        std::fs::write(&path, big).expect("oversize");
+        assert!(cache.load("i-1").is_none());
+        // A FIFO in place of a cache file: refused by its type, so the command never blocks on it.
+        std::fs::remove_file(&path).expect("rm");
+        mkfifo(&path);
+        assert!(cache.load("i-1").is_none());
+        let names = root
+            .path()
+            .join("reports")
+            .join(sha(b"s3://a"))
+            .join("c1/node_names.json");
+        mkfifo(&names);
+        assert!(cache.load_names().is_empty());
     }
 }
