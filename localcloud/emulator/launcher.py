@@ -673,6 +673,32 @@ def patch_bucket_versioning_root_element() -> None:
     S3Response.get_bucket_versioning = get_bucket_versioning
 
 
+def patch_s3_conditional_writes_atomic() -> None:
+    """PutObject and DeleteObject (moto.s3.responses.S3Response.put_object, .delete_object).
+
+    moto race (5.2.5): a conditional write checks `If-Match` / `If-None-Match` against the stored
+    object, then writes, with nothing holding the two together, and the server serves requests on
+    many threads: two writers racing on the same version can both pass the check and both "win"
+    (seen: Ballast's racing-writers test, 2 winners of 8, on a loaded machine). S3 decides a
+    conditional write atomically. Fix: every object write and delete runs under one lock, so a check
+    and its write are never interleaved with another's. Internals: S3Response.put_object,
+    S3Response.delete_object.
+    """
+    from moto.s3.responses import S3Response
+
+    writes = threading.Lock()
+
+    def serialized(original):  # type: ignore[no-untyped-def]
+        def write(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            with writes:
+                return original(self, *args, **kwargs)
+
+        return write
+
+    S3Response.put_object = serialized(S3Response.put_object)
+    S3Response.delete_object = serialized(S3Response.delete_object)
+
+
 def patch_register_image_root_device_name() -> None:
     """RegisterImage (moto.ec2.responses.amis.AmisResponse.register_image).
 
@@ -770,6 +796,7 @@ PATCHES = [
     patch_launch_template_profile_and_metadata_options,
     patch_resource_tag_conditions_of_volume_attachment,
     patch_bucket_versioning_root_element,
+    patch_s3_conditional_writes_atomic,
     patch_register_image_root_device_name,
     patch_tag_lookup_by_resource,
     patch_backend_dispatch_cache,
