@@ -650,31 +650,13 @@ impl S3Store {
         }
     }
 
+    /// An object of the operator's or Ballast's own, read whole: the one S3 read path, with no bound.
     async fn get(&self, key: &str) -> Result<Option<StoredObject>, StoreError> {
-        let result = self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(self.full_key(key))
-            .send()
-            .await;
-        let output = match result {
-            Ok(output) => output,
-            Err(SdkError::ServiceError(e)) if e.err().is_no_such_key() => return Ok(None),
-            Err(e) => return Err(self.error("read", key, e)),
+        let unbounded = ReadLimit {
+            bytes: u64::MAX,
+            what: "an object",
         };
-        let version = Version(output.e_tag().unwrap_or_default().to_string());
-        let data = output.body.collect().await.map_err(|e| StoreError::S3 {
-            operation: "read",
-            bucket: self.bucket.clone(),
-            key: self.full_key(key),
-            message: format!("reading the body: {e}"),
-            source: Box::new(e),
-        })?;
-        Ok(Some(StoredObject {
-            data: data.into_bytes().to_vec(),
-            version,
-        }))
+        self.get_bounded(key, unbounded).await
     }
 
     /// Refuses an object whose `Content-Length` is over the limit without reading its body, and stops reading a
