@@ -535,29 +535,6 @@ fn the_shell_reader_refuses_yaml_it_cannot_read() {
 }
 
 #[test]
-fn pin_sh_fills_every_hash_from_a_local_source() {
-    let artifacts = test_artifacts();
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let unpinned = artifacts.manifest(&|_| "unpinned".to_string());
-    let manifest = write_manifest(tmp.path(), &unpinned);
-    let output = Command::new("sh")
-        .arg(images().join("pin.sh"))
-        .arg("--manifest")
-        .arg(&manifest)
-        .arg("--source")
-        .arg(&artifacts.dir)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run pin.sh");
-    assert!(output.status.success(), "{}", text(&output));
-    let pinned = std::fs::read_to_string(&manifest).expect("read back");
-    // Exactly the hashes Rust computed, and nothing else changed.
-    assert_eq!(pinned, artifacts.pinned_manifest());
-    let parsed = ComponentManifest::parse(&pinned, "pinned").expect("parse");
-    assert!(parsed.unpinned().is_empty());
-}
-
-#[test]
 fn install_and_verify_work_against_a_root_prefix_from_outside() {
     // The DESTDIR mode: the scripts run on the host against a root filesystem (systemctl --root,
     // systemd-analyze --root, version commands through chroot).
