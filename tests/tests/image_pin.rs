@@ -180,8 +180,12 @@ struct Upstream {
 
 impl Upstream {
     fn start() -> Upstream {
-        let registry = Registry::start();
-        let files = FileServer::start();
+        Upstream::start_with(FileServer::start(), None)
+    }
+
+    /// With a registry that asks for a token from `token_realm` (on `files`).
+    fn start_with(files: FileServer, token_realm: Option<&str>) -> Upstream {
+        let registry = Registry::start_with(token_realm);
         Upstream {
             tool: files.put(
                 "tool-1.0.0-linux-amd64.tar.gz",
@@ -452,6 +456,53 @@ fn pins_files_from_a_local_directory_with_source() {
         }
     }
     assert_eq!(after, expected_after(&original, &pins, &date), "{report}");
+}
+
+#[test]
+fn asks_the_token_service_a_registry_names_and_keeps_the_token_to_itself() {
+    // As public registries do for anonymous pulls: 401 with a Bearer challenge naming a token service, which
+    // pin.sh asks for a pull token of that repository, then sends it. The token service is a file on the file
+    // server (its log keeps each request's query string).
+    let files = FileServer::start();
+    let token = "a-pull-token-pin-sh-must-not-print";
+    files.put(
+        "token",
+        format!("{{\"token\": \"{token}\", \"expires_in\": 300}}").as_bytes(),
+    );
+    let realm = format!("{}token", files.url());
+    let upstream = Upstream::start_with(files, Some(&realm));
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let original = upstream.manifest();
+    let manifest = write_manifest(tmp.path(), &original);
+    let start = now();
+    let output = pin_sh(
+        &manifest,
+        &upstream.redirects(),
+        &["--kubernetes-version", "1.33"],
+    );
+    let report = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{report}");
+    let after = read(&manifest);
+    let date = run_date(&original, &after, &start);
+    assert_eq!(
+        after,
+        expected_after(&original, &upstream.pins_133(), &date),
+        "{report}"
+    );
+    // Percent-encoding's hex digits are in either case.
+    let log = upstream.files.log().to_ascii_lowercase();
+    for repository in ["multi%2fmulti", "single", "recorded"] {
+        let asked = format!(
+            "get /token?service={}&scope=repository%3a{repository}%3apull ",
+            servers::TOKEN_SERVICE
+        );
+        assert!(log.contains(&asked), "{asked}\n{log}");
+    }
+    assert!(
+        !report.contains(token),
+        "pin.sh printed the token:\n{report}"
+    );
+    assert!(!after.contains(token));
 }
 
 #[test]

@@ -143,19 +143,38 @@ pub struct Registry {
     /// The config, log and storage; removed after the process is stopped (fields drop after `drop`).
     _dir: tempfile::TempDir,
     pub port: u16,
+    /// The Authorization header the test's own pushes carry when the registry asks for a token.
+    authorization: Option<String>,
 }
 
+/// The service the registry names in its token challenge.
+pub const TOKEN_SERVICE: &str = "ballast-test-registry";
+
 impl Registry {
+    /// A registry that serves anyone.
     pub fn start() -> Registry {
+        Registry::start_with(None)
+    }
+
+    /// With `token_realm`, a registry that answers every request without an `Authorization` header with 401 and
+    /// a Bearer challenge naming that realm, [`TOKEN_SERVICE`] and the scope, as public registries do for
+    /// anonymous pulls. (Its `silly` auth checks that a header is there, not what it says: the test checks what
+    /// the token service was asked and that the registry let the request through.)
+    pub fn start_with(token_realm: Option<&str>) -> Registry {
         require_tool("docker-registry", "docker-registry");
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
         let config = dir.path().join("config.yml");
+        let auth = token_realm
+            .map(|realm| {
+                format!("auth:\n  silly:\n    realm: {realm}\n    service: {TOKEN_SERVICE}\n")
+            })
+            .unwrap_or_default();
         std::fs::write(
             &config,
             format!(
                 "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    \
-                 rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n  secret: ballast-test\n",
+                 rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n  secret: ballast-test\n{auth}",
                 dir.path().join("storage").display()
             ),
         )
@@ -175,10 +194,38 @@ impl Registry {
             child,
             _dir: dir,
             port,
+            authorization: token_realm.map(|_| "Bearer the-test-pushes-own-token".to_string()),
         };
-        let (status, _, _) = http(port, "GET", "/v2/", &[], b"");
+        let (status, headers, _) = http(port, "GET", "/v2/", &[], b"");
+        if let Some(realm) = token_realm {
+            assert_eq!(
+                status, 401,
+                "the registry's /v2/ answered {status} without a token"
+            );
+            let challenge = header(&headers, "www-authenticate").unwrap_or_default();
+            assert!(
+                challenge.starts_with("Bearer ") && challenge.contains(realm),
+                "the registry's challenge: {challenge}"
+            );
+        }
+        let (status, _, _) = registry.call("GET", "/v2/", &[], b"");
         assert_eq!(status, 200, "the registry's /v2/ answered {status}");
         registry
+    }
+
+    /// One request of the test's own, with the token when the registry asks for one.
+    fn call(
+        &self,
+        method: &str,
+        target: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, Vec<(String, String)>, Vec<u8>) {
+        let mut all = headers.to_vec();
+        if let Some(authorization) = &self.authorization {
+            all.push(("Authorization", authorization));
+        }
+        http(self.port, method, target, &all, body)
     }
 
     /// `127.0.0.1:<port>`: the registry host in image references.
@@ -189,8 +236,7 @@ impl Registry {
     /// Uploads a blob (POST starts the upload, one PUT carries it whole); returns its descriptor.
     fn push_blob(&self, repository: &str, media_type: &str, bytes: &[u8]) -> serde_json::Value {
         let digest = format!("sha256:{}", sha256_hex(bytes));
-        let (status, headers, body) = http(
-            self.port,
+        let (status, headers, body) = self.call(
             "POST",
             &format!("/v2/{repository}/blobs/uploads/"),
             &[],
@@ -207,8 +253,7 @@ impl Registry {
             .strip_prefix(&format!("http://{}", self.host()))
             .unwrap_or(location);
         let separator = if path.contains('?') { '&' } else { '?' };
-        let (status, _, body) = http(
-            self.port,
+        let (status, _, body) = self.call(
             "PUT",
             &format!("{path}{separator}digest={digest}"),
             &[("Content-Type", "application/octet-stream")],
@@ -225,8 +270,7 @@ impl Registry {
 
     /// PUTs a manifest or an index under a tag or its digest.
     fn put_manifest(&self, repository: &str, reference: &str, media_type: &str, bytes: &[u8]) {
-        let (status, headers, body) = http(
-            self.port,
+        let (status, headers, body) = self.call(
             "PUT",
             &format!("/v2/{repository}/manifests/{reference}"),
             &[("Content-Type", media_type)],
@@ -318,8 +362,7 @@ impl Registry {
         let amd64 = self.push_platform(repository, label, "amd64");
         if !index {
             let digest = amd64["digest"].as_str().expect("a digest").to_string();
-            let (status, _, manifest) = http(
-                self.port,
+            let (status, _, manifest) = self.call(
                 "GET",
                 &format!("/v2/{repository}/manifests/{digest}"),
                 &[("Accept", MANIFEST)],
@@ -391,6 +434,11 @@ impl FileServer {
     /// The directory it serves.
     pub fn dir(&self) -> PathBuf {
         self.dir.path().join("files")
+    }
+
+    /// What the server logged: one line per request, with its query string.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("http.log")).unwrap_or_default()
     }
 
     /// `http://127.0.0.1:<port>/`.
