@@ -344,13 +344,16 @@ resolve_image() {
     application/vnd.oci.image.index.v1+json | application/vnd.docker.distribution.manifest.list.v2+json) kind=index ;;
     application/vnd.oci.image.manifest.v1+json | application/vnd.docker.distribution.manifest.v2+json) kind=manifest ;;
     *)
-      # A registry that serves OCI content as application/json: the document's own mediaType says.
-      media=$(tr -d '\n' < "$work/body" | sed -n 's/^[[:space:]]*{.*"mediaType"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p')
-      case $media in
-        *index* | *manifest.list*) kind=index ;;
-        *manifest*) kind=manifest ;;
-        *) reason="$api served $repository:$tag as ${media:-an unknown media type}, neither an index nor an image manifest"; return 1 ;;
-      esac
+      # A registry that serves OCI content as plain JSON: what the document holds says (an index lists
+      # `manifests`; an image manifest has a `config` and `layers`), since its own mediaType is optional.
+      if grep -q '"manifests"[[:space:]]*:' "$work/body"; then
+        kind=index
+      elif grep -q '"layers"[[:space:]]*:' "$work/body" && grep -q '"config"[[:space:]]*:' "$work/body"; then
+        kind=manifest
+      else
+        reason="$api served $repository:$tag as ${media:-an unknown media type}, neither an image index nor an image manifest"
+        return 1
+      fi
       ;;
   esac
   return 0
