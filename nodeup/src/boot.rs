@@ -386,8 +386,9 @@ async fn start_services(
     Ok(())
 }
 
-/// A worker's kubelet client certificate and key (0644, 0600): the ones on the node while they still fit (this
-/// node's name, this CA, a week or more left), else new ones from the bootstrap service.
+/// A worker's kubelet client and serving certificates and keys (0644, 0600): the ones on the node while both
+/// still fit (this node's name and private IP, this CA, enough time left), else both anew from the bootstrap
+/// service (one identity proof gets both).
 async fn worker_certificate(
     cli: &Cli,
     boot: &BootConfig,
@@ -395,16 +396,22 @@ async fn worker_certificate(
     secrets: &Secrets,
     store: &StateStore,
 ) -> Result<Vec<RenderedFile>, NodeupError> {
-    let plan = cert_plan::worker_kubelet_client(&identity.local_hostname);
+    let client = cert_plan::worker_kubelet_client(&identity.local_hostname);
+    let own_ips: Vec<std::net::IpAddr> = identity.local_ipv4.parse().into_iter().collect();
+    let serving = cert_plan::kubelet_serving(&identity.local_hostname, &own_ips);
     let read = |path: &str| std::fs::read(write::under_root(&cli.root, path)).ok();
-    let current = read(&plan.cert_path).zip(read(&plan.key_path));
     let now = time::OffsetDateTime::now_utc();
-    let (cert, key) = match current {
-        Some((cert, key))
-            if certs::still_fits(&plan, &secrets.kubernetes_ca_cert, &cert, &key, now) =>
-        {
-            tracing::info!(node = %identity.local_hostname, "kubelet client certificate kept");
-            (cert, key)
+    let fits = |plan: &cert_plan::CertPlan| {
+        read(&plan.cert_path)
+            .zip(read(&plan.key_path))
+            .filter(|(cert, key)| {
+                certs::still_fits(plan, &secrets.kubernetes_ca_cert, cert, key, now)
+            })
+    };
+    let (client_pair, serving_pair) = match (fits(&client), fits(&serving)) {
+        (Some(client_pair), Some(serving_pair)) => {
+            tracing::info!(node = %identity.local_hostname, "kubelet client and serving certificates kept");
+            (client_pair, serving_pair)
         }
         _ => {
             // During a Kubernetes CA rotation the service's certificate may be of either CA: trust both.
@@ -417,13 +424,24 @@ async fn worker_certificate(
                 ca_cert_pem: &trusted,
                 store,
             };
-            let (cert, key) = bootstrap::client::obtain(&ask).await?;
-            (cert.into_bytes(), key.into_bytes())
+            let issued = bootstrap::client::obtain(&ask).await?;
+            (
+                (
+                    issued.client_cert.into_bytes(),
+                    issued.client_key.into_bytes(),
+                ),
+                (
+                    issued.serving_cert.into_bytes(),
+                    issued.serving_key.into_bytes(),
+                ),
+            )
         }
     };
     Ok(vec![
-        RenderedFile::new(&plan.cert_path, 0o644, cert),
-        RenderedFile::new(&plan.key_path, 0o600, key),
+        RenderedFile::new(&client.cert_path, 0o644, client_pair.0),
+        RenderedFile::new(&client.key_path, 0o600, client_pair.1),
+        RenderedFile::new(&serving.cert_path, 0o644, serving_pair.0),
+        RenderedFile::new(&serving.key_path, 0o600, serving_pair.1),
     ])
 }
 

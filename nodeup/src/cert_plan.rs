@@ -4,8 +4,8 @@
 //!
 //! The certificates: the API server's serving certificate (the load balancer's name among its SANs), its
 //! clients of the kubelets and of etcd, etcd's server, peer and client certificates, and the client
-//! certificates of the controller manager, the scheduler and the node's own kubelet, and the node bootstrap
-//! service's serving certificate. Workers plan none: theirs comes from that service (crate::bootstrap).
+//! certificates of the controller manager, the scheduler and the node's own kubelet, the kubelet's serving
+//! certificate, and the node bootstrap service's serving certificate. Workers plan none: theirs comes from that service (crate::bootstrap).
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
@@ -194,6 +194,7 @@ pub fn plan(spec: &NodeSpec, node: &NodeFacts) -> Vec<CertPlan> {
             false,
             true,
         ),
+        kubelet_serving(host, &own_ips),
         CertPlan::new(ETCD_SERVER, Etcd, host, None, true, true)
             .names(&[host, "localhost"], &server_ips),
         CertPlan::new(ETCD_PEER, Etcd, host, None, true, true)
@@ -211,6 +212,23 @@ pub fn plan(spec: &NodeSpec, node: &NodeFacts) -> Vec<CertPlan> {
         )
         .names(&[host], &own_ips),
     ]
+}
+
+/// A kubelet's serving certificate: the node's name and private IP, as EC2 gives them (the API server dials
+/// kubelets by InternalIP, `--kubelet-preferred-address-types`), server authentication only. The subject is the
+/// one Kubernetes's `kubelet-serving` signer requires. A worker's is issued by the bootstrap service with the
+/// names it reads from EC2 (crate::bootstrap::issue); this plan is what a certificate on the node must say to be
+/// kept.
+pub fn kubelet_serving(hostname: &str, ips: &[IpAddr]) -> CertPlan {
+    CertPlan::new(
+        pki::KUBELET_SERVING,
+        Signer::Kubernetes,
+        &format!("system:node:{hostname}"),
+        Some("system:nodes"),
+        true,
+        false,
+    )
+    .names(&[hostname], ips)
 }
 
 /// A worker's kubelet client certificate, as the bootstrap service issues it (crate::bootstrap::issue): what a
@@ -283,7 +301,7 @@ mod tests {
     }
 
     #[test]
-    fn a_control_plane_plans_ten_certificates_with_their_signers() {
+    fn a_control_plane_plans_eleven_certificates_with_their_signers() {
         let plans = plan(&control_plane(), &node("10.0.1.10", "ip-10-0-1-10"));
         let signers: Vec<(&str, Signer)> = plans
             .iter()
@@ -308,6 +326,10 @@ mod tests {
                 ("/etc/kubernetes/pki/scheduler.crt", Signer::Kubernetes),
                 (
                     "/var/lib/kubelet/pki/kubelet-client.crt",
+                    Signer::Kubernetes
+                ),
+                (
+                    "/var/lib/kubelet/pki/kubelet-server.crt",
                     Signer::Kubernetes
                 ),
                 ("/etc/kubernetes/pki/etcd/server.crt", Signer::Etcd),
@@ -341,6 +363,22 @@ mod tests {
         );
         assert_eq!(api.ips, ips(&["10.0.1.10", "100.64.0.1", "127.0.0.1"]));
         assert!(api.server && !api.client);
+    }
+
+    #[test]
+    fn the_kubelet_serves_for_its_name_and_private_ip_only() {
+        let plans = plan(&control_plane(), &node("10.0.1.10", "ip-10-0-1-10"));
+        let serving = find(&plans, pki::KUBELET_SERVING);
+        assert_eq!(serving.common_name, "system:node:ip-10-0-1-10");
+        assert_eq!(serving.organization.as_deref(), Some("system:nodes"));
+        assert_eq!(serving.dns_names, ["ip-10-0-1-10"]);
+        assert_eq!(serving.ips, ips(&["10.0.1.10"]));
+        assert!(serving.server && !serving.client);
+        // A worker's plan (what it keeps of the bootstrap service's certificate) says the same.
+        assert_eq!(
+            &kubelet_serving("ip-10-0-1-10", &ips(&["10.0.1.10"])),
+            serving
+        );
     }
 
     #[test]

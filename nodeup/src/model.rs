@@ -63,6 +63,9 @@ pub mod pki {
     pub const ETCD_PEER: &str = "/etc/kubernetes/pki/etcd/peer";
     pub const ETCD_CLIENT: &str = "/etc/kubernetes/pki/etcd/client";
     pub const KUBELET_CLIENT: &str = "/var/lib/kubelet/pki/kubelet-client";
+    /// The kubelet's serving certificate, signed by the Kubernetes CA (the API server verifies it with
+    /// `--kubelet-certificate-authority`): issued on a control-plane node, by the bootstrap service for a worker.
+    pub const KUBELET_SERVING: &str = "/var/lib/kubelet/pki/kubelet-server";
     /// The node bootstrap service's serving certificate (control plane; crate::bootstrap).
     pub const NODE_BOOTSTRAP: &str = "/etc/kubernetes/pki/node-bootstrap";
 

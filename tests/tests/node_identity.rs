@@ -26,6 +26,7 @@ use nodeup::bootstrap::client::{post_once, Answer};
 use nodeup::bootstrap::issue::new_csr;
 use nodeup::bootstrap::server::{caller_answer, REFUSED_ANSWER};
 use nodeup::bootstrap::sts::{sign_get_caller_identity, sts_endpoint};
+use nodeup::bootstrap::wire::CertificateResponse;
 use nodeup::bootstrap::wire::{request_digest, CertificateRequest, REQUEST_DIGEST_HEADER};
 use nodeup::certs::cert_facts;
 
@@ -138,7 +139,8 @@ impl Attacker<'_> {
     /// A request for `name` with a fresh CSR, signed at `when` by `creds`.
     fn request(&self, creds: &Credentials, name: &str, when: SystemTime) -> CertificateRequest {
         let (csr, _key) = new_csr(name).expect("csr");
-        let digest = request_digest(name, &csr);
+        let (serving_csr, _serving_key) = new_csr(name).expect("serving csr");
+        let digest = request_digest(name, &csr, &serving_csr);
         let sts_headers = sign_get_caller_identity(
             creds,
             &self.cloud.record.region,
@@ -150,11 +152,12 @@ impl Attacker<'_> {
         CertificateRequest {
             node_name: name.to_string(),
             csr,
+            serving_csr,
             sts_headers,
         }
     }
 
-    async fn send(&self, request: &CertificateRequest) -> Result<String, Answer> {
+    async fn send(&self, request: &CertificateRequest) -> Result<CertificateResponse, Answer> {
         post_once(&self.ca_pem, self.server, request).await
     }
 
@@ -269,6 +272,43 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
     ));
     let lifetime = cert.not_after - time::OffsetDateTime::now_utc().unix_timestamp();
     assert!(lifetime > 0 && lifetime <= 30 * 86_400, "{lifetime}");
+    // Its kubelet serves with a certificate the cluster CA signed for the name and private IP EC2 gives the
+    // instance (the API server verifies it: --kubelet-certificate-authority), for a key made on the worker.
+    let ec2_ip = cloud.instance(&worker.0).private_ip.clone();
+    let serving =
+        cert_facts(&read("var/lib/kubelet/pki/kubelet-server.crt")).expect("a certificate");
+    assert_eq!(serving.common_name, format!("system:node:{}", worker.1));
+    assert!(
+        serving.dns_names.iter().eq([&worker.1]),
+        "{:?}",
+        serving.dns_names
+    );
+    assert!(
+        serving
+            .ips
+            .iter()
+            .map(|ip| ip.to_string())
+            .eq([ec2_ip.clone()]),
+        "{:?} (EC2: {ec2_ip})",
+        serving.ips
+    );
+    assert_eq!(serving.authority_key_id, ca.subject_key_id);
+    let serving_plan =
+        nodeup::cert_plan::kubelet_serving(&worker.1, &[ec2_ip.parse().expect("an IP")]);
+    assert!(nodeup::certs::still_fits(
+        &serving_plan,
+        &ca_pem,
+        &read("var/lib/kubelet/pki/kubelet-server.crt"),
+        &read("var/lib/kubelet/pki/kubelet-server.key"),
+        time::OffsetDateTime::now_utc(),
+    ));
+    let kubelet_config = String::from_utf8(read("var/lib/kubelet/config.yaml")).expect("text");
+    assert!(
+        kubelet_config.contains("tlsCertFile: /var/lib/kubelet/pki/kubelet-server.crt")
+            && kubelet_config
+                .contains("tlsPrivateKeyFile: /var/lib/kubelet/pki/kubelet-server.key"),
+        "{kubelet_config}"
+    );
     assert!(!root.join("var/lib/kubelet/bootstrap-kubeconfig").exists());
     let kubeconfig = String::from_utf8(read("var/lib/kubelet/kubeconfig")).expect("text");
     assert!(!kubeconfig.contains("token"), "{kubeconfig}");
@@ -293,7 +333,13 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
         .send(&own)
         .await
         .expect("a certificate for the worker's own name");
-    let issued = cert_facts(issued.as_bytes()).expect("parses");
+    let serving = cert_facts(issued.serving_certificate.as_bytes()).expect("parses");
+    assert!(
+        serving.dns_names.iter().eq([&worker.1]),
+        "{:?}",
+        serving.dns_names
+    );
+    let issued = cert_facts(issued.certificate.as_bytes()).expect("parses");
     assert_eq!(issued.common_name, format!("system:node:{}", worker.1));
     attacker
         .refused("the same proof again", &own, "already used")
@@ -313,7 +359,7 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
     let mut tampered = attacker.request(&creds, &worker.1, now);
     let (csr, _) = new_csr(&worker.1).expect("csr");
     tampered.csr = csr;
-    let digest = request_digest(&tampered.node_name, &tampered.csr);
+    let digest = request_digest(&tampered.node_name, &tampered.csr, &tampered.serving_csr);
     tampered
         .sts_headers
         .insert(REQUEST_DIGEST_HEADER.to_string(), digest);
@@ -325,6 +371,12 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
     swapped.csr = new_csr(&worker.1).expect("csr").0;
     attacker
         .refused("another CSR", &swapped, "digest does not match")
+        .await;
+    // The serving CSR swapped (a key of someone else's to be named as this node's kubelet): refused alike.
+    let mut swapped = attacker.request(&creds, &worker.1, now);
+    swapped.serving_csr = new_csr(&worker.1).expect("csr").0;
+    attacker
+        .refused("another serving CSR", &swapped, "digest does not match")
         .await;
 
     // A proof signed ten minutes ago.
@@ -433,7 +485,8 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
     assert_eq!(republished, services, "the stale entry stayed");
     let worker_log = std::fs::read_to_string(&worker_record.log).expect("the worker's log");
     assert!(
-        worker_log.contains("kubelet client certificate issued by the bootstrap service"),
+        worker_log
+            .contains("kubelet client and serving certificates issued by the bootstrap service"),
         "{worker_log}"
     );
     assert!(

@@ -61,8 +61,24 @@ pub struct Ask<'a> {
     pub store: &'a StateStore,
 }
 
-/// A certificate for `system:node:<node_name>` and its key (PEM): (certificate, key).
-pub async fn obtain(ask: &Ask<'_>) -> Result<(String, String), NodeCertificateError> {
+/// A worker's two kubelet certificates and their keys (PEM), from the bootstrap service. The keys were made on
+/// this node and never left it.
+pub struct WorkerCertificates {
+    pub client_cert: String,
+    pub client_key: String,
+    pub serving_cert: String,
+    pub serving_key: String,
+}
+
+// The keys never reach a log.
+impl std::fmt::Debug for WorkerCertificates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerCertificates").finish_non_exhaustive()
+    }
+}
+
+/// The certificates for `system:node:<node_name>`: its kubelet's client and serving certificates and keys.
+pub async fn obtain(ask: &Ask<'_>) -> Result<WorkerCertificates, NodeCertificateError> {
     obtain_from(ask, None, WAIT_FOR_SERVICE).await
 }
 
@@ -71,10 +87,11 @@ pub async fn obtain_from(
     ask: &Ask<'_>,
     servers: Option<Vec<SocketAddr>>,
     wait: Duration,
-) -> Result<(String, String), NodeCertificateError> {
+) -> Result<WorkerCertificates, NodeCertificateError> {
     let prepare = |e: &dyn std::fmt::Display| NodeCertificateError::Prepare(e.to_string());
     let (csr, key) = new_csr(ask.node_name).map_err(|e| prepare(&e))?;
-    let digest = request_digest(ask.node_name, &csr);
+    let (serving_csr, serving_key) = new_csr(ask.node_name).map_err(|e| prepare(&e))?;
+    let digest = request_digest(ask.node_name, &csr, &serving_csr);
     let client = https_client(ask.ca_cert_pem)?;
     let aws = aws_config::from_env()
         .region(aws_config::Region::new(ask.region.to_string()))
@@ -107,12 +124,18 @@ pub async fn obtain_from(
             let request = CertificateRequest {
                 node_name: ask.node_name.to_string(),
                 csr: csr.clone(),
+                serving_csr: serving_csr.clone(),
                 sts_headers,
             };
             match post(&client, server, &request).await {
-                Ok(certificate) => {
-                    tracing::info!(%server, node = ask.node_name, "kubelet client certificate issued by the bootstrap service");
-                    return Ok((certificate, key));
+                Ok(issued) => {
+                    tracing::info!(%server, node = ask.node_name, "kubelet client and serving certificates issued by the bootstrap service");
+                    return Ok(WorkerCertificates {
+                        client_cert: issued.certificate,
+                        client_key: key,
+                        serving_cert: issued.serving_certificate,
+                        serving_key,
+                    });
                 }
                 Err(Answer::Refused(reason)) => {
                     return Err(NodeCertificateError::Refused {
@@ -184,17 +207,17 @@ pub async fn post_once(
     ca_cert_pem: &str,
     server: SocketAddr,
     request: &CertificateRequest,
-) -> Result<String, Answer> {
+) -> Result<CertificateResponse, Answer> {
     let client = https_client(ca_cert_pem).map_err(|e| Answer::Retry(e.to_string()))?;
     post(&client, server, request).await
 }
 
-/// Posts one request; the certificate, or a refusal, or a reason to try again.
+/// Posts one request; the certificates, or a refusal, or a reason to try again.
 async fn post(
     client: &Https,
     server: SocketAddr,
     request: &CertificateRequest,
-) -> Result<String, Answer> {
+) -> Result<CertificateResponse, Answer> {
     let body = serde_json::to_vec(request).map_err(|e| Answer::Retry(e.to_string()))?;
     let http = Request::post(format!("https://{server}{}", super::PATH))
         .header(hyper::header::CONTENT_TYPE, "application/json")
@@ -217,10 +240,9 @@ async fn post(
 /// (503 when the service cannot decide now: AWS failed or throttled, its replay guard is full; 5xx, 429, ...) a
 /// reason to try again, which [`obtain`] does with a fresh signature after a backoff (250 ms doubling to 5 s,
 /// within [`WAIT_FOR_SERVICE`]).
-fn answer_of(status: StatusCode, bytes: &[u8]) -> Result<String, Answer> {
+fn answer_of(status: StatusCode, bytes: &[u8]) -> Result<CertificateResponse, Answer> {
     match status {
         StatusCode::OK => serde_json::from_slice::<CertificateResponse>(bytes)
-            .map(|r| r.certificate)
             .map_err(|e| Answer::Retry(format!("an answer that is not a certificate: {e}"))),
         StatusCode::FORBIDDEN | StatusCode::BAD_REQUEST => Err(Answer::Refused(
             serde_json::from_slice::<Refusal>(bytes)
@@ -288,6 +310,7 @@ mod tests {
         let request = CertificateRequest {
             node_name: "ip-127-0-0-9".to_string(),
             csr: String::new(),
+            serving_csr: String::new(),
             sts_headers: BTreeMap::new(),
         };
         let started = Instant::now();

@@ -1,10 +1,13 @@
-//! The certificate a verified worker gets: the CSR proves the worker holds its key; everything the certificate
+//! The certificates a verified worker gets: each CSR proves the worker holds that key; everything a certificate
 //! says comes from the [`Grant`], never from the CSR (its subject, names and extensions are ignored): exactly
-//! `CN=system:node:<name>, O=system:nodes`, client authentication only, for [`NODE_CERT_VALIDITY`].
+//! `CN=system:node:<name>, O=system:nodes`, and
+//! - the kubelet's client certificate: client authentication only, no names, for [`NODE_CERT_VALIDITY`];
+//! - the kubelet's serving certificate: server authentication only, the instance's private DNS name and private
+//!   IP as EC2 gives them, for [`SERVING_CERT_VALIDITY`].
 
 use rcgen::{
     CertificateParams, CertificateSigningRequestParams, DnType, ExtendedKeyUsagePurpose, Issuer,
-    KeyPair, KeyUsagePurpose,
+    KeyPair, KeyUsagePurpose, SanType,
 };
 use time::{Duration, OffsetDateTime};
 
@@ -15,8 +18,22 @@ use super::verify::Grant;
 /// fewer than [`NODE_CERT_RENEW_BEFORE`] are left.
 pub const NODE_CERT_VALIDITY: Duration = Duration::days(30);
 pub const NODE_CERT_RENEW_BEFORE: Duration = Duration::days(7);
+/// How long a worker's kubelet serving certificate lives: as every leaf certificate nodeup issues on the control
+/// plane ([`crate::cert_plan::VALIDITY`]), renewed at boot when fewer than 30 days are left. The kubelet cannot
+/// renew it itself (`serverTLSBootstrap` CSRs have no approver), so an instance is replaced (`rolling-update`)
+/// within the year: docs/node-identity.md.
+pub const SERVING_CERT_VALIDITY: Duration = crate::cert_plan::VALIDITY;
 /// The group of every node's client certificate (the Node authorizer's).
 pub const NODES_GROUP: &str = "system:nodes";
+
+/// Which of a worker's two kubelet certificates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeCertificate {
+    /// The kubelet's client certificate (to the API server).
+    Client,
+    /// The kubelet's serving certificate (the API server to the kubelet: logs, exec, port-forward).
+    Serving,
+}
 
 /// Why a certificate could not be signed.
 #[derive(Debug, thiserror::Error)]
@@ -37,10 +54,11 @@ pub fn node_common_name(node_name: &str) -> String {
     format!("system:node:{node_name}")
 }
 
-/// Signs the CSR's public key into a kubelet client certificate for the granted node only.
+/// Signs the CSR's public key into a kubelet certificate of `which` kind for the granted node only.
 pub fn sign_node_certificate(
     csr_pem: &str,
     grant: &Grant,
+    which: NodeCertificate,
     ca_cert_pem: &str,
     ca_key_pem: &str,
     now: OffsetDateTime,
@@ -60,10 +78,26 @@ pub fn sign_node_certificate(
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
     ];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let validity = match which {
+        NodeCertificate::Client => {
+            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+            NODE_CERT_VALIDITY
+        }
+        NodeCertificate::Serving => {
+            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+            let name = grant
+                .node_name
+                .clone()
+                .try_into()
+                .map_err(SignNodeCertError::Sign)?;
+            params.subject_alt_names =
+                vec![SanType::DnsName(name), SanType::IpAddress(grant.private_ip)];
+            SERVING_CERT_VALIDITY
+        }
+    };
     params.use_authority_key_identifier_extension = true;
     params.not_before = now - Duration::minutes(5);
-    params.not_after = now + NODE_CERT_VALIDITY;
+    params.not_after = now + validity;
     let cert = params
         .signed_by(&csr.public_key, &issuer)
         .map_err(SignNodeCertError::Sign)?;
@@ -86,6 +120,8 @@ pub fn new_csr(node_name: &str) -> Result<(String, String), rcgen::Error> {
 
 #[cfg(test)]
 mod tests {
+    use std::net::IpAddr;
+
     use super::*;
     use crate::certs::cert_facts;
 
@@ -107,6 +143,7 @@ mod tests {
     fn grant(name: &str) -> Grant {
         Grant {
             node_name: name.into(),
+            private_ip: "10.0.1.10".parse().expect("an IP"),
             instance_id: "i-0abc".into(),
             instance_group: "nodes".into(),
         }
@@ -131,8 +168,15 @@ mod tests {
             .pem()
             .expect("pem");
         let now = OffsetDateTime::now_utc();
-        let pem = sign_node_certificate(&csr, &grant("ip-10-0-1-10"), &ca_cert, &ca_key, now)
-            .expect("signed");
+        let pem = sign_node_certificate(
+            &csr,
+            &grant("ip-10-0-1-10"),
+            NodeCertificate::Client,
+            &ca_cert,
+            &ca_key,
+            now,
+        )
+        .expect("signed");
         let facts = cert_facts(pem.as_bytes()).expect("parses");
         assert_eq!(facts.common_name, "system:node:ip-10-0-1-10");
         assert_eq!(facts.organization.as_deref(), Some("system:nodes"));
@@ -160,6 +204,7 @@ mod tests {
         let refused = sign_node_certificate(
             &tampered,
             &grant("n"),
+            NodeCertificate::Serving,
             &ca_cert,
             &ca_key,
             OffsetDateTime::now_utc(),
@@ -167,6 +212,73 @@ mod tests {
         assert!(
             matches!(refused, Err(SignNodeCertError::BadCsr(_))),
             "{refused:?}"
+        );
+    }
+
+    #[test]
+    fn the_serving_certificate_names_what_ec2_says_whatever_the_csr_says() {
+        let (ca_cert, ca_key) = ca();
+        // The CSR asks for the API load balancer's name, another IP and client authentication: all ignored.
+        let key = KeyPair::generate().expect("key");
+        let mut params =
+            CertificateParams::new(vec!["api.example.com".to_string()]).expect("params");
+        params
+            .subject_alt_names
+            .push(SanType::IpAddress("10.0.0.1".parse().expect("ip")));
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let csr = params
+            .serialize_request(&key)
+            .expect("csr")
+            .pem()
+            .expect("pem");
+        let now = OffsetDateTime::now_utc();
+        let node = "ip-10-0-1-10.us-west-2.compute.internal";
+        let pem = sign_node_certificate(
+            &csr,
+            &grant(node),
+            NodeCertificate::Serving,
+            &ca_cert,
+            &ca_key,
+            now,
+        )
+        .expect("signed");
+        let facts = cert_facts(pem.as_bytes()).expect("parses");
+        assert_eq!(facts.common_name, format!("system:node:{node}"));
+        assert_eq!(facts.organization.as_deref(), Some("system:nodes"));
+        assert!(facts.dns_names.iter().eq([node]), "{:?}", facts.dns_names);
+        assert!(
+            facts
+                .ips
+                .iter()
+                .eq(&["10.0.1.10".parse::<IpAddr>().expect("ip")]),
+            "{:?}",
+            facts.ips
+        );
+        assert_eq!(facts.public_key, key.public_key_raw());
+        // What the node checks before keeping it: the plan a worker makes from its own IMDS facts.
+        let plan = crate::cert_plan::kubelet_serving(node, &["10.0.1.10".parse().expect("ip")]);
+        assert!(crate::certs::still_fits(
+            &plan,
+            &ca_cert,
+            pem.as_bytes(),
+            key.serialize_pem().as_bytes(),
+            now
+        ));
+        let parsed = x509_parser::pem::parse_x509_pem(pem.as_bytes())
+            .expect("pem")
+            .1;
+        let cert = parsed.parse_x509().expect("x509");
+        let usage = cert
+            .extended_key_usage()
+            .expect("extension parses")
+            .expect("extended key usage present")
+            .value;
+        assert!(usage.server_auth && !usage.client_auth, "{usage:?}");
+        let lifetime = facts.not_after - now.unix_timestamp();
+        assert!(
+            (SERVING_CERT_VALIDITY.whole_seconds() - 5..=SERVING_CERT_VALIDITY.whole_seconds())
+                .contains(&lifetime),
+            "{lifetime}"
         );
     }
 

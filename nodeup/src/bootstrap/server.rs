@@ -28,7 +28,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::issue::sign_node_certificate;
+use super::issue::{sign_node_certificate, NodeCertificate};
 use super::sts::{
     error_code, parse_caller_identity, sts_endpoint, sts_error_is_retryable, AssumedRole,
     CallerIdentity, GET_CALLER_IDENTITY_BODY,
@@ -544,7 +544,7 @@ impl Verifier {
             }
         };
         match self.verify_and_sign(&body, peer, &request_id).await {
-            Ok(certificate) => json_response(StatusCode::OK, &CertificateResponse { certificate }),
+            Ok(issued) => json_response(StatusCode::OK, &issued),
             Err(Failure::Refused(refused)) => {
                 tracing::warn!(%peer, %request_id, reason = %refused, "node certificate refused");
                 let error = caller_answer(REFUSED_ANSWER, &request_id);
@@ -563,7 +563,7 @@ impl Verifier {
         body: &[u8],
         peer: SocketAddr,
         request_id: &str,
-    ) -> Result<String, Failure> {
+    ) -> Result<CertificateResponse, Failure> {
         let request: CertificateRequest = serde_json::from_slice(body)
             .map_err(|e| Refused::Malformed(format!("not a certificate request: {e}")))?;
         if request.node_name.is_empty() || request.node_name.len() > MAX_NODE_NAME {
@@ -573,7 +573,7 @@ impl Verifier {
             .into());
         }
         let now = SystemTime::now();
-        let digest = request_digest(&request.node_name, &request.csr);
+        let digest = request_digest(&request.node_name, &request.csr, &request.serving_csr);
         let signed = check_signed_request(&request.sts_headers, &digest, &self.config.region, now)?;
         // Pending while STS checks it (a concurrent copy is refused), remembered as used only once STS accepted
         // it: forged proofs never fill the guard (issue 28, medium 5).
@@ -603,28 +603,37 @@ impl Verifier {
         }
         let instance = self.instance(&caller.session).await?;
         let grant = decide(&self.config.cluster, &caller, &instance, &request.node_name)?;
-        let certificate = sign_node_certificate(
-            &request.csr,
-            &grant,
-            &self.config.ca_cert_pem,
-            &self.config.ca_key_pem,
-            time::OffsetDateTime::now_utc(),
-        )
-        .map_err(|e| match e {
-            super::issue::SignNodeCertError::BadCsr(_) => {
-                Failure::Refused(Refused::Malformed(e.to_string()))
-            }
-            other => Failure::Unavailable(other.to_string()),
-        })?;
+        let now = time::OffsetDateTime::now_utc();
+        let sign = |csr: &str, which: NodeCertificate| {
+            sign_node_certificate(
+                csr,
+                &grant,
+                which,
+                &self.config.ca_cert_pem,
+                &self.config.ca_key_pem,
+                now,
+            )
+            .map_err(|e| match e {
+                super::issue::SignNodeCertError::BadCsr(_) => {
+                    Failure::Refused(Refused::Malformed(format!("{which:?} CSR: {e}")))
+                }
+                other => Failure::Unavailable(other.to_string()),
+            })
+        };
+        let issued = CertificateResponse {
+            certificate: sign(&request.csr, NodeCertificate::Client)?,
+            serving_certificate: sign(&request.serving_csr, NodeCertificate::Serving)?,
+        };
         tracing::info!(
             %peer,
             %request_id,
             instance_id = %grant.instance_id,
             instance_group = %grant.instance_group,
             node = %grant.node_name,
-            "node certificate issued"
+            private_ip = %grant.private_ip,
+            "node certificates issued (kubelet client and serving)"
         );
-        Ok(certificate)
+        Ok(issued)
     }
 
     /// Sends the worker's signed GetCallerIdentity to this node's STS endpoint, with the fixed body.
@@ -704,6 +713,10 @@ impl Verifier {
                 .map(|n| n.as_str().to_string())
                 .unwrap_or_default(),
             private_dns_name: instance.private_dns_name().unwrap_or_default().to_string(),
+            private_ip: instance
+                .private_ip_address()
+                .unwrap_or_default()
+                .to_string(),
             tags: instance
                 .tags()
                 .iter()

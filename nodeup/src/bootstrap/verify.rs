@@ -278,6 +278,8 @@ pub struct InstanceFacts {
     /// EC2's state name (`running`, ...).
     pub state: String,
     pub private_dns_name: String,
+    /// The primary private IPv4 address (empty when EC2 gives none).
+    pub private_ip: String,
     pub tags: BTreeMap<String, String>,
     /// The role ARNs (`arn:aws:iam::ACCOUNT:role[/path]/NAME`) of the instance's profile, from IAM.
     pub profile_roles: Vec<String>,
@@ -288,6 +290,9 @@ pub struct InstanceFacts {
 pub struct Grant {
     /// The node name (the instance's private DNS name): the certificate is for `system:node:<node_name>`.
     pub node_name: String,
+    /// The instance's primary private IP: the kubelet serving certificate's one IP address (the API server dials
+    /// kubelets by InternalIP).
+    pub private_ip: std::net::IpAddr,
     pub instance_id: String,
     pub instance_group: String,
 }
@@ -349,6 +354,12 @@ pub fn decide(
     if instance.private_dns_name.is_empty() {
         return Err(refuse("it has no private DNS name".to_string()));
     }
+    let private_ip: std::net::IpAddr = instance.private_ip.parse().map_err(|_| {
+        refuse(format!(
+            "its private IP {:?} is not an IP address",
+            instance.private_ip
+        ))
+    })?;
     if requested_name != instance.private_dns_name {
         return Err(Refused::WrongName {
             instance_id: instance.instance_id.clone(),
@@ -358,6 +369,7 @@ pub fn decide(
     }
     Ok(Grant {
         node_name: instance.private_dns_name.clone(),
+        private_ip,
         instance_id: instance.instance_id.clone(),
         instance_group: group.to_string(),
     })

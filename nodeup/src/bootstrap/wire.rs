@@ -13,7 +13,7 @@ pub const REQUEST_DIGEST_HEADER: &str = "x-ballast-request-sha256";
 /// The largest request body the service reads (a CSR is under 1 KiB, the signed headers under 2 KiB).
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 
-/// A worker asks for its kubelet client certificate.
+/// A worker asks for its kubelet's client certificate and serving certificate.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CertificateRequest {
@@ -22,6 +22,9 @@ pub struct CertificateRequest {
     /// PEM certificate signing request, signed with the worker's own key (generated on the node; it never
     /// leaves it).
     pub csr: String,
+    /// PEM certificate signing request for the kubelet's serving certificate, with a second key of the worker's.
+    /// Its names are ignored like the client CSR's: the certificate's come from EC2.
+    pub serving_csr: String,
     /// The headers of an `sts:GetCallerIdentity` request signed with the worker's instance-role credentials
     /// (SigV4): the service sends that request to STS itself and learns who signed it. The secret key is never
     /// sent; the session token is, as STS needs it with the signature.
@@ -34,6 +37,7 @@ impl std::fmt::Debug for CertificateRequest {
         f.debug_struct("CertificateRequest")
             .field("node_name", &self.node_name)
             .field("csr_bytes", &self.csr.len())
+            .field("serving_csr_bytes", &self.serving_csr.len())
             .field("sts_headers", &self.sts_headers.keys().collect::<Vec<_>>())
             .finish()
     }
@@ -45,6 +49,8 @@ impl std::fmt::Debug for CertificateRequest {
 pub struct CertificateResponse {
     /// PEM client certificate for `system:node:<node name>` in `system:nodes`.
     pub certificate: String,
+    /// PEM serving certificate for the kubelet: the instance's private DNS name and private IP from EC2.
+    pub serving_certificate: String,
 }
 
 /// The service's answer to anything else: why, in words (never a signature or key).
@@ -54,14 +60,16 @@ pub struct Refusal {
     pub error: String,
 }
 
-/// sha256 (hex) of what the worker asks for: its node name and its CSR. The worker signs it into its STS request
-/// ([`REQUEST_DIGEST_HEADER`]); the service computes it again from the request it received.
-pub fn request_digest(node_name: &str, csr: &str) -> String {
+/// sha256 (hex) of what the worker asks for: its node name and its two CSRs. The worker signs it into its STS
+/// request ([`REQUEST_DIGEST_HEADER`]); the service computes it again from the request it received.
+pub fn request_digest(node_name: &str, csr: &str, serving_csr: &str) -> String {
     let mut hash = Sha256::new();
     hash.update(node_name.as_bytes());
-    // A separator that appears in neither, so ("ab", "c") and ("a", "bc") differ.
+    // A separator that appears in none, so ("ab", "c") and ("a", "bc") differ.
     hash.update([0u8]);
     hash.update(csr.as_bytes());
+    hash.update([0u8]);
+    hash.update(serving_csr.as_bytes());
     hex::encode(hash.finalize())
 }
 
@@ -70,12 +78,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_digest_binds_name_and_csr_apart() {
-        let d = request_digest("ip-10-0-1-10", "CSR");
+    fn the_digest_binds_name_and_both_csrs_apart() {
+        let d = request_digest("ip-10-0-1-10", "CSR", "SERVING");
         assert_eq!(d.len(), 64);
-        assert_ne!(d, request_digest("ip-10-0-1-1", "0CSR"));
-        assert_ne!(d, request_digest("ip-10-0-1-10", "CSR2"));
-        assert_eq!(d, request_digest("ip-10-0-1-10", "CSR"));
+        assert_ne!(d, request_digest("ip-10-0-1-1", "0CSR", "SERVING"));
+        assert_ne!(d, request_digest("ip-10-0-1-10", "CSR2", "SERVING"));
+        assert_ne!(d, request_digest("ip-10-0-1-10", "CSR", "SERVING2"));
+        // The two CSRs swapped: a proof for one pair is no proof for the other.
+        assert_ne!(d, request_digest("ip-10-0-1-10", "SERVING", "CSR"));
+        assert_eq!(d, request_digest("ip-10-0-1-10", "CSR", "SERVING"));
     }
 
     #[test]
@@ -83,6 +94,7 @@ mod tests {
         let request = CertificateRequest {
             node_name: "n".into(),
             csr: "c".into(),
+            serving_csr: "s".into(),
             sts_headers: BTreeMap::from([(
                 "authorization".to_string(),
                 "AWS4-HMAC-SHA256 Signature=deadbeef".to_string(),

@@ -279,6 +279,12 @@ fn api_server(spec: &NodeSpec, settings: &ControlPlaneSettings, node: &NodeFacts
             "--kubelet-client-key={}.key",
             pki::API_SERVER_KUBELET_CLIENT
         ),
+        // Kubelets serve with certificates the Kubernetes CA signed for the names EC2 gives them (issued at boot:
+        // crate::cert_plan::kubelet_serving, crate::bootstrap::issue): logs, exec and port-forward verify them.
+        format!(
+            "--kubelet-certificate-authority={}",
+            pki::KUBERNETES_CA_CERT
+        ),
         "--kubelet-preferred-address-types=InternalIP,Hostname".to_string(),
         format!(
             "--service-account-issuer=https://kubernetes.default.svc.{}",

@@ -3,7 +3,9 @@
 //! Control-plane kubelets get a client certificate issued on the node (they hold the CA key anyway) and talk
 //! to their own API server. A worker's nodeup gets its kubelet's client certificate from the control plane's
 //! bootstrap service after proving which instance it is (`crate::bootstrap`, docs/node-identity.md); both
-//! kubeconfigs name the certificate files. No worker holds a CA key or a shared bootstrap token.
+//! kubeconfigs name the certificate files. Every kubelet serves with a certificate the Kubernetes CA signed for
+//! its name and private IP (issued alike: on the node, or by the bootstrap service from EC2's facts), which the
+//! API server verifies. No worker holds a CA key or a shared bootstrap token.
 
 use std::collections::BTreeMap;
 
@@ -72,13 +74,13 @@ pub(super) fn service(spec: &NodeSpec, node: &NodeFacts, certificates: &[CertPla
         pki::KUBERNETES_CA_CERT.to_string(),
     ];
     triggers.push(paths::KUBELET_KUBECONFIG.to_string());
-    // A worker's certificate comes from the bootstrap service rather than a plan; it restarts the kubelet alike.
-    let client_pair = [
-        pki::cert(pki::KUBELET_CLIENT),
-        pki::key(pki::KUBELET_CLIENT),
-    ];
+    // A worker's certificates come from the bootstrap service rather than a plan; they restart the kubelet alike.
     if spec.role == Role::Node {
-        triggers.extend(client_pair);
+        triggers.extend(
+            [pki::KUBELET_CLIENT, pki::KUBELET_SERVING]
+                .iter()
+                .flat_map(|stem| [pki::cert(stem), pki::key(stem)]),
+        );
     }
     triggers.extend(
         certificates
@@ -180,11 +182,15 @@ fn configuration(spec: &NodeSpec) -> Result<KubeletConfiguration, RenderError> {
             .collect::<Result<_, _>>()?,
         resolv_conf: "/run/systemd/resolve/resolv.conf".into(),
         rotate_certificates: true,
-        // Serving certificates from the kubelet's own CA: a CSR for them would wait for an approver that
-        // Kubernetes does not ship.
+        // The serving certificate is issued at boot, signed by the Kubernetes CA with the names EC2 gives the
+        // instance (on the node for the control plane, by the bootstrap service for a worker), so the API server
+        // verifies it. Not a CSR through the API: `kubelet-serving` CSRs wait for an approver Kubernetes does not
+        // ship, and one that approved them would have to check each name against EC2 anyway.
         server_tls_bootstrap: false,
         static_pod_path: control_plane.then(|| paths::MANIFESTS_DIR.to_string()),
+        tls_cert_file: pki::cert(pki::KUBELET_SERVING),
         tls_min_version: "VersionTLS12".into(),
+        tls_private_key_file: pki::key(pki::KUBELET_SERVING),
     })
 }
 

@@ -33,7 +33,9 @@ pub struct KubeletConfiguration {
     pub server_tls_bootstrap: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub static_pod_path: Option<String>,
+    pub tls_cert_file: String,
     pub tls_min_version: String,
+    pub tls_private_key_file: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -107,6 +107,7 @@ fn unsigned_request() -> CertificateRequest {
     CertificateRequest {
         node_name: "ip-127-0-0-1.us-west-2.compute.internal".to_string(),
         csr: String::new(),
+        serving_csr: String::new(),
         sts_headers: BTreeMap::new(),
     }
 }

@@ -234,6 +234,7 @@ fn worker() -> InstanceFacts {
         instance_id: "i-0abc".into(),
         state: "running".into(),
         private_dns_name: "ip-10-0-1-10.us-west-2.compute.internal".into(),
+        private_ip: "10.0.1.10".into(),
         tags: BTreeMap::from([
             (CLUSTER_TAG.to_string(), CLUSTER.to_string()),
             (ROLE_TAG.to_string(), "node".to_string()),
@@ -258,6 +259,7 @@ fn a_running_worker_of_this_cluster_gets_its_own_name() {
         grant,
         Grant {
             node_name: NAME.into(),
+            private_ip: "10.0.1.10".parse().expect("an IP"),
             instance_id: "i-0abc".into(),
             instance_group: "nodes".into(),
         }
@@ -340,6 +342,11 @@ fn every_instance_check_refuses_on_its_own() {
             "no DNS name",
             caller(&role, "i-0abc"),
             Box::new(|i| i.private_dns_name.clear()),
+        ),
+        (
+            "no private IP",
+            caller(&role, "i-0abc"),
+            Box::new(|i| i.private_ip.clear()),
         ),
     ];
     for (what, who, change) in cases {
