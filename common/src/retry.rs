@@ -10,6 +10,20 @@ use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder, Retryable};
 
+/// One try's failure, for [`Policy::retry`] with [`Failure::is_transient`]: give up at once (`Permanent`), or try
+/// again (`Transient`, which becomes the caller's "still failing after N tries" error when the policy runs out).
+#[derive(Debug)]
+pub enum Failure<P, T> {
+    Permanent(P),
+    Transient(T),
+}
+
+impl<P, T> Failure<P, T> {
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Failure::Transient(_))
+    }
+}
+
 /// How a failing operation is tried again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Policy {
@@ -81,12 +95,15 @@ impl Policy {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let deadline = tokio::time::Instant::now() + self.deadline;
+        // A deadline too far to represent (`Duration::MAX`) is no deadline.
+        let deadline = tokio::time::Instant::now().checked_add(self.deadline);
         op.retry(self.builder())
             .sleep(tokio::time::sleep)
             .when(retryable)
             .adjust(move |_, pause| {
-                pause.filter(|pause| tokio::time::Instant::now() + *pause < deadline)
+                pause.filter(|pause| {
+                    deadline.is_none_or(|end| tokio::time::Instant::now() + *pause < end)
+                })
             })
             .notify(notify)
             .await
