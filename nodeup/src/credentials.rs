@@ -21,29 +21,30 @@ pub async fn check_credentials(region: &str) -> CredentialsCheck {
         .region(aws_config::Region::new(region.to_owned()))
         .build()
         .await;
-    let deadline = tokio::time::Instant::now() + CREDENTIALS_WAIT;
-    let mut pause = Duration::from_millis(200);
-    loop {
-        let error = match tokio::time::timeout(Duration::from_secs(30), chain.provide_credentials())
-            .await
-        {
-            Ok(Ok(c)) => {
-                return CredentialsCheck {
-                    access_key_id: Some(c.access_key_id().to_owned()),
-                    error: None,
+    let result = crate::retry::CREDENTIALS
+        .retry(
+            || async {
+                match tokio::time::timeout(Duration::from_secs(30), chain.provide_credentials()).await
+                {
+                    Ok(Ok(c)) => Ok(c.access_key_id().to_owned()),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err("timed out after 30s".to_owned()),
                 }
-            }
-            Ok(Err(e)) => e.to_string(),
-            Err(_) => "timed out after 30s".to_owned(),
-        };
-        if tokio::time::Instant::now() + pause > deadline {
-            return CredentialsCheck {
-                access_key_id: None,
-                error: Some(error),
-            };
-        }
-        tracing::info!(%error, retry_in = ?pause, "no AWS credentials yet (instance profile not associated?)");
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_secs(5));
+            },
+            |_| true,
+            |error, retry_in| {
+                tracing::info!(%error, ?retry_in, "no AWS credentials yet (instance profile not associated?)");
+            },
+        )
+        .await;
+    match result {
+        Ok(access_key_id) => CredentialsCheck {
+            access_key_id: Some(access_key_id),
+            error: None,
+        },
+        Err(error) => CredentialsCheck {
+            access_key_id: None,
+            error: Some(error),
+        },
     }
 }

@@ -12,6 +12,7 @@ use ballast_state::store::{sha256_hex, StateStore, StoreError, StoreOptions};
 
 use crate::model::{ControlPlaneSecrets, Secrets};
 
+use crate::retry::Failure;
 /// Failures fetching what the node needs.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
@@ -110,39 +111,49 @@ pub async fn open(url: &str) -> Result<StateStore, FetchError> {
         })
 }
 
-/// Reads an object that must exist, retrying store failures until `deadline`.
+/// Reads an object that must exist, retrying store failures until `deadline` (the policy `retry::STORE_READ`).
 pub async fn get(store: &StateStore, key: &str, deadline: Instant) -> Result<Vec<u8>, FetchError> {
     let start = Instant::now();
-    let mut backoff = Duration::from_millis(100);
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        let left = deadline.saturating_duration_since(Instant::now());
-        let last =
-            match tokio::time::timeout(left.max(Duration::from_millis(1)), store.get(key)).await {
-                Ok(Ok(Some(object))) => return Ok(object.data),
-                Ok(Ok(None)) => {
-                    return Err(FetchError::Missing {
+    let attempts = std::sync::atomic::AtomicU32::new(0);
+    let policy = crate::retry::Policy {
+        deadline: deadline.saturating_duration_since(start),
+        ..crate::retry::STORE_READ
+    };
+    let tries = &attempts;
+    let result = policy
+        .retry(
+            move || async move {
+                tries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                // Each read is cut at the deadline too: a hung connection must not outlast the boot's budget.
+                let left = deadline.saturating_duration_since(Instant::now());
+                match tokio::time::timeout(left.max(Duration::from_millis(1)), store.get(key)).await {
+                    Ok(Ok(Some(object))) => Ok(object.data),
+                    Ok(Ok(None)) => Err(Failure::Permanent(FetchError::Missing {
                         url: store.url(),
                         key: key.to_string(),
-                    })
+                    })),
+                    Ok(Err(e)) => Err(Failure::Transient(ReadFailure::Store(Box::new(e)))),
+                    Err(_) => Err(Failure::Transient(ReadFailure::TimedOut)),
                 }
-                Ok(Err(e)) => ReadFailure::Store(Box::new(e)),
-                Err(_) => ReadFailure::TimedOut,
-            };
-        if Instant::now() + backoff >= deadline {
-            return Err(FetchError::Unreachable {
-                url: store.url(),
-                key: key.to_string(),
-                waited: start.elapsed(),
-                attempts,
-                last,
-            });
-        }
-        tracing::warn!(key, attempts, error = %last, "state store read failed; retrying");
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(5));
-    }
+            },
+            Failure::is_transient,
+            |e, pause| {
+                if let Failure::Transient(last) = e {
+                    tracing::warn!(key, attempts = tries.load(std::sync::atomic::Ordering::Relaxed), error = %last, ?pause, "state store read failed; retrying");
+                }
+            },
+        )
+        .await;
+    result.map_err(|e| match e {
+        Failure::Permanent(e) => e,
+        Failure::Transient(last) => FetchError::Unreachable {
+            url: store.url(),
+            key: key.to_string(),
+            waited: start.elapsed(),
+            attempts: attempts.load(std::sync::atomic::Ordering::Relaxed),
+            last,
+        },
+    })
 }
 
 /// The node spec, verified against the boot config.

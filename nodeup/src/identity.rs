@@ -67,31 +67,32 @@ pub struct IdentityReport {
     pub pid: u32,
 }
 
-/// Failures writing the report.
+/// Failures writing the identity report.
 #[derive(Debug, thiserror::Error)]
-#[error("writing {path}: {source}")]
-pub struct WriteReportError {
-    pub path: PathBuf,
-    #[source]
-    pub source: std::io::Error,
+pub enum WriteReportError {
+    #[error("serializing the identity report for {path}: {source}")]
+    Serialize {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(transparent)]
+    Write(#[from] ballast_common::durable::WriteError),
 }
 
 impl IdentityReport {
-    /// Writes `ROOT/var/lib/nodeup/identity.json` through a temporary file and a rename: a reader sees the
-    /// whole report or none.
+    /// Writes `ROOT/var/lib/nodeup/identity.json` through the durable writer: a reader sees the whole report or
+    /// none, and a power loss right after boot does not lose it. 0644: it holds no secret (an access key id is
+    /// not one), and operators read it when a node misbehaves.
     pub fn write(&self, root: &Path) -> Result<PathBuf, WriteReportError> {
         let path = root.join(IDENTITY_FILE);
-        let err = |source| WriteReportError {
-            path: path.clone(),
-            source,
-        };
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(err)?;
-        }
-        let data = serde_json::to_vec_pretty(self).map_err(|e| err(std::io::Error::other(e)))?;
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, data).map_err(err)?;
-        std::fs::rename(&tmp, &path).map_err(err)?;
+        let data =
+            serde_json::to_vec_pretty(self).map_err(|source| WriteReportError::Serialize {
+                path: path.clone(),
+                source,
+            })?;
+        let options = ballast_common::durable::Options::mode(0o644).create_parents(0o755);
+        ballast_common::durable::write(&path, &data, &options)?;
         Ok(path)
     }
 

@@ -2,9 +2,12 @@
 //! `AWS_EC2_METADATA_SERVICE_ENDPOINT` (the local cloud sets it per instance; on EC2 it is unset and the
 //! standard 169.254.169.254 applies), bounded retries inside one overall deadline, and 404 read as "absent".
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aws_config::imds::client::error::ImdsError as SdkImdsError;
+use ballast_common::error_chain;
+
+use crate::retry::{Failure, Policy};
 
 /// The env var that names the IMDS endpoint (read by the SDK too).
 pub const ENDPOINT_ENV: &str = "AWS_EC2_METADATA_SERVICE_ENDPOINT";
@@ -114,60 +117,59 @@ impl Imds {
     /// growing backoff (an instance's IMDS may come up a moment after the instance's processes) until the
     /// deadline.
     pub async fn get_optional(&self, path: &str) -> Result<Option<String>, ImdsError> {
-        let deadline = Instant::now() + self.timeout;
-        let mut backoff = Duration::from_millis(50);
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let last = match self.client.get(path).await {
-                Ok(value) => return Ok(Some(value.into())),
-                Err(SdkImdsError::ErrorResponse(response)) => {
-                    let status = response.response().status().as_u16();
-                    match status {
-                        404 => return Ok(None),
-                        400..=499 => {
-                            return Err(ImdsError::Refused {
-                                endpoint: self.endpoint.clone(),
-                                path: path.to_owned(),
-                                status,
-                            })
+        let attempts = std::sync::atomic::AtomicU32::new(0);
+        let policy = Policy {
+            deadline: self.timeout,
+            ..crate::retry::IMDS
+        };
+        let (this, tries) = (self, &attempts);
+        let result = policy
+            .retry(
+                move || async move {
+                    tries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    match this.client.get(path).await {
+                        Ok(value) => Ok(Some(value.into())),
+                        Err(SdkImdsError::ErrorResponse(response)) => {
+                            match response.response().status().as_u16() {
+                                404 => Ok(None),
+                                status @ 400..=499 => {
+                                    Err(Failure::Permanent(ImdsError::Refused {
+                                        endpoint: this.endpoint.clone(),
+                                        path: path.to_owned(),
+                                        status,
+                                    }))
+                                }
+                                status => Err(Failure::Transient(ImdsFailure::Status(status))),
+                            }
                         }
-                        _ => ImdsFailure::Status(status),
+                        Err(e) => Err(Failure::Transient(ImdsFailure::Sdk(Box::new(e)))),
                     }
-                }
-                Err(e) => ImdsFailure::Sdk(Box::new(e)),
-            };
-            let now = Instant::now();
-            if now + backoff >= deadline {
-                return Err(ImdsError::Unavailable {
-                    endpoint: self.endpoint.clone(),
-                    path: path.to_owned(),
-                    timeout: self.timeout,
-                    attempts,
-                    last,
-                });
-            }
-            tracing::debug!(path, attempts, error = %last, "IMDS not answering yet; retrying");
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(1));
-        }
+                },
+                Failure::is_transient,
+                |e, pause| {
+                    if let Failure::Transient(last) = e {
+                        tracing::debug!(path, error = %last, ?pause, "IMDS not answering yet; retrying");
+                    }
+                },
+            )
+            .await;
+        result.map_err(|e| match e {
+            Failure::Permanent(e) => e,
+            Failure::Transient(last) => ImdsError::Unavailable {
+                endpoint: self.endpoint.clone(),
+                path: path.to_owned(),
+                timeout: self.timeout,
+                attempts: attempts.load(std::sync::atomic::Ordering::Relaxed),
+                last,
+            },
+        })
     }
-}
-
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[tokio::test]
     async fn unreachable_imds_fails_within_the_deadline() {

@@ -41,6 +41,7 @@ pub mod model;
 pub mod notify;
 pub mod render;
 pub mod report;
+pub mod retry;
 pub mod services;
 pub mod volume;
 pub mod write;

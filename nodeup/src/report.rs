@@ -83,16 +83,10 @@ pub async fn publish(root: &Path, report: &NodeReport, remote: Option<ReportDest
         }
     };
     let local = root.join(REPORT_FILE);
-    let written = local
-        .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|_| {
-            let tmp = local.with_extension("json.tmp");
-            std::fs::write(&tmp, &json)?;
-            std::fs::rename(&tmp, &local)
-        });
-    if let Err(e) = written {
-        tracing::error!(path = %local.display(), "writing the boot report: {e}");
+    // Durable: the local report is what an operator reads on a node that rebooted after a failed boot.
+    let options = ballast_common::durable::Options::mode(0o644).create_parents(0o755);
+    if let Err(e) = ballast_common::durable::write(&local, &json, &options) {
+        tracing::error!("the boot report: {e}");
     }
     let Some(ReportDestination { store, cluster }) = remote else {
         tracing::warn!("the boot report stays on the node: the state store is not known");

@@ -1,22 +1,29 @@
 //! Step 4 of nodeup: the rendered files, written under `--root`. Only files whose content, mode or owner differ
-//! are written; each through a temporary file in the same directory (mode and owner set before the rename), so
-//! a reader sees the old file or the new one, never half of one.
+//! are written; each through the workspace's one durable writer (`ballast_common::durable`: a temporary file in
+//! the same directory, mode and owner set and the file synced before the rename, the directory synced after), so
+//! a reader sees the old file or the new one, never half of one, even after a power loss.
 
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use ballast_common::durable;
 use ballast_state::report::{FileAction, FileWritten};
 
 use crate::model::{paths, RenderedFile};
 
 /// Failures writing a file.
 #[derive(Debug, thiserror::Error)]
-#[error("writing {path}: {source}")]
-pub struct WriteFileError {
-    pub path: PathBuf,
-    #[source]
-    pub source: std::io::Error,
+pub enum WriteFileError {
+    /// Reading, creating or removing around the write.
+    #[error("writing {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Replacing the file itself (the error names the path and the step).
+    #[error(transparent)]
+    Replace(#[from] durable::WriteError),
 }
 
 /// What writing did.
@@ -86,7 +93,7 @@ pub fn write_files(root: &Path, files: &[RenderedFile]) -> Result<WriteOutcome, 
 
 /// `dir` exists, mode 0700 (root's `.ssh`: sshd ignores keys in a directory others may write).
 fn private_dir(dir: &Path) -> Result<(), WriteFileError> {
-    let err = |source| WriteFileError {
+    let err = |source| WriteFileError::Io {
         path: dir.to_path_buf(),
         source,
     };
@@ -101,7 +108,7 @@ fn private_dir(dir: &Path) -> Result<(), WriteFileError> {
 /// Removes `path` if it is a file nodeup wrote (it starts with Ballast's header); an operator's file, or
 /// anything else, is left alone. Returns whether it was removed.
 fn remove_managed(path: &Path) -> Result<bool, WriteFileError> {
-    let err = |source| WriteFileError {
+    let err = |source| WriteFileError::Io {
         path: path.to_path_buf(),
         source,
     };
@@ -121,37 +128,13 @@ fn remove_managed(path: &Path) -> Result<bool, WriteFileError> {
 
 fn write_one(root: &Path, file: &RenderedFile) -> Result<(), WriteFileError> {
     let path = under_root(root, &file.path);
-    let err = |source| WriteFileError {
-        path: path.clone(),
-        source,
-    };
-    let dir = path
-        .parent()
-        .ok_or_else(|| err(std::io::Error::other("a file path needs a directory")))?;
-    std::fs::create_dir_all(dir).map_err(err)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.nodeup-tmp"));
-    let _ = std::fs::remove_file(&tmp);
-    let result = (|| {
-        // Created with the final mode (at most 0600 until chmod), so a private file is never readable by others.
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(&file.content)?;
-        f.sync_all()?;
-        std::os::unix::fs::chown(&tmp, Some(file.owner.uid), Some(file.owner.gid))?;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(file.mode))?;
-        std::fs::rename(&tmp, &path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(err)
+    // Parents are made as `mkdir -p` would (0755): the rendered tree's directories are system ones (/etc/...);
+    // private ones are made 0700 by `private_dir` before.
+    let options = durable::Options::mode(file.mode)
+        .owner(file.owner.uid, file.owner.gid)
+        .create_parents(0o755);
+    durable::write(&path, &file.content, &options)?;
+    Ok(())
 }
 
 #[cfg(test)]

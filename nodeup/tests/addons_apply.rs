@@ -17,8 +17,9 @@ use ballast_state::components::{ComponentManifest, ImageDigest};
 use ballast_state::node::NodeSpec;
 use ballast_state::spec::Networking;
 use kube::Client;
-use nodeup::addons::apply::{apply_set, ApplyError, ObjectAction, RetryPolicy};
+use nodeup::addons::apply::{apply_set, ApplyError, ObjectAction};
 use nodeup::addons::{self, AddonSet, APPLIED_HASH_ANNOTATION};
+use nodeup::retry::Policy;
 use serde_json::{json, Value};
 
 #[derive(Default)]
@@ -111,12 +112,13 @@ async fn serve(fake: Fake) -> (Client, Shared) {
     (Client::try_from(config).expect("client"), shared)
 }
 
-fn retry() -> RetryPolicy {
-    RetryPolicy {
-        attempts: 4,
-        first_delay: Duration::from_millis(10),
-        max_delay: Duration::from_millis(40),
-    }
+fn retry() -> Policy {
+    Policy::new(
+        Duration::from_millis(10),
+        Duration::from_millis(40),
+        Duration::from_secs(30),
+    )
+    .with_attempts(4)
 }
 
 fn addon_set(cluster_dns: &str) -> AddonSet {

@@ -4,36 +4,16 @@
 //!
 //! Each object carries the sha256 of its content in [`APPLIED_HASH_ANNOTATION`]; an object the API already has
 //! with that hash is left alone, so a second run (a restart, another control-plane node) writes nothing. A 409
-//! conflict, a 429 or a 5xx is retried with a bounded, doubling backoff; anything else stops the run with the
-//! object named.
+//! conflict, a 429 or a 5xx is retried through `retry::ADDON_APPLY` (bounded, jittered doubling); anything else
+//! stops the run with the object named.
 
-use std::time::Duration;
-
+use crate::retry::Policy;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::{Api, Client};
 use serde::Serialize;
 use serde_json::Value;
 
 use super::{AddonObject, AddonSet, APPLIED_HASH_ANNOTATION, FIELD_MANAGER};
-
-/// How often and how long a retryable failure is retried, per object.
-#[derive(Debug, Clone, Copy)]
-pub struct RetryPolicy {
-    /// Attempts in all, the first included (at least 1).
-    pub attempts: u32,
-    pub first_delay: Duration,
-    pub max_delay: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            attempts: 6,
-            first_delay: Duration::from_millis(200),
-            max_delay: Duration::from_secs(5),
-        }
-    }
-}
 
 /// What happened to one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -79,7 +59,7 @@ pub enum ApplyError {
 pub async fn apply_set(
     client: &Client,
     set: &AddonSet,
-    retry: RetryPolicy,
+    retry: Policy,
 ) -> Result<Vec<AppliedObject>, ApplyError> {
     let mut outcomes = Vec::with_capacity(set.objects.len());
     for object in &set.objects {
@@ -133,7 +113,7 @@ fn retryable(error: &kube::Error) -> bool {
 async fn apply_one(
     client: &Client,
     object: &AddonObject,
-    retry: RetryPolicy,
+    retry: Policy,
 ) -> Result<AppliedObject, ApplyError> {
     let api = api_for(client, object);
     let (value, hash) = annotated(object);
@@ -159,29 +139,30 @@ async fn apply_one(
         return Ok(done(ObjectAction::Unchanged, 0));
     }
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    let attempts = retry.attempts.max(1);
-    let mut delay = retry.first_delay;
-    let mut attempt = 1;
-    loop {
-        match api
-            .patch(object.name(), &params, &Patch::Apply(&value))
-            .await
-        {
-            Ok(_) => return Ok(done(ObjectAction::Applied, attempt)),
-            Err(e) if attempt < attempts && retryable(&e) => {
-                tracing::info!(object = %object.describe(), attempt, error = %e, "retrying an add-on apply");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(retry.max_delay);
-                attempt += 1;
-            }
-            Err(source) => {
-                return Err(ApplyError::Apply {
-                    addon: object.addon.clone(),
-                    object: object.describe(),
-                    attempts: attempt,
-                    source,
-                })
-            }
-        }
+    let attempts = std::sync::atomic::AtomicU32::new(0);
+    let (api, params, value, tries) = (&api, &params, &value, &attempts);
+    let result = retry
+        .retry(
+            move || async move {
+                tries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                api.patch(object.name(), params, &Patch::Apply(value)).await
+            },
+            retryable,
+            |e, pause| {
+                tracing::info!(object = %object.describe(), attempt = tries.load(std::sync::atomic::Ordering::Relaxed), error = %e, ?pause, "retrying an add-on apply");
+            },
+        )
+        .await;
+    match result {
+        Ok(_) => Ok(done(
+            ObjectAction::Applied,
+            attempts.load(std::sync::atomic::Ordering::Relaxed),
+        )),
+        Err(source) => Err(ApplyError::Apply {
+            addon: object.addon.clone(),
+            object: object.describe(),
+            attempts: attempts.load(std::sync::atomic::Ordering::Relaxed),
+            source,
+        }),
     }
 }

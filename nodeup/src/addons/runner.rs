@@ -20,15 +20,12 @@ use kube::Client;
 use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair, KeyUsagePurpose};
 use time::OffsetDateTime;
 
-use super::apply::{apply_set, ObjectAction, RetryPolicy};
+use super::apply::{apply_set, ObjectAction};
 use super::{render, AddonError};
 
 /// The applier's identity in the API server's audit log.
 pub const CLIENT_COMMON_NAME: &str = "ballast:addons";
 const CLIENT_VALIDITY: time::Duration = time::Duration::hours(1);
-/// Between two probes of a silent API server, and between two attempts after a failure.
-const FIRST_WAIT: Duration = Duration::from_secs(2);
-const MAX_WAIT: Duration = Duration::from_secs(60);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the applier needs, taken from a configured control-plane node.
@@ -103,7 +100,7 @@ impl AddonJob {
         F: FnMut(AddonsReport) -> Fut,
         Fut: std::future::Future<Output = ()>,
     {
-        let mut wait = FIRST_WAIT;
+        let mut pauses = crate::retry::ADDON_ROUNDS.pauses();
         // The last failure published: the same one again is not written again (one store write per change).
         let mut last_failure: Option<String> = None;
         loop {
@@ -127,8 +124,9 @@ impl AddonJob {
                     }
                 }
             }
-            tokio::time::sleep(wait).await;
-            wait = (wait * 2).min(MAX_WAIT);
+            if let Some(pause) = pauses.next() {
+                tokio::time::sleep(pause).await;
+            }
         }
     }
 
@@ -170,7 +168,7 @@ impl AddonJob {
             }
         };
         let set = render(&self.spec, release, minor, text.as_deref())?;
-        let outcomes = apply_set(client, &set, RetryPolicy::default()).await?;
+        let outcomes = apply_set(client, &set, crate::retry::ADDON_APPLY).await?;
         Ok(Some(AddonsReport {
             state: AddonsState::Applied,
             api_server: self.api_server.clone(),

@@ -103,7 +103,8 @@ pub async fn obtain_from(
     let endpoint = sts_endpoint(ask.region, |n| std::env::var(n).ok());
     let mut finder = ServiceFinder::new(ask.store, ask.cluster, &aws);
     let deadline = Instant::now() + wait;
-    let mut pause = Duration::from_millis(250);
+    // Rounds over every known server, paced by the one retry policy; the deadline is `wait`.
+    let mut pauses = crate::retry::BOOTSTRAP.pauses();
     let mut last = "no control-plane node found".to_string();
     loop {
         let targets = match &servers {
@@ -150,11 +151,11 @@ pub async fn obtain_from(
                 }
             }
         }
+        let pause = pauses.next().unwrap_or(crate::retry::BOOTSTRAP.max_delay);
         if Instant::now() + pause > deadline {
             return Err(NodeCertificateError::Unreachable { last });
         }
         tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_secs(5));
     }
 }
 

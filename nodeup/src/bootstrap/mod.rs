@@ -22,13 +22,4 @@ pub const PORT: u16 = 3988;
 pub const PATH: &str = "/v1/node-certificate";
 
 /// An error with its causes, for messages (hyper's and the SDK's errors say little at the top).
-pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
+pub(crate) use ballast_common::error_chain;
