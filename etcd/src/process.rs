@@ -61,6 +61,8 @@ pub enum ProcessError {
     },
     #[error("etcdctl snapshot restore failed ({status}): {stderr}")]
     Restore { status: String, stderr: String },
+    #[error(transparent)]
+    Write(#[from] ballast_common::durable::WriteError),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ProcessError + '_ {
@@ -272,38 +274,17 @@ impl LocalState {
     }
 }
 
-/// Replaces `path` with `contents` so that a crash or power loss leaves either the old file or the new one,
-/// never a torn or empty one: write a temporary file beside it, fsync it, rename it over `path`, fsync the
-/// directory (the rename itself is only durable once the directory is). The epoch and `seeded` markers decide
-/// whether local data is kept or wiped: a marker lost to a crash must not look like "no data of this epoch".
+/// Replaces `path` with `contents` through the workspace's one durable writer (`ballast_common::durable`), so a
+/// crash or power loss leaves either the old file or the new one, never a torn or empty one. The epoch and
+/// `seeded` markers decide whether local data is kept or wiped: a marker lost to a crash must not look like "no
+/// data of this epoch". 0644, as etcd's data directory's other files: they hold no secret.
 pub(crate) fn write_durably(path: &Path, contents: &[u8]) -> Result<(), ProcessError> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().map_or_else(
-        || std::ffi::OsString::from("file"),
-        std::ffi::OsStr::to_os_string,
-    );
-    // Unique per writer: two writers never share (and rename) each other's half-written temporary file.
-    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut tmp_name = name;
-    tmp_name.push(format!(".tmp.{}.{n}", std::process::id()));
-    let tmp = dir.join(tmp_name);
-    let result = (|| {
-        let mut file = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-        file.write_all(contents).map_err(io(&tmp))?;
-        file.sync_all().map_err(io(&tmp))?;
-        std::fs::rename(&tmp, path).map_err(io(path))?;
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io(dir))
-    })();
-    if result.is_err() {
-        // Best effort: a leftover temporary file is only disk space (nothing reads it; its name is this
-        // process's and this write's, so no later write reuses it).
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    ballast_common::durable::write(
+        path,
+        contents,
+        &ballast_common::durable::Options::mode(0o644),
+    )?;
+    Ok(())
 }
 
 fn remove_dir_if_present(dir: &Path) -> Result<(), ProcessError> {

@@ -41,17 +41,8 @@ pub fn sdk_config(endpoint: &str, region: &str, key: &AccessKey) -> SdkConfig {
         .build()
 }
 
-/// An SDK error with its whole chain of causes, for messages.
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
+/// An SDK error with its whole chain of causes, for messages (the workspace's one formatter).
+pub use ballast_common::error_chain;
 
 /// The keys the bootstrap made.
 #[derive(Debug, Clone)]

@@ -56,6 +56,9 @@ pub enum StateError {
         #[source]
         source: serde_json::Error,
     },
+    /// A record could not be replaced (the error names the file and the step).
+    #[error(transparent)]
+    Write(#[from] ballast_common::durable::WriteError),
 }
 
 /// An access key pair.
@@ -314,26 +317,15 @@ impl StateDir {
     }
 }
 
-/// Writes JSON through a temporary file and a rename, so a reader never sees half a record; `private` files get
-/// mode 0600 (they hold credentials).
+/// Writes JSON through the workspace's durable writer, so a reader never sees half a record and a crash never
+/// leaves an empty one; `private` files get mode 0600 (they hold credentials).
 fn write_json<T: Serialize>(path: &Path, value: &T, private: bool) -> Result<(), StateError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let io_err = |what, source| StateError::Io {
-        what,
+    let data = serde_json::to_vec_pretty(value).map_err(|e| StateError::Io {
+        what: "serializing",
         path: path.to_owned(),
-        source,
-    };
-    let data =
-        serde_json::to_vec_pretty(value).map_err(|e| io_err("serializing", io::Error::other(e)))?;
-    let tmp = path.with_extension("json.tmp");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(if private { 0o600 } else { 0o644 })
-        .open(&tmp)
-        .map_err(|e| io_err("creating", e))?;
-    file.write_all(&data).map_err(|e| io_err("writing", e))?;
-    std::fs::rename(&tmp, path).map_err(|e| io_err("renaming into place", e))
+        source: io::Error::other(e),
+    })?;
+    let mode = if private { 0o600 } else { 0o644 };
+    ballast_common::durable::write(path, &data, &ballast_common::durable::Options::mode(mode))?;
+    Ok(())
 }
