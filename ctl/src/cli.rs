@@ -327,16 +327,28 @@ pub enum StageArg {
 
 /// Key ids are 16 hex digits (key pairs) or `key-<unix seconds>[-<hex>]` (encryption keys): at most 64 characters of
 /// letters, digits and '-'.
-fn parse_key_id(text: &str) -> Result<String, String> {
+fn parse_key_id(text: &str) -> Result<String, ArgError> {
     if text.is_empty()
         || text.len() > 64
         || !text.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
     {
-        return Err(
-            "a key id is 1 to 64 letters, digits or '-' (`ballast get secrets` lists them)".into(),
-        );
+        return Err(ArgError::KeyId);
     }
     Ok(text.to_string())
+}
+
+/// A command-line value refused by one of the parsers clap calls (clap names the flag before the message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgError {
+    #[error("a key id is 1 to 64 letters, digits or '-' (`ballast get secrets` lists them)")]
+    KeyId,
+    #[error(transparent)]
+    Duration(#[from] ballast_state::duration::DurationError),
+    /// A duration of the grammar, outside the flag's bounds.
+    #[error("{text:?} is out of range: use {range}")]
+    OutOfRange { text: String, range: &'static str },
+    #[error("must be 1, 3 or 5 (etcd needs an odd number of members for a quorum)")]
+    ControlPlaneCount,
 }
 
 #[derive(Debug, Args)]
@@ -631,11 +643,13 @@ pub enum RoleArg {
 }
 
 /// A roll's timeout: at least 1s, at most a day (a roll that waits longer is stuck, not slow).
-pub fn parse_roll_duration(text: &str) -> Result<Duration, String> {
-    let duration =
-        ballast_state::duration::parse_duration(text.trim()).map_err(|e| e.to_string())?;
+pub fn parse_roll_duration(text: &str) -> Result<Duration, ArgError> {
+    let duration = ballast_state::duration::parse_duration(text.trim())?;
     if duration < Duration::from_secs(1) || duration > Duration::from_secs(24 * 3600) {
-        return Err(format!("{text:?} is out of range: use 1s to 24h"));
+        return Err(ArgError::OutOfRange {
+            text: text.to_string(),
+            range: "1s to 24h",
+        });
     }
     Ok(duration)
 }
@@ -683,25 +697,28 @@ pub struct ExportKubeconfigArgs {
 
 /// `--control-plane-count`: etcd keeps a quorum with 1, 3 or 5 members, one per control-plane group. Checked
 /// by clap so a huge count is refused before anything is generated from it.
-pub fn parse_control_plane_count(text: &str) -> Result<u32, String> {
-    let allowed =
-        || "must be 1, 3 or 5 (etcd needs an odd number of members for a quorum)".to_string();
-    let count: u32 = text.trim().parse().map_err(|_| allowed())?;
+pub fn parse_control_plane_count(text: &str) -> Result<u32, ArgError> {
+    let count: u32 = text
+        .trim()
+        .parse()
+        .map_err(|_| ArgError::ControlPlaneCount)?;
     if CONTROL_PLANE_COUNTS.contains(&(count as usize)) {
         Ok(count)
     } else {
-        Err(allowed())
+        Err(ArgError::ControlPlaneCount)
     }
 }
 
 /// A `--wait` duration: `30s`, `2m`, `1h30m` (Ballast's one duration grammar, at most 3650d), or `0` / `0s` (do
 /// not wait). A unit needs its number (`0hms` is refused, not read as 0). clap names the flag in the error.
-pub fn parse_wait(text: &str) -> Result<Duration, String> {
-    ballast_state::duration::parse_duration_or_zero(text.trim()).map_err(|e| e.to_string())
+pub fn parse_wait(text: &str) -> Result<Duration, ArgError> {
+    Ok(ballast_state::duration::parse_duration_or_zero(
+        text.trim(),
+    )?)
 }
 
 /// `--lock-wait`: 0s to 10m (a lock expires after 2 minutes, so a longer wait only outlives dead writers).
-pub fn parse_lock_wait(text: &str) -> Result<Duration, String> {
+pub fn parse_lock_wait(text: &str) -> Result<Duration, ArgError> {
     let wait = parse_wait(text)?;
     if wait > ballast_state::registry::MAX_LOCK_WAIT {
         return Err(format!("{text:?} is out of range: use 0s to 10m"));
@@ -764,7 +781,7 @@ mod tests {
         assert_eq!(parse_lock_wait("0s"), Ok(Duration::ZERO));
         assert_eq!(parse_lock_wait("10m"), Ok(Duration::from_secs(600)));
         assert_eq!(
-            parse_lock_wait("11m"),
+            parse_lock_wait("11m").map_err(|e| e.to_string()),
             Err("\"11m\" is out of range: use 0s to 10m".to_string())
         );
         let cli = Cli::try_parse_from(["ballast", "--lock-wait", "1h", "get", "clusters"]);
@@ -782,7 +799,7 @@ mod tests {
         assert!(parse_wait("soon").is_err());
         assert!(parse_wait("").is_err());
         assert_eq!(
-            parse_wait("300000000000000d"),
+            parse_wait("300000000000000d").map_err(|e| e.to_string()),
             Err(
                 "\"300000000000000d\" is longer than the longest duration, 3650d (10 years)"
                     .to_string()

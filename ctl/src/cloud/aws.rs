@@ -138,8 +138,10 @@ where
     }
 }
 
-/// Codes meaning "not ready yet": IAM and EC2 are eventually consistent, deletes wait on dependents.
-const RETRYABLE: [&str; 10] = [
+/// Codes meaning "not ready yet": IAM and EC2 are eventually consistent, deletes wait on dependents. Throttling
+/// is not here: the SDK's standard retry (`cloud::sdk_retry`) handles it, and retrying it again here would
+/// multiply the calls a throttled account makes.
+const RETRYABLE: [&str; 8] = [
     "DependencyViolation",
     "ResourceInUse",
     "ResourceInUseFault",
@@ -148,9 +150,15 @@ const RETRYABLE: [&str; 10] = [
     "IncorrectInstanceState",
     "InvalidGroup.NotFound",
     "InvalidInstanceProfile",
-    "Throttling",
-    "RequestLimitExceeded",
 ];
+
+/// "Not ready yet" answers: 200 ms doubling to 5 s (jittered), 8 tries, within 30 s.
+const NOT_READY: ballast_common::retry::Policy = ballast_common::retry::Policy::new(
+    Duration::from_millis(200),
+    Duration::from_secs(5),
+    Duration::from_secs(30),
+)
+.with_attempts(8);
 
 /// Runs an AWS call, retrying "not ready yet" failures with backoff (about 30 s in all), and turns a final
 /// failure into an [`UpdateError`] naming `resource`.
@@ -165,23 +173,27 @@ where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     R: std::fmt::Debug + Send + Sync + 'static,
 {
-    let mut delay = Duration::from_millis(200);
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        match f().await {
-            Ok(v) => return Ok(v),
-            Err(e) => {
-                if is_not_ready(&e) && attempt < 8 {
-                    tracing::info!(resource, operation, attempt, "not ready yet, retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(5));
-                    continue;
-                }
-                return Err(failure(resource, operation, e));
-            }
-        }
-    }
+    let attempt = std::sync::atomic::AtomicU32::new(0);
+    let tries = &attempt;
+    NOT_READY
+        .retry(
+            move || {
+                tries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                f()
+            },
+            is_not_ready,
+            |_, pause| {
+                tracing::info!(
+                    resource,
+                    operation,
+                    attempt = tries.load(std::sync::atomic::Ordering::Relaxed),
+                    ?pause,
+                    "not ready yet, retrying"
+                );
+            },
+        )
+        .await
+        .map_err(|e| failure(resource, operation, e))
 }
 
 /// True for failures that mean "not ready yet" rather than "wrong": a new instance profile that EC2 does not

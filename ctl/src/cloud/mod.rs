@@ -25,6 +25,16 @@ use aws_config::SdkConfig;
 pub use calls::CallLog;
 
 /// The AWS clients of one run, all counting their calls into one [`CallLog`].
+/// The SDK's own retry, the only retry of throttling and transient failures (5xx, timeouts, connection
+/// resets): standard mode (exponential backoff with jitter, a client-side token bucket that stops retrying when
+/// most calls fail), 5 attempts per call, pauses of at most 20 s. Ballast retries on top of it only what the SDK
+/// cannot know is temporary: "not ready yet" answers of eventually consistent APIs (`aws::call`).
+pub fn sdk_retry() -> aws_config::retry::RetryConfig {
+    aws_config::retry::RetryConfig::standard()
+        .with_max_attempts(5)
+        .with_max_backoff(std::time::Duration::from_secs(20))
+}
+
 #[derive(Debug, Clone)]
 pub struct Cloud {
     pub ec2: aws_sdk_ec2::Client,
@@ -42,6 +52,7 @@ impl Cloud {
             .load()
             .await;
         let interceptor = calls.interceptor();
+            .retry_config(sdk_retry())
         Cloud {
             ec2: aws_sdk_ec2::Client::from_conf(
                 aws_sdk_ec2::config::Builder::from(&shared)

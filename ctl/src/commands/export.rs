@@ -2,8 +2,6 @@
 //! `system:masters` certificate issued here from the cluster's CA. The merge itself is pure
 //! (`crate::kubeconfig`); this module reads the store and AWS and writes the file.
 
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use ballast_state::keyset::KeysetName;
@@ -212,27 +210,12 @@ fn write_merged(file: &Path, entry: &ClusterEntry) -> Result<(), CommandError> {
     let existing = read_kubeconfig(&file)?;
     let merged =
         merge(existing.as_deref(), entry, &file).map_err(|e| CommandError::Usage(e.to_string()))?;
-    let dir = file.parent().filter(|d| !d.as_os_str().is_empty());
-    let dir = dir.unwrap_or(Path::new("."));
-    if !dir.exists() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(io_error(format!("creating {}", dir.display())))?;
-    }
-    let mut temp = tempfile::Builder::new()
-        .prefix(".ballast-kubeconfig")
-        .permissions(std::fs::Permissions::from_mode(0o600))
-        .tempfile_in(dir)
-        .map_err(io_error(format!(
-            "creating a temporary file in {}",
-            dir.display()
-        )))?;
-    temp.write_all(merged.as_bytes())
-        .and_then(|()| temp.as_file().sync_all())
-        .map_err(io_error(format!("writing {}", temp.path().display())))?;
-    temp.persist(&file)
-        .map_err(|e| io_error(format!("replacing {}", file.display()))(e.error))?;
-    Ok(())
+    // The kubeconfig holds credentials: 0600, and a directory made for it 0700.
+    let options = ballast_common::durable::Options::mode(0o600).create_parents(0o700);
+    ballast_common::durable::write(&file, merged.as_bytes(), &options).map_err(|e| {
+        CommandError::Io {
+            what: format!("writing {}: {}", e.path.display(), e.step),
+            source: e.source,
+        }
+    })
 }

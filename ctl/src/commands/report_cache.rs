@@ -17,8 +17,7 @@
 //! be read or written, the command reads the store as if it were empty (logged at debug level).
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use ballast_state::limits::{read_file_bounded, FileReadError, ReadLimit, MAX_REPORT};
@@ -123,13 +122,9 @@ impl ReportCache {
             .recursive(true)
             .mode(0o700)
             .create(&self.dir)?;
-        let mut temp = tempfile::Builder::new()
-            .prefix(".report")
-            .permissions(std::fs::Permissions::from_mode(0o600))
-            .tempfile_in(&self.dir)?;
-        temp.write_all(bytes)?;
-        temp.persist(path).map_err(|e| e.error)?;
-        Ok(())
+        // A cache: atomic (a reader never sees half an entry) but not synced; a lost entry is read again.
+        let options = ballast_common::durable::Options::mode(0o600).cache();
+        ballast_common::durable::write(path, bytes, &options).map_err(|e| e.source)
     }
 
     /// The private DNS names EC2 gave the cluster's instances, as kept by [`ReportCache::save_names`]: EC2 never

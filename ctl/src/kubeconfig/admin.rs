@@ -88,15 +88,26 @@ pub fn issue_admin(
     })
 }
 
+/// `--admin`'s duration refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdminValidityError {
+    #[error(transparent)]
+    Duration(#[from] ballast_state::duration::DurationError),
+    #[error(
+        "{text:?} is longer than {}: an admin certificate cannot be revoked, so it must expire soon; \
+         export a fresh one when it does",
+        ballast_state::duration::human_duration(MAX_ADMIN_VALIDITY)
+    )]
+    TooLong { text: String },
+}
+
 /// `--admin`'s duration: positive, at most [`MAX_ADMIN_VALIDITY`].
-pub fn parse_admin_validity(text: &str) -> Result<Duration, String> {
-    let validity = ballast_state::duration::parse_duration(text).map_err(|e| e.to_string())?;
+pub fn parse_admin_validity(text: &str) -> Result<Duration, AdminValidityError> {
+    let validity = ballast_state::duration::parse_duration(text)?;
     if validity > MAX_ADMIN_VALIDITY {
-        return Err(format!(
-            "{text:?} is longer than {}: an admin certificate cannot be revoked, so it must expire soon; \
-             export a fresh one when it does",
-            ballast_state::duration::human_duration(MAX_ADMIN_VALIDITY)
-        ));
+        return Err(AdminValidityError::TooLong {
+            text: text.to_string(),
+        });
     }
     Ok(validity)
 }
@@ -163,7 +174,7 @@ mod tests {
             MAX_ADMIN_VALIDITY
         );
         let err = parse_admin_validity("31d").expect_err("too long");
-        assert!(err.contains("cannot be revoked"), "{err}");
+        assert!(err.to_string().contains("cannot be revoked"), "{err}");
         assert!(parse_admin_validity("-1h").is_err());
         assert!(parse_admin_validity("0s").is_err());
     }

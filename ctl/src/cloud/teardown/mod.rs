@@ -169,7 +169,7 @@ pub async fn teardown(
     let mut last_change = Instant::now();
     let mut previous: Option<Inventory> = None;
     let mut last_errors: BTreeMap<String, String> = BTreeMap::new();
-    let mut pause = Duration::from_millis(200);
+    let mut pauses = ROUND_PAUSES.pauses();
     loop {
         let inventory =
             discover(cloud, cluster)
@@ -181,7 +181,7 @@ pub async fn teardown(
         note_progress(&mut report, &inventory, start.elapsed(), progress);
         if previous.as_ref() != Some(&inventory) {
             last_change = Instant::now();
-            pause = Duration::from_millis(200);
+            pauses = ROUND_PAUSES.pauses();
         }
         if inventory.is_empty() {
             break;
@@ -235,8 +235,9 @@ pub async fn teardown(
             });
         }
         previous = Some(inventory);
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_secs(5));
+        if let Some(pause) = pauses.next() {
+            tokio::time::sleep(pause).await;
+        }
     }
     report.untagged.sort();
     report.untagged.dedup();
