@@ -721,7 +721,10 @@ pub fn parse_wait(text: &str) -> Result<Duration, ArgError> {
 pub fn parse_lock_wait(text: &str) -> Result<Duration, ArgError> {
     let wait = parse_wait(text)?;
     if wait > ballast_state::registry::MAX_LOCK_WAIT {
-        return Err(format!("{text:?} is out of range: use 0s to 10m"));
+        return Err(ArgError::OutOfRange {
+            text: text.to_string(),
+            range: "0s to 10m",
+        });
     }
     Ok(wait)
 }

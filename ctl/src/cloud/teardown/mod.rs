@@ -157,6 +157,14 @@ impl TeardownReport {
     }
 }
 
+/// The pause between two rounds: 200 ms doubling to 5 s (jittered), restarted whenever a round made progress. The
+/// teardown never gives up on a schedule: it stops when nothing changed for `NO_PROGRESS_LIMIT`.
+const ROUND_PAUSES: ballast_common::retry::Policy = ballast_common::retry::Policy::new(
+    Duration::from_millis(200),
+    Duration::from_secs(5),
+    NO_PROGRESS_LIMIT,
+);
+
 /// Deletes every resource of `cluster` (the clients' region) and removes its tag from the shared ones, in
 /// rounds until nothing is left. `progress` gets a line when a kind starts and when it is done.
 pub async fn teardown(
