@@ -49,10 +49,10 @@ impl Cloud {
     pub async fn connect(region: &str, calls: CallLog) -> Self {
         let shared: SdkConfig = aws_config::from_env()
             .region(aws_config::Region::new(region.to_string()))
+            .retry_config(sdk_retry())
             .load()
             .await;
         let interceptor = calls.interceptor();
-            .retry_config(sdk_retry())
         Cloud {
             ec2: aws_sdk_ec2::Client::from_conf(
                 aws_sdk_ec2::config::Builder::from(&shared)
