@@ -115,7 +115,15 @@ fn complete_cluster(spec: &mut ClusterSpec, instance_groups: &[InstanceGroup]) {
         .retention
         .get_or_insert_with(|| DEFAULT_ETCD_BACKUP_RETENTION.to_string());
 
-    spec.networking.get_or_insert(Networking::Cilium);
+    let networking = *spec.networking.get_or_insert(Networking::Cilium);
+    // Cilium's settings belong to Cilium: another CNI's spec keeps what the operator wrote, so validation can
+    // refuse a `cilium:` the chosen CNI would ignore.
+    if networking == Networking::Cilium {
+        spec.cilium
+            .get_or_insert_with(Default::default)
+            .routing_mode
+            .get_or_insert(CiliumRoutingMode::Tunnel);
+    }
     // No SSH from outside unless asked for: nodes need none to boot, and operators debug from reports.
     spec.ssh_access.get_or_insert_with(Vec::new);
     spec.kubernetes_api_access

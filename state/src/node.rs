@@ -67,6 +67,11 @@ pub struct NodeSpec {
     pub cluster_dns: String,
     pub cluster_domain: String,
     pub networking: Networking,
+    /// Cilium's routing mode, written only when it is `native` (`spec.cilium.routingMode`): absent means tunnel,
+    /// so the node specs of every cluster that keeps the default hash as they did before the field existed,
+    /// and no instance is replaced for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cilium_routing_mode: Option<CiliumRoutingMode>,
     pub kubelet: KubeletSettings,
     pub containerd: ContainerdSettings,
     pub pki: PkiLocations,
@@ -276,6 +281,11 @@ pub fn render_node_spec_with_keys(
         cluster_dns: CLUSTER_DNS_IP.to_string(),
         cluster_domain: CLUSTER_DOMAIN.to_string(),
         networking: cluster.networking.unwrap_or(Networking::Cilium),
+        cilium_routing_mode: cluster
+            .cilium
+            .as_ref()
+            .and_then(|c| c.routing_mode)
+            .filter(|mode| *mode == CiliumRoutingMode::Native),
         kubelet: KubeletSettings {
             node_labels: ig.spec.node_labels.clone(),
             taints: ig.spec.taints.clone().unwrap_or_default(),

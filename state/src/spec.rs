@@ -67,6 +67,9 @@ pub struct ClusterSpec {
     pub etcd: Option<EtcdSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub networking: Option<Networking>,
+    /// Cilium's settings; only with `networking: cilium` (completion fills them in then, and only then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cilium: Option<CiliumSpec>,
     /// CIDRs allowed to SSH to instances. Empty means no SSH from outside the VPC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_access: Option<Vec<String>>,
@@ -193,6 +196,27 @@ pub enum Networking {
     AmazonVpc,
     Cilium,
     Calico,
+}
+
+/// Cilium's settings (`spec.cilium`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CiliumSpec {
+    /// How pod traffic crosses between nodes; default `tunnel`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing_mode: Option<CiliumRoutingMode>,
+}
+
+/// Cilium's `routing-mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CiliumRoutingMode {
+    /// Pod traffic between nodes is encapsulated in VXLAN (UDP 8472): works across subnets and zones with no
+    /// route for pod addresses anywhere in the VPC.
+    Tunnel,
+    /// Pod packets travel unencapsulated; each node routes the others' pod ranges to them (Cilium's
+    /// `auto-direct-node-routes`), which needs every node on one subnet (docs/addons.md, "Cilium").
+    Native,
 }
 
 /// Encryption of Kubernetes secrets at rest in etcd (the API server's EncryptionConfiguration).

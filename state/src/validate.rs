@@ -86,7 +86,48 @@ pub fn validate(config: &ClusterConfig) -> Vec<FieldError> {
     check_dns_name(&mut report, "metadata.name", &cluster.metadata.name);
     check_cluster_spec(&mut report, &cluster.spec);
     check_instance_groups(&mut errors, config);
+    check_cilium(&mut errors, config);
     errors
+}
+
+/// `spec.cilium` only with Cilium, and native routing only where Cilium can route pods without a tunnel: its
+/// `auto-direct-node-routes` sends a node's pod range via that node's address, a next hop the kernel accepts
+/// only on the same link, so every instance group must be in one and the same subnet (EC2 routes nothing for
+/// pod addresses between subnets, and Ballast adds no VPC routes for them).
+fn check_cilium(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
+    let cluster = &config.cluster;
+    let mut report = Report {
+        object: format!("{KIND_CLUSTER}/{}", cluster.metadata.name),
+        errors,
+    };
+    let Some(cilium) = &cluster.spec.cilium else {
+        return;
+    };
+    if cluster.spec.networking != Some(Networking::Cilium) {
+        report.error(
+            "spec.cilium",
+            "applies only with `networking: cilium`: remove it, or choose cilium",
+        );
+        return;
+    }
+    if cilium.routing_mode == Some(CiliumRoutingMode::Native) {
+        let subnets: BTreeSet<&str> = config
+            .instance_groups
+            .iter()
+            .flat_map(|ig| ig.spec.subnets.iter().map(String::as_str))
+            .collect();
+        if subnets.len() > 1 {
+            report.error(
+                "spec.cilium.routingMode",
+                format!(
+                    "native routing needs every node on one subnet (each node routes the others' pods via their \
+                     addresses, which must be on its own link), and the instance groups use {}: use `tunnel`, \
+                     or put every instance group in one subnet",
+                    subnets.into_iter().collect::<Vec<_>>().join(", ")
+                ),
+            );
+        }
+    }
 }
 
 /// A cluster name must be a DNS name: it names S3 prefixes, tags and the API's DNS record.
