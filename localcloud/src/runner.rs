@@ -538,16 +538,9 @@ impl Runner {
             return Ok(attached);
         }
         let mut out = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let page = self
-                .ctx
-                .ec2
-                .describe_volumes()
-                .set_next_token(token.take())
-                .send()
-                .await
-                .map_err(|e| RunnerError::Describe(crate::aws::error_chain(&e)))?;
+        let mut pages = self.ctx.ec2.describe_volumes().into_paginator().send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| RunnerError::Describe(crate::aws::error_chain(&e)))?;
             for volume in page.volumes() {
                 for a in volume.attachments() {
                     if a.state().map(|s| s.as_str()) != Some("attached") {
@@ -560,11 +553,8 @@ impl Runner {
                     });
                 }
             }
-            match page.next_token() {
-                Some(t) if !t.is_empty() => token = Some(t.to_owned()),
-                _ => return Ok(out),
-            }
         }
+        Ok(out)
     }
 
     /// Records nodeup's exit when it ended on its own (the instance keeps running, as EC2 would).
@@ -675,33 +665,23 @@ impl Runner {
             .values("running")
             .build();
         let mut out = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let page = self
-                .ctx
-                .ec2
-                .describe_instances()
-                .set_filters(Some(
-                    [Some(running.clone()), also.clone()]
-                        .into_iter()
-                        .flatten()
-                        .collect(),
-                ))
-                .set_next_token(token.take())
-                .send()
-                .await
-                .map_err(|e| RunnerError::Describe(crate::aws::error_chain(&e)))?;
+        let mut pages = self
+            .ctx
+            .ec2
+            .describe_instances()
+            .set_filters(Some([Some(running), also].into_iter().flatten().collect()))
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| RunnerError::Describe(crate::aws::error_chain(&e)))?;
             for reservation in page.reservations() {
                 let owner = reservation.owner_id().unwrap_or("123456789012").to_owned();
                 for instance in reservation.instances() {
                     out.push((instance.clone(), owner.clone()));
                 }
             }
-            match page.next_token() {
-                Some(t) if !t.is_empty() => token = Some(t.to_owned()),
-                _ => return Ok(out),
-            }
         }
+        Ok(out)
     }
 
     /// What a shutdown of `ids` needs to know: their EC2 states (for the record: stopped or terminated) and

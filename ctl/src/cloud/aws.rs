@@ -290,27 +290,23 @@ pub async fn auto_scaling_groups(
     names: &[String],
 ) -> Result<Vec<AutoScalingGroup>, UpdateError> {
     let mut found = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
-        let page = call(
-            &format!("auto scaling groups of {cluster}"),
-            "DescribeAutoScalingGroups",
-            || {
-                cloud
-                    .autoscaling
-                    .describe_auto_scaling_groups()
-                    .set_auto_scaling_group_names(Some(names.to_vec()))
-                    .set_next_token(token.clone())
-                    .send()
-            },
-        )
-        .await?;
+    let mut pages = cloud
+        .autoscaling
+        .describe_auto_scaling_groups()
+        .set_auto_scaling_group_names(Some(names.to_vec()))
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| {
+            failure(
+                &format!("auto scaling groups of {cluster}"),
+                "DescribeAutoScalingGroups",
+                e,
+            )
+        })?;
         found.extend(page.auto_scaling_groups().iter().cloned());
-        token = page.next_token().map(str::to_string);
-        if token.is_none() {
-            return Ok(found);
-        }
     }
+    Ok(found)
 }
 
 /// The cluster's launch templates (tagged as owned), every page of them.
@@ -319,27 +315,23 @@ pub async fn owned_launch_templates(
     cluster: &str,
 ) -> Result<Vec<ec2::LaunchTemplate>, UpdateError> {
     let mut templates = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
-        let page = call(
-            &format!("launch templates of {cluster}"),
-            "DescribeLaunchTemplates",
-            || {
-                // The largest page AWS allows; the emulator also never returns a NextToken past it.
-                cloud
-                    .ec2
-                    .describe_launch_templates()
-                    .filters(owned_filter(cluster))
-                    .max_results(200)
-                    .set_next_token(token.clone())
-                    .send()
-            },
-        )
-        .await?;
+    // The largest page AWS allows; the emulator also never returns a NextToken past it.
+    let mut pages = cloud
+        .ec2
+        .describe_launch_templates()
+        .filters(owned_filter(cluster))
+        .max_results(200)
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| {
+            failure(
+                &format!("launch templates of {cluster}"),
+                "DescribeLaunchTemplates",
+                e,
+            )
+        })?;
         templates.extend(page.launch_templates().iter().cloned());
-        token = page.next_token().map(str::to_string);
-        if token.is_none() {
-            return Ok(templates);
-        }
     }
+    Ok(templates)
 }

@@ -17,7 +17,7 @@ use ballast_state::spec::ClusterConfig;
 use serde::{Deserialize, Serialize};
 
 use super::Target;
-use crate::cloud::aws::{call, filter, owned_filter, tag_map, tag_spec};
+use crate::cloud::aws::{call, failure, filter, owned_filter, tag_map, tag_spec};
 use crate::cloud::error::UpdateError;
 use crate::cloud::model::ClusterModel;
 use crate::cloud::plan::{Action, Change as PlanChange, Kind, Planned, Stage};
@@ -211,23 +211,17 @@ fn volume_of(volume: &ec2::Volume) -> Volume {
 pub async fn find(cloud: &Cloud, model: &ClusterModel) -> Result<Actual, UpdateError> {
     let cluster = &model.cluster;
     let mut actual = Actual::default();
-    let mut token: Option<String> = None;
-    loop {
-        let out = call(
-            &format!("etcd volumes of {cluster}"),
-            "DescribeVolumes",
-            || {
-                cloud
-                    .ec2
-                    .describe_volumes()
-                    .filters(owned_filter(cluster))
-                    .filters(filter("tag-key", &[ETCD_MEMBER_TAG]))
-                    .set_next_token(token.clone())
-                    .send()
-            },
-        )
-        .await?;
-        for volume in out.volumes() {
+    let mut pages = cloud
+        .ec2
+        .describe_volumes()
+        .filters(owned_filter(cluster))
+        .filters(filter("tag-key", &[ETCD_MEMBER_TAG]))
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page =
+            page.map_err(|e| failure(&format!("etcd volumes of {cluster}"), "DescribeVolumes", e))?;
+        for volume in page.volumes() {
             if matches!(
                 volume.state(),
                 Some(ec2::VolumeState::Deleting | ec2::VolumeState::Deleted)
@@ -238,10 +232,6 @@ pub async fn find(cloud: &Cloud, model: &ClusterModel) -> Result<Actual, UpdateE
             if let Some(member) = volume.tags.get(ETCD_MEMBER_TAG).cloned() {
                 actual.volumes.entry(member).or_default().push(volume);
             }
-        }
-        token = out.next_token().map(str::to_string);
-        if token.is_none() {
-            break;
         }
     }
     Ok(actual)

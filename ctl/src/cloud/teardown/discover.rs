@@ -316,20 +316,19 @@ async fn launch_templates(cloud: &Cloud, cluster: &str) -> Result<Vec<Resource>,
 /// emulator's tag filters on this call are not to be relied on).
 async fn auto_scaling_groups(cloud: &Cloud, cluster: &str) -> Result<Vec<Resource>, UpdateError> {
     let mut found = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
-        let page = call(
-            &format!("auto scaling groups of {cluster}"),
-            "DescribeAutoScalingGroups",
-            || {
-                cloud
-                    .autoscaling
-                    .describe_auto_scaling_groups()
-                    .set_next_token(token.clone())
-                    .send()
-            },
-        )
-        .await?;
+    let mut pages = cloud
+        .autoscaling
+        .describe_auto_scaling_groups()
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| {
+            crate::cloud::aws::failure(
+                &format!("auto scaling groups of {cluster}"),
+                "DescribeAutoScalingGroups",
+                e,
+            )
+        })?;
         for g in page.auto_scaling_groups() {
             let name = g.auto_scaling_group_name().unwrap_or_default();
             let tags: BTreeMap<String, String> = g
@@ -347,11 +346,8 @@ async fn auto_scaling_groups(cloud: &Cloud, cluster: &str) -> Result<Vec<Resourc
                     .map(|r| r.with_state(g.status()).with_parts(instances)),
             );
         }
-        token = page.next_token().map(str::to_string);
-        if token.is_none() {
-            return Ok(found);
-        }
     }
+    Ok(found)
 }
 
 /// The API's load balancer and target group, by their deterministic names, kept only when tagged as the
