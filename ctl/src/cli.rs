@@ -720,7 +720,7 @@ pub fn parse_wait(text: &str) -> Result<Duration, ArgError> {
 /// `--lock-wait`: 0s to 10m (a lock expires after 2 minutes, so a longer wait only outlives dead writers).
 pub fn parse_lock_wait(text: &str) -> Result<Duration, ArgError> {
     let wait = parse_wait(text)?;
-    if wait > ballast_state::registry::MAX_LOCK_WAIT {
+    if wait > ballast_store::registry::MAX_LOCK_WAIT {
         return Err(ArgError::OutOfRange {
             text: text.to_string(),
             range: "0s to 10m",

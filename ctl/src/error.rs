@@ -3,9 +3,9 @@
 use std::process::ExitStatus;
 
 use ballast_state::error::SpecErrors;
-use ballast_state::etcd::backup::BackupError;
-use ballast_state::registry::RegistryError;
-use ballast_state::store::StoreError;
+use ballast_store::etcd::backup::BackupError;
+use ballast_store::registry::RegistryError;
+use ballast_store::store::StoreError;
 
 /// Exit codes, as documented in `ballast --help` and README.md.
 pub mod exit_code {
@@ -68,7 +68,7 @@ pub enum CommandError {
     Keys {
         cluster: String,
         #[source]
-        source: Box<ballast_state::keystore::KeystoreError>,
+        source: Box<ballast_store::keystore::KeystoreError>,
     },
     /// The cluster is not (yet) as asked: a failing check, or a wait that ran out.
     #[error("{0}")]
@@ -154,7 +154,7 @@ impl CommandError {
             },
             CommandError::Keys { source, .. } => {
                 use ballast_state::keyset::StageError;
-                use ballast_state::keystore::KeystoreError;
+                use ballast_store::keystore::KeystoreError;
                 match source.as_ref() {
                     KeystoreError::Stage(StageError::UnknownKey { .. })
                     | KeystoreError::Missing { .. }

@@ -8,11 +8,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
+use ballast_state::digest::sha256_hex;
 use ballast_state::etcd::backup::{backup_id, BackupMetadata};
 use ballast_state::etcd::health::HealthReport;
 use ballast_state::etcd::record::{ClusterRecord, Origin};
 use ballast_state::layout::ClusterPaths;
-use ballast_state::store::sha256_hex;
 use ballast_state::timestamp::rfc3339;
 use predicates::prelude::*;
 

@@ -351,7 +351,7 @@ fn create_secret_keypair_checks_before_storing_and_stages_as_next() {
     );
     assert_no_private_value(&store, &imported.stdout);
     assert_no_private_value(&store, &imported.stderr);
-    let id = ballast_state::keystore::fingerprint(ca.cert_pem.as_bytes());
+    let id = ballast_state::key_material::fingerprint(ca.cert_pem.as_bytes());
     let stored = store.snapshot();
     let stored_key = stored
         .iter()

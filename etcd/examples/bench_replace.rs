@@ -16,7 +16,7 @@ use ballast_etcd::client::ClientTls;
 use ballast_etcd::decide::{client_url, peer_url};
 use ballast_etcd::testing::{test_config, RunningNode, TestCa};
 use ballast_etcd::{InstanceState, StaticPeers};
-use ballast_state::store::{StateStore, StoreOptions};
+use ballast_store::store::{StateStore, StoreOptions};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -1,19 +1,24 @@
 //! Backups of etcd: taking a snapshot through an etcd client, here; everything else about backups (metadata,
 //! listing, retention, requests, verified reads, the restore decision) is store-side and lives in
-//! `ballast_state::etcd`, re-exported below so the supervisor and tests keep one import path.
+//! `ballast_store::etcd` (types: `ballast_state::etcd`), re-exported below so the supervisor and tests keep one import path.
 
 use std::time::Duration;
 
+use ballast_state::digest::sha256_hex;
 use ballast_state::layout::ClusterPaths;
-use ballast_state::store::{sha256_hex, StateStore};
 use ballast_state::timestamp::now_stamp;
+use ballast_store::store::StateStore;
 
 pub use ballast_state::etcd::backup::{
-    backup_id, backup_ids, fetch_verified_snapshot, list_backups, prune_backups, request_backup,
-    request_key, snapshot_checksum_ok, store_backup, wait_for_backup, BackupError, BackupMetadata,
+    backup_id, request_key, snapshot_checksum_ok, BackupMetadata,
 };
-pub use ballast_state::etcd::health::{cluster_health, EtcdHealthSummary};
-pub use ballast_state::etcd::restore::{request_restore, request_restore_with};
+pub use ballast_state::etcd::health::EtcdHealthSummary;
+pub use ballast_store::etcd::backup::{
+    backup_ids, fetch_verified_snapshot, list_backups, prune_backups, request_backup, store_backup,
+    wait_for_backup, BackupError,
+};
+pub use ballast_store::etcd::health::cluster_health;
+pub use ballast_store::etcd::restore::{request_restore, request_restore_with};
 
 /// Parses a backup interval or retention (`15m`, `7d`, `1h30m`) in Ballast's one duration grammar
 /// ([`ballast_state::duration`]).

@@ -13,7 +13,7 @@ use ballast_state::addon_report::AddonsReport;
 use ballast_state::node::{BootConfig, ControlPlaneSettings, NodeSpec};
 use ballast_state::node_bootstrap::NodeBootstrapService;
 use ballast_state::report::{NodeReport, Phase, ServiceState, Step};
-use ballast_state::store::StateStore;
+use ballast_store::store::StateStore;
 
 use crate::addons::runner::AddonJob;
 use crate::cli::{Cli, EtcdData};

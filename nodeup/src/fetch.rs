@@ -5,10 +5,11 @@
 
 use std::time::{Duration, Instant};
 
+use ballast_state::digest::sha256_hex;
 use ballast_state::node::{BootConfig, NodeSpec};
 use ballast_state::pki::EncryptionKeys;
 use ballast_state::spec::Role;
-use ballast_state::store::{sha256_hex, StateStore, StoreError, StoreOptions};
+use ballast_store::store::{StateStore, StoreError, StoreOptions};
 
 use crate::model::{ControlPlaneSecrets, Secrets};
 

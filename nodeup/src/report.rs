@@ -10,9 +10,9 @@ use ballast_state::layout::ClusterPaths;
 use ballast_state::node::BootConfig;
 use ballast_state::report::{NodeReport, Step, StepTiming};
 use ballast_state::report_signature;
-use ballast_state::store::{Precondition, StateStore};
 /// Now, as the report's timestamps say it (RFC 3339, Ballast's one timestamp writer).
 pub use ballast_state::timestamp::now_rfc3339;
+use ballast_store::store::{Precondition, StateStore};
 
 use crate::identity::Identity;
 use crate::model::pki;

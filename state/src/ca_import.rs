@@ -10,7 +10,7 @@
 use base64::Engine as _;
 use rcgen::PublicKeyData as _;
 
-use crate::keystore::fingerprint;
+use crate::key_material::fingerprint;
 use crate::timestamp::unix_rfc3339;
 
 /// The least validity an imported CA must have left.

@@ -6,7 +6,7 @@
 use ballast_state::layout::ClusterPaths;
 use ballast_state::report::NodeReport;
 use ballast_state::report_signature::{self, StoredReport};
-use ballast_state::store::{Precondition, StateStore};
+use ballast_store::store::{Precondition, StateStore};
 use rcgen::{CertificateParams, DnType, Issuer, KeyPair};
 
 /// The report in a stored object (signed or plain); panics when it is neither.
@@ -27,7 +27,7 @@ pub async fn node_certificate(
     node_name: &str,
 ) -> (String, String) {
     // The keyset's primary issues, as on the nodes (docs/keys.md).
-    let ca = ballast_state::keystore::ca_in_use(
+    let ca = ballast_store::keystore::ca_in_use(
         store,
         paths.cluster(),
         ballast_state::keyset::KeysetName::KubernetesCa,

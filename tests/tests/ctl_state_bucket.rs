@@ -145,7 +145,7 @@ async fn an_alias_for_the_state_kms_key_is_refused_and_nothing_is_stored() {
 async fn the_state_kms_key_is_recorded_in_the_node_specs_granted_to_both_roles_and_used_for_writes()
 {
     use ballast_state::layout::ClusterPaths;
-    use ballast_state::store::{Precondition, StateStore, StoreOptions};
+    use ballast_store::store::{Precondition, StateStore, StoreOptions};
 
     let bucket = aws::new_bucket("kms").await;
     let state = format!("s3://{bucket}/clusters");

@@ -176,7 +176,7 @@ async fn create_with_yes_builds_everything_and_the_next_update_changes_nothing()
         .await
         .expect("node spec stored");
     let body = object.body.collect().await.expect("body").into_bytes();
-    let hash = ballast_state::store::sha256_hex(&body);
+    let hash = ballast_state::digest::sha256_hex(&body);
     let node = instances
         .iter()
         .find(|i| {
@@ -863,11 +863,14 @@ async fn a_private_topology_gets_a_nat_gateway_per_zone() {
 /// there. The reports and etcd's health are written here as nodeup and the supervisors write them.
 #[tokio::test(flavor = "multi_thread")]
 async fn validate_names_what_is_missing_until_the_cluster_is_up() {
-    use ballast_state::etcd::health::{publish_health, HealthReport};
-    use ballast_state::etcd::record::{write_record, ClusterRecord, Origin};
+    use ballast_state::digest::sha256_hex;
+    use ballast_state::etcd::health::HealthReport;
+    use ballast_state::etcd::record::{ClusterRecord, Origin};
     use ballast_state::layout::ClusterPaths;
     use ballast_state::report::{NodeReport, Phase};
-    use ballast_state::store::{sha256_hex, StateStore, StoreOptions};
+    use ballast_store::etcd::health::publish_health;
+    use ballast_store::etcd::record::write_record;
+    use ballast_store::store::{StateStore, StoreOptions};
 
     let cluster = Cluster::new("validate").await;
     cluster

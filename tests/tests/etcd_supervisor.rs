@@ -14,7 +14,7 @@ use ballast_etcd::supervisor::StopOutcome;
 use ballast_etcd::testing::{test_config, RunningNode, TestCa};
 use ballast_etcd::{InstanceState, StaticPeers};
 use ballast_state::layout::ClusterPaths;
-use ballast_state::store::{Precondition, StateStore, StoreOptions};
+use ballast_store::store::{Precondition, StateStore, StoreOptions};
 
 fn require_etcd() {
     for bin in ["/usr/bin/etcd", "/usr/bin/etcdctl"] {

@@ -365,7 +365,7 @@ async fn the_etcd_and_kubernetes_cas_rotate_on_a_running_cluster_without_losing_
     let (ca_data, admin) = export_admin(&cloud).await;
     assert_eq!(
         ca_data,
-        ballast_state::keystore::pem_bundle([
+        ballast_state::key_material::pem_bundle([
             new_kubernetes_ca.cert.as_str(),
             old_kubernetes_ca.as_str()
         ]),
@@ -401,7 +401,7 @@ async fn the_etcd_and_kubernetes_cas_rotate_on_a_running_cluster_without_losing_
     let (ca_data, admin) = export_admin(&cloud).await;
     assert_eq!(
         ca_data,
-        ballast_state::keystore::pem_bundle([new_kubernetes_ca.cert.as_str()]),
+        ballast_state::key_material::pem_bundle([new_kubernetes_ca.cert.as_str()]),
         "after drop: the new CA alone"
     );
     assert!(issued_by(&admin, &new_kubernetes_ca.cert));

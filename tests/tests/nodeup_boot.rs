@@ -15,7 +15,7 @@ use ballast_state::node::{render_node_spec, BootConfig};
 use ballast_state::pki::ClusterSecrets;
 use ballast_state::report::{NodeReport, Phase};
 use ballast_state::spec::{ClusterConfig, Role};
-use ballast_state::store::{FileStore, Precondition, StateStore};
+use ballast_store::store::{FileStore, Precondition, StateStore};
 
 const CLUSTER: &str = "boot.example.com";
 

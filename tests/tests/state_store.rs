@@ -8,8 +8,8 @@ use ballast_e2e::aws;
 use ballast_state::generate::{generate, ClusterTemplate};
 use ballast_state::layout::ClusterPaths;
 use ballast_state::pki::ClusterSecrets;
-use ballast_state::registry::{Registry, RegistryError, SpecChange, Writer};
-use ballast_state::store::{Precondition, StateStore, StoreError, StoreOptions};
+use ballast_store::registry::{Registry, RegistryError, SpecChange, Writer};
+use ballast_store::store::{Precondition, StateStore, StoreError, StoreOptions};
 
 async fn file_store(dir: &tempfile::TempDir) -> StateStore {
     StateStore::open(
@@ -367,7 +367,7 @@ async fn held_lock_is_reported(store: StateStore) {
         .await
         .expect_err("a lock the store wrote just now is held");
     assert!(
-        matches!(err, ballast_state::registry::RegistryError::Locked { .. }),
+        matches!(err, ballast_store::registry::RegistryError::Locked { .. }),
         "{err}"
     );
     registry

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use ballast_state::spec::ClusterConfig;
-use ballast_state::store::StateStore;
+use ballast_store::store::StateStore;
 
 use super::aws::{cluster_instances, tag_map, GROUP_TAG, NODE_SPEC_HASH_TAG};
 use super::kinds::{

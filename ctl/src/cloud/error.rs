@@ -1,7 +1,7 @@
 //! Failures of `update cluster`, each naming the resource and saying what to do.
 
 use ballast_state::node::NodeSpecError;
-use ballast_state::store::StoreError;
+use ballast_store::store::StoreError;
 
 /// An AWS SDK error, kept as the cause of the failure it led to.
 pub type SdkFailure = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -74,7 +74,7 @@ pub enum UpdateError {
     Keys {
         cluster: String,
         #[source]
-        source: Box<ballast_state::keystore::KeystoreError>,
+        source: Box<ballast_store::keystore::KeystoreError>,
     },
     /// A plan made from a recorded state cannot be applied: there is nothing to apply it to.
     #[error("a plan made from a recorded actual state cannot be applied")]

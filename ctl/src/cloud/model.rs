@@ -3,11 +3,11 @@
 
 use std::collections::BTreeMap;
 
+use ballast_state::digest::sha256_hex;
 use ballast_state::spec::{
     ClusterConfig, HttpTokens, InstanceGroup, LoadBalancerType, Networking, Role, SubnetType,
     Topology,
 };
-use ballast_state::store::sha256_hex;
 
 pub use super::aws::{
     group_resource_name, ownership_tag, CLUSTER_TAG, GROUP_TAG, NODE_SPEC_HASH_TAG, ROLE_TAG,

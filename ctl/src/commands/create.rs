@@ -3,10 +3,10 @@
 use ballast_state::document::{check_unique_groups, SpecObject};
 use ballast_state::generate::{generate, ClusterTemplate};
 use ballast_state::pki::ClusterSecrets;
-use ballast_state::registry::{check, Registry, RegistryError, SpecChange};
 use ballast_state::spec::{ClusterConfig, InstanceGroup, Networking, Topology};
-use ballast_state::store::{Precondition, StateStore};
 use ballast_state::validate::check_cluster_name;
+use ballast_store::registry::{check, Registry, RegistryError, SpecChange};
+use ballast_store::store::{Precondition, StateStore};
 
 use super::{read_objects, Context};
 use crate::cli::{
@@ -309,7 +309,7 @@ fn shared_network_from(
     zones: &[String],
 ) -> Result<SharedNetwork, CommandError> {
     let flag = format!("--shared-from {}", path.display());
-    let bytes = ballast_state::limits::read_file_bounded(
+    let bytes = ballast_store::local_file::read_file_bounded(
         path,
         ballast_state::limits::MAX_TERRAFORM_OUTPUTS_FILE,
     )

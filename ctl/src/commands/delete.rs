@@ -6,7 +6,7 @@
 //! (or a restore) needs. etcd backups stay unless `--delete-backups`.
 
 use ballast_state::layout::ClusterPaths;
-use ballast_state::registry::{Registry, RegistryError, SpecChange};
+use ballast_store::registry::{Registry, RegistryError, SpecChange};
 
 use super::report_cache::ReportCache;
 use super::Context;
@@ -37,7 +37,7 @@ pub async fn run(context: &Context, args: DeleteArgs) -> Result<(), CommandError
             };
             if !yes {
                 // Validate now, so the preview already says whether the deletion would be refused.
-                ballast_state::registry::check(&ballast_state::registry::merged(
+                ballast_store::registry::check(&ballast_store::registry::merged(
                     &stored.config,
                     &change,
                 ))?;
@@ -225,7 +225,7 @@ async fn unregister(
     registry: &Registry,
     name: &str,
     store: &StoreObjects,
-    writer: &ballast_state::registry::Writer,
+    writer: &ballast_store::registry::Writer,
     yes: bool,
 ) -> Result<(), CommandError> {
     if !yes {
@@ -248,7 +248,7 @@ async fn remove_store_objects(
     registry: &Registry,
     name: &str,
     store: &StoreObjects,
-    writer: &ballast_state::registry::Writer,
+    writer: &ballast_store::registry::Writer,
 ) -> Result<usize, CommandError> {
     let removed = registry.delete(name, writer, &store.keep).await?;
     if let Some(cache) = ReportCache::from_env(&registry.store().url(), name) {

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ballast_state::document::{object_to_yaml, parse_objects, SpecObject};
-use ballast_state::registry::{RegistryError, SpecChange};
-use ballast_state::store::Precondition;
+use ballast_store::registry::{RegistryError, SpecChange};
+use ballast_store::store::Precondition;
 
 use super::Context;
 use crate::cli::{EditArgs, EditWhat};
@@ -63,7 +63,7 @@ pub async fn run(context: &Context, args: EditArgs) -> Result<(), CommandError> 
     run_editor(&path)?;
     // The editor may have left anything there: read as a spec file is, a regular file up to its limit.
     let edited =
-        ballast_state::limits::read_file_bounded(&path, ballast_state::limits::MAX_SPEC_FILE)
+        ballast_store::local_file::read_file_bounded(&path, ballast_state::limits::MAX_SPEC_FILE)
             .map_err(|e| CommandError::Usage(format!("{}: {e}; nothing was saved", path.display())))
             .and_then(|bytes| {
                 String::from_utf8(bytes).map_err(|_| {

@@ -6,16 +6,17 @@
 use std::time::Duration;
 
 use ballast_state::duration::human_duration;
-use ballast_state::etcd::backup::{
-    self, fetch_verified_snapshot, list_backups, request_backup, BackupError, BackupMetadata,
-};
-use ballast_state::etcd::health::{
-    cluster_health, health_prefix, read_health, EtcdHealthSummary, HealthReport,
-};
-use ballast_state::etcd::record::{read_record, ClusterRecord, Origin, RecordError};
-use ballast_state::etcd::restore::{request_restore_with_options, RestoreOptions};
+use ballast_state::etcd::backup::{request_key, BackupMetadata};
+use ballast_state::etcd::health::{health_prefix, EtcdHealthSummary, HealthReport};
+use ballast_state::etcd::record::{ClusterRecord, Origin};
 use ballast_state::layout::ClusterPaths;
 use ballast_state::timestamp::unix_rfc3339;
+use ballast_store::etcd::backup::{
+    self, fetch_verified_snapshot, list_backups, request_backup, BackupError,
+};
+use ballast_store::etcd::health::{cluster_health, read_health};
+use ballast_store::etcd::record::{read_record, RecordError};
+use ballast_store::etcd::restore::{request_restore_with_options, RestoreOptions};
 use serde::Serialize;
 
 use super::{require_cluster, Context};
@@ -77,7 +78,7 @@ async fn backup(context: &Context, args: EtcdBackupArgs) -> Result<(), CommandEr
     let requested_unix = request_backup(store, &paths, &requested_by(context, "backup"))
         .await
         .map_err(etcd_error(&name))?;
-    let request = backup::request_key(&paths);
+    let request = request_key(&paths);
     if args.wait.is_zero() {
         eprintln!(
             "Backup of {name}'s etcd requested ({request}): the leader's supervisor takes it on its next round; \

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use ballast_state::keyset::KeysetName;
-use ballast_state::keystore;
 use ballast_state::spec::{ClusterConfig, Role};
+use ballast_store::keystore;
 use time::OffsetDateTime;
 
 use super::update::require_s3;
@@ -110,7 +110,7 @@ fn keys_error(cluster: &str, source: keystore::KeystoreError) -> CommandError {
 
 /// The API load balancer's DNS name, as kubectl reaches it from outside.
 async fn load_balancer_server(
-    registry: &ballast_state::registry::Registry,
+    registry: &ballast_store::registry::Registry,
     completed: &ClusterConfig,
 ) -> Result<String, CommandError> {
     let location = require_s3(registry)?;
@@ -179,7 +179,8 @@ fn target_file(flag: Option<&Path>, cluster: &str) -> Result<PathBuf, CommandErr
 /// A kubeconfig's text (`None`: there is none yet), read as every file from outside is: a regular file, at most
 /// [`MAX_KUBECONFIG_FILE`](ballast_state::limits::MAX_KUBECONFIG_FILE).
 fn read_kubeconfig(path: &Path) -> Result<Option<String>, CommandError> {
-    use ballast_state::limits::{read_file_bounded, FileReadError, MAX_KUBECONFIG_FILE};
+    use ballast_state::limits::MAX_KUBECONFIG_FILE;
+    use ballast_store::local_file::{read_file_bounded, FileReadError};
     let bytes = match read_file_bounded(path, MAX_KUBECONFIG_FILE) {
         Ok(bytes) => bytes,
         Err(FileReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

@@ -3,8 +3,8 @@
 use std::collections::BTreeSet;
 
 use ballast_state::defaults::complete;
-use ballast_state::registry::RegistryError;
 use ballast_state::spec::{Cluster, ClusterConfig, InstanceGroup, Role};
+use ballast_store::registry::RegistryError;
 
 use super::nodes::{read_reports, untrusted_reason, NodeSpecs, ReportRead, SpecState};
 use super::Context;

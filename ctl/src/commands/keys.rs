@@ -3,10 +3,11 @@
 
 use ballast_state::ca_import;
 use ballast_state::keyset::{Keyset, KeysetName, Stage};
-use ballast_state::keystore::{self, KeystoreError};
-use ballast_state::limits::{read_file_bounded, ReadLimit, MAX_PEM_FILE, MAX_SSH_PUBLIC_KEY_FILE};
-use ballast_state::registry::Registry;
+use ballast_state::limits::{ReadLimit, MAX_PEM_FILE, MAX_SSH_PUBLIC_KEY_FILE};
 use ballast_state::ssh_key::{self, SshPublicKey};
+use ballast_store::keystore::{self, KeystoreError};
+use ballast_store::local_file::read_file_bounded;
+use ballast_store::registry::Registry;
 use serde::Serialize;
 
 use super::{require_cluster, Context};
@@ -231,7 +232,7 @@ pub async fn rotate(context: &Context, args: RotateArgs) -> Result<(), CommandEr
             keyset,
             stage,
             args.id.as_deref(),
-            || keystore::generate(&name, keyset).map_err(KeystoreError::from),
+            || ballast_state::key_material::generate(&name, keyset).map_err(KeystoreError::from),
         )
         .await,
     )?;

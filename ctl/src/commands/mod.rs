@@ -1,5 +1,5 @@
 //! The work of each verb. Every command that changes the state store goes through
-//! `ballast_state::registry`, which validates first and writes under the cluster's lock.
+//! `ballast_store::registry`, which validates first and writes under the cluster's lock.
 
 mod create;
 mod delete;
@@ -21,9 +21,9 @@ use std::path::Path;
 
 use ballast_state::document::{parse_spec_file, SpecObject};
 use ballast_state::layout::ClusterPaths;
-use ballast_state::registry::{Registry, RegistryError, Writer};
-use ballast_state::store::posture::{mend_advice, Versioning};
-use ballast_state::store::{StateStore, StoreError, StoreOptions};
+use ballast_store::registry::{Registry, RegistryError, Writer};
+use ballast_store::store::posture::{mend_advice, Versioning};
+use ballast_store::store::{StateStore, StoreError, StoreOptions};
 
 use crate::cli::{Cli, Command};
 use crate::error::{io_error, CommandError};
@@ -159,9 +159,8 @@ pub fn read_objects(path: &Path) -> Result<Vec<SpecObject>, CommandError> {
     // an endless stream is refused without being held in memory, and a path that is no regular file (a FIFO
     // would block, /dev/zero never ends) is refused by its type.
     use ballast_state::error::{FieldError, SpecErrors};
-    use ballast_state::limits::{
-        read_file_bounded, FileReadError, MAX_SPEC_FILE, MAX_SPEC_FILE_BYTES,
-    };
+    use ballast_state::limits::{MAX_SPEC_FILE, MAX_SPEC_FILE_BYTES};
+    use ballast_store::local_file::{read_file_bounded, FileReadError};
     let source = path.display().to_string();
     let text = if path == Path::new("-") {
         ballast_state::limits::read_bounded(std::io::stdin(), MAX_SPEC_FILE_BYTES)

@@ -3,13 +3,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use ballast_state::digest::sha256_hex;
 use ballast_state::keyset::KeysetName;
-use ballast_state::keystore::{self, KeystoreError};
 use ballast_state::layout::ClusterPaths;
 use ballast_state::limits::MAX_REPORT;
 use ballast_state::report::NodeReport;
 use ballast_state::report_signature::{self, UntrustedReport};
-use ballast_state::store::{sha256_hex, StateStore, StoreError, StoredObject};
+use ballast_store::keystore::{self, KeystoreError};
+use ballast_store::store::{StateStore, StoreError, StoredObject};
 
 use super::report_cache::ReportCache;
 
@@ -340,7 +341,7 @@ impl ReportReader {
 mod tests {
     use super::{ReportCache, ReportRead, ReportReader, SpecState};
     use ballast_state::layout::ClusterPaths;
-    use ballast_state::store::{Precondition, StateStore, StoreOptions, StoredObject};
+    use ballast_store::store::{Precondition, StateStore, StoreOptions, StoredObject};
 
     fn unreadable(read: Option<&ReportRead>) -> String {
         match read {

@@ -20,9 +20,11 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use ballast_state::limits::{read_file_bounded, FileReadError, ReadLimit, MAX_REPORT};
-use ballast_state::store::{sha256_hex, StoredObject, Version};
+use ballast_state::digest::sha256_hex;
+use ballast_state::limits::{ReadLimit, MAX_REPORT};
 use ballast_state::validate::check_cluster_name;
+use ballast_store::local_file::{read_file_bounded, FileReadError};
+use ballast_store::store::{StoredObject, Version};
 use serde::{Deserialize, Serialize};
 
 /// Names the cache directory; empty turns the cache off.
@@ -221,7 +223,7 @@ fn read_cached(path: &Path, limit: ReadLimit) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::ReportCache;
-    use ballast_state::store::{StoredObject, Version};
+    use ballast_store::store::{StoredObject, Version};
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
 
@@ -312,7 +314,7 @@ mod tests {
     }
 
     fn sha(data: &[u8]) -> String {
-        ballast_state::store::sha256_hex(data)[..16].to_string()
+        ballast_state::digest::sha256_hex(data)[..16].to_string()
     }
 
     #[test]

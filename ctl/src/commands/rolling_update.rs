@@ -104,7 +104,7 @@ async fn refuse_unsafe(
     completed: &ClusterConfig,
     groups: &[GroupView],
     work: &[&GroupView],
-    store: &ballast_state::store::StateStore,
+    store: &ballast_store::store::StateStore,
 ) -> Result<(), RollError> {
     let lagging: Vec<&str> = groups
         .iter()

@@ -1,6 +1,6 @@
 //! `update cluster`: plan the cluster's AWS resources from its completed spec; apply with --yes.
 
-use ballast_state::registry::Registry;
+use ballast_store::registry::Registry;
 
 use super::Context;
 use crate::cli::{UpdateArgs, UpdateWhat};

@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use aws_sdk_autoscaling::types::{AutoScalingGroup, LifecycleState};
 use ballast_state::duration::human_duration;
-use ballast_state::etcd::health::{cluster_health, EtcdHealthSummary};
+use ballast_state::etcd::health::EtcdHealthSummary;
 use ballast_state::layout::ClusterPaths;
 use ballast_state::report::{NodeReport, Phase};
 use ballast_state::spec::{ClusterConfig, Role};
-use ballast_state::store::StateStore;
+use ballast_store::etcd::health::cluster_health;
+use ballast_store::store::StateStore;
 use serde::Serialize;
 
 use super::etcd::expected_members;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use ballast_state::keyset::KeysetName;
 use ballast_state::report::NodeReport;
 use ballast_state::spec::ClusterConfig;
-use ballast_state::store::StateStore;
+use ballast_store::store::StateStore;
 use base64::Engine;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
@@ -120,7 +120,7 @@ async fn client(
         }
     };
     // Issued by the Kubernetes CA's primary; the API server's certificate may be of any CA the nodes trust.
-    let ca = ballast_state::keystore::ca_in_use(store, name, KeysetName::KubernetesCa)
+    let ca = ballast_store::keystore::ca_in_use(store, name, KeysetName::KubernetesCa)
         .await
         .map_err(|e| format!("reading the Kubernetes CA: {e}"))?;
     let credential = issue_admin(

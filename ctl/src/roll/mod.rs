@@ -19,7 +19,7 @@ pub mod drain;
 pub mod observe;
 pub mod run;
 
-use ballast_state::store::StoreError;
+use ballast_store::store::StoreError;
 
 use crate::cloud::error::UpdateError;
 

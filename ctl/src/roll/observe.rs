@@ -4,12 +4,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use aws_sdk_autoscaling::types::LifecycleState;
-use ballast_state::etcd::health::cluster_health;
 use ballast_state::layout::ClusterPaths;
 use ballast_state::report::Phase;
 use ballast_state::spec::{ClusterConfig, Role};
-use ballast_state::store::StateStore;
 use ballast_state::timestamp::unix_rfc3339;
+use ballast_store::etcd::health::cluster_health;
+use ballast_store::store::StateStore;
 
 use super::decide::{EtcdView, GroupView, InstanceView, RollMarker, Sizes};
 use super::{RollError, MARKER_TAG};

@@ -7,8 +7,8 @@ use std::time::Duration;
 use ballast_state::duration::human_duration;
 use ballast_state::rolling_update::{pace, Pace};
 use ballast_state::spec::{ClusterConfig, Role};
-use ballast_state::store::StateStore;
 use ballast_state::timestamp::unix_rfc3339;
+use ballast_store::store::StateStore;
 use tokio::time::Instant;
 
 use super::decide::{

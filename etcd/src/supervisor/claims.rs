@@ -1,7 +1,7 @@
 //! Claims on `etcd/cluster.json`: the one bootstrap, the seed of a restored epoch, a re-seed, a forced new
 //! cluster. Each is a conditional write; the supervisor that loses the race reads the winner's record next round.
 
-use ballast_state::store::Version;
+use ballast_store::store::Version;
 
 use super::{Supervisor, SupervisorError};
 use crate::record::{now_stamp, write_record, ClusterRecord, Origin};

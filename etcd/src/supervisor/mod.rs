@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use ballast_state::layout::ClusterPaths;
 use ballast_state::node::EtcdSettings;
-use ballast_state::store::StateStore;
+use ballast_store::store::StateStore;
 use etcd_client::Client;
 
 use crate::backup::{parse_duration, BackupError};

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use aws_credential_types::provider::ProvideCredentials;
-use ballast_state::store::StateStore;
+use ballast_store::store::StateStore;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use hyper::{Request, StatusCode};

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use ballast_etcd::peers::{Ec2Peers, PeerInstance, Peers, PeersError};
 use ballast_state::layout::ClusterPaths;
-use ballast_state::node_bootstrap::{publish_service, read_services, NodeBootstrapService};
-use ballast_state::store::StateStore;
+use ballast_state::node_bootstrap::NodeBootstrapService;
+use ballast_store::node_bootstrap::{publish_service, read_services};
+use ballast_store::store::StateStore;
 
 /// How long a worker relies on the published addresses alone before it also asks EC2, and how often it asks
 /// EC2 after that while no service answers. Long enough that a scale-up, whose control plane is up, never

@@ -11,6 +11,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::provenance::{pin_problems, DigestKind, Provenance};
 use super::{Sha256, UNPINNED};
 use crate::spec::Networking;
 
@@ -24,17 +25,46 @@ pub const AWS_CLOUD_CONTROLLER_MANAGER: &str = "aws-cloud-controller-manager";
 pub const AMAZON_VPC: &str = "amazon-vpc";
 pub const CILIUM: &str = "cilium";
 pub const CALICO: &str = "calico";
-/// Every add-on a release with add-ons must pin.
-pub const ADDONS: [&str; 6] = [
+/// The EBS CSI driver (rendered by Ballast): without it no PersistentVolume works on AWS.
+pub const AWS_EBS_CSI_DRIVER: &str = "aws-ebs-csi-driver";
+/// Not an add-on: the sandbox (pause) image containerd starts for every pod. Pinned and baked like the add-on
+/// images, and named in containerd's configuration by nodeup, so no pod start pulls it.
+pub const PAUSE: &str = "pause";
+/// Every add-on a release with add-ons must pin (and the sandbox image, [`PAUSE`]).
+pub const ADDONS: [&str; 8] = [
     COREDNS,
     KUBE_PROXY,
     AWS_CLOUD_CONTROLLER_MANAGER,
     AMAZON_VPC,
     CILIUM,
     CALICO,
+    AWS_EBS_CSI_DRIVER,
+    PAUSE,
 ];
 /// The add-ons Ballast renders itself (typed objects), each running its one image.
 pub const BALLAST_RENDERED: [&str; 3] = [COREDNS, KUBE_PROXY, AWS_CLOUD_CONTROLLER_MANAGER];
+/// The CNIs installed from their upstream manifest, baked into the image. Cilium is not one: upstream publishes
+/// a Helm chart, and Ballast renders Cilium's objects itself, as kops does (nodeup/src/addons/cilium.rs).
+pub const FROM_UPSTREAM_MANIFEST: [&str; 2] = [AMAZON_VPC, CALICO];
+/// The images Cilium's objects run: the agent (which also runs Envoy, embedded: docs/addons.md) and the
+/// operator (`operator-generic`: no cloud IPAM).
+pub const CILIUM_IMAGES: [&str; 2] = ["cilium", "operator"];
+/// The images of the EBS CSI driver's objects: the driver itself and the sidecars kops runs beside it (no
+/// csi-snapshotter: kops adds it only with a snapshot controller, which Ballast does not install).
+pub const EBS_CSI_IMAGES: [&str; 6] = [
+    "ebs-plugin",
+    "csi-provisioner",
+    "csi-attacher",
+    "csi-resizer",
+    "liveness-probe",
+    "node-driver-registrar",
+];
+/// The add-ons whose objects Ballast renders and that run several images, each with exactly its images (and
+/// their label in messages). The other add-ons Ballast renders run one image named like the add-on.
+const RENDERED_IMAGES: [(&str, &str, &[&str]); 2] = [
+    (CILIUM, "Cilium", &CILIUM_IMAGES),
+    (AWS_EBS_CSI_DRIVER, "EBS CSI driver", &EBS_CSI_IMAGES),
+];
 
 /// The add-on name of the CNI `spec.networking` chooses.
 pub fn cni_addon(networking: Networking) -> &'static str {
@@ -45,8 +75,8 @@ pub fn cni_addon(networking: Networking) -> &'static str {
     }
 }
 
-/// Whether the CNI does kube-proxy's work itself, so kube-proxy is not installed. Cilium's manifest is rendered
-/// with its kube-proxy replacement on (docs/addons.md); the others need kube-proxy.
+/// Whether the CNI does kube-proxy's work itself, so kube-proxy is not installed. Ballast renders Cilium with
+/// its kube-proxy replacement on (`kube-proxy-replacement: "true"`, docs/addons.md); the others need kube-proxy.
 pub fn cni_replaces_kube_proxy(networking: Networking) -> bool {
     networking == Networking::Cilium
 }
@@ -72,6 +102,17 @@ pub struct PinnedImage {
     /// `registry/repository:tag`, without a digest.
     pub reference: String,
     pub digest: ImageDigest,
+    /// What the digest names: an image index (manifest list) for an image upstream publishes for several
+    /// platforms, else one manifest. Required beside a pinned digest; the bake checks the object it imports is
+    /// of this kind (images/install.sh).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest_kind: Option<DigestKind>,
+    /// Where a pinned digest was read (no provenance, no pin: [`super::provenance`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
+    /// Why an `unpinned` digest is not pinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl PinnedImage {
@@ -134,6 +175,12 @@ impl fmt::Display for ImageDigest {
 pub struct AddonManifest {
     pub url: String,
     pub sha256: Sha256,
+    /// Where a pinned sha256 was read (no provenance, no pin: [`super::provenance`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
+    /// Why an `unpinned` sha256 is not pinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     pub format: ManifestFormat,
 }
 
@@ -143,9 +190,8 @@ pub enum ManifestFormat {
     /// Multi-document Kubernetes YAML, applied as published.
     #[serde(rename = "yaml")]
     Yaml,
-    /// A Helm chart, to be rendered with Ballast's values (docs/addons.md; part of it may have to be rendered
-    /// on the node: Cilium without kube-proxy needs the API server's address). Not built: the bake refuses it,
-    /// so a CNI published only as a chart cannot be baked yet.
+    /// A Helm chart. No add-on is installed from one: Cilium, which upstream publishes as a chart, is rendered
+    /// by Ballast itself (nodeup/src/addons/cilium.rs), and the bake refuses a chart (no helm in the recipe).
     #[serde(rename = "helm-chart")]
     HelmChart,
 }
@@ -186,21 +232,73 @@ pub(super) fn addon_problems(
         if addon.images.is_empty() {
             problems.push(format!("{at}.images: none pinned"));
         }
-        if BALLAST_RENDERED.contains(&name.as_str()) && !addon.images.contains_key(name.as_str()) {
+        // The sandbox image is one image named like its entry, as the single-image add-ons are.
+        if (BALLAST_RENDERED.contains(&name.as_str()) || name == PAUSE)
+            && !addon.images.contains_key(name.as_str())
+        {
             problems.push(format!(
                 "{at}.images: Ballast's objects run the image named {name:?}, which is missing"
             ));
         }
         for (image_name, image) in &addon.images {
+            let at = format!("{at}.images.{image_name}");
             if !image_reference_ok(&image.reference) {
                 problems.push(format!(
-                    "{at}.images.{image_name}.reference: {:?} must be registry/repository:tag, without a digest, spaces or `|`",
+                    "{at}.reference: {:?} must be registry/repository:tag, without a digest, spaces or `|`",
                     image.reference
                 ));
             }
+            let pinned = matches!(image.digest, ImageDigest::Pinned(_));
+            pin_problems(
+                &at,
+                "digest",
+                pinned,
+                image.provenance.as_ref(),
+                image.reason.as_deref(),
+                problems,
+            );
+            if pinned && image.digest_kind.is_none() {
+                problems.push(format!(
+                    "{at}.digestKind: missing; say what the digest names: `index` (the manifest list of an image \
+                     upstream publishes for several platforms) or `manifest` (one platform's image)"
+                ));
+            }
         }
-        let is_cni = !BALLAST_RENDERED.contains(&name.as_str());
-        match (&addon.manifest, is_cni) {
+        for (rendered, label, images) in RENDERED_IMAGES {
+            if name != rendered {
+                continue;
+            }
+            for image_name in images {
+                if !addon.images.contains_key(*image_name) {
+                    problems.push(format!(
+                        "{at}.images: Ballast's {label} objects run the image named {image_name:?}, which is missing"
+                    ));
+                }
+            }
+            for image_name in addon.images.keys() {
+                if !images.contains(&image_name.as_str()) {
+                    problems.push(format!(
+                        "{at}.images.{image_name}: no {label} object Ballast renders runs it, so the bake would \
+                         carry it for nothing; remove it ({label} runs {})",
+                        images.join(", ")
+                    ));
+                }
+            }
+        }
+        if let Some(manifest) = &addon.manifest {
+            pin_problems(
+                &format!("{at}.manifest"),
+                "sha256",
+                manifest.sha256 != Sha256::Unpinned,
+                manifest.provenance.as_ref(),
+                manifest.reason.as_deref(),
+                problems,
+            );
+        }
+        // An unknown add-on is reported above; its manifest is not judged as well.
+        let from_manifest =
+            FROM_UPSTREAM_MANIFEST.contains(&name.as_str()) || !ADDONS.contains(&name.as_str());
+        match (&addon.manifest, from_manifest) {
             (None, true) => problems.push(format!(
                 "{at}.manifest: a CNI is installed from its upstream manifest; pin its url and sha256"
             )),

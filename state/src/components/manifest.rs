@@ -6,6 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::addons::Addon;
+use super::provenance::Provenance;
 use super::validation::shell_subset_problems;
 use super::{MANIFEST_SOURCE, MANIFEST_YAML, UNPINNED};
 
@@ -40,6 +41,12 @@ pub struct Component {
     pub version: String,
     pub url: String,
     pub sha256: Sha256,
+    /// Where a pinned sha256 was read (no provenance, no pin: [`super::provenance`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
+    /// Why an `unpinned` sha256 is not pinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     pub archive: Archive,
     /// Run on the image by `images/verify.sh`; its output must contain `version`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -193,6 +200,50 @@ impl ComponentManifest {
         unpinned
     }
 
+    /// Every `sha256` and image `digest` of the manifest, pinned or not, in manifest order per release (oldest
+    /// release first): what docs/addons.md tabulates, and what the rule "no provenance, no pin" is held over.
+    pub fn pins(&self) -> Vec<Pin<'_>> {
+        let mut pins = Vec::new();
+        for minor in self.minors() {
+            let Some((minor, release)) = self.releases.get_key_value(&minor) else {
+                continue;
+            };
+            for (name, component) in &release.components {
+                pins.push(Pin {
+                    minor,
+                    name: format!("{name} {}", component.version),
+                    value: component.sha256.to_string(),
+                    pinned: component.sha256 != Sha256::Unpinned,
+                    provenance: component.provenance.as_ref(),
+                    reason: component.reason.as_deref(),
+                });
+            }
+            for (name, addon) in &release.addons {
+                if let Some(manifest) = &addon.manifest {
+                    pins.push(Pin {
+                        minor,
+                        name: format!("{name} {} manifest", addon.version),
+                        value: manifest.sha256.to_string(),
+                        pinned: manifest.sha256 != Sha256::Unpinned,
+                        provenance: manifest.provenance.as_ref(),
+                        reason: manifest.reason.as_deref(),
+                    });
+                }
+                for image in addon.images.values() {
+                    pins.push(Pin {
+                        minor,
+                        name: image.reference.clone(),
+                        value: image.digest.to_string(),
+                        pinned: image.digest != super::addons::ImageDigest::Unpinned,
+                        provenance: image.provenance.as_ref(),
+                        reason: image.reason.as_deref(),
+                    });
+                }
+            }
+        }
+        pins
+    }
+
     /// Every `minor/component` whose sha256 is still `unpinned`.
     pub fn unpinned(&self) -> Vec<String> {
         self.releases
@@ -206,6 +257,20 @@ impl ComponentManifest {
             })
             .collect()
     }
+}
+
+/// One `sha256` or `digest` of the manifest ([`ComponentManifest::pins`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pin<'a> {
+    /// The release's minor version (`1.33`).
+    pub minor: &'a str,
+    /// What is pinned: `kubelet 1.33.4`, `calico 3.30.2 manifest`, or an image's tagged reference.
+    pub name: String,
+    /// The sha256 (hex) or digest (`sha256:...`), or `unpinned`.
+    pub value: String,
+    pub pinned: bool,
+    pub provenance: Option<&'a Provenance>,
+    pub reason: Option<&'a str>,
 }
 
 /// The names of the components a release pins.

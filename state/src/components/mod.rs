@@ -13,6 +13,7 @@ pub mod addons;
 mod image;
 mod lookup;
 mod manifest;
+pub mod provenance;
 mod validation;
 
 pub use addons::{Addon, AddonManifest, ImageDigest, ManifestFormat, PinnedImage};
@@ -21,8 +22,9 @@ pub use image::{
 };
 pub use lookup::LookupError;
 pub use manifest::{
-    component_set, Archive, Component, ComponentManifest, ManifestError, Release, Sha256,
+    component_set, Archive, Component, ComponentManifest, ManifestError, Pin, Release, Sha256,
 };
+pub use provenance::{DigestKind, Provenance, ProvenanceKind};
 
 /// `images/manifest.yaml`, as this build of Ballast was compiled with.
 pub const MANIFEST_YAML: &str = include_str!("../../../images/manifest.yaml");

@@ -32,17 +32,138 @@ fn the_embedded_manifest_is_valid_and_pins_the_default_version() {
 }
 
 #[test]
-fn the_embedded_manifest_says_honestly_that_it_is_unpinned() {
-    // Nothing could be downloaded where this manifest was written: every hash is `unpinned`, never invented.
-    // When a maintainer runs images/pin.sh, this test changes with the manifest.
+fn no_provenance_no_pin_over_the_embedded_manifest() {
+    // Every pinned value of the real manifest names where it was read, every `unpinned` one says why: held here
+    // over the manifest itself, not only by the parser's rules.
     let manifest = embedded();
-    let all = manifest
-        .releases
-        .values()
-        .map(|r| r.components.len())
-        .sum::<usize>();
-    assert_eq!(manifest.unpinned().len(), all);
-    assert!(manifest.unpinned().contains(&"1.33/kubelet".to_string()));
+    let pins = manifest.pins();
+    assert!(!pins.is_empty());
+    for pin in &pins {
+        let at = format!("{} {}", pin.minor, pin.name);
+        if pin.pinned {
+            let provenance = pin
+                .provenance
+                .unwrap_or_else(|| panic!("{at}: pinned without provenance"));
+            assert_eq!(provenance.problems(&at), Vec::<String>::new());
+            assert!(provenance.kind().is_some(), "{at}");
+            assert_eq!(pin.reason, None, "{at}: a pin has no reason");
+        } else {
+            assert_eq!(pin.value, UNPINNED, "{at}");
+            assert_eq!(pin.provenance, None, "{at}: unpinned with a provenance");
+            let reason = pin
+                .reason
+                .unwrap_or_else(|| panic!("{at}: unpinned without a reason"));
+            assert!(reason.contains("images/pin.sh"), "{at}: {reason}");
+        }
+    }
+    // What is still unpinned is exactly what upstream names by tag only: the images of Calico and of the
+    // Amazon VPC CNI (docs/addons.md). A public record covers everything else.
+    let unpinned: BTreeSet<String> = pins
+        .iter()
+        .filter(|p| !p.pinned)
+        .map(|p| format!("{} {}", p.minor, p.name))
+        .collect();
+    let ecr = "602401143452.dkr.ecr.us-west-2.amazonaws.com";
+    let mut expected = BTreeSet::new();
+    for minor in ["1.32", "1.33"] {
+        for image in ["cni", "node", "kube-controllers"] {
+            expected.insert(format!("{minor} docker.io/calico/{image}:v3.30.2"));
+        }
+        for image in [
+            "amazon-k8s-cni:v1.19.5",
+            "amazon-k8s-cni-init:v1.19.5",
+            "amazon/aws-network-policy-agent:v1.2.1",
+        ] {
+            expected.insert(format!("{minor} {ecr}/{image}"));
+        }
+    }
+    assert_eq!(unpinned, expected);
+    assert_eq!(manifest.unpinned(), Vec::<String>::new());
+    // Every pinned image names what its digest is: all of them are multi-platform images upstream.
+    for release in manifest.releases.values() {
+        for image in release.addons.values().flat_map(|a| a.images.values()) {
+            if image.pinned_reference().is_some() {
+                assert_eq!(
+                    image.digest_kind,
+                    Some(DigestKind::Index),
+                    "{}",
+                    image.reference
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_pin_without_provenance_or_an_unpinned_without_reason_is_refused() {
+    let no_provenance = SMALL.replace(PROVENANCE, "");
+    let all = problems_of(&no_provenance).join("\n");
+    assert!(
+        all.contains("components.runc.provenance: the sha256 is pinned without a provenance"),
+        "{all}"
+    );
+    let no_reason = SMALL.replacen(REASON, "", 1);
+    let all = problems_of(&no_reason).join("\n");
+    assert!(
+        all.contains("components.containerd.reason: the sha256 is `unpinned` without a reason"),
+        "{all}"
+    );
+    let short_commit = SMALL.replace(
+        "commit: 268927e26409f861634e18f3632c9dd483c350cf",
+        "commit: 268927e",
+    );
+    let all = problems_of(&short_commit).join("\n");
+    assert!(
+        all.contains("components.runc.provenance.commit: \"268927e\" is not a commit"),
+        "{all}"
+    );
+    let both = SMALL.replace(
+        "          commit: 268927e26409f861634e18f3632c9dd483c350cf\n",
+        "          commit: 268927e26409f861634e18f3632c9dd483c350cf\n          date: 2026-12-02T13:00:00Z\n",
+    );
+    let all = problems_of(&both).join("\n");
+    assert!(all.contains("not fields of both"), "{all}");
+    let unknown = SMALL.replace(
+        "          commit: 2",
+        "          tag: v1\n          commit: 2",
+    );
+    let err = ComponentManifest::parse(&unknown, "bad.yaml").expect_err("unknown field");
+    assert!(
+        err.to_string()
+            .contains("components.runc.provenance: unknown field `tag`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_pinned_image_says_what_its_digest_names() {
+    let hex = "ab".repeat(32);
+    let text = |kind: &str| {
+        format!(
+            "{SMALL}    addons:
+      pause:
+        version: \"3.10\"
+        images:
+          pause:
+            reference: registry.k8s.io/pause:3.10
+            digest: sha256:{hex}
+{kind}            provenance:
+              repository: kubernetes/k8s.io
+              path: registry.k8s.io/images/k8s-staging-kubernetes/images.yaml
+              commit: ecf019a88caa0923c610e8982ca44a460c0303e5
+"
+        )
+    };
+    let all = problems_of(&text("")).join("\n");
+    assert!(
+        all.contains("addons.pause.images.pause.digestKind: missing"),
+        "{all}"
+    );
+    let all = problems_of(&text("            digestKind: index\n")).join("\n");
+    assert!(!all.contains("digestKind"), "{all}");
+    let err = ComponentManifest::parse(&text("            digestKind: list\n"), "bad.yaml")
+        .expect_err("an unknown kind");
+    assert!(err.to_string().contains("digestKind"), "{err}");
 }
 
 #[test]
@@ -90,6 +211,15 @@ fn release_exact_refuses_another_patch() {
         .expect("a minor alone is fine");
 }
 
+/// The one pinned value of [`SMALL`] (runc's sha256) names where it was read; each `unpinned` one says why.
+const PROVENANCE: &str = "        provenance:
+          repository: kubernetes/kops
+          path: pkg/assets/assetdata/runc-1.3.yaml
+          commit: 268927e26409f861634e18f3632c9dd483c350cf
+";
+const REASON: &str = "        reason: not hashed for this test
+";
+
 const SMALL: &str = r#"apiVersion: ballast.dev/v1alpha1
 kind: ComponentManifest
 arch: amd64
@@ -101,6 +231,7 @@ releases:
         version: 2.1.4
         url: https://example.com/containerd-2.1.4.tar.gz
         sha256: unpinned
+        reason: not hashed for this test
         archive: tar.gz
         files:
           bin/containerd: /usr/local/bin/containerd
@@ -108,6 +239,10 @@ releases:
         version: 1.3.0
         url: https://example.com/runc.amd64
         sha256: 0000000000000000000000000000000000000000000000000000000000000000
+        provenance:
+          repository: kubernetes/kops
+          path: pkg/assets/assetdata/runc-1.3.yaml
+          commit: 268927e26409f861634e18f3632c9dd483c350cf
         archive: binary
         files:
           runc.amd64: /usr/local/sbin/runc
@@ -115,6 +250,7 @@ releases:
         version: 1.33.4
         url: https://example.com/kubelet
         sha256: unpinned
+        reason: not hashed for this test
         archive: binary
         versionCommand: /usr/local/bin/kubelet --version
         files:
@@ -123,6 +259,7 @@ releases:
         version: 1.33.4
         url: https://example.com/kubectl
         sha256: unpinned
+        reason: not hashed for this test
         archive: binary
         files:
           kubectl: /usr/local/bin/kubectl
@@ -130,6 +267,7 @@ releases:
         version: 1.7.1
         url: https://example.com/cni.tgz
         sha256: unpinned
+        reason: not hashed for this test
         archive: tar.gz
         files:
           loopback: /opt/cni/bin/loopback
@@ -137,6 +275,7 @@ releases:
         version: 1.33.0
         url: https://example.com/crictl.tar.gz
         sha256: unpinned
+        reason: not hashed for this test
         archive: tar.gz
         files:
           crictl: /usr/local/bin/crictl
@@ -144,6 +283,7 @@ releases:
         version: 3.5.21
         url: https://example.com/etcd.tar.gz
         sha256: unpinned
+        reason: not hashed for this test
         archive: tar.gz
         files:
           etcd/etcd: /usr/local/bin/etcd
@@ -370,23 +510,48 @@ fn the_embedded_manifest_pins_every_addon_and_invents_no_digest() {
             crate::spec::Networking::Cilium,
             crate::spec::Networking::Calico,
         ] {
-            let cni = &release.addons[addons::cni_addon(networking)];
-            assert!(cni.manifest.is_some(), "{minor}: {networking:?}");
+            let name = addons::cni_addon(networking);
+            let cni = &release.addons[name];
+            // Cilium is rendered by Ballast (no upstream manifest, no Helm chart), the others are installed
+            // from their upstream manifests.
+            assert_eq!(
+                cni.manifest.is_some(),
+                addons::FROM_UPSTREAM_MANIFEST.contains(&name),
+                "{minor}: {networking:?}"
+            );
         }
+        let cilium: BTreeSet<&str> = release.addons[addons::CILIUM]
+            .images
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            cilium,
+            addons::CILIUM_IMAGES.into_iter().collect(),
+            "{minor}"
+        );
     }
-    // Nothing could be downloaded where the manifest was written: no digest and no manifest hash is pinned.
-    let every_pin = manifest
-        .releases
-        .values()
-        .flat_map(|r| r.addons.values())
-        .map(|a| a.images.len() + usize::from(a.manifest.is_some()))
-        .sum::<usize>();
-    assert_eq!(manifest.unpinned_addons().len(), every_pin);
-    assert!(manifest
-        .unpinned_addons()
-        .contains(&"1.33/calico/manifest".to_string()));
+    // The EBS CSI driver runs exactly its images, and the sandbox image is the one nodeup names to containerd.
+    for (minor, release) in &manifest.releases {
+        let ebs: BTreeSet<&str> = release.addons[addons::AWS_EBS_CSI_DRIVER]
+            .images
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(ebs, addons::EBS_CSI_IMAGES.into_iter().collect(), "{minor}");
+        let pause = &release.addons[addons::PAUSE].images[addons::PAUSE];
+        assert_eq!(pause.reference, crate::node::PAUSE_IMAGE, "{minor}");
+        assert!(pause.pinned_reference().is_some(), "{minor}");
+    }
+    // What upstream names by tag only stays unpinned, never invented: the images of Calico and the VPC CNI.
+    let unpinned = manifest.unpinned_addons();
+    assert_eq!(unpinned.len(), 12, "{unpinned:?}");
+    assert!(unpinned.contains(&"1.33/calico/node".to_string()));
+    assert!(unpinned.contains(&"1.32/amazon-vpc/aws-network-policy-agent".to_string()));
     let image = &manifest.releases["1.33"].addons[addons::COREDNS].images[addons::COREDNS];
-    assert_eq!(image.pinned_reference(), None);
+    assert!(image
+        .pinned_reference()
+        .is_some_and(|r| r.starts_with("registry.k8s.io/coredns/coredns:v1.12.0@sha256:40384aa1")));
 }
 
 #[test]
@@ -397,6 +562,9 @@ fn an_image_digest_is_pinned_or_explicitly_unpinned() {
     let image = PinnedImage {
         reference: "registry.k8s.io/coredns/coredns:v1.12.0".into(),
         digest: pinned,
+        digest_kind: Some(DigestKind::Index),
+        provenance: None,
+        reason: None,
     };
     assert_eq!(
         image.pinned_reference().as_deref(),
@@ -454,4 +622,91 @@ fn addon_rules_are_reported_at_once() {
             "missing {want:?} in {problems:#?}"
         );
     }
+}
+
+#[test]
+fn cilium_is_rendered_by_ballast_from_exactly_its_images() {
+    // Cilium with a Helm chart (what the manifest said before Ballast rendered it), an image no object runs and
+    // no operator: each refused, naming the field.
+    let text = format!(
+        "{SMALL}    addons:
+      cilium:
+        version: 1.17.5
+        manifest:
+          url: https://helm.cilium.io/cilium-1.17.5.tgz
+          sha256: unpinned
+          format: helm-chart
+        images:
+          cilium:
+            reference: quay.io/cilium/cilium:v1.17.5
+            digest: unpinned
+          hubble-relay:
+            reference: quay.io/cilium/hubble-relay:v1.17.5
+            digest: unpinned
+"
+    );
+    let problems = problems_of(&text);
+    for want in [
+        "releases.\"1.33\".addons.cilium.manifest: Ballast writes this add-on's objects itself; remove the manifest",
+        "releases.\"1.33\".addons.cilium.images: Ballast's Cilium objects run the image named \"operator\", which is missing",
+        "releases.\"1.33\".addons.cilium.images.hubble-relay: no Cilium object Ballast renders runs it",
+    ] {
+        assert!(
+            problems.iter().any(|p| p.contains(want)),
+            "missing {want:?} in {problems:#?}"
+        );
+    }
+}
+
+/// docs/addons.md's table of every pin: each value with where it was read, or why it is unpinned.
+fn pins_table(manifest: &ComponentManifest) -> String {
+    let mut table = String::from(
+        "| release | what | sha256 or digest | provenance, or why it is unpinned |\n|---|---|---|---|\n",
+    );
+    for pin in manifest.pins() {
+        let source = match (pin.provenance.and_then(Provenance::kind), pin.reason) {
+            (
+                Some(ProvenanceKind::Record {
+                    repository,
+                    path,
+                    within,
+                    commit,
+                }),
+                _,
+            ) => {
+                let within = within.map(|w| format!(" (`{w}`)")).unwrap_or_default();
+                format!("{repository} `{path}`{within} @ `{commit}`")
+            }
+            (Some(ProvenanceKind::PinSh { source, date }), _) => {
+                format!("images/pin.sh from `{source}` at {date}")
+            }
+            (None, Some(reason)) => format!("unpinned: {reason}"),
+            (None, None) => "(none: the manifest does not parse)".to_string(),
+        };
+        table.push_str(&format!(
+            "| {} | `{}` | `{}` | {source} |\n",
+            pin.minor, pin.name, pin.value
+        ));
+    }
+    table
+}
+
+#[test]
+fn docs_addons_md_tabulates_every_pin() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/addons.md");
+    let text = std::fs::read_to_string(&path).expect("docs/addons.md");
+    let (begin, end) = ("<!-- pins:begin -->\n", "<!-- pins:end -->");
+    let start = text.find(begin).expect("the pins:begin marker") + begin.len();
+    let stop = start + text[start..].find(end).expect("the pins:end marker");
+    let table = pins_table(&embedded());
+    if std::env::var_os("BALLAST_BLESS").is_some() {
+        let blessed = format!("{}{table}{}", &text[..start], &text[stop..]);
+        std::fs::write(&path, blessed).expect("writing docs/addons.md");
+        return;
+    }
+    assert_eq!(
+        &text[start..stop],
+        table,
+        "docs/addons.md's pins table is not the manifest's: BALLAST_BLESS=1 cargo test -p ballast-state --lib components"
+    );
 }

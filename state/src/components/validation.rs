@@ -94,6 +94,14 @@ fn release_problems(minor: &str, release: &Release, problems: &mut Vec<String>) 
                 ));
             }
         }
+        super::provenance::pin_problems(
+            &at,
+            "sha256",
+            component.sha256 != super::Sha256::Unpinned,
+            component.provenance.as_ref(),
+            component.reason.as_deref(),
+            problems,
+        );
         if component.files.is_empty() {
             problems.push(format!("{at}.files: nothing is installed from it"));
         }

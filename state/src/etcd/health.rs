@@ -1,14 +1,10 @@
 //! Each member's health as its supervisor publishes it (`etcd/health/<instance-id>.json`), and the judgement
-//! of those reports that `ballast validate cluster` and `ballast etcd status` show.
+//! of those reports that `ballast validate cluster` and `ballast etcd status` show. Publishing and reading them is
+//! `ballast_store::etcd::health`'s.
 
 use serde::{Deserialize, Serialize};
 
-use super::json_bytes;
-use super::record::{read_record, RecordError};
 use crate::layout::ClusterPaths;
-use crate::limits::MAX_NODE_RECORD;
-use crate::store::{Precondition, StateStore, StoreError};
-use crate::timestamp::now_stamp;
 
 /// A member's health as its supervisor last published it (`etcd/health/<instance-id>.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,58 +49,6 @@ pub fn health_prefix(paths: &ClusterPaths) -> String {
     paths.etcd_health_prefix()
 }
 
-/// Publishes a member's health (only its own supervisor writes it).
-pub async fn publish_health(
-    store: &StateStore,
-    paths: &ClusterPaths,
-    report: &HealthReport,
-) -> Result<(), RecordError> {
-    store
-        .put(
-            &health_key(paths, &report.instance_id),
-            &json_bytes(report),
-            &Precondition::None,
-        )
-        .await?;
-    Ok(())
-}
-
-/// Every published health report (unreadable ones are skipped with a warning).
-pub async fn read_health(
-    store: &StateStore,
-    paths: &ClusterPaths,
-) -> Result<Vec<HealthReport>, RecordError> {
-    let mut reports = Vec::new();
-    for key in store.list(&health_prefix(paths)).await? {
-        let object = match store.get_bounded(&key, MAX_NODE_RECORD).await {
-            Ok(Some(object)) => object,
-            Ok(None) => continue, // deleted since listed
-            Err(e @ StoreError::TooLarge { .. }) => {
-                tracing::warn!(%key, error = %e, "skipping an etcd health report that is too large");
-                continue;
-            }
-            Err(e) => return Err(e.into()),
-        };
-        match serde_json::from_slice(&object.data) {
-            Ok(report) => reports.push(report),
-            Err(e) => {
-                tracing::warn!(%key, error = %e, "skipping an unreadable etcd health report")
-            }
-        }
-    }
-    Ok(reports)
-}
-
-/// Deletes a member's health report (its instance is gone).
-pub async fn delete_health(
-    store: &StateStore,
-    paths: &ClusterPaths,
-    instance_id: &str,
-) -> Result<(), RecordError> {
-    store.delete(&health_key(paths, instance_id)).await?;
-    Ok(())
-}
-
 /// What `ballast validate cluster` and operators see of etcd: the published reports, judged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -117,22 +61,20 @@ pub struct EtcdHealthSummary {
     pub problems: Vec<String>,
 }
 
-/// Judges etcd's health from what the supervisors published: healthy when the newest fresh report of the
-/// current epoch says so and shows `expected_members` voting members and no learner.
-pub async fn cluster_health(
-    store: &StateStore,
-    paths: &ClusterPaths,
+/// Judges etcd's health from what the supervisors published (`reports`) and the current `epoch` (`None`: never
+/// bootstrapped) at `now_unix`: healthy when the newest fresh report of the current epoch says so and shows
+/// `expected_members` voting members and no learner.
+pub fn judge_health(
+    epoch: Option<u64>,
+    reports: &[HealthReport],
+    now_unix: i64,
     expected_members: usize,
-) -> Result<EtcdHealthSummary, RecordError> {
-    let record = read_record(store, paths).await?;
-    let (_, now_unix) = now_stamp();
-    let reports = read_health(store, paths).await?;
+) -> EtcdHealthSummary {
     let mut problems = Vec::new();
-    let epoch = record.map(|r| r.record.epoch);
     if epoch.is_none() {
         problems.push("etcd was never bootstrapped (no etcd/cluster.json)".to_string());
     }
-    let best = trusted_report(&reports, epoch, now_unix);
+    let best = trusted_report(reports, epoch, now_unix);
     let (voting, learners) = best.map_or((vec![], vec![]), |r| {
         (r.voting_members.clone(), r.learners.clone())
     });
@@ -149,13 +91,13 @@ pub async fn cluster_health(
             problems.push(format!("learners still joining: {}", learners.join(", ")));
         }
     }
-    Ok(EtcdHealthSummary {
+    EtcdHealthSummary {
         epoch,
         healthy: problems.is_empty(),
         voting_members: voting,
         learners,
         problems,
-    })
+    }
 }
 
 /// The report whose view of the membership is trusted: the newest fresh report of the current `epoch` that

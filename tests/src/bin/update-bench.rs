@@ -11,9 +11,9 @@ use ballast::cloud::model::{cluster_model, StateLocation};
 use ballast::cloud::{CallLog, Cloud};
 use ballast_state::generate::{generate, ClusterTemplate};
 use ballast_state::pki::ClusterSecrets;
-use ballast_state::registry::{Registry, Writer};
 use ballast_state::spec::{InstanceGroup, InstanceGroupSpec, Role};
-use ballast_state::store::{StateStore, StoreOptions};
+use ballast_store::registry::{Registry, Writer};
+use ballast_store::store::{StateStore, StoreOptions};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

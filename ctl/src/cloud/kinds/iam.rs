@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use ballast_state::store::sha256_hex;
+use ballast_state::digest::sha256_hex;
 use serde::{Deserialize, Serialize};
 
 use super::{Known, Target};

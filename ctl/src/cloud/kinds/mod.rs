@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types as ec2;
 use ballast_state::spec::Role;
-use ballast_state::store::StateStore;
+use ballast_store::store::StateStore;
 use serde::{Deserialize, Serialize};
 
 use super::aws::{call, ownership_tag};

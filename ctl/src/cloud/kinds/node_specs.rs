@@ -4,11 +4,12 @@
 
 use std::collections::BTreeMap;
 
+use ballast_state::digest::sha256_hex;
 use ballast_state::keyset::NodeKeys;
 use ballast_state::layout::ClusterPaths;
 use ballast_state::node::{render_node_spec_with_keys, RenderedNodeSpec};
 use ballast_state::spec::ClusterConfig;
-use ballast_state::store::{sha256_hex, Precondition, StateStore, Version};
+use ballast_store::store::{Precondition, StateStore, Version};
 use serde::{Deserialize, Serialize};
 
 use super::{Known, Target};
@@ -91,7 +92,7 @@ impl Planned for Change {
 pub async fn find(store: &StateStore, model: &ClusterModel) -> Result<Actual, UpdateError> {
     let paths = ClusterPaths::new(&model.cluster);
     let mut actual = Actual {
-        keys: ballast_state::keystore::node_keys(store, &model.cluster)
+        keys: ballast_store::keystore::node_keys(store, &model.cluster)
             .await
             .map_err(|source| UpdateError::Keys {
                 cluster: model.cluster.clone(),

@@ -6,20 +6,17 @@
 //! keyset last, with `MustMatch` on the version it read: the keyset object is the commit point, a lost race
 //! changes nothing that a node could use, and a stage that failed half way is simply run again.
 
-use base64::Engine;
-use rand::RngCore;
-use time::OffsetDateTime;
-
-use crate::ca_import::ImportedCa;
-use crate::keyset::{
+use crate::store::{Precondition, StateStore, StoreError, Version};
+use ballast_state::ca_import::ImportedCa;
+use ballast_state::key_material::{certificate_dates, fingerprint, pem_bundle, NewKey};
+use ballast_state::keyset::{
     cert_path, key_path, public_key_path, KeyState, Keyset, KeysetItem, KeysetName, NodeKeys,
     Stage, StageError, StageOutcome,
 };
-use crate::layout::{ClusterPaths, ENCRYPTION_KEYS_SECRET};
-use crate::pki::{generate_ca, EncryptionKey, EncryptionKeys, PkiError};
-use crate::ssh_key::{self, SshPublicKey};
-use crate::store::{sha256_hex, Precondition, StateStore, StoreError, Version};
-use crate::timestamp::{rfc3339, unix_rfc3339};
+use ballast_state::layout::{ClusterPaths, ENCRYPTION_KEYS_SECRET};
+use ballast_state::pki::{EncryptionKeys, PkiError};
+use ballast_state::ssh_key::{self, SshPublicKey};
+use ballast_state::timestamp::unix_rfc3339;
 
 /// Failures reading or changing a keyset.
 #[derive(Debug, thiserror::Error)]
@@ -94,25 +91,6 @@ fn corrupt(key: &str, problem: impl std::fmt::Display) -> KeystoreError {
         key: key.to_string(),
         problem: problem.to_string(),
     }
-}
-
-/// A key's id: the start of the sha256 of its public part, so the same key always has the same id.
-pub fn fingerprint(public: &[u8]) -> String {
-    sha256_hex(public)[..16].to_string()
-}
-
-/// When a CA certificate starts and stops being valid, as RFC 3339.
-pub fn certificate_dates(pem: &str) -> Result<(String, String), String> {
-    let (_, parsed) = x509_parser::pem::parse_x509_pem(pem.as_bytes())
-        .map_err(|e| format!("not a PEM certificate: {e}"))?;
-    let cert = parsed
-        .parse_x509()
-        .map_err(|e| format!("not an X.509 certificate: {e}"))?;
-    let validity = cert.validity();
-    Ok((
-        unix_rfc3339(validity.not_before.timestamp()),
-        unix_rfc3339(validity.not_after.timestamp()),
-    ))
 }
 
 /// Reads keyset `name` of `cluster`: the stored one, or the one key `create cluster` made.
@@ -388,18 +366,6 @@ impl std::fmt::Debug for CaInUse {
     }
 }
 
-/// `pems` one after the other, each ending with a newline (the primary first).
-pub fn pem_bundle<'a>(pems: impl IntoIterator<Item = &'a str>) -> String {
-    let mut text = String::new();
-    for pem in pems {
-        text.push_str(pem);
-        if !pem.ends_with('\n') {
-            text.push('\n');
-        }
-    }
-    text
-}
-
 async fn read_text(store: &StateStore, cluster: &str, key: &str) -> Result<String, KeystoreError> {
     let (data, _) = read_required(store, cluster, key).await?;
     String::from_utf8(data).map_err(|e| corrupt(key, e))
@@ -441,86 +407,6 @@ pub async fn ca_in_use(
         cert_pem,
         key_pem,
         bundle_pem,
-    })
-}
-
-/// New key material, made before anything is written; its Debug output shows no private value.
-pub enum NewKey {
-    Ca { cert_pem: String, key_pem: String },
-    ServiceAccount { key_pem: String, public_pem: String },
-    Encryption(EncryptionKey),
-}
-
-impl std::fmt::Debug for NewKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            NewKey::Ca { .. } => "NewKey::Ca(<redacted>)",
-            NewKey::ServiceAccount { .. } => "NewKey::ServiceAccount(<redacted>)",
-            NewKey::Encryption(_) => "NewKey::Encryption(<redacted>)",
-        })
-    }
-}
-
-/// Makes a fresh key for keyset `name` of `cluster`, and its item (state `next`).
-pub fn generate(cluster: &str, name: KeysetName) -> Result<(NewKey, KeysetItem), PkiError> {
-    let now = OffsetDateTime::now_utc();
-    let item = |id: String, expires: Option<String>| KeysetItem {
-        id,
-        created: Some(rfc3339(now)),
-        expires,
-        state: KeyState::Next,
-        original: false,
-    };
-    Ok(match name {
-        KeysetName::KubernetesCa | KeysetName::EtcdCa => {
-            // A subject of its own (the time it was made), so the old and new CAs are never confused by name.
-            let common_name = format!("{}-{}.{cluster}", name.as_str(), now.unix_timestamp());
-            let what = match name {
-                KeysetName::EtcdCa => "etcd CA",
-                _ => "Kubernetes CA",
-            };
-            let ca = generate_ca(&common_name, what)?;
-            let (_, expires) = certificate_dates(&ca.cert_pem).unwrap_or_default();
-            let id = fingerprint(ca.cert_pem.as_bytes());
-            (
-                NewKey::Ca {
-                    cert_pem: ca.cert_pem,
-                    key_pem: ca.key_pem,
-                },
-                item(id, Some(expires)),
-            )
-        }
-        KeysetName::ServiceAccount => {
-            let pair = rcgen::KeyPair::generate().map_err(|source| PkiError::Generate {
-                what: "service-account signing key",
-                source,
-            })?;
-            let public_pem = pair.public_key_pem();
-            (
-                NewKey::ServiceAccount {
-                    key_pem: pair.serialize_pem(),
-                    public_pem: public_pem.clone(),
-                },
-                item(fingerprint(public_pem.as_bytes()), None),
-            )
-        }
-        KeysetName::EncryptionKey => {
-            let mut secret = [0u8; 32];
-            rand::rng().fill_bytes(&mut secret);
-            // The time it was made, and a random part: two keys made in one second never share a name.
-            let id = format!(
-                "key-{}-{:04x}",
-                now.unix_timestamp(),
-                rand::rng().next_u32() & 0xffff
-            );
-            (
-                NewKey::Encryption(EncryptionKey {
-                    name: id.clone(),
-                    secret: base64::engine::general_purpose::STANDARD.encode(secret),
-                }),
-                item(id, None),
-            )
-        }
     })
 }
 

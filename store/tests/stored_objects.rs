@@ -5,8 +5,8 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use ballast_state::registry::{Registry, RegistryError};
-use ballast_state::store::{StateStore, StoreOptions};
+use ballast_store::registry::{Registry, RegistryError};
+use ballast_store::store::{StateStore, StoreOptions};
 
 const CLUSTER: &str = "apiVersion: ballast.dev/v1alpha1
 kind: Cluster
@@ -203,7 +203,7 @@ async fn a_sticky_shared_directory_is_refused_and_keeps_its_mode() {
         .put(
             "c/x",
             b"x",
-            &ballast_state::store::Precondition::MustNotExist,
+            &ballast_store::store::Precondition::MustNotExist,
         )
         .await
         .expect("first write");

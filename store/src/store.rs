@@ -19,9 +19,10 @@ use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::ServerSideEncryption;
+use ballast_state::digest::sha256_hex;
 use sha2::{Digest, Sha256};
 
-use crate::limits::ReadLimit;
+use ballast_state::limits::ReadLimit;
 
 pub mod posture;
 
@@ -260,11 +261,6 @@ impl StateStore {
     }
 }
 
-/// The sha256 of `data`, hex: the file backend's version, and the node spec's hash in user-data.
-pub fn sha256_hex(data: &[u8]) -> String {
-    hex::encode(Sha256::digest(data))
-}
-
 fn conflict_reason(precondition: &Precondition) -> String {
     match precondition {
         Precondition::MustNotExist => "already exists".to_string(),
@@ -446,7 +442,15 @@ impl FileStore {
             Err(e) => return Err(Self::io(path)(e)),
         };
         let mut hasher = Sha256::new();
-        std::io::copy(&mut file, &mut hasher).map_err(Self::io(path))?;
+        // Read a piece at a time and hashed as read (sha2 0.11's hasher is no `io::Write` to copy into).
+        let mut buffer = vec![0u8; 64 * 1024];
+        loop {
+            let read = std::io::Read::read(&mut file, &mut buffer).map_err(Self::io(path))?;
+            if read == 0 {
+                break;
+            }
+            hasher.update(&buffer[..read]);
+        }
         Ok(Some(Version(hex::encode(hasher.finalize()))))
     }
 

@@ -5,8 +5,8 @@ use std::time::Duration;
 use ballast_state::generate::{generate, ClusterTemplate};
 use ballast_state::layout::ClusterPaths;
 use ballast_state::pki::ClusterSecrets;
-use ballast_state::registry::{Registry, RegistryError, Writer};
-use ballast_state::store::{Precondition, StateStore, StoreOptions};
+use ballast_store::registry::{Registry, RegistryError, Writer};
+use ballast_store::store::{Precondition, StateStore, StoreOptions};
 
 const NAME: &str = "lock.example.com";
 

@@ -7,10 +7,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use ballast_state::keyset::{KeyState, KeysetName, Stage, StageError};
-use ballast_state::keystore::{self, KeystoreError, StageReport};
 use ballast_state::layout::ClusterPaths;
 use ballast_state::pki::ClusterSecrets;
-use ballast_state::store::{Precondition, StateStore, StoreOptions};
+use ballast_store::keystore::{self, KeystoreError, StageReport};
+use ballast_store::store::{Precondition, StateStore, StoreOptions};
 
 const CLUSTER: &str = "keys.example.com";
 
@@ -62,7 +62,7 @@ async fn stage(
     id: Option<&str>,
 ) -> Result<StageReport, KeystoreError> {
     keystore::run_stage(store, CLUSTER, name, stage, id, || {
-        keystore::generate(CLUSTER, name).map_err(KeystoreError::from)
+        ballast_state::key_material::generate(CLUSTER, name).map_err(KeystoreError::from)
     })
     .await
 }

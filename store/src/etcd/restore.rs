@@ -6,12 +6,15 @@
 
 use std::time::Duration;
 
+use ballast_state::etcd::health::{health_key, REPORT_FRESHNESS};
+use ballast_state::etcd::record::{ClusterRecord, Origin};
+use ballast_state::layout::ClusterPaths;
+use ballast_state::timestamp::now_stamp;
+
 use super::backup::{fetch_verified_snapshot, BackupError};
-use super::health::{health_key, read_health, REPORT_FRESHNESS};
-use super::record::{read_record, write_record, ClusterRecord, Origin};
-use crate::layout::ClusterPaths;
+use super::health::read_health;
+use super::record::{read_record, write_record};
 use crate::store::{Precondition, StateStore};
-use crate::timestamp::now_stamp;
 
 /// Records the decision to rebuild the cluster from backup `id` (a new epoch in `etcd/cluster.json`). Refuses
 /// an unknown id, a corrupted snapshot, and a cluster that a member reported healthy in the last

@@ -12,15 +12,15 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use crate::defaults::complete;
-use crate::document::{parse_objects, to_yaml_documents, SpecObject};
-use crate::error::{FieldError, SpecErrors};
-use crate::layout::{ClusterPaths, InvalidClusterName, CLUSTER_SPEC_SUFFIX};
-use crate::pki::{ClusterSecrets, PkiError};
-use crate::spec::{Cluster, ClusterConfig, InstanceGroup};
 use crate::store::{Precondition, StateStore, StoreError, Version};
-use crate::timestamp::unix_rfc3339;
-use crate::validate::validate;
+use ballast_state::defaults::complete;
+use ballast_state::document::{parse_objects, to_yaml_documents, SpecObject};
+use ballast_state::error::{FieldError, SpecErrors};
+use ballast_state::layout::{ClusterPaths, InvalidClusterName, CLUSTER_SPEC_SUFFIX};
+use ballast_state::pki::{ClusterSecrets, PkiError};
+use ballast_state::spec::{Cluster, ClusterConfig, InstanceGroup};
+use ballast_state::timestamp::unix_rfc3339;
+use ballast_state::validate::validate;
 
 /// How long a writer's lock holds before another writer may take it over. Writes take seconds; this only
 /// matters when a writer died holding the lock.
@@ -698,12 +698,12 @@ pub fn check_version_change(
     let (Some(old), Some(new)) = (old, new) else {
         return Ok(());
     };
-    match crate::rolling_update::version_change_problem(&old, &new) {
+    match ballast_state::rolling_update::version_change_problem(&old, &new) {
         None => Ok(()),
         Some(problem) => Err(RegistryError::Invalid(SpecErrors::new(
             &format!("cluster {:?}", changed.name()),
             vec![FieldError::new(
-                &format!("{}/{}", crate::spec::KIND_CLUSTER, changed.name()),
+                &format!("{}/{}", ballast_state::spec::KIND_CLUSTER, changed.name()),
                 "spec.kubernetesVersion",
                 problem,
             )],
@@ -773,7 +773,7 @@ fn lock_stamp(unix: &i64) -> String {
 }
 
 fn lock_waited(secs: &u64) -> String {
-    crate::duration::human_duration(std::time::Duration::from_secs(*secs))
+    ballast_state::duration::human_duration(std::time::Duration::from_secs(*secs))
 }
 
 fn corrupt(key: &str, message: String) -> RegistryError {
