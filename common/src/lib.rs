@@ -10,6 +10,7 @@
 
 pub mod durable;
 pub mod retry;
+pub mod table;
 
 /// An error with its whole chain of causes, `top: cause: cause`, for messages: hyper's and the AWS SDK's errors say
 /// little at the top ("dispatch failure", "service error"). A cause whose text the line already ends with is not

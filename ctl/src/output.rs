@@ -4,31 +4,8 @@ use serde::Serialize;
 
 use crate::error::{json_error, yaml_error, CommandError};
 
-/// Left-aligned columns separated by three spaces, like kops and kubectl.
-pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            if i < widths.len() {
-                widths[i] = widths[i].max(cell.len());
-            }
-        }
-    }
-    let mut out = String::new();
-    let header_row: Vec<String> = header.iter().map(|h| h.to_string()).collect();
-    for row in std::iter::once(&header_row).chain(rows) {
-        let last = row.len().saturating_sub(1);
-        for (i, cell) in row.iter().enumerate() {
-            if i == last {
-                out.push_str(cell);
-            } else {
-                out.push_str(&format!("{cell:<width$}   ", width = widths[i]));
-            }
-        }
-        out.push('\n');
-    }
-    out
-}
+/// Left-aligned columns separated by three spaces, like kops and kubectl: the workspace's one table writer.
+pub use ballast_common::table::table;
 
 /// YAML documents separated by `---`.
 pub fn yaml_documents<T: Serialize>(objects: &[T]) -> Result<String, CommandError> {

@@ -19,6 +19,7 @@ use ballast::cloud::plan::Kind;
 use ballast_state::defaults::complete;
 use ballast_state::document::{config_from_objects, parse_objects};
 use ballast_state::spec::{ClusterConfig, Role};
+use ballast_testutil::{blessing, check};
 
 const STATE: &str = "s3://state/clusters";
 
@@ -46,16 +47,13 @@ fn load(case: &Path) -> (ClusterConfig, ClusterModel) {
     (completed, model)
 }
 
-fn blessing() -> bool {
-    std::env::var_os("BALLAST_BLESS").is_some()
-}
-
 #[tokio::test]
 async fn plans_match_their_golden_files() {
     let mut failures = Vec::new();
     for case in cases() {
         let (completed, model) = load(&case);
         let actual_path = case.join("actual.yaml");
+        // A new case's starting state is written once, when blessing; an existing one is kept (it is input).
         if blessing() && !actual_path.exists() {
             let applied = applied_state(&model, &completed).await;
             let yaml = yaml_serde::to_string(&applied).expect("serialize actual state");
@@ -68,22 +66,8 @@ async fn plans_match_their_golden_files() {
             Ok(plan) => plan.to_string(),
             Err(e) => format!("error: {e}\n"),
         };
-        let expected_path = case.join("plan.txt");
-        if blessing() {
-            std::fs::write(&expected_path, &got).expect("write plan.txt");
-            continue;
-        }
-        let expected = std::fs::read_to_string(&expected_path).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e} (run with BALLAST_BLESS=1 to create it)",
-                expected_path.display()
-            )
-        });
-        if expected != got {
-            failures.push(format!(
-                "{} differs:\n--- expected\n{expected}\n--- actual\n{got}",
-                expected_path.display()
-            ));
+        if let Err(e) = check(&case.join("plan.txt"), &got) {
+            failures.push(e.to_string());
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use ballast_state::components::{ComponentManifest, ImageDigest, Release};
 use ballast_state::node::NodeSpec;
 use ballast_state::spec::Networking;
+use ballast_testutil::assert_golden;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
@@ -88,24 +89,13 @@ fn summary(set: &AddonSet) -> String {
     out
 }
 
-fn golden(path: &Path, actual: &str) {
-    if std::env::var_os("BALLAST_BLESS").is_some() {
-        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
-        std::fs::write(path, actual).expect("bless");
-        return;
-    }
-    let expected = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e} (BALLAST_BLESS=1 writes it)", path.display()));
-    assert_eq!(actual, expected, "{} differs", path.display());
-}
-
 #[test]
 fn each_networking_choice_renders_its_golden_addon_set() {
     for (networking, name) in CHOICES {
         let set = render(networking, name);
         let dir = data().join("addons").join(name);
-        golden(&dir.join("objects.yaml"), &objects_yaml(&set));
-        golden(&dir.join("summary.txt"), &summary(&set));
+        assert_golden(&dir.join("objects.yaml"), objects_yaml(&set));
+        assert_golden(&dir.join("summary.txt"), summary(&set));
     }
 }
 

@@ -159,34 +159,24 @@ fn read_tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 
 #[test]
 fn rendered_trees_equal_the_golden_files() {
-    let bless = std::env::var("BALLAST_BLESS").is_ok_and(|v| v == "1");
+    let bless = ballast_testutil::blessing();
     let mut failures = Vec::new();
     for case in CASES {
         let dir = data().join(case);
         let want = golden_tree(&render_case(case));
         if bless {
+            // Blessing rewrites the tree whole, so a file no longer rendered goes with it.
             let _ = std::fs::remove_dir_all(dir.join("expected"));
-            for (rel, bytes) in &want {
-                let path = dir.join(rel);
-                std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-                std::fs::write(&path, bytes).expect("write golden");
+        }
+        for (rel, bytes) in &want {
+            if let Err(e) = ballast_testutil::check(&dir.join(rel), bytes) {
+                failures.push(format!("{case}: {e}"));
             }
+        }
+        if bless {
             continue;
         }
         let have = read_tree(&dir);
-        for (rel, bytes) in &want {
-            match have.get(rel) {
-                None => failures.push(format!(
-                    "{case}: {rel} is rendered but not in the golden files"
-                )),
-                Some(golden) if golden != bytes => failures.push(format!(
-                    "{case}: {rel} differs\n--- golden\n{}\n--- rendered\n{}",
-                    String::from_utf8_lossy(golden),
-                    String::from_utf8_lossy(bytes)
-                )),
-                Some(_) => {}
-            }
-        }
         for rel in have.keys().filter(|k| !want.contains_key(*k)) {
             failures.push(format!(
                 "{case}: {rel} is in the golden files but no longer rendered"
@@ -428,7 +418,6 @@ fn rotation_node_specs_follow_the_keysets_at_each_stage() {
         ),
     ]
     .map(|(name, old, new)| (Keyset::new(name, item(old, true)), new));
-    let bless = std::env::var("BALLAST_BLESS").is_ok_and(|v| v == "1");
     let mut failures = Vec::new();
     for (case, stages) in [
         ("control-plane-rotation-add", &[Stage::Add][..]),
@@ -466,14 +455,8 @@ fn rotation_node_specs_follow_the_keysets_at_each_stage() {
             )
             .expect("renders");
             let path = data().join(case).join("spec.yaml");
-            if bless {
-                std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-                std::fs::write(&path, &spec.yaml).expect("write spec");
-            } else if std::fs::read_to_string(&path).ok().as_deref() != Some(spec.yaml.as_str()) {
-                failures.push(format!(
-                    "{case}: spec.yaml differs; rendered:\n{}",
-                    spec.yaml
-                ));
+            if let Err(e) = ballast_testutil::check(&path, &spec.yaml) {
+                failures.push(format!("{case}: {e}"));
             }
         }
     }

@@ -7,7 +7,6 @@
 //! for at least [`MIN_REMAINING_DAYS`] more days (the certificates it issues are valid for up to 30 days, and a
 //! rotation takes three rolls). Errors never show any part of the key.
 
-use base64::Engine as _;
 use rcgen::PublicKeyData as _;
 
 use crate::key_material::fingerprint;
@@ -216,16 +215,13 @@ pub fn check_ca(
     })
 }
 
-/// DER as a PEM certificate, 64 characters a line.
+/// DER as a PEM certificate, 64 characters a line, `\n` line endings (the `pem` crate rcgen already builds; its
+/// default is `\r\n`, and the certificate's id is the hash of this text).
 fn pem_certificate(der: &[u8]) -> String {
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
-    for line in b64.as_bytes().chunks(64) {
-        pem.push_str(&String::from_utf8_lossy(line));
-        pem.push('\n');
-    }
-    pem.push_str("-----END CERTIFICATE-----\n");
-    pem
+    pem::encode_config(
+        &pem::Pem::new("CERTIFICATE", der),
+        pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF),
+    )
 }
 
 #[cfg(test)]

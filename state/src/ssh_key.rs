@@ -3,9 +3,11 @@
 //! Accepted: one OpenSSH public-key line (`TYPE BASE64 [COMMENT]`, as in `~/.ssh/id_ed25519.pub`) of type
 //! `ssh-ed25519`, `ecdsa-sha2-nistp256|384|521` or `ssh-rsa` (at least 2048 bits), whose base64 decodes to a key
 //! blob of that same type and shape. A private key given by mistake is refused without a word of its content.
+//!
+//! The line's fields and the policy (types, sizes, no options, one key) are checked here; the key blob is decoded
+//! by the `ssh-key` crate.
 
 use base64::Engine;
-use sha2::{Digest, Sha256};
 
 /// The largest file read as a public key: an RSA key of 16384 bits is about 2.8 KiB.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024;
@@ -33,6 +35,7 @@ pub struct SshPublicKey {
     blob: Vec<u8>,
     comment: Option<String>,
     bits: usize,
+    fingerprint: String,
 }
 
 /// Why a file is not an SSH public key Ballast accepts. The messages never quote the file's content.
@@ -119,12 +122,13 @@ impl SshPublicKey {
         let blob = base64::engine::general_purpose::STANDARD
             .decode(encoded)
             .map_err(|e| SshKeyError::Base64(e.to_string()))?;
-        let bits = check_blob(key_type, &blob)?;
+        let (bits, fingerprint) = check_blob(key_type, &blob)?;
         Ok(SshPublicKey {
             key_type: key_type.to_string(),
             blob,
             comment,
             bits,
+            fingerprint,
         })
     }
 
@@ -139,11 +143,7 @@ impl SshPublicKey {
 
     /// `SHA256:<base64 of the blob's sha256, unpadded>`, as `ssh-keygen -l` prints it.
     pub fn fingerprint(&self) -> String {
-        let digest = Sha256::digest(&self.blob);
-        format!(
-            "SHA256:{}",
-            base64::engine::general_purpose::STANDARD_NO_PAD.encode(digest)
-        )
+        self.fingerprint.clone()
     }
 
     /// Whether `other` is the same key (comments aside).
@@ -188,55 +188,43 @@ fn looks_private(text: &str) -> bool {
         || text.contains("SSH2 ENCRYPTED PRIVATE KEY")
 }
 
-/// A reader of the SSH wire format's length-prefixed strings.
-struct Wire<'a> {
-    rest: &'a [u8],
-}
+/// Decodes the blob with the `ssh-key` crate (length prefixes, the Ed25519 key's 32 bytes, the ECDSA curve name
+/// and a point of its size, RSA's two integers, nothing after the key), then holds it to what Ballast accepts: the
+/// line's type, an uncompressed ECDSA point (what OpenSSH writes), an odd RSA exponent above 1, an RSA modulus of
+/// [`MIN_RSA_BITS`] to [`MAX_RSA_BITS`]. Returns the key's size in bits and its `SHA256:` fingerprint.
+fn check_blob(key_type: &str, blob: &[u8]) -> Result<(usize, String), SshKeyError> {
+    use ssh_key::public::KeyData;
+    use ssh_key::EcdsaCurve;
 
-impl<'a> Wire<'a> {
-    fn string(&mut self) -> Option<&'a [u8]> {
-        let (len, rest) = self.rest.split_first_chunk::<4>()?;
-        let len = u32::from_be_bytes(*len) as usize;
-        if rest.len() < len {
-            return None;
-        }
-        let (value, rest) = rest.split_at(len);
-        self.rest = rest;
-        Some(value)
-    }
-}
-
-/// Checks the blob's inner type and shape; returns the key's size in bits.
-fn check_blob(key_type: &str, blob: &[u8]) -> Result<usize, SshKeyError> {
-    let damaged = |problem: &str| SshKeyError::Blob {
+    let damaged = |problem: String| SshKeyError::Blob {
         key_type: key_type.to_string(),
-        problem: problem.to_string(),
+        problem,
     };
-    let mut wire = Wire { rest: blob };
-    let inner = wire
-        .string()
-        .ok_or_else(|| damaged("it is too short to hold its type"))?;
-    if inner != key_type.as_bytes() {
+    let key = ssh_key::PublicKey::from_bytes(blob)
+        .map_err(|e| damaged(format!("it does not decode as an SSH public key ({e})")))?;
+    let inner = key.algorithm();
+    if inner.as_str() != key_type {
         return Err(SshKeyError::TypeMismatch {
             outer: key_type.to_string(),
-            inner: String::from_utf8_lossy(inner).chars().take(40).collect(),
+            inner: inner.as_str().chars().take(40).collect(),
         });
     }
-    let bits = match key_type {
-        "ssh-ed25519" => {
-            let key = wire.string().ok_or_else(|| damaged("no public key"))?;
-            if key.len() != 32 {
-                return Err(damaged("an Ed25519 public key is 32 bytes"));
+    let bits = match key.key_data() {
+        KeyData::Ed25519(_) => 256,
+        KeyData::Rsa(rsa) => {
+            let e = rsa
+                .e
+                .as_positive_bytes()
+                .ok_or_else(|| damaged("the exponent is negative".to_string()))?;
+            if mpint_bits(e) < 2 || e.last().is_none_or(|b| b % 2 == 0) {
+                return Err(damaged(
+                    "the exponent is not an odd number above 1".to_string(),
+                ));
             }
-            256
-        }
-        "ssh-rsa" => {
-            let e = wire.string().ok_or_else(|| damaged("no exponent"))?;
-            let n = wire.string().ok_or_else(|| damaged("no modulus"))?;
-            let e_bits = mpint_bits(e);
-            if e_bits < 2 || e.last().is_none_or(|b| b % 2 == 0) {
-                return Err(damaged("the exponent is not an odd number above 1"));
-            }
+            let n = rsa
+                .n
+                .as_positive_bytes()
+                .ok_or_else(|| damaged("the modulus is negative".to_string()))?;
             let bits = mpint_bits(n);
             if bits < MIN_RSA_BITS {
                 return Err(SshKeyError::RsaTooShort(bits));
@@ -246,32 +234,32 @@ fn check_blob(key_type: &str, blob: &[u8]) -> Result<usize, SshKeyError> {
             }
             bits
         }
-        ecdsa => {
-            let (curve, bits, point_len) = match ecdsa {
-                "ecdsa-sha2-nistp256" => ("nistp256", 256, 65),
-                "ecdsa-sha2-nistp384" => ("nistp384", 384, 97),
-                _ => ("nistp521", 521, 133),
+        KeyData::Ecdsa(ecdsa) => {
+            let (curve, bits) = match ecdsa.curve() {
+                EcdsaCurve::NistP256 => ("nistp256", 256),
+                EcdsaCurve::NistP384 => ("nistp384", 384),
+                EcdsaCurve::NistP521 => ("nistp521", 521),
             };
-            let named = wire.string().ok_or_else(|| damaged("no curve name"))?;
-            if named != curve.as_bytes() {
-                return Err(damaged(&format!("its curve is not {curve}")));
-            }
-            let point = wire.string().ok_or_else(|| damaged("no public point"))?;
-            if point.len() != point_len || point.first() != Some(&4) {
-                return Err(damaged(&format!(
-                    "a {curve} public point is {point_len} bytes, uncompressed"
+            // SEC1 also allows a compressed point and the identity; OpenSSH writes neither.
+            if ecdsa.as_sec1_bytes().first() != Some(&4) {
+                return Err(damaged(format!(
+                    "a {curve} public point is uncompressed (SEC1 tag 4)"
                 )));
             }
             bits
         }
+        // The line's type is one of TYPES and the blob's equals it, so no other kind of key arrives here.
+        _ => {
+            return Err(SshKeyError::Malformed(
+                "the first field is not a key type Ballast accepts".to_string(),
+            ))
+        }
     };
-    if !wire.rest.is_empty() {
-        return Err(damaged("bytes follow the key"));
-    }
-    Ok(bits)
+    let fingerprint = key.fingerprint(ssh_key::HashAlg::Sha256).to_string();
+    Ok((bits, fingerprint))
 }
 
-/// The bit length of an SSH mpint (big-endian, a leading zero byte for a positive number's high bit).
+/// The bit length of a positive big-endian integer (leading zero bytes aside).
 fn mpint_bits(bytes: &[u8]) -> usize {
     let digits: &[u8] = match bytes.iter().position(|b| *b != 0) {
         Some(first) => &bytes[first..],

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use ballast_state::defaults::complete;
 use ballast_state::document::{config_from_objects, parse_objects, to_yaml_documents, SpecObject};
 use ballast_state::validate::validate;
+use ballast_testutil::check;
 
 fn data_dir(kind: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -25,28 +26,6 @@ fn inputs(kind: &str) -> Vec<PathBuf> {
     files.sort();
     assert!(!files.is_empty(), "no inputs in {kind}");
     files
-}
-
-/// Compares `actual` with the golden file, or rewrites it when blessing.
-fn golden(path: &Path, actual: &str) -> Result<(), String> {
-    if std::env::var_os("BALLAST_BLESS").is_some() {
-        std::fs::write(path, actual).expect("write golden file");
-        return Ok(());
-    }
-    let expected = std::fs::read_to_string(path).map_err(|e| {
-        format!(
-            "{}: {e} (run with BALLAST_BLESS=1 to create it)",
-            path.display()
-        )
-    })?;
-    if expected == actual {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} differs:\n--- expected\n{expected}\n--- actual\n{actual}",
-            path.display()
-        ))
-    }
 }
 
 /// All the errors of a file, one per line, as an operator sees them.
@@ -81,8 +60,8 @@ fn bad_specs_fail_with_every_error_named() {
             continue;
         }
         let rendered = errors.join("\n") + "\n";
-        if let Err(e) = golden(&input.with_extension("errors"), &rendered) {
-            failures.push(e);
+        if let Err(e) = check(&input.with_extension("errors"), &rendered) {
+            failures.push(e.to_string());
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
@@ -115,8 +94,8 @@ fn good_specs_complete_to_their_golden_files() {
         );
         let rendered = to_yaml_documents(&objects).expect("render");
         let golden_path = input.with_extension("completed.yaml");
-        if let Err(e) = golden(&golden_path, &rendered) {
-            failures.push(e);
+        if let Err(e) = check(&golden_path, &rendered) {
+            failures.push(e.to_string());
         }
         // Completion is idempotent, and the completed spec reads back as itself.
         let again = parse_objects("completed", &rendered).expect("completed spec parses");

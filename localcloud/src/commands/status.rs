@@ -74,38 +74,56 @@ fn print_table(state: &StateDir, cloud: Option<&CloudRecord>, instances: &[Insta
         println!("no instances");
         return;
     }
-    println!(
-        "{:<21} {:<11} {:<15} {:<11} {:<28} {:<18} {:<8} {:<6} PROCESSES",
-        "INSTANCE", "STATE", "PRIVATE-IP", "AZ", "IMDS", "ASG", "NODEUP", ""
-    );
-    for i in instances {
-        println!(
-            "{:<21} {:<11} {:<15} {:<11} {:<28} {:<18} {:<8} {:<6} {}",
-            i.record.instance_id,
-            i.record.state,
-            i.record.private_ip,
-            i.record.availability_zone,
-            i.record.imds_endpoint,
-            i.record.autoscaling_group.as_deref().unwrap_or("-"),
-            i.record
-                .nodeup
-                .map(|p| p.pid.to_string())
-                .unwrap_or_else(|| "-".into()),
-            alive(i.nodeup_alive),
-            if i.processes.is_empty() {
+    let rows: Vec<Vec<String>> = instances
+        .iter()
+        .map(|i| {
+            vec![
+                i.record.instance_id.clone(),
+                i.record.state.clone(),
+                i.record.private_ip.clone(),
+                i.record.availability_zone.clone(),
+                i.record.imds_endpoint.clone(),
                 i.record
-                    .nodeup_exit
+                    .autoscaling_group
                     .clone()
-                    .unwrap_or_else(|| "none".into())
-            } else {
-                i.processes
-                    .iter()
-                    .map(u32::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",")
-            },
-        );
-    }
+                    .unwrap_or_else(|| "-".into()),
+                i.record
+                    .nodeup
+                    .map(|p| p.pid.to_string())
+                    .unwrap_or_else(|| "-".into()),
+                alive(i.nodeup_alive).to_string(),
+                if i.processes.is_empty() {
+                    i.record
+                        .nodeup_exit
+                        .clone()
+                        .unwrap_or_else(|| "none".into())
+                } else {
+                    i.processes
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                },
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        ballast_common::table::table(
+            &[
+                "INSTANCE",
+                "STATE",
+                "PRIVATE-IP",
+                "AZ",
+                "IMDS",
+                "ASG",
+                "NODEUP",
+                "",
+                "PROCESSES"
+            ],
+            &rows
+        )
+    );
 }
 
 fn alive(yes: bool) -> &'static str {

@@ -133,7 +133,7 @@ fn bad_inputs_are_refused_with_what_to_do() {
             format!("ssh-ed25519 {}", &ed_b64[..40]),
             SshKeyError::Blob {
                 key_type: "ssh-ed25519".into(),
-                problem: "no public key".into(),
+                problem: "it does not decode as an SSH public key (length invalid)".into(),
             },
         ),
         (
@@ -145,6 +145,53 @@ fn bad_inputs_are_refused_with_what_to_do() {
     for (what, text, want) in cases {
         assert_eq!(SshPublicKey::parse(&text), Err(want), "{what}");
     }
+}
+
+/// Blobs that are base64 but not a key OpenSSH would write: the `ssh-key` crate's decoding and our own checks
+/// on top of it both refuse them.
+#[test]
+fn damaged_blobs_are_refused() {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let blob_of = |file: &str| {
+        let text = fixture(file);
+        b64.decode(text.split_whitespace().nth(1).expect("b64"))
+            .expect("fixture base64")
+    };
+    let line = |key_type: &str, blob: &[u8]| format!("{key_type} {}", b64.encode(blob));
+    let problem = |text: &str| match SshPublicKey::parse(text) {
+        Err(SshKeyError::Blob { problem, .. }) => problem,
+        other => panic!("{text}: {other:?}"),
+    };
+
+    let mut trailing = blob_of("ed25519.pub");
+    trailing.extend_from_slice(&[0, 0, 0, 1, b'x']);
+    assert!(
+        problem(&line("ssh-ed25519", &trailing)).contains("does not decode"),
+        "bytes after the key"
+    );
+
+    // The nistp256 point compressed (tag 2 or 3, 33 bytes): SEC1 allows it, OpenSSH never writes it.
+    let blob = blob_of("ecdsa256.pub");
+    let point_at = blob.len() - 65;
+    let mut compressed = blob[..point_at - 4].to_vec();
+    compressed.extend_from_slice(&33u32.to_be_bytes());
+    compressed.push(2 + (blob[blob.len() - 1] & 1));
+    compressed.extend_from_slice(&blob[point_at + 1..point_at + 33]);
+    assert_eq!(
+        problem(&line("ecdsa-sha2-nistp256", &compressed)),
+        "a nistp256 public point is uncompressed (SEC1 tag 4)"
+    );
+
+    // An RSA key whose exponent is even.
+    let mut even = blob_of("rsa2048.pub");
+    let e_at = 4 + "ssh-rsa".len() + 4;
+    let e_len = u32::from_be_bytes(even[e_at - 4..e_at].try_into().expect("4 bytes")) as usize;
+    even[e_at + e_len - 1] &= 0xfe;
+    assert_eq!(
+        problem(&line("ssh-rsa", &even)),
+        "the exponent is not an odd number above 1"
+    );
 }
 
 #[test]

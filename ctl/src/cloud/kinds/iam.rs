@@ -298,26 +298,13 @@ fn parse_policy(document: &str) -> serde_json::Value {
     serde_json::from_str(document).unwrap_or(serde_json::Value::String(document.to_string()))
 }
 
-/// IAM returns policy documents URL-encoded.
+/// IAM returns policy documents URL-encoded (RFC 3986). A `%` not followed by two hex digits is kept as it is,
+/// and bytes that decode to no UTF-8 become U+FFFD: such a document then differs from the one wanted and is
+/// rewritten, which is the right outcome for a document IAM should never hold.
 fn percent_decode(text: &str) -> String {
-    if !text.contains('%') {
-        return text.to_string();
-    }
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(byte) = u8::from_str_radix(&text[i + 1..i + 3], 16) {
-                out.push(byte);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).to_string()
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// Deletes an instance profile (`delete cluster`): its roles removed from it first.
@@ -409,5 +396,46 @@ mod tests {
         let encoded = "%7B%22Version%22%3A%222012-10-17%22%2C%20%22Statement%22%3A%5B%7B%22Effect%22%3A%22Allow%22%2C%22Action%22%3A%22s3%3AGetObject%22%2C%22Resource%22%3A%22%2A%22%7D%5D%7D";
         assert_eq!(parse_policy(&percent_decode(encoded)), parse_policy(plain));
         assert_eq!(parse_policy(&percent_decode(plain)), parse_policy(plain));
+    }
+
+    #[test]
+    fn stray_percents_and_multi_byte_characters_are_kept() {
+        // The hand-written reader sliced `&text[i+1..i+3]` and panicked on a multi-byte character after `%`.
+        assert_eq!(percent_decode("%é1"), "%é1");
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%4"), "%4");
+        assert_eq!(percent_decode("%zz%41"), "%zzA");
+        assert_eq!(percent_decode("caf%C3%A9 %E2%82%AC"), "café €");
+        // Bytes that are no UTF-8 are replaced, never a panic.
+        assert_eq!(percent_decode("%FF"), "\u{FFFD}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_policy_text_never_panics_the_reader(text in "\\PC*") {
+            let decoded = percent_decode(&text);
+            let _ = parse_policy(&decoded);
+            // `%XX` (3 bytes) becomes 1 byte, or 3 with its replacement character: never longer.
+            proptest::prop_assert!(decoded.len() <= text.len());
+            if !text.contains('%') {
+                proptest::prop_assert_eq!(decoded, text);
+            }
+        }
+
+        #[test]
+        fn percents_before_any_character_never_panic(
+            text in "([%é€😀aF0-9{}\"]|%[0-9a-fA-F]{0,2}){0,40}"
+        ) {
+            let decoded = percent_decode(&text);
+            let _ = parse_policy(&decoded);
+            proptest::prop_assert!(decoded.len() <= text.len());
+        }
+
+        #[test]
+        fn encoding_then_decoding_gives_the_text_back(text in "\\PC*") {
+            let encoded =
+                percent_encoding::utf8_percent_encode(&text, percent_encoding::NON_ALPHANUMERIC).to_string();
+            proptest::prop_assert_eq!(percent_decode(&encoded), text);
+        }
     }
 }
