@@ -667,7 +667,7 @@ impl Verifier {
             let refused = Refused::NotConfirmed(format!("STS answered {status} {code}"));
             // Throttling (a 400 `Throttling` from STS, or a 429) and STS's own failures say "not now", not "no"
             // (issue 28, medium 5): the worker retries them.
-            return Err(if sts_error_is_retryable(status.as_u16(), code) {
+            return Err(if sts_error_is_retryable(status.as_u16(), &code) {
                 Failure::Unavailable(refused.to_string())
             } else {
                 Failure::Refused(refused)

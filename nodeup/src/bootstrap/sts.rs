@@ -97,26 +97,52 @@ pub struct CallerIdentity {
 #[error("STS's answer has no {0} (not a GetCallerIdentity result)")]
 pub struct BadStsAnswer(pub &'static str);
 
-/// Reads `<Arn>` and `<Account>` of a GetCallerIdentity response (STS answers XML; these two elements appear
-/// once, and ARNs and account ids contain nothing XML escapes).
+/// `<GetCallerIdentityResponse>`, as STS answers it (elements read by their local names, so a namespace prefix or
+/// the default `xmlns` changes nothing; elements it does not know are skipped).
+#[derive(Debug, serde::Deserialize)]
+struct GetCallerIdentityResponse {
+    #[serde(rename = "GetCallerIdentityResult")]
+    result: Option<GetCallerIdentityResult>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct GetCallerIdentityResult {
+    #[serde(rename = "Arn")]
+    arn: Option<String>,
+    #[serde(rename = "Account")]
+    account: Option<String>,
+}
+
+/// `<ErrorResponse><Error><Code>`: an AWS query API's error body.
+#[derive(Debug, serde::Deserialize)]
+struct ErrorResponse {
+    #[serde(rename = "Error")]
+    error: Option<ErrorBody>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct ErrorBody {
+    #[serde(rename = "Code")]
+    code: Option<String>,
+}
+
+/// Reads `<Arn>` and `<Account>` of a GetCallerIdentity response with an XML parser (entities decoded); an answer
+/// that is no XML, or lacks either value, is refused naming the first thing missing.
 pub fn parse_caller_identity(xml: &str) -> Result<CallerIdentity, BadStsAnswer> {
-    let element = |name: &'static str| {
-        let open = format!("<{name}>");
-        let close = format!("</{name}>");
-        let start = xml.find(&open).ok_or(BadStsAnswer(name))? + open.len();
-        let len = xml[start..].find(&close).ok_or(BadStsAnswer(name))?;
-        let value = xml[start..start + len].trim();
-        if value.is_empty() || value.contains('<') {
-            return Err(BadStsAnswer(name));
-        }
-        Ok(value.to_string())
+    let response: GetCallerIdentityResponse =
+        quick_xml::de::from_str(xml).map_err(|_| BadStsAnswer("GetCallerIdentityResult"))?;
+    let result = response
+        .result
+        .ok_or(BadStsAnswer("GetCallerIdentityResult"))?;
+    let present = |value: Option<String>, name: &'static str| {
+        value
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .ok_or(BadStsAnswer(name))
     };
-    if !xml.contains("<GetCallerIdentityResult>") {
-        return Err(BadStsAnswer("GetCallerIdentityResult"));
-    }
     Ok(CallerIdentity {
-        arn: element("Arn")?,
-        account: element("Account")?,
+        arn: present(result.arn, "Arn")?,
+        account: present(result.account, "Account")?,
     })
 }
 
@@ -141,11 +167,13 @@ pub fn sts_error_is_retryable(status: u16, code: &str) -> bool {
     status >= 500 || status == 429 || STS_RETRYABLE_CODES.contains(&code)
 }
 
-/// The `<Code>` of an AWS XML error body, or "".
-pub fn error_code(xml: &str) -> &str {
-    xml.split_once("<Code>")
-        .and_then(|(_, rest)| rest.split_once("</Code>"))
-        .map(|(code, _)| code.trim())
+/// The `<Code>` of an AWS XML error body (`<ErrorResponse><Error><Code>`), or "" when the body is no such XML.
+pub fn error_code(xml: &str) -> String {
+    quick_xml::de::from_str::<ErrorResponse>(xml)
+        .ok()
+        .and_then(|r| r.error)
+        .and_then(|e| e.code)
+        .map(|code| code.trim().to_string())
         .unwrap_or_default()
 }
 
@@ -215,7 +243,7 @@ mod tests {
         let throttled = "<ErrorResponse><Error><Type>Sender</Type><Code>Throttling</Code>\
                          <Message>Rate exceeded</Message></Error></ErrorResponse>";
         assert_eq!(error_code(throttled), "Throttling");
-        assert!(sts_error_is_retryable(400, error_code(throttled)));
+        assert!(sts_error_is_retryable(400, &error_code(throttled)));
         assert!(sts_error_is_retryable(429, ""));
         assert!(sts_error_is_retryable(500, "InternalFailure"));
         assert!(sts_error_is_retryable(503, ""));
@@ -230,6 +258,33 @@ mod tests {
             assert!(!sts_error_is_retryable(400, final_code), "{final_code}");
         }
         assert_eq!(error_code("not xml"), "");
+        assert_eq!(
+            error_code("<ErrorResponse><Error></Error></ErrorResponse>"),
+            ""
+        );
+        assert_eq!(error_code(""), "");
+    }
+
+    #[test]
+    fn error_answers_are_read_with_their_namespace_and_request_id() {
+        let sts = r#"<ErrorResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">
+              <Error>
+                <Type>Sender</Type>
+                <Code>SignatureDoesNotMatch</Code>
+                <Message>The request signature we calculated does not match &amp; so on</Message>
+              </Error>
+              <RequestId>5f1e4c3a-0000-4000-8000-000000000000</RequestId>
+            </ErrorResponse>"#;
+        assert_eq!(error_code(sts), "SignatureDoesNotMatch");
+        assert_eq!(
+            parse_caller_identity(sts),
+            Err(BadStsAnswer("GetCallerIdentityResult"))
+        );
+        // A <Code> elsewhere than in <Error> is not the error's code.
+        assert_eq!(
+            error_code("<ErrorResponse><Code>Throttling</Code></ErrorResponse>"),
+            ""
+        );
     }
 
     #[test]
@@ -293,8 +348,62 @@ mod tests {
             Err(BadStsAnswer("GetCallerIdentityResult"))
         );
         assert_eq!(
-            parse_caller_identity("<GetCallerIdentityResult><Arn></Arn></GetCallerIdentityResult>"),
+            parse_caller_identity(
+                "<GetCallerIdentityResponse><GetCallerIdentityResult><Arn></Arn>\
+                 </GetCallerIdentityResult></GetCallerIdentityResponse>"
+            ),
             Err(BadStsAnswer("Arn"))
+        );
+        assert_eq!(
+            parse_caller_identity(
+                "<GetCallerIdentityResponse><GetCallerIdentityResult><Arn>arn:aws:sts::1:x</Arn>\
+                 </GetCallerIdentityResult></GetCallerIdentityResponse>"
+            ),
+            Err(BadStsAnswer("Account"))
+        );
+        for not_xml in ["", "not xml", "<GetCallerIdentityResponse>", "<a></b>"] {
+            assert_eq!(
+                parse_caller_identity(not_xml),
+                Err(BadStsAnswer("GetCallerIdentityResult")),
+                "{not_xml:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn sts_answers_are_read_whatever_their_namespace_and_with_entities_decoded() {
+        // As STS writes it: a default namespace, the metadata after the result, whitespace between elements.
+        let sts = r#"<?xml version="1.0" encoding="UTF-8"?>
+            <GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">
+              <GetCallerIdentityResult>
+                <Arn>arn:aws:sts::123456789012:assumed-role/nodes.c1/i-0abc</Arn>
+                <UserId>AROAEXAMPLE:i-0abc</UserId>
+                <Account>123456789012</Account>
+              </GetCallerIdentityResult>
+              <ResponseMetadata><RequestId>01234567-89ab-4def-8123-456789abcdef</RequestId></ResponseMetadata>
+            </GetCallerIdentityResponse>"#;
+        let expected = CallerIdentity {
+            arn: "arn:aws:sts::123456789012:assumed-role/nodes.c1/i-0abc".into(),
+            account: "123456789012".into(),
+        };
+        assert_eq!(parse_caller_identity(sts), Ok(expected.clone()));
+        // The same with a namespace prefix on every element.
+        let prefixed = r#"<sts:GetCallerIdentityResponse xmlns:sts="https://sts.amazonaws.com/doc/2011-06-15/">
+            <sts:GetCallerIdentityResult>
+              <sts:Arn>arn:aws:sts::123456789012:assumed-role/nodes.c1/i-0abc</sts:Arn>
+              <sts:Account>123456789012</sts:Account>
+            </sts:GetCallerIdentityResult></sts:GetCallerIdentityResponse>"#;
+        assert_eq!(parse_caller_identity(prefixed), Ok(expected));
+        // Entities and character references are decoded, as any XML reader must.
+        let escaped = "<GetCallerIdentityResponse><GetCallerIdentityResult>\
+            <Arn>arn:aws:sts::123456789012:assumed-role/a&amp;b/i-&#x30;abc</Arn>\
+            <Account>&#49;23456789012</Account></GetCallerIdentityResult></GetCallerIdentityResponse>";
+        assert_eq!(
+            parse_caller_identity(escaped),
+            Ok(CallerIdentity {
+                arn: "arn:aws:sts::123456789012:assumed-role/a&b/i-0abc".into(),
+                account: "123456789012".into(),
+            })
         );
     }
 
