@@ -9,6 +9,7 @@ mod commands;
 mod error;
 pub mod kubeconfig;
 mod output;
+pub mod progress;
 pub mod roll;
 
 use clap::{CommandFactory, Parser};

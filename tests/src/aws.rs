@@ -43,6 +43,20 @@ pub fn shared_emulator() -> &'static Emulator {
     })
 }
 
+/// `ballast` against the shared emulator (this process's AWS environment), with `state` as its state store and
+/// `cluster` as the cluster it acts on; the test runner's own network CIDR and KMS key are not passed on. A bound
+/// only a hang reaches: a run against a dead endpoint fails within seconds.
+pub fn ballast_cli(state: &str, cluster: &str) -> assert_cmd::Command {
+    shared_emulator();
+    let mut cmd = assert_cmd::Command::new(&crate::localcloud::binaries().ballast);
+    cmd.env("BALLAST_STATE", state)
+        .env("BALLAST_CLUSTER_NAME", cluster)
+        .env_remove("BALLAST_NETWORK_CIDR")
+        .env_remove("BALLAST_STATE_KMS_KEY")
+        .timeout(std::time::Duration::from_secs(300));
+    cmd
+}
+
 /// An S3 client against the shared emulator.
 pub async fn s3_client() -> aws_sdk_s3::Client {
     shared_emulator();

@@ -3,10 +3,13 @@
 
 pub mod aws;
 pub mod cluster_etcd;
+pub mod etcd_writer;
 pub mod front;
 pub mod image;
 pub mod leftovers;
 pub mod lifecycle;
 pub mod localcloud;
+pub mod operator;
 pub mod partition;
 pub mod reports;
+pub mod wait;

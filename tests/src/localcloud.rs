@@ -285,10 +285,9 @@ impl LocalCloud {
     /// Runs `ballast ARGS` as the operator of this cloud (its keys, endpoint and VPC CIDR; `state` as the state
     /// store): whether it succeeded, and its stdout then stderr.
     pub fn ballast(&self, state: &str, args: &[&str]) -> (bool, String) {
-        let out = Command::new(&binaries().ballast)
+        let out = crate::operator::ballast_cli(self)
             .args(args)
-            .env_clear()
-            .envs(self.operator_env(state))
+            .env("BALLAST_STATE", state)
             .env("HOME", self.dir())
             .output()
             .expect("running ballast");

@@ -6,26 +6,18 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use assert_cmd::Command;
 use ballast_e2e::leftovers::{scan, tag_map};
 use ballast_e2e::localcloud::{instance_processes, LocalCloud, Network};
+use ballast_e2e::operator::{ballast_cli, STATE};
+use ballast_e2e::wait::wait_until;
 use sha2::{Digest, Sha256};
 
-const STATE: &str = "s3://ballast-state/clusters";
 const DOOMED: &str = "doomed.example.com";
 const NEIGHBOUR: &str = "neighbour.example.com";
 const SHARED: &str = "tenant.example.com";
 const ZONES: &str = "us-west-2a,us-west-2b,us-west-2c";
-
-fn ballast(cloud: &LocalCloud) -> Command {
-    let mut cmd = Command::new(&ballast_e2e::localcloud::binaries().ballast);
-    cmd.env_clear()
-        .envs(cloud.operator_env(STATE))
-        .timeout(Duration::from_secs(600));
-    cmd
-}
 
 fn stdout_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -96,9 +88,9 @@ fn assert_unchanged_by_operator(
 /// nodes, etcd), or panics after `timeout`. The `state bucket` check judges the state bucket's settings, not the
 /// cluster, and is left out: the local cloud's bucket is not set up as a production one.
 async fn wait_valid(cloud: &LocalCloud, cluster: &str, timeout: Duration) {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let out = ballast(cloud)
+    let what = format!("{cluster}'s own checks to pass");
+    wait_until(timeout, &what, || async move {
+        let out = ballast_cli(cloud)
             .args(["validate", "cluster", cluster, "-o", "json"])
             .output()
             .expect("run validate");
@@ -116,14 +108,12 @@ async fn wait_valid(cloud: &LocalCloud, cluster: &str, timeout: Duration) {
             })
             .unwrap_or_else(|| vec![String::from_utf8_lossy(&out.stderr).into_owned()]);
         if failing.is_empty() {
-            return;
+            Ok(())
+        } else {
+            Err(failing)
         }
-        assert!(
-            Instant::now() < deadline,
-            "{cluster} is not valid after {timeout:?}: {failing:#?}"
-        );
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
+    })
+    .await
 }
 
 /// The ids `ballast etcd list-backups` lists for `cluster`.
@@ -149,7 +139,7 @@ fn cached_clusters(cloud: &LocalCloud) -> Vec<String> {
 }
 
 fn backup_ids(cloud: &LocalCloud, cluster: &str) -> Vec<String> {
-    let out = ballast(cloud)
+    let out = ballast_cli(cloud)
         .args(["etcd", "list-backups", cluster, "-o", "json"])
         .assert()
         .success();
@@ -194,7 +184,7 @@ async fn a_private_cluster_is_deleted_beside_another_and_a_killed_delete_complet
     let cloud = LocalCloud::start();
     cloud.prepare_for_ballast("ballast-state").await;
     let neighbour_cidr = other_network(&cloud.record.network_cidr, 70);
-    ballast(&cloud)
+    ballast_cli(&cloud)
         .args(["create", "cluster", NEIGHBOUR, "--zones", "us-west-2a"])
         .args([
             "--node-count",
@@ -205,7 +195,7 @@ async fn a_private_cluster_is_deleted_beside_another_and_a_killed_delete_complet
         ])
         .assert()
         .success();
-    ballast(&cloud)
+    ballast_cli(&cloud)
         .args([
             "create",
             "cluster",
@@ -221,7 +211,7 @@ async fn a_private_cluster_is_deleted_beside_another_and_a_killed_delete_complet
     cloud.wait_for_booted(2 + 5, Duration::from_secs(180)).await;
     // A backup to keep: etcd must be up first.
     wait_valid(&cloud, DOOMED, Duration::from_secs(300)).await;
-    ballast(&cloud)
+    ballast_cli(&cloud)
         .args(["etcd", "backup", DOOMED, "--wait", "3m"])
         .assert()
         .success();
@@ -258,7 +248,7 @@ async fn a_private_cluster_is_deleted_beside_another_and_a_killed_delete_complet
     }
 
     // --unregister is refused while the cluster owns resources: exit code, message, nothing removed.
-    let refused = ballast(&cloud)
+    let refused = ballast_cli(&cloud)
         .args(["delete", "cluster", DOOMED, "--unregister", "--yes"])
         .assert()
         .code(4);
@@ -273,7 +263,7 @@ async fn a_private_cluster_is_deleted_beside_another_and_a_killed_delete_complet
     assert_eq!(scan(&cloud.sdk_config(), DOOMED).await, doomed_before);
 
     // The preview names every kind, what is kept, and changes nothing.
-    let preview = ballast(&cloud)
+    let preview = ballast_cli(&cloud)
         .args(["delete", "cluster", DOOMED])
         .assert()
         .success();
@@ -323,7 +313,7 @@ async fn a_private_cluster_is_deleted_beside_another_and_a_killed_delete_complet
         half_way.iter().any(|r| r.starts_with("vpc ")),
         "killed too late to prove anything: {half_way:#?}"
     );
-    let done = ballast(&cloud)
+    let done = ballast_cli(&cloud)
         .args(["delete", "cluster", DOOMED, "--yes"])
         .assert()
         .success();
@@ -336,11 +326,20 @@ async fn a_private_cluster_is_deleted_beside_another_and_a_killed_delete_complet
         scan(&cloud.sdk_config(), DOOMED).await,
         Vec::<String>::new()
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !processes_of(&cloud, DOOMED).is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert_eq!(processes_of(&cloud, DOOMED), Vec::new());
+    let operator = &cloud;
+    wait_until(
+        Duration::from_secs(60),
+        "no process of the deleted cluster",
+        || async move {
+            let left = processes_of(operator, DOOMED);
+            if left.is_empty() {
+                Ok(())
+            } else {
+                Err(left)
+            }
+        },
+    )
+    .await;
 
     // Only its etcd backups stay in the store, and they still list.
     let left = store_objects(&cloud, DOOMED).await;
@@ -361,11 +360,11 @@ async fn a_private_cluster_is_deleted_beside_another_and_a_killed_delete_complet
     wait_valid(&cloud, NEIGHBOUR, Duration::from_secs(180)).await;
 
     // Deleting again: nothing to delete but the kept backups, which go with --delete-backups.
-    ballast(&cloud)
+    ballast_cli(&cloud)
         .args(["delete", "cluster", DOOMED, "--yes"])
         .assert()
         .code(5);
-    ballast(&cloud)
+    ballast_cli(&cloud)
         .args(["delete", "cluster", DOOMED, "--delete-backups", "--yes"])
         .assert()
         .success();
@@ -385,7 +384,7 @@ async fn a_cluster_in_a_shared_vpc_leaves_the_vpc_and_subnets_without_its_tag() 
         .expect("127.X.0.0/16");
     let network = Network::create(&cloud.ec2(), octet, &["us-west-2a", "us-west-2b"]).await;
     let subnets = network.subnet_ids().join(",");
-    ballast(&cloud)
+    ballast_cli(&cloud)
         .args([
             "create",
             "cluster",
@@ -411,7 +410,7 @@ async fn a_cluster_in_a_shared_vpc_leaves_the_vpc_and_subnets_without_its_tag() 
         Some("shared")
     );
 
-    let preview = ballast(&cloud)
+    let preview = ballast_cli(&cloud)
         .args(["delete", "cluster", SHARED])
         .assert()
         .success();
@@ -421,7 +420,7 @@ async fn a_cluster_in_a_shared_vpc_leaves_the_vpc_and_subnets_without_its_tag() 
         "{preview}"
     );
 
-    ballast(&cloud)
+    ballast_cli(&cloud)
         .args(["delete", "cluster", SHARED, "--delete-backups", "--yes"])
         .assert()
         .success();

@@ -9,45 +9,23 @@
 //! `restore-backup` is for lost disks, which the second scenario simulates by emptying two volumes.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use assert_cmd::Command;
 use ballast_e2e::cluster_etcd::{connect, control_plane, wait_for_settled};
+use ballast_e2e::etcd_writer::{write_until_stopped, WriterControl};
 use ballast_e2e::localcloud::{LocalCloud, Termination};
+use ballast_e2e::operator::{ballast_cli, create_ha_cluster};
+use ballast_e2e::wait::wait_until;
 use etcd_client::{Client, GetOptions};
 
 const CLUSTER: &str = "local.example.com";
-const STATE: &str = "s3://ballast-state/clusters";
 /// Generous: a settled cluster is usually back within seconds; a busy 2-core CI machine is slower.
 const SETTLE: Duration = Duration::from_secs(180);
-
-fn ballast(cloud: &LocalCloud) -> Command {
-    let mut cmd = Command::new(&ballast_e2e::localcloud::binaries().ballast);
-    cmd.env_clear()
-        .envs(cloud.operator_env(STATE))
-        .timeout(Duration::from_secs(300));
-    cmd
-}
 
 /// A cluster of three control-plane groups (one per zone) and no workers, created with `--yes`.
 async fn three_control_planes() -> LocalCloud {
     let cloud = LocalCloud::start();
-    cloud.prepare_for_ballast("ballast-state").await;
-    ballast(&cloud)
-        .args([
-            "create",
-            "cluster",
-            "--name",
-            CLUSTER,
-            "--zones",
-            "us-west-2a,us-west-2b,us-west-2c",
-            "--node-count",
-            "0",
-            "--yes",
-        ])
-        .assert()
-        .success();
+    create_ha_cluster(&cloud, CLUSTER, 0).await;
     cloud
 }
 
@@ -82,30 +60,12 @@ fn expected_keys(prefix: &str, n: usize) -> BTreeSet<String> {
     (0..n).map(|i| format!("{prefix}/{i:05}")).collect()
 }
 
-/// Writes `writer/<n>` one after the other until told to stop; returns every key whose put was acknowledged.
-/// A put that fails (the leader died, no quorum for a moment) is retried under a new key: an unacknowledged
-/// write may or may not be there, an acknowledged one must be.
-async fn continuous_writer(cloud: &LocalCloud, stop: &AtomicBool) -> (Vec<String>, usize) {
-    let mut acknowledged = Vec::new();
-    let mut failures = 0;
-    let mut c = client(cloud).await;
-    let mut n = 0u32;
-    while !stop.load(Ordering::Relaxed) {
-        let key = format!("writer/{n:06}");
-        n += 1;
-        match tokio::time::timeout(Duration::from_secs(5), c.put(key.clone(), "w", None)).await {
-            Ok(Ok(_)) => acknowledged.push(key),
-            _ => {
-                failures += 1;
-                // Reconnect over whoever is alive now.
-                if let Some(fresh) = connect(cloud).await {
-                    c = fresh;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
-    (acknowledged, failures)
+/// Writes `writer/<n>` as fast as etcd acknowledges, through whichever members are alive, until stopped.
+async fn continuous_writer(
+    cloud: &LocalCloud,
+    control: &WriterControl,
+) -> ballast_e2e::etcd_writer::WriterReport {
+    write_until_stopped(control, "writer/", Duration::ZERO, || connect(cloud)).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -152,13 +112,14 @@ async fn etcd_forms_heals_after_replacements_and_survives_losing_two_at_once() {
         };
         let started = Instant::now();
         let healed = if round == 0 {
-            let stop = AtomicBool::new(false);
-            let (report, healed) = tokio::join!(continuous_writer(&cloud, &stop), async {
-                tokio::time::sleep(Duration::from_millis(500)).await;
+            let writer = WriterControl::new();
+            let (report, healed) = tokio::join!(continuous_writer(&cloud, &writer), async {
+                // The writer under way before the termination, and writing through the healed cluster after.
+                writer.wait_for_more_writes(10, SETTLE).await;
                 cloud.terminate(std::slice::from_ref(&victim), how).await;
                 let healed = wait_for_settled_without(&cloud, std::slice::from_ref(&victim)).await;
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                stop.store(true, Ordering::Relaxed);
+                writer.wait_for_more_writes(10, SETTLE).await;
+                writer.stop();
                 healed
             });
             writer_report = Some(report);
@@ -175,18 +136,16 @@ async fn etcd_forms_heals_after_replacements_and_survives_losing_two_at_once() {
         assert!(!healed.voters.contains(&victim));
         assert_eq!(keys(&cloud, "before").await, expected_keys("before", 200));
     }
-    let (acknowledged, failures) = writer_report.expect("the writer ran");
+    let writer_report = writer_report.expect("the writer ran");
     eprintln!(
-        "continuous writer: {} writes acknowledged, {failures} failed through the termination",
-        acknowledged.len()
+        "continuous writer: {} writes acknowledged, {} failed through the termination",
+        writer_report.acknowledged.len(),
+        writer_report.failures
     );
-    assert!(acknowledged.len() > 10, "the writer hardly wrote");
-    let stored = keys(&cloud, "writer").await;
-    let lost: Vec<&String> = acknowledged
-        .iter()
-        .filter(|k| !stored.contains(*k))
-        .collect();
-    assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
+    writer_report
+        .assert_none_lost(&mut client(&cloud).await, 11)
+        .await;
+    let acknowledged = writer_report.acknowledged;
 
     // Two at once, power cut: each member's data is on its volume, so the replacements re-attach them and the same
     // cluster (same epoch, same cluster ID) comes back; nothing is forced.
@@ -232,23 +191,24 @@ async fn wait_for_settled_without(
     cloud: &LocalCloud,
     victims: &[String],
 ) -> ballast_e2e::cluster_etcd::Membership {
-    let deadline = Instant::now() + SETTLE;
-    loop {
-        let m = wait_for_settled(cloud, 3, SETTLE).await;
-        if !victims.iter().any(|v| m.voters.contains(v)) {
-            return m;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{victims:?} still members: {m:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until(
+        SETTLE,
+        &format!("three voting members, none of {victims:?}"),
+        || async move {
+            let m = wait_for_settled(cloud, 3, SETTLE).await;
+            if victims.iter().any(|v| m.voters.contains(v)) {
+                Err(m)
+            } else {
+                Ok(m)
+            }
+        },
+    )
+    .await
 }
 
 /// The ids of the cluster's backups, oldest first (`ballast etcd list-backups -o json`).
 fn backup_ids(cloud: &LocalCloud) -> Vec<String> {
-    let out = ballast(cloud)
+    let out = ballast_cli(cloud)
         .args(["etcd", "list-backups", CLUSTER, "-o", "json"])
         .assert()
         .success();
@@ -268,7 +228,7 @@ async fn losing_every_instance_heals_by_itself_and_restore_backup_recovers_lost_
     write_keys(&cloud, "kept", 100).await;
 
     // A backup on demand: the leader's supervisor takes it and `--wait` returns once it is stored.
-    ballast(&cloud)
+    ballast_cli(&cloud)
         .args(["etcd", "backup", CLUSTER, "--wait", "2m"])
         .assert()
         .success();
@@ -276,7 +236,7 @@ async fn losing_every_instance_heals_by_itself_and_restore_backup_recovers_lost_
     write_keys(&cloud, "after-backup", 10).await;
 
     // Refused: an unknown id (the available ones are named), and a restore over a healthy cluster.
-    let unknown = ballast(&cloud)
+    let unknown = ballast_cli(&cloud)
         .args([
             "etcd",
             "restore-backup",
@@ -288,7 +248,7 @@ async fn losing_every_instance_heals_by_itself_and_restore_backup_recovers_lost_
         .code(5);
     let stderr = String::from_utf8_lossy(&unknown.get_output().stderr).into_owned();
     assert!(stderr.contains(&id), "{stderr}");
-    ballast(&cloud)
+    ballast_cli(&cloud)
         .args(["etcd", "restore-backup", CLUSTER, &id, "--yes"])
         .assert()
         .code(4);
@@ -300,31 +260,26 @@ async fn losing_every_instance_heals_by_itself_and_restore_backup_recovers_lost_
         .into_iter()
         .map(|r| r.instance_id)
         .collect();
-    let stop = AtomicBool::new(false);
+    let writer = WriterControl::new();
     let started = Instant::now();
-    let ((acknowledged, failures), healed) =
-        tokio::join!(continuous_writer(&cloud, &stop), async {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            cloud.terminate(&victims, Termination::PowerCut).await;
-            let healed = wait_for_settled_without(&cloud, &victims).await;
-            // A few writes through the healed cluster too.
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            stop.store(true, Ordering::Relaxed);
-            healed
-        });
+    let (report, healed) = tokio::join!(continuous_writer(&cloud, &writer), async {
+        // The writer under way before the power cut.
+        writer.wait_for_more_writes(10, SETTLE).await;
+        cloud.terminate(&victims, Termination::PowerCut).await;
+        let healed = wait_for_settled_without(&cloud, &victims).await;
+        // A few writes through the healed cluster too.
+        writer.wait_for_more_writes(10, SETTLE).await;
+        writer.stop();
+        healed
+    });
     eprintln!(
-        "all three terminated at once: 3 voting members again after {:?}; {} writes acknowledged, {failures} failed",
+        "all three terminated at once: 3 voting members again after {:?}; {} writes acknowledged, {} failed",
         started.elapsed(),
-        acknowledged.len()
+        report.acknowledged.len(),
+        report.failures
     );
     assert_eq!(healed.cluster_id, original.cluster_id, "a new cluster");
-    assert!(!acknowledged.is_empty(), "the writer hardly wrote");
-    let stored = keys(&cloud, "writer").await;
-    let lost: Vec<&String> = acknowledged
-        .iter()
-        .filter(|k| !stored.contains(*k))
-        .collect();
-    assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
+    report.assert_none_lost(&mut client(&cloud).await, 20).await;
     assert_eq!(keys(&cloud, "kept").await, expected_keys("kept", 100));
     assert_eq!(
         keys(&cloud, "after-backup").await,
@@ -332,7 +287,7 @@ async fn losing_every_instance_heals_by_itself_and_restore_backup_recovers_lost_
     );
     let record = etcd_record(&cloud).await;
     assert_eq!(record["epoch"], 1, "no new epoch: {record}");
-    ballast(&cloud)
+    ballast_cli(&cloud)
         .args(["validate", "cluster", CLUSTER, "--wait", "2m"])
         .assert()
         .success();
@@ -364,6 +319,8 @@ async fn losing_every_instance_heals_by_itself_and_restore_backup_recovers_lost_
             (control_plane(c).len() == 3).then_some(())
         })
         .await;
+    // An observation window, not a wait for something: no condition says "will never form", so the cluster is
+    // given time in which it could wrongly form one.
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(
         ballast_e2e::cluster_etcd::settled_membership(&cloud, 3)
@@ -374,27 +331,29 @@ async fn losing_every_instance_heals_by_itself_and_restore_backup_recovers_lost_
 
     // The restore: the supervisors carry it out. (Reports of the dead members stay fresh for a while: the
     // command is retried until it is accepted, as an operator would after reading its message.)
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let out = ballast(&cloud)
-            .args(["etcd", "restore-backup", CLUSTER, &id, "--yes"])
-            .output()
-            .expect("ballast");
-        if out.status.success() {
-            break;
-        }
-        assert_eq!(
-            out.status.code(),
-            Some(4),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            Instant::now() < deadline,
-            "the restore was refused for 90 s"
-        );
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
+    let (operator, id) = (&cloud, id.as_str());
+    wait_until(
+        Duration::from_secs(90),
+        "restore-backup to be accepted",
+        || async move {
+            let out = ballast_cli(operator)
+                .args(["etcd", "restore-backup", CLUSTER, id, "--yes"])
+                .output()
+                .expect("ballast");
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            // Refused while the cluster may still be whole (4) is expected for a while; anything else is not.
+            assert!(
+                out.status.success() || out.status.code() == Some(4),
+                "{stderr}"
+            );
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(stderr)
+            }
+        },
+    )
+    .await;
     let restored = wait_for_settled(&cloud, 3, SETTLE).await;
     assert_ne!(restored.cluster_id, original.cluster_id, "a new cluster");
     assert_eq!(keys(&cloud, "kept").await, expected_keys("kept", 100));
@@ -402,7 +361,7 @@ async fn losing_every_instance_heals_by_itself_and_restore_backup_recovers_lost_
         keys(&cloud, "after-backup").await.is_empty(),
         "writes after the backup cannot be in it"
     );
-    ballast(&cloud)
+    ballast_cli(&cloud)
         .args(["validate", "cluster", CLUSTER, "--wait", "2m"])
         .assert()
         .success();
@@ -440,8 +399,7 @@ async fn scale_control_plane(cloud: &LocalCloud, n: i32) {
 
 /// The ids of the cluster's three etcd volumes once none is attached.
 async fn wait_for_detached_volumes(cloud: &LocalCloud) -> Vec<String> {
-    let deadline = Instant::now() + SETTLE;
-    loop {
+    wait_until(SETTLE, "the three etcd volumes detached", || async move {
         let out = cloud
             .ec2()
             .describe_volumes()
@@ -465,15 +423,13 @@ async fn wait_for_detached_volumes(cloud: &LocalCloud) -> Vec<String> {
                 .all(|a| a.state().map(|s| s.as_str()) == Some("detached"))
         });
         if volumes.len() == 3 && detached {
-            return volumes
+            Ok(volumes
                 .iter()
                 .filter_map(|v| v.volume_id().map(str::to_string))
-                .collect();
+                .collect())
+        } else {
+            Err(format!("{volumes:?}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "the etcd volumes stay attached: {volumes:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await
 }

@@ -4,25 +4,16 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use assert_cmd::Command;
 use ballast_e2e::localcloud::LocalCloud;
+use ballast_e2e::operator::{ballast_cli, STATE, STATE_BUCKET};
 use ballast_state::node::BootConfig;
-
-fn ballast(cloud: &LocalCloud, state: &str) -> Command {
-    let mut cmd = Command::new(&ballast_e2e::localcloud::binaries().ballast);
-    cmd.env_clear()
-        .envs(cloud.operator_env(state))
-        .timeout(Duration::from_secs(120));
-    cmd
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn create_cluster_yes_boots_every_instance_on_the_local_cloud() {
     let cloud = LocalCloud::start();
-    cloud.prepare_for_ballast("ballast-state").await;
+    cloud.prepare_for_ballast(STATE_BUCKET).await;
 
-    let state = "s3://ballast-state/clusters";
-    ballast(&cloud, state)
+    ballast_cli(&cloud)
         .args([
             "create",
             "cluster",
@@ -47,7 +38,7 @@ async fn create_cluster_yes_boots_every_instance_on_the_local_cloud() {
         let boot =
             BootConfig::from_user_data(&identity.user_data).expect("user-data is a boot config");
         assert_eq!(boot.cluster_name, "local.example.com");
-        assert_eq!(boot.state_store, state);
+        assert_eq!(boot.state_store, STATE);
         assert_eq!(
             record.autoscaling_group.as_deref(),
             Some(format!("{}.local.example.com", boot.instance_group).as_str())
@@ -79,7 +70,7 @@ async fn create_cluster_yes_boots_every_instance_on_the_local_cloud() {
     }
 
     // Nothing left to do.
-    let out = ballast(&cloud, state)
+    let out = ballast_cli(&cloud)
         .args(["update", "cluster", "local.example.com", "--stats"])
         .assert()
         .success();

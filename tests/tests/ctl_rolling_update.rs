@@ -12,28 +12,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use assert_cmd::Command;
 use ballast_e2e::cluster_etcd::{connect, control_plane, wait_for_settled, watch_quorum};
+use ballast_e2e::etcd_writer::{write_until_stopped, WriterControl};
 use ballast_e2e::localcloud::LocalCloud;
-use etcd_client::GetOptions;
+use ballast_e2e::operator::{ballast_cli_on, STATE};
+use ballast_e2e::wait::wait_until;
 use sha2::{Digest, Sha256};
 
 const CLUSTER: &str = "roll.example.com";
 const BUCKET: &str = "ballast-state";
-const STATE: &str = "s3://ballast-state/clusters";
 const OLD: &str = "1.32.8";
 const NEW: &str = "1.33.4";
 const SETTLE: Duration = Duration::from_secs(180);
 const MARKER_TAG: &str = "ballast.dev/rolling-update";
-
-fn ballast(cloud: &LocalCloud) -> Command {
-    let mut cmd = Command::new(&ballast_e2e::localcloud::binaries().ballast);
-    cmd.env_clear()
-        .envs(cloud.operator_env(STATE))
-        .env("BALLAST_CLUSTER_NAME", CLUSTER)
-        .timeout(Duration::from_secs(600));
-    cmd
-}
 
 /// A roll as a child process, to be killed.
 fn spawn_roll(cloud: &LocalCloud) -> std::process::Child {
@@ -128,7 +119,7 @@ fn replace_version(
     from: &str,
     to: &str,
 ) -> std::process::Output {
-    let stored = ballast(cloud)
+    let stored = ballast_cli_on(cloud, CLUSTER)
         .args(["get", "clusters", CLUSTER, "-o", "yaml"])
         .output()
         .expect("get clusters");
@@ -139,7 +130,7 @@ fn replace_version(
     assert!(yaml.contains(&format!("kubernetesVersion: {to}")), "{yaml}");
     let path = dir.path().join("cluster.yaml");
     std::fs::write(&path, yaml).expect("write");
-    ballast(cloud)
+    ballast_cli_on(cloud, CLUSTER)
         .args(["replace", "-f"])
         .arg(&path)
         .output()
@@ -147,7 +138,7 @@ fn replace_version(
 }
 
 fn stored_version(cloud: &LocalCloud) -> String {
-    let out = ballast(cloud)
+    let out = ballast_cli_on(cloud, CLUSTER)
         .args(["get", "clusters", CLUSTER, "-o", "yaml"])
         .output()
         .expect("get clusters");
@@ -161,9 +152,8 @@ fn stored_version(cloud: &LocalCloud) -> String {
 /// Waits until `validate cluster`'s etcd check passes (the supervisors' published health, which the roll's gate
 /// reads): the other checks fail while instances are out of date.
 async fn wait_for_published_etcd_health(cloud: &LocalCloud) {
-    let deadline = Instant::now() + SETTLE;
-    loop {
-        let out = ballast(cloud)
+    wait_until(SETTLE, "etcd's published health to pass", || async move {
+        let out = ballast_cli_on(cloud, CLUSTER)
             .args(["validate", "cluster", "-o", "json"])
             .output()
             .expect("validate");
@@ -175,39 +165,12 @@ async fn wait_for_published_etcd_health(cloud: &LocalCloud) {
             .flatten()
             .any(|c| c["name"] == "etcd" && c["ok"] == true);
         if etcd_ok {
-            return;
+            Ok(())
+        } else {
+            Err(checks)
         }
-        assert!(
-            Instant::now() < deadline,
-            "etcd's published health did not pass: {checks}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-/// Writes `roll/<n>` one after the other until told to stop; returns the acknowledged keys and the failures.
-async fn write_throughout(cloud: &LocalCloud, stop: &AtomicBool) -> (Vec<String>, usize) {
-    let mut acknowledged = Vec::new();
-    let mut failures = 0;
-    let mut client = connect(cloud).await.expect("an etcd client");
-    let mut n = 0u32;
-    while !stop.load(Ordering::Relaxed) {
-        let key = format!("roll/{n:06}");
-        n += 1;
-        match tokio::time::timeout(Duration::from_secs(5), client.put(key.clone(), "w", None)).await
-        {
-            Ok(Ok(_)) => acknowledged.push(key),
-            _ => {
-                failures += 1;
-                if let Some(fresh) = connect(cloud).await {
-                    client = fresh;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    (acknowledged, failures)
+    })
+    .await
 }
 
 /// Runs `roll` and SIGKILLs it once `reached` holds for what EC2 shows; panics if it ends first.
@@ -217,17 +180,21 @@ async fn kill_when(
     reached: impl Fn(&BTreeMap<String, (String, String, String)>) -> bool,
 ) {
     let mut child = spawn_roll(cloud);
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        if reached(&instances(cloud).await) {
-            break;
-        }
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            panic!("the roll ended ({status}) before {what}");
-        }
-        assert!(Instant::now() < deadline, "the roll did not reach {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let reached = &reached;
+    wait_until(
+        Duration::from_secs(300),
+        &format!("the roll to reach {what}"),
+        || {
+            let ended = child.try_wait().expect("try_wait");
+            async move {
+                if let Some(status) = ended {
+                    panic!("the roll ended ({status}) before {what}");
+                }
+                reached(&instances(cloud).await)
+            }
+        },
+    )
+    .await;
     child.kill().expect("SIGKILL the roll");
     let status = child.wait().expect("wait");
     eprintln!("killed the roll ({status}) {what}");
@@ -239,7 +206,7 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
     cloud.prepare_for_ballast(BUCKET).await;
     cloud.register_older_release_image().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    ballast(&cloud)
+    ballast_cli_on(&cloud, CLUSTER)
         .args([
             "create",
             "cluster",
@@ -255,7 +222,7 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
         ])
         .assert()
         .success();
-    ballast(&cloud)
+    ballast_cli_on(&cloud, CLUSTER)
         .args(["validate", "cluster", "--wait", "5m"])
         .assert()
         .success();
@@ -279,7 +246,7 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
         "{}",
         String::from_utf8_lossy(&upgraded.stderr)
     );
-    ballast(&cloud)
+    ballast_cli_on(&cloud, CLUSTER)
         .args(["update", "cluster", "--yes"])
         .assert()
         .success();
@@ -288,7 +255,7 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
     assert_eq!(original_running.len(), 7);
 
     // Without --yes: the table of what needs replacing and why; nothing changes.
-    let planned = ballast(&cloud)
+    let planned = ballast_cli_on(&cloud, CLUSTER)
         .args(["rolling-update", "cluster"])
         .output()
         .expect("plan");
@@ -307,7 +274,7 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
     );
 
     // Bad input: an unknown group.
-    let unknown = ballast(&cloud)
+    let unknown = ballast_cli_on(&cloud, CLUSTER)
         .args([
             "rolling-update",
             "cluster",
@@ -335,7 +302,7 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
         .send()
         .await
         .expect("TerminateInstances");
-    let refused = ballast(&cloud)
+    let refused = ballast_cli_on(&cloud, CLUSTER)
         .args(["rolling-update", "cluster", "--yes", "--cloudonly"])
         .output()
         .expect("refused roll");
@@ -369,12 +336,16 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
         .collect();
     assert_eq!(outdated.len(), 6);
     let stop = Arc::new(AtomicBool::new(false));
+    let writer = WriterControl::new();
     let roll_started = Instant::now();
     // Elections: when the roll terminates the leader, the two voters left elect a new one within about a
     // second; such samples are counted apart (no voter is missing then and no write is lost).
-    let (quorum, (acknowledged, failures), ()) = tokio::join!(
+    let (quorum, written, ()) = tokio::join!(
         watch_quorum(&cloud, &stop, Duration::from_millis(300)),
-        write_throughout(&cloud, &stop),
+        // Paced: a steady load through the roll, not a flood that starves the watcher on a 2-core machine.
+        write_until_stopped(&writer, "roll/", Duration::from_millis(20), || connect(
+            &cloud
+        )),
         async {
             let cp_gone = |all: &BTreeMap<String, (String, String, String)>| {
                 outdated.iter().any(|id| {
@@ -396,18 +367,20 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
                 sizes.get(&format!("nodes.{CLUSTER}")).is_some_and(|s| s.3),
                 "the killed roll left its marker: {sizes:?}"
             );
-            ballast(&cloud)
+            ballast_cli_on(&cloud, CLUSTER)
                 .args(["rolling-update", "cluster", "--yes", "--cloudonly"])
                 .assert()
                 .success();
             stop.store(true, Ordering::Relaxed);
+            writer.stop();
         }
     );
     let (samples, fewest, leaderless) = (quorum.samples, quorum.fewest(), quorum.leaderless);
     eprintln!(
-        "roll with two kills: {:?}; etcd samples {samples}, fewest voters answering {fewest}, {leaderless} samples during an election; writer {} acknowledged, {failures} failed",
+        "roll with two kills: {:?}; etcd samples {samples}, fewest voters answering {fewest}, {leaderless} samples during an election; writer {} acknowledged, {} failed",
         roll_started.elapsed(),
-        acknowledged.len()
+        written.acknowledged.len(),
+        written.failures
     );
     assert!(samples > 10, "the watcher hardly sampled");
     // Elections are brief: most samples see a leader (a cluster stuck leaderless would fail this).
@@ -420,21 +393,8 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
         "etcd's voters fell below quorum: {fewest} of 3 answering ({:?})",
         quorum.worst
     );
-    assert!(acknowledged.len() > 10, "the writer hardly wrote");
     let mut client = connect(&cloud).await.expect("client");
-    let stored: BTreeSet<String> = client
-        .get("roll/", Some(GetOptions::new().with_prefix()))
-        .await
-        .expect("get roll/")
-        .kvs()
-        .iter()
-        .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
-        .collect();
-    let lost: Vec<&String> = acknowledged
-        .iter()
-        .filter(|k| !stored.contains(*k))
-        .collect();
-    assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
+    written.assert_none_lost(&mut client, 11).await;
 
     // Every outdated instance replaced exactly once: each terminated, as many launched, none of those gone.
     let after = instances(&cloud).await;
@@ -505,13 +465,13 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
             );
         }
     }
-    ballast(&cloud)
+    ballast_cli_on(&cloud, CLUSTER)
         .args(["validate", "cluster"])
         .assert()
         .success();
 
     // Nothing left to do.
-    let again = ballast(&cloud)
+    let again = ballast_cli_on(&cloud, CLUSTER)
         .args(["rolling-update", "cluster", "--yes", "--cloudonly"])
         .output()
         .expect("second roll");
@@ -539,7 +499,7 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
         })
         .cloned()
         .collect();
-    ballast(&cloud)
+    ballast_cli_on(&cloud, CLUSTER)
         .args([
             "rolling-update",
             "cluster",
@@ -568,7 +528,7 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
     );
     assert_eq!(final_running.len(), 7);
     assert_eq!(group_sizes(&cloud).await, sizes_before);
-    ballast(&cloud)
+    ballast_cli_on(&cloud, CLUSTER)
         .args(["validate", "cluster", "--wait", "2m"])
         .assert()
         .success();

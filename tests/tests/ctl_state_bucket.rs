@@ -3,23 +3,11 @@
 //! Get/PutBucketVersioning, Get/PutBucketEncryption and echoes SSE-KMS headers; it neither validates KMS key ids
 //! nor checks `kms:*` permissions on S3 requests, so the KMS grant is tested as the policy document AWS receives.
 
-use std::time::Duration;
-
-use assert_cmd::Command;
 use ballast_e2e::aws;
 use predicates::prelude::*;
 
 /// A key ARN: moto does not check that it exists.
 const KMS_KEY: &str = "arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab";
-
-fn ballast(state: &str, name: &str) -> Command {
-    let mut cmd = Command::new(&ballast_e2e::localcloud::binaries().ballast);
-    cmd.env("BALLAST_STATE", state)
-        .env("BALLAST_CLUSTER_NAME", name)
-        .env_remove("BALLAST_STATE_KMS_KEY")
-        .timeout(Duration::from_secs(120));
-    cmd
-}
 
 /// A bucket as `aws s3 mb` makes it: no public-access block, no versioning, no default encryption.
 async fn open_bucket(hint: &str) -> String {
@@ -30,7 +18,7 @@ async fn open_bucket(hint: &str) -> String {
 
 /// The `state bucket` check of `validate cluster -o json`: (ok, reason).
 fn bucket_check(state: &str, name: &str) -> (bool, String) {
-    let out = ballast(state, name)
+    let out = aws::ballast_cli(state, name)
         .args(["validate", "cluster", "-o", "json"])
         .assert()
         .code(6); // the cluster was never built: other checks fail
@@ -53,7 +41,7 @@ async fn an_open_bucket_is_warned_about_at_create_and_fails_validate_until_it_is
     let bucket = open_bucket("posture").await;
     let state = format!("s3://{bucket}/clusters");
     let name = "posture.example.com";
-    ballast(&state, name)
+    aws::ballast_cli(&state, name)
         .args(["create", "cluster", "--zones", "us-west-2a"])
         .assert()
         .success()
@@ -82,7 +70,7 @@ async fn an_open_bucket_is_warned_about_at_create_and_fails_validate_until_it_is
     // A damaged object: without versioning there is no earlier copy, and the message says so.
     let s3 = aws::s3_client().await;
     damage_nodes_group(&s3, &bucket, name).await;
-    ballast(&state, name)
+    aws::ballast_cli(&state, name)
         .args(["get", "clusters", name])
         .assert()
         .code(3)
@@ -94,7 +82,7 @@ async fn an_open_bucket_is_warned_about_at_create_and_fails_validate_until_it_is
     aws::secure_bucket(&s3, &bucket).await;
     // With versioning on, the advice is to copy a good version back.
     damage_nodes_group(&s3, &bucket, name).await;
-    ballast(&state, name)
+    aws::ballast_cli(&state, name)
         .args(["get", "clusters", name])
         .assert()
         .code(3)
@@ -109,7 +97,7 @@ async fn an_open_bucket_is_warned_about_at_create_and_fails_validate_until_it_is
         format!("bucket {bucket} blocks public access, keeps versions and encrypts by default")
     );
     // A secured bucket draws no warning.
-    ballast(&state, "quiet.example.com")
+    aws::ballast_cli(&state, "quiet.example.com")
         .args(["create", "cluster", "--zones", "us-west-2a"])
         .assert()
         .success()
@@ -120,7 +108,7 @@ async fn an_open_bucket_is_warned_about_at_create_and_fails_validate_until_it_is
 async fn an_alias_for_the_state_kms_key_is_refused_and_nothing_is_stored() {
     let bucket = aws::new_bucket("kms-alias").await;
     let state = format!("s3://{bucket}/clusters");
-    ballast(&state, "alias.example.com")
+    aws::ballast_cli(&state, "alias.example.com")
         .args(["create", "cluster", "--zones", "us-west-2a"])
         .args(["--state-kms-key", "alias/ballast-state"])
         .assert()
@@ -151,7 +139,7 @@ async fn the_state_kms_key_is_recorded_in_the_node_specs_granted_to_both_roles_a
     let state = format!("s3://{bucket}/clusters");
     let name = "kms.example.com";
     aws::ensure_image("ballast-k8s-1.33-debian-12").await;
-    ballast(&state, name)
+    aws::ballast_cli(&state, name)
         .args(["create", "cluster", "--zones", "us-west-2a", "--yes"])
         .args(["--state-kms-key", KMS_KEY])
         .assert()

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use assert_cmd::Command;
 use ballast_e2e::aws;
+use ballast_e2e::wait::wait_until;
 use predicates::prelude::*;
 
 const ZONES: &str = "us-west-2a,us-west-2b,us-west-2c";
@@ -26,12 +27,7 @@ impl Cluster {
     }
 
     fn ballast(&self) -> Command {
-        let mut cmd = Command::new(&ballast_e2e::localcloud::binaries().ballast);
-        cmd.env("BALLAST_STATE", &self.state)
-            .env("BALLAST_CLUSTER_NAME", &self.name)
-            .env_remove("BALLAST_NETWORK_CIDR")
-            .timeout(Duration::from_secs(120));
-        cmd
+        aws::ballast_cli(&self.state, &self.name)
     }
 
     fn create(&self, extra: &[&str]) {
@@ -1019,7 +1015,7 @@ async fn validate_names_what_is_missing_until_the_cluster_is_up() {
     report.phase = Phase::Configured;
     report.node_spec_sha256 = Some(sha256_hex(&spec.data));
     ballast_e2e::reports::put_signed(&store, &paths, &report, &node_names[first]).await;
-    let waiting = std::process::Command::new(&ballast_e2e::localcloud::binaries().ballast)
+    let mut waiting = std::process::Command::new(&ballast_e2e::localcloud::binaries().ballast)
         .env("BALLAST_STATE", &cluster.state)
         .env("BALLAST_CLUSTER_NAME", &cluster.name)
         .args(["validate", "cluster", "--wait", "90s"])
@@ -1027,7 +1023,28 @@ async fn validate_names_what_is_missing_until_the_cluster_is_up() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn ballast");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Its stderr as it comes: etcd's record and health go in only once `validate --wait` has seen etcd fail.
+    let stderr_lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let stderr_reader = {
+        let pipe = waiting.stderr.take().expect("piped stderr");
+        let lines = stderr_lines.clone();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                lines.lock().expect("stderr lines").push(line);
+            }
+        })
+    };
+    let seen = &stderr_lines;
+    wait_until(
+        Duration::from_secs(60),
+        "validate --wait to report etcd failing",
+        || async move {
+            let lines = seen.lock().expect("stderr lines");
+            lines.iter().any(|l| l.contains("checks failing: etcd"))
+        },
+    )
+    .await;
     let leader = instances
         .iter()
         .find(|(_, g)| g.starts_with("control-plane-"))
@@ -1084,8 +1101,9 @@ async fn validate_names_what_is_missing_until_the_cluster_is_up() {
         .await
         .expect("join")
         .expect("wait");
+    stderr_reader.join().expect("the stderr reader");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = stderr_lines.lock().expect("stderr lines").join("\n");
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(
         stderr.contains("validate: 1 of 13 checks failing: etcd; checking again every 0.5s"),

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use ballast_e2e::cluster_etcd::{connect_member, control_plane, wait_for_settled};
 use ballast_e2e::localcloud::{instance_processes, LocalCloud};
+use ballast_e2e::operator::create_ha_cluster;
 use ballast_e2e::partition::Partition;
 use etcd_client::{Client, GetOptions};
 use localcloud::state::InstanceRecord;
@@ -119,22 +120,7 @@ async fn put_through(majority: &[InstanceRecord], key: &str, value: &str) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_member_cut_off_for_a_minute_stays_a_member_and_catches_up() {
     let cloud = LocalCloud::start();
-    cloud.prepare_for_ballast(BUCKET).await;
-    let (ok, out) = cloud.ballast(
-        STATE,
-        &[
-            "create",
-            "cluster",
-            "--name",
-            CLUSTER,
-            "--zones",
-            "us-west-2a,us-west-2b,us-west-2c",
-            "--node-count",
-            "0",
-            "--yes",
-        ],
-    );
-    assert!(ok, "create cluster: {out}");
+    create_ha_cluster(&cloud, CLUSTER, 0).await;
     let before = wait_for_settled(&cloud, 3, SETTLE).await;
     let record_key = format!("clusters/{CLUSTER}/etcd/cluster.json");
     let record_before = cloud

@@ -6,6 +6,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ballast_e2e::etcd_writer::{write_until_stopped, WriterControl};
+use ballast_e2e::wait::wait_until;
 use ballast_etcd::backup::{self, BackupError};
 use ballast_etcd::client::ClientTls;
 use ballast_etcd::decide::{client_url, peer_url};
@@ -256,44 +258,42 @@ impl TestCluster {
     }
 }
 
-/// A client writing one key every 5 ms through whatever the test does to the cluster, remembering the writes
-/// etcd acknowledged.
+/// The harness's no-lost-write writer ([`write_until_stopped`]) on a task of its own, one key every 5 ms through
+/// whatever the test does to the cluster.
 struct Writer {
-    stop: Arc<std::sync::atomic::AtomicBool>,
+    control: Arc<WriterControl>,
     task: tokio::task::JoinHandle<Vec<String>>,
 }
 
 impl Writer {
-    /// Starts writing `<prefix>/<n>` keys through every live member, and lets it get going (300 ms).
+    /// Starts writing `<prefix>/<n>` keys through every live member; returns once its first writes are
+    /// acknowledged (the writer is under way before the test acts).
     async fn start(c: &TestCluster, prefix: String) -> Writer {
         let endpoints: Vec<String> = c.alive_ips().iter().map(|ip| client_url(ip)).collect();
         let tls = c.client_tls.clone();
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let stopped = stop.clone();
-        let task = tokio::spawn(async move {
-            let mut acked = Vec::new();
-            let mut client = tls
-                .connect(&endpoints, Duration::from_secs(2))
-                .await
-                .expect("connect");
-            let mut i = 0u32;
-            while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
-                let key = format!("{prefix}/{i:06}");
-                if client.put(key.clone(), "x", None).await.is_ok() {
-                    acked.push(key);
-                }
-                i += 1;
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            acked
-        });
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        Writer { stop, task }
+        let control = Arc::new(WriterControl::new());
+        let task = {
+            let control = control.clone();
+            tokio::spawn(async move {
+                let connect = || {
+                    let (tls, endpoints) = (tls.clone(), endpoints.clone());
+                    async move { tls.connect(&endpoints, Duration::from_secs(2)).await.ok() }
+                };
+                let prefix = format!("{prefix}/");
+                write_until_stopped(&control, &prefix, Duration::from_millis(5), connect)
+                    .await
+                    .acknowledged
+            })
+        };
+        control
+            .wait_for_more_writes(5, Duration::from_secs(30))
+            .await;
+        Writer { control, task }
     }
 
     /// Stops writing; the keys etcd acknowledged.
     async fn stop(self) -> Vec<String> {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.control.stop();
         self.task.await.expect("writer")
     }
 }
@@ -326,7 +326,8 @@ async fn etcd_bootstraps_once_over_tls_and_heals_replacements() {
 
     // A quiet cluster does not ask EC2 every round: over 3 s of 300 ms rounds, three supervisors asking every
     // round would list the instances about 30 times; with a listing reused for 10 s while quiet, each asks at
-    // most once.
+    // most once. Both sleeps are the measurement's windows (a second to become quiet, three to count), not waits
+    // for an event.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let listed_before = c.peers.listings();
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -587,10 +588,20 @@ async fn etcd_backups_and_restore_with_refusals() {
     for _ in 0..3 {
         c.terminate(0).await;
     }
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    let record = backup::request_restore_with(&c.store, &paths, &backup.id, "test", fresh)
-        .await
-        .expect("restore accepted");
+    // Refused while a member's health report is fresh (under 3 s old): accepted once the dead members' reports
+    // are stale, which is what is waited for.
+    let (store, paths_ref, id) = (&c.store, &paths, backup.id.as_str());
+    let record = wait_until(
+        Duration::from_secs(30),
+        "the restore to be accepted once no member reports itself healthy",
+        || async move {
+            match backup::request_restore_with(store, paths_ref, id, "test", fresh).await {
+                Err(healthy @ BackupError::ClusterHealthy { .. }) => Err(healthy),
+                other => Ok(other.expect("restore accepted")),
+            }
+        },
+    )
+    .await;
     assert_eq!(record.epoch, 2);
     for _ in 0..3 {
         c.launch();

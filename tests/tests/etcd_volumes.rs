@@ -17,18 +17,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use assert_cmd::Command;
 use aws_credential_types::provider::ProvideCredentials;
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification, Volume};
 use ballast_e2e::cluster_etcd::{connect, control_plane, leader_instance, wait_for_settled};
 use ballast_e2e::localcloud::{LocalCloud, Termination};
+use ballast_e2e::operator::{ballast_cli, create_ha_cluster};
 use etcd_client::GetOptions;
 use localcloud::state::InstanceRecord;
 
 const CLUSTER: &str = "volumes.example.com";
 const OTHER_CLUSTER: &str = "other.example.com";
-const STATE: &str = "s3://ballast-state/clusters";
 const MEMBER_TAG: &str = "ballast.dev/etcd-member";
 const GROUP_TAG: &str = "ballast.dev/instance-group";
 /// Generous: a settled cluster is usually back within seconds; a busy 2-core CI machine is slower.
@@ -36,14 +35,6 @@ const SETTLE: Duration = Duration::from_secs(180);
 /// Written onto the victim's volume before its instance dies: still there after the replacement mounted it, or
 /// the volume was formatted (or swapped).
 const SENTINEL: &str = "sentinel-written-by-the-test";
-
-fn ballast(cloud: &LocalCloud) -> Command {
-    let mut cmd = Command::new(&ballast_e2e::localcloud::binaries().ballast);
-    cmd.env_clear()
-        .envs(cloud.operator_env(STATE))
-        .timeout(Duration::from_secs(600));
-    cmd
-}
 
 fn ownership_tag(cluster: &str) -> String {
     format!("kubernetes.io/cluster/{cluster}")
@@ -153,21 +144,7 @@ fn nodeup_log(record: &InstanceRecord) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn each_member_keeps_its_data_on_its_own_encrypted_volume() {
     let cloud = LocalCloud::start();
-    cloud.prepare_for_ballast("ballast-state").await;
-    ballast(&cloud)
-        .args([
-            "create",
-            "cluster",
-            "--name",
-            CLUSTER,
-            "--zones",
-            "us-west-2a,us-west-2b,us-west-2c",
-            "--node-count",
-            "0",
-            "--yes",
-        ])
-        .assert()
-        .success();
+    create_ha_cluster(&cloud, CLUSTER, 0).await;
     wait_for_settled(&cloud, 3, SETTLE).await;
 
     // One volume per member, as the spec's defaults say, in its group's zone, attached to its group's instance,
@@ -449,13 +426,13 @@ async fn each_member_keeps_its_data_on_its_own_encrypted_volume() {
     }
 
     // Delete: the volumes go with the cluster.
-    let preview = ballast(&cloud)
+    let preview = ballast_cli(&cloud)
         .args(["delete", "cluster", CLUSTER])
         .assert()
         .success();
     let preview = String::from_utf8_lossy(&preview.get_output().stdout).into_owned();
     assert!(preview.contains("Volume (3)"), "{preview}");
-    ballast(&cloud)
+    ballast_cli(&cloud)
         .args(["delete", "cluster", CLUSTER, "--yes"])
         .assert()
         .success();

@@ -9,26 +9,23 @@
 //! fails: the request in flight may have been carried out with its answer lost, the next ones fail, and all AWS
 //! did stays done.
 
-use std::time::Duration;
-
-use assert_cmd::Command;
-
 use ballast_e2e::aws;
 use ballast_e2e::front::Front;
-use ballast_e2e::localcloud::{binaries, endpoint_addr};
+use ballast_e2e::localcloud::endpoint_addr;
 
 const ZONES: &str = "us-west-2a,us-west-2b,us-west-2c";
 
-/// Runs `ballast ARGS` against `endpoint` for the cluster; returns (success, stdout, stderr).
-fn ballast(endpoint: &str, state: &str, cluster: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(&binaries().ballast)
+/// Runs `ballast ARGS` for the cluster with AWS reached through `endpoint` (the front); returns (success,
+/// stdout, stderr).
+fn ballast_via(
+    endpoint: &str,
+    state: &str,
+    cluster: &str,
+    args: &[&str],
+) -> (bool, String, String) {
+    let out = aws::ballast_cli(state, cluster)
         .args(args)
         .env("AWS_ENDPOINT_URL", endpoint)
-        .env("BALLAST_STATE", state)
-        .env("BALLAST_CLUSTER_NAME", cluster)
-        .env_remove("BALLAST_NETWORK_CIDR")
-        // A bound only a hang reaches: a run against a dead endpoint fails within seconds.
-        .timeout(Duration::from_secs(300))
         .output()
         .expect("running ballast");
     (
@@ -48,7 +45,7 @@ async fn aws_lost_in_the_middle_of_an_update_then_back_converges() {
     let mut front = Front::start(endpoint_addr(emulator.endpoint()));
     let endpoint = front.endpoint();
 
-    let (ok, _, stderr) = ballast(
+    let (ok, _, stderr) = ballast_via(
         &endpoint,
         &state,
         cluster,
@@ -62,7 +59,8 @@ async fn aws_lost_in_the_middle_of_an_update_then_back_converges() {
     for cut_after in [12u64, 30, 34] {
         let before = front.requests();
         front.cut_after(cut_after);
-        let (ok, _, stderr) = ballast(&endpoint, &state, cluster, &["update", "cluster", "--yes"]);
+        let (ok, _, stderr) =
+            ballast_via(&endpoint, &state, cluster, &["update", "cluster", "--yes"]);
         assert!(
             front.is_down(),
             "the update ended (success: {ok}) after {} requests, before the cut after {cut_after}: {stderr}",
@@ -83,13 +81,13 @@ async fn aws_lost_in_the_middle_of_an_update_then_back_converges() {
     eprintln!("interrupted runs ended with: {interrupted:#?}");
 
     let before = front.requests();
-    let (ok, _, stderr) = ballast(&endpoint, &state, cluster, &["update", "cluster", "--yes"]);
+    let (ok, _, stderr) = ballast_via(&endpoint, &state, cluster, &["update", "cluster", "--yes"]);
     assert!(ok, "the update after AWS came back: {stderr}");
     eprintln!(
         "the converging run made {} requests",
         front.requests() - before
     );
-    let (ok, plan, stderr) = ballast(&endpoint, &state, cluster, &["update", "cluster"]);
+    let (ok, plan, stderr) = ballast_via(&endpoint, &state, cluster, &["update", "cluster"]);
     assert!(ok, "{stderr}");
     assert_eq!(
         plan, "No changes: the cluster's resources match its spec.\n",

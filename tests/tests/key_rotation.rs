@@ -14,29 +14,20 @@
 //! No Kubernetes API runs here, hence `--cloudonly`.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use assert_cmd::Command;
 use ballast_e2e::cluster_etcd::{control_plane, wait_for_settled, watch_quorum};
+use ballast_e2e::etcd_writer::{write_until_stopped, WriterControl};
 use ballast_e2e::localcloud::LocalCloud;
+use ballast_e2e::operator::{ballast_cli_on, create_ha_cluster};
 use ballast_etcd::client::ClientTls;
-use etcd_client::{Client, GetOptions};
+use etcd_client::Client;
 use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair, KeyUsagePurpose};
 
 const CLUSTER: &str = "rotate.example.com";
 const BUCKET: &str = "ballast-state";
-const STATE: &str = "s3://ballast-state/clusters";
 const SETTLE: Duration = Duration::from_secs(180);
-
-fn ballast(cloud: &LocalCloud) -> Command {
-    let mut cmd = Command::new(&ballast_e2e::localcloud::binaries().ballast);
-    cmd.env_clear()
-        .envs(cloud.operator_env(STATE))
-        .env("BALLAST_CLUSTER_NAME", CLUSTER)
-        .timeout(Duration::from_secs(600));
-    cmd
-}
 
 /// An etcd CA as the operator holds it: certificate and key, from the state store.
 struct Ca {
@@ -163,39 +154,22 @@ fn endpoints(cloud: &LocalCloud) -> Vec<String> {
         .collect()
 }
 
-/// Writes `<prefix><n>` one after the other until told to stop, as a client trusting `trusted` with a
-/// certificate of `issuer`; returns the acknowledged keys and the failures.
+/// Writes `<prefix><n>` until stopped (paced: a steady load through the roll), as a client trusting `trusted`
+/// with a certificate of `issuer`, reconnecting over the endpoints alive now (they change as instances are
+/// replaced).
 async fn write_throughout(
     cloud: &LocalCloud,
-    stop: &AtomicBool,
+    control: &WriterControl,
     prefix: &str,
     trusted: &str,
     issuer: &Ca,
-) -> (Vec<String>, usize) {
-    let mut acknowledged = Vec::new();
-    let mut failures = 0;
-    let mut client = client_of(&endpoints(cloud), trusted, issuer, "writer")
-        .await
-        .expect("the writer connects");
-    let mut n = 0u32;
-    while !stop.load(Ordering::Relaxed) {
-        let key = format!("{prefix}{n:06}");
-        n += 1;
-        match tokio::time::timeout(Duration::from_secs(5), client.put(key.clone(), "w", None)).await
-        {
-            Ok(Ok(_)) => acknowledged.push(key),
-            _ => {
-                failures += 1;
-                // The endpoints change as instances are replaced.
-                if let Ok(fresh) = client_of(&endpoints(cloud), trusted, issuer, "writer").await {
-                    client = fresh;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    (acknowledged, failures)
+) -> ballast_e2e::etcd_writer::WriterReport {
+    write_until_stopped(control, prefix, Duration::from_millis(20), || async move {
+        client_of(&endpoints(cloud), trusted, issuer, "writer")
+            .await
+            .ok()
+    })
+    .await
 }
 
 /// Runs one stage of both CAs and its roll with the watcher and the writer; asserts all voters, no lost write,
@@ -209,25 +183,28 @@ async fn stage_and_roll(cloud: &LocalCloud, stage: &str, trusted: &str, issuer: 
         workers(cloud).into_iter().map(|r| r.instance_id).collect();
     assert_eq!(workers_before.len(), 1, "{workers_before:?}");
     for keyset in ["etcd-ca", "kubernetes-ca"] {
-        ballast(cloud)
+        ballast_cli_on(cloud, CLUSTER)
             .args(["rotate", keyset, "--stage", stage])
             .assert()
             .success();
     }
     let stop = AtomicBool::new(false);
+    let writer = WriterControl::new();
     let started = Instant::now();
     let prefix = format!("rotate/{stage}/");
-    let (quorum, (acknowledged, failures), roll) = tokio::join!(
+    let (quorum, written, roll) = tokio::join!(
         watch_quorum(cloud, &stop, Duration::from_millis(100)),
-        write_throughout(cloud, &stop, &prefix, trusted, issuer),
+        write_throughout(cloud, &writer, &prefix, trusted, issuer),
         async {
-            // Let the writer and the watcher start before the first termination.
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            let out = ballast(cloud)
+            // The writer under way (connected with the CA's client certificate, its writes acknowledged) before
+            // the first termination; the watcher samples from its first poll.
+            writer.wait_for_more_writes(5, SETTLE).await;
+            let out = ballast_cli_on(cloud, CLUSTER)
                 .args(["rolling-update", "cluster", "--yes", "--cloudonly"])
                 .output()
                 .expect("rolling-update");
-            stop.store(true, Ordering::Relaxed);
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            writer.stop();
             out
         }
     );
@@ -240,9 +217,10 @@ async fn stage_and_roll(cloud: &LocalCloud, stage: &str, trusted: &str, issuer: 
     );
     let (samples, fewest) = (quorum.samples, quorum.fewest());
     eprintln!(
-        "etcd-ca and kubernetes-ca {stage}: roll {elapsed:?}; {samples} samples ({} during an election), fewest voters answering {fewest}; writer {} acknowledged, {failures} failed",
+        "etcd-ca and kubernetes-ca {stage}: roll {elapsed:?}; {samples} samples ({} during an election), fewest voters answering {fewest}; writer {} acknowledged, {} failed",
         quorum.leaderless,
-        acknowledged.len()
+        written.acknowledged.len(),
+        written.failures
     );
     // A roll takes about 10 s here and one sample up to a few seconds (a terminated member's endpoint times
     // out), so a handful of samples is all there is.
@@ -254,23 +232,10 @@ async fn stage_and_roll(cloud: &LocalCloud, stage: &str, trusted: &str, issuer: 
         "etcd's voters fell below quorum during the {stage} roll: {fewest} of 3 answering ({:?})",
         quorum.worst
     );
-    assert!(acknowledged.len() > 10, "the writer hardly wrote");
     let mut client = client_of(&endpoints(cloud), trusted, issuer, "reader")
         .await
         .expect("the reader connects");
-    let stored: BTreeSet<String> = client
-        .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
-        .await
-        .expect("get")
-        .kvs()
-        .iter()
-        .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
-        .collect();
-    let lost: Vec<&String> = acknowledged
-        .iter()
-        .filter(|k| !stored.contains(*k))
-        .collect();
-    assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
+    written.assert_none_lost(&mut client, 11).await;
     // The roll replaced every control-plane instance: each stage changes every control-plane node spec.
     let after: BTreeSet<String> = control_plane(cloud)
         .into_iter()
@@ -288,7 +253,7 @@ async fn stage_and_roll(cloud: &LocalCloud, stage: &str, trusted: &str, issuer: 
         "{stage}: the worker was not replaced: before {workers_before:?}, after {workers_after:?}"
     );
     wait_for_settled(cloud, 3, SETTLE).await;
-    ballast(cloud)
+    ballast_cli_on(cloud, CLUSTER)
         .args(["validate", "cluster", "--wait", "2m"])
         .assert()
         .success();
@@ -297,22 +262,8 @@ async fn stage_and_roll(cloud: &LocalCloud, stage: &str, trusted: &str, issuer: 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_etcd_and_kubernetes_cas_rotate_on_a_running_cluster_without_losing_a_write() {
     let cloud = LocalCloud::start();
-    cloud.prepare_for_ballast(BUCKET).await;
-    ballast(&cloud)
-        .args([
-            "create",
-            "cluster",
-            "--name",
-            CLUSTER,
-            "--zones",
-            "us-west-2a,us-west-2b,us-west-2c",
-            "--node-count",
-            "1",
-            "--yes",
-        ])
-        .assert()
-        .success();
-    ballast(&cloud)
+    create_ha_cluster(&cloud, CLUSTER, 1).await;
+    ballast_cli_on(&cloud, CLUSTER)
         .args(["validate", "cluster", "--wait", "5m"])
         .assert()
         .success();
@@ -327,7 +278,7 @@ async fn the_etcd_and_kubernetes_cas_rotate_on_a_running_cluster_without_losing_
 
     // add: the new CA is trusted beside the old one, which still issues.
     let started = Instant::now();
-    ballast(&cloud)
+    ballast_cli_on(&cloud, CLUSTER)
         .args(["rotate", "etcd-ca", "--stage", "add"])
         .assert()
         .success();
@@ -340,7 +291,7 @@ async fn the_etcd_and_kubernetes_cas_rotate_on_a_running_cluster_without_losing_
     let (cert_file, key_file) = (inputs.path().join("ca.crt"), inputs.path().join("ca.key"));
     std::fs::write(&cert_file, &operator_ca.cert).expect("write the CA certificate");
     std::fs::write(&key_file, &operator_ca.key).expect("write the CA key");
-    let imported = ballast(&cloud)
+    let imported = ballast_cli_on(&cloud, CLUSTER)
         .args(["create", "secret", "keypair", "kubernetes-ca", "--cert"])
         .arg(&cert_file)
         .arg("--key")
@@ -531,7 +482,7 @@ async fn kubernetes_ca_rotated(cloud: &LocalCloud, old_cert: &str) {
 async fn export_admin(cloud: &LocalCloud) -> (String, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("config");
-    ballast(cloud)
+    ballast_cli_on(cloud, CLUSTER)
         .args(["export", "kubeconfig", "--admin=1h", "--kubeconfig"])
         .arg(&file)
         .assert()

@@ -12,9 +12,10 @@ use super::report_cache::ReportCache;
 use super::Context;
 use crate::cli::{DeleteArgs, DeleteClusterArgs, DeleteWhat};
 use crate::cloud::teardown::inventory::render_preview;
-use crate::cloud::teardown::{discover, teardown, Inventory};
+use crate::cloud::teardown::{discover, teardown, Inventory, ResourceKind, TeardownProgress};
 use crate::cloud::{CallLog, Cloud};
 use crate::error::CommandError;
+use crate::progress::Progress;
 
 pub async fn run(context: &Context, args: DeleteArgs) -> Result<(), CommandError> {
     match args.what {
@@ -152,7 +153,14 @@ async fn delete_cluster(context: &Context, args: DeleteClusterArgs) -> Result<()
         eprintln!("Nothing was changed. Run `ballast delete cluster {name} --yes` to delete.");
         return Ok(());
     }
-    let report = teardown(&cloud, &name, &|line| eprintln!("delete: {line}")).await?;
+    let progress = DeleteProgress(Progress::on_stderr(
+        inventory.resources.len() as u64,
+        "resources deleted",
+        false,
+    ));
+    let report = teardown(&cloud, &name, &progress).await?;
+    // The bar cleared before the summary goes to stdout.
+    drop(progress);
     println!(
         "AWS: nothing of cluster {name} is left in {region} ({} rounds, {:.1} s):",
         report.rounds,
@@ -171,6 +179,25 @@ async fn delete_cluster(context: &Context, args: DeleteClusterArgs) -> Result<()
     store.print_kept(&registry, &name, "Kept");
     eprintln!("Deleted cluster {name:?}.");
     Ok(())
+}
+
+/// `delete cluster`'s progress: the teardown's stage lines as `delete: ...`, and on a terminal a bar of the
+/// resources deleted of those found, with the kind being deleted now.
+struct DeleteProgress(Progress);
+
+impl TeardownProgress for DeleteProgress {
+    fn line(&self, line: &str) {
+        self.0.line(&format!("delete: {line}"));
+    }
+
+    fn tally(&self, found: usize, left: usize) {
+        self.0.set_total(found as u64);
+        self.0.set_done(found.saturating_sub(left) as u64);
+    }
+
+    fn deleting(&self, kind: ResourceKind) {
+        self.0.current(&format!("deleting {kind}"));
+    }
 }
 
 /// The region to look in: the spec's (still in the store until AWS is empty), or `--region` when the spec is

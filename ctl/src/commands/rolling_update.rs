@@ -9,6 +9,7 @@ use crate::cli::{RoleArg, RollingUpdateArgs, RollingUpdateClusterArgs, RollingUp
 use crate::cloud::{CallLog, Cloud};
 use crate::error::CommandError;
 use crate::output;
+use crate::progress::Progress;
 use crate::roll::decide::{control_plane_gate, order, outdated, GroupView};
 use crate::roll::drain::Kubernetes;
 use crate::roll::run::{GroupOutcome, Roller, Settings};
@@ -55,7 +56,7 @@ pub async fn run(context: &Context, args: RollingUpdateArgs) -> Result<(), Comma
         fail_on_validate_error: args.fail_on_validate_error,
         kubernetes,
     };
-    let mut roller = Roller::new(&cloud, store, &completed, settings);
+    let roller = Roller::new(&cloud, store, &completed, settings);
     let groups = observe::groups(&cloud, store, &completed, &mut Default::default()).await?;
     let work: Vec<&GroupView> = chosen
         .iter()
@@ -76,17 +77,29 @@ pub async fn run(context: &Context, args: RollingUpdateArgs) -> Result<(), Comma
         return Ok(());
     }
     refuse_unsafe(&name, &completed, &groups, &work, store).await?;
+    // The bar counts what needs replacing now; a resumed roll's surged instances are not in it twice.
+    let total: usize = work
+        .iter()
+        .map(|g| outdated(g, roller.force_since(g).as_deref()).len())
+        .sum();
+    let mut roller = roller.with_progress(Progress::on_stderr(
+        total as u64,
+        "instances replaced",
+        false,
+    ));
     let started = Instant::now();
     let mut outcomes: Vec<GroupOutcome> = Vec::new();
     for group in &work {
         match roller.roll_group(&group.name, group.role).await {
             Ok(outcome) => outcomes.push(outcome),
             Err(e) => {
+                roller.finish_progress();
                 print!("{}", summary(&outcomes));
                 return Err(e.into());
             }
         }
     }
+    roller.finish_progress();
     print!("{}", summary(&outcomes));
     let replaced: usize = outcomes.iter().map(|o| o.replaced.len()).sum();
     eprintln!(

@@ -19,6 +19,7 @@ use super::drain::Kubernetes;
 use super::{act, observe, RollError};
 use crate::cloud::aws::group_resource_name;
 use crate::cloud::Cloud;
+use crate::progress::Progress;
 
 /// How often a roll looks again while it waits.
 const POLL: Duration = Duration::from_millis(500);
@@ -57,6 +58,8 @@ pub struct Roller<'a> {
     /// What never changes once seen, kept between looks (see [`observe::Kept`]).
     kept: tokio::sync::Mutex<observe::Kept>,
     last_progress: String,
+    /// Where progress goes: plain lines, or a bar of instances replaced on a terminal.
+    out: Progress,
 }
 
 impl<'a> Roller<'a> {
@@ -77,7 +80,19 @@ impl<'a> Roller<'a> {
             terminated: BTreeSet::new(),
             kept: tokio::sync::Mutex::new(observe::Kept::default()),
             last_progress: String::new(),
+            out: Progress::lines(),
         }
+    }
+
+    /// Shows progress through `out` (a bar of instances replaced on a terminal) instead of plain lines.
+    pub fn with_progress(mut self, out: Progress) -> Self {
+        self.out = out;
+        self
+    }
+
+    /// Clears the bar (plain lines from here on), before the summary goes to stdout.
+    pub fn finish_progress(&mut self) {
+        self.out = Progress::lines();
     }
 
     /// A forced roll's start (a marker's, if one records it): what launched before it is replaced.
@@ -92,7 +107,11 @@ impl<'a> Roller<'a> {
     fn progress(&mut self, group: &str, what: &str) {
         let line = format!("{group}: {what}");
         if line != self.last_progress {
-            eprintln!("[{:>7.1}s] {line}", self.clock.elapsed().as_secs_f64());
+            self.out.line(&format!(
+                "[{:>7.1}s] {line}",
+                self.clock.elapsed().as_secs_f64()
+            ));
+            self.out.current(&line);
             self.last_progress = line;
         }
     }
@@ -164,12 +183,14 @@ impl<'a> Roller<'a> {
         }
         .await;
         match restored {
-            Ok(true) => eprintln!("{name}: the roll stopped; AutoScalingGroup {resource}'s sizes are put back"),
+            Ok(true) => self.out.line(&format!(
+                "{name}: the roll stopped; AutoScalingGroup {resource}'s sizes are put back"
+            )),
             Ok(false) => {}
-            Err(e) => eprintln!(
+            Err(e) => self.out.line(&format!(
                 "{name}: the roll stopped and AutoScalingGroup {resource}'s sizes could not be put back ({e}); the next \
                  `rolling-update cluster --yes` puts them back"
-            ),
+            )),
         }
     }
 
@@ -257,6 +278,7 @@ impl<'a> Roller<'a> {
                         &format!("{id} replaced in {:.1}s", at.elapsed().as_secs_f64()),
                     );
                     outcome.replaced.push((id, at.elapsed()));
+                    self.out.add_done(1);
                 }
             }
             match step {
@@ -351,7 +373,9 @@ impl<'a> Roller<'a> {
                     if self.settings.fail_on_validate_error {
                         return Err(timed_out);
                     }
-                    eprintln!("warning: {timed_out}; going on (--fail-on-validate-error=false)");
+                    self.out.line(&format!(
+                        "warning: {timed_out}; going on (--fail-on-validate-error=false)"
+                    ));
                     step = replace_batch(&group, pace, force.as_deref());
                 }
             }
@@ -365,6 +389,7 @@ impl<'a> Roller<'a> {
                             at.elapsed().as_secs_f64()
                         ),
                     );
+                    self.out.add_done(ids.len() as u64);
                     outcome
                         .replaced
                         .extend(ids.into_iter().map(|id| (id, at.elapsed())));

@@ -14,7 +14,7 @@ pub mod inventory;
 pub mod rounds;
 pub mod sweep;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,24 @@ use super::Cloud;
 /// naming what is left. NAT gateways take about a minute to delete on AWS and a load balancer's network
 /// interfaces several; ten minutes of no change at all means something outside the cluster holds on.
 pub const NO_PROGRESS_LIMIT: Duration = Duration::from_secs(600);
+
+/// What a teardown tells its caller as it goes: stage lines (a kind begun, a kind gone), and after each look at
+/// AWS how many resources it has found in all and how many of them are still there. Any `Fn(&str)` takes the
+/// lines alone.
+pub trait TeardownProgress {
+    /// A stage line, e.g. `deleting 4 Instance(s)` or `AutoScalingGroup: 4 deleted (12.5 s)`.
+    fn line(&self, line: &str);
+    /// Resources found so far (every one seen in any round, so the count only grows), and how many are left.
+    fn tally(&self, _found: usize, _left: usize) {}
+    /// The kind whose deletes this round is calling now.
+    fn deleting(&self, _kind: ResourceKind) {}
+}
+
+impl<F: Fn(&str)> TeardownProgress for F {
+    fn line(&self, line: &str) {
+        self(line)
+    }
+}
 
 /// A delete call that did not succeed: whether to try again, and the error naming the resource.
 #[derive(Debug)]
@@ -170,9 +188,11 @@ const ROUND_PAUSES: ballast_common::retry::Policy = ballast_common::retry::Polic
 pub async fn teardown(
     cloud: &Cloud,
     cluster: &str,
-    progress: &dyn Fn(&str),
+    progress: &dyn TeardownProgress,
 ) -> Result<TeardownReport, TeardownError> {
     let start = Instant::now();
+    // Every resource seen in any round, by label: what "found" counts.
+    let mut found: BTreeSet<String> = BTreeSet::new();
     let mut report = TeardownReport::default();
     let mut last_change = Instant::now();
     let mut previous: Option<Inventory> = None;
@@ -187,6 +207,8 @@ pub async fn teardown(
                     source,
                 })?;
         note_progress(&mut report, &inventory, start.elapsed(), progress);
+        found.extend(inventory.resources.iter().map(Resource::label));
+        progress.tally(found.len(), inventory.resources.len());
         if previous.as_ref() != Some(&inventory) {
             last_change = Instant::now();
             pauses = ROUND_PAUSES.pauses();
@@ -215,8 +237,9 @@ pub async fn teardown(
             let timing = report.kinds.entry(*kind).or_default();
             if timing.started.is_none() {
                 timing.started = Some(start.elapsed());
-                progress(&format!("deleting {} {kind}(s)", resources.len()));
+                progress.line(&format!("deleting {} {kind}(s)", resources.len()));
             }
+            progress.deleting(*kind);
             if *kind == ResourceKind::SharedTag {
                 report.untagged.extend(resources.iter().cloned());
             }
@@ -258,7 +281,7 @@ fn note_progress(
     report: &mut TeardownReport,
     inventory: &Inventory,
     now: Duration,
-    progress: &dyn Fn(&str),
+    progress: &dyn TeardownProgress,
 ) {
     let counts = inventory.counts();
     for (kind, n) in &counts {
@@ -270,7 +293,7 @@ fn note_progress(
         if !counts.contains_key(kind) && timing.done.is_none() && timing.count > 0 {
             timing.done = Some(now);
             if *kind != ResourceKind::SharedTag {
-                progress(&format!(
+                progress.line(&format!(
                     "{kind}: {} deleted ({:.1} s)",
                     timing.count,
                     now.as_secs_f64()

@@ -1,0 +1,48 @@
+//! What an operator runs against a local cloud, written once for every test: the `ballast` command with the
+//! cloud's keys, endpoint and VPC CIDR, and the highly available cluster most etcd tests start from.
+
+use std::time::Duration;
+
+use assert_cmd::Command;
+
+use crate::localcloud::{binaries, LocalCloud};
+
+/// The state bucket the tests create (`LocalCloud::prepare_for_ballast`), and the store in it.
+pub const STATE_BUCKET: &str = "ballast-state";
+pub const STATE: &str = "s3://ballast-state/clusters";
+/// One control-plane group per zone.
+pub const ZONES: &str = "us-west-2a,us-west-2b,us-west-2c";
+
+/// A bound only a hang reaches: the slowest command the tests run (`validate cluster --wait 5m`, a roll) ends
+/// well within it.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// `ballast` as this cloud's operator, with [`STATE`] as the state store and nothing else from the test's
+/// environment. Add `.env("BALLAST_CLUSTER_NAME", ..)` or `.env("BALLAST_STATE", ..)` for another cluster or
+/// store; a later `.timeout(..)` replaces the bound.
+pub fn ballast_cli(cloud: &LocalCloud) -> Command {
+    let mut cmd = Command::new(&binaries().ballast);
+    cmd.env_clear()
+        .envs(cloud.operator_env(STATE))
+        .timeout(COMMAND_TIMEOUT);
+    cmd
+}
+
+/// [`ballast_cli`] acting on `cluster` (`BALLAST_CLUSTER_NAME`), for commands given no cluster name.
+pub fn ballast_cli_on(cloud: &LocalCloud, cluster: &str) -> Command {
+    let mut cmd = ballast_cli(cloud);
+    cmd.env("BALLAST_CLUSTER_NAME", cluster);
+    cmd
+}
+
+/// Prepares the cloud for Ballast ([`STATE_BUCKET`] and the release image) and creates `cluster` with `--yes`:
+/// three control-plane groups, one per zone of [`ZONES`], and a node group of `nodes` instances (none when 0).
+/// Panics with ballast's output when the create fails.
+pub async fn create_ha_cluster(cloud: &LocalCloud, cluster: &str, nodes: u32) {
+    cloud.prepare_for_ballast(STATE_BUCKET).await;
+    ballast_cli(cloud)
+        .args(["create", "cluster", "--name", cluster, "--zones", ZONES])
+        .args(["--node-count", &nodes.to_string(), "--yes"])
+        .assert()
+        .success();
+}
