@@ -159,6 +159,33 @@ mod tests {
     }
 
     #[test]
+    fn the_judgement_names_every_problem_and_is_healthy_only_without_one() {
+        let reports = [report("i-a", 100, true, &["i-a", "i-b", "i-c"])];
+        let healthy = judge_health(Some(1), &reports, 101, 3);
+        assert!(healthy.healthy, "{healthy:?}");
+        assert_eq!(healthy.voting_members, ["i-a", "i-b", "i-c"]);
+
+        let short = judge_health(Some(1), &reports, 101, 5);
+        assert_eq!(short.problems, ["3 voting members, expected 5"]);
+        assert!(!short.healthy);
+
+        let mut joining = reports[0].clone();
+        joining.learners = vec!["i-d".to_string()];
+        let learning = judge_health(Some(1), &[joining], 101, 3);
+        assert_eq!(learning.problems, ["learners still joining: i-d"]);
+
+        let never = judge_health(None, &reports, 101, 3);
+        assert_eq!(
+            never.problems,
+            [
+                "etcd was never bootstrapped (no etcd/cluster.json)",
+                "no control-plane instance reports a healthy etcd recently"
+            ]
+        );
+        assert_eq!(never.epoch, None);
+    }
+
+    #[test]
     fn the_newest_view_wins_over_an_older_leader_report() {
         let reports = [
             report("i-leader", 100, true, &["i-a", "i-leader"]),
