@@ -4,6 +4,7 @@
 //! - [`durable`]: the one way to replace a file so a crash leaves the old file or the new one, never a torn one.
 //! - [`retry`]: the one retry policy (bounded attempts, a total deadline, jitter), on `backon`.
 //! - [`error_chain`]: an error with its causes, in one line, for messages and logs.
+//! - [`table`]: the one table writer (aligned columns under a header, as kubectl prints them), on `comfy-table`.
 //!
 //! It depends on nothing of Ballast's, so the lowest crate can use it; it does I/O ([`durable`]) and so the pure
 //! spec crate does not depend on it.
