@@ -1,7 +1,10 @@
 //! A CNI's upstream manifest, parsed into objects (pure): multi-document YAML, each document a Kubernetes object
 //! with `apiVersion`, `kind` and `metadata.name` (a `kind: List` is flattened), and every container image in it
-//! rewritten to its pinned `tag@sha256:...` reference. An image the manifest names but the release does not pin
-//! is refused: it would not be in the AMI, so the node would have to download it.
+//! rewritten to its pinned `tag@sha256:...` reference with `imagePullPolicy: IfNotPresent`. An image the manifest
+//! names but the release does not pin is refused: it would not be in the AMI, so the node would have to
+//! download it. The pull policy is rewritten because upstream's `Always` (the Amazon VPC CNI's init container
+//! and network-policy agent) makes the kubelet ask the registry at every container start even for a baked
+//! image: a node without a route to the registry (a private subnet's first boot) could not start its CNI.
 
 use std::collections::BTreeMap;
 
@@ -139,8 +142,11 @@ pub fn name_the_cluster_to_amazon_vpc(
     Ok(())
 }
 
+/// The pull policy of every container whose image is baked: present on the node, so never pulled.
+pub const PULL_POLICY: &str = "IfNotPresent";
+
 /// Rewrites `image` of every container (containers, initContainers, ephemeralContainers, at any depth) to its
-/// pinned reference; collects the images no pin covers.
+/// pinned reference, and its `imagePullPolicy` to [`PULL_POLICY`]; collects the images no pin covers.
 fn pin_images(value: &mut Value, pinned: &BTreeMap<&str, String>, unpinned: &mut Vec<String>) {
     match value {
         Value::Object(map) => {
@@ -152,13 +158,23 @@ fn pin_images(value: &mut Value, pinned: &BTreeMap<&str, String>, unpinned: &mut
                 match child {
                     Value::Array(items) if containers => {
                         for container in items.iter_mut() {
-                            if let Some(Value::String(image)) = container.get_mut("image") {
-                                // A digest upstream wrote is replaced by ours: the pin is the authority.
-                                let tagged = image.split('@').next().unwrap_or(image).to_string();
-                                match pinned.get(tagged.as_str()) {
-                                    Some(reference) => *image = reference.clone(),
-                                    None => unpinned.push(image.clone()),
+                            let Some(fields) = container.as_object_mut() else {
+                                continue;
+                            };
+                            let Some(Value::String(image)) = fields.get_mut("image") else {
+                                continue;
+                            };
+                            // A digest upstream wrote is replaced by ours: the pin is the authority.
+                            let tagged = image.split('@').next().unwrap_or(image).to_string();
+                            match pinned.get(tagged.as_str()) {
+                                Some(reference) => {
+                                    *image = reference.clone();
+                                    fields.insert(
+                                        "imagePullPolicy".to_string(),
+                                        Value::String(PULL_POLICY.to_string()),
+                                    );
                                 }
+                                None => unpinned.push(image.clone()),
                             }
                         }
                     }
@@ -204,6 +220,89 @@ mod tests {
             &serde_json::json!([{"name": "WARM_ENI_TARGET", "value": "1"},
                 {"name": "CLUSTER_NAME", "value": "demo.example.com"}])
         );
+    }
+
+    fn pinned(reference: &str) -> PinnedImage {
+        PinnedImage {
+            reference: reference.to_string(),
+            digest: ballast_state::components::ImageDigest::Pinned("ab".repeat(32)),
+            digest_kind: Some(ballast_state::components::DigestKind::Index),
+            provenance: None,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn baked_images_are_never_pulled_whatever_upstream_says() {
+        // Upstream's shape: `Always` on the init container and on the network-policy agent, none on aws-node.
+        let manifest = r#"
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: aws-node, namespace: kube-system}
+spec:
+  template:
+    spec:
+      initContainers:
+        - name: aws-vpc-cni-init
+          image: example.test/amazon-k8s-cni-init:v1.19.5
+          imagePullPolicy: Always
+      containers:
+        - name: aws-node
+          image: example.test/amazon-k8s-cni:v1.19.5
+        - name: aws-eks-nodeagent
+          image: example.test/amazon/aws-network-policy-agent:v1.2.1
+          imagePullPolicy: Always
+"#;
+        let images = BTreeMap::from([
+            (
+                "init".to_string(),
+                pinned("example.test/amazon-k8s-cni-init:v1.19.5"),
+            ),
+            (
+                "cni".to_string(),
+                pinned("example.test/amazon-k8s-cni:v1.19.5"),
+            ),
+            (
+                "agent".to_string(),
+                pinned("example.test/amazon/aws-network-policy-agent:v1.2.1"),
+            ),
+        ]);
+        let objects = parse("amazon-vpc", manifest, &images).expect("parsed");
+        let spec = objects[0]
+            .value
+            .pointer("/spec/template/spec")
+            .expect("pod spec");
+        let containers = ["/initContainers/0", "/containers/0", "/containers/1"];
+        for path in containers {
+            let container = spec.pointer(path).expect(path);
+            assert_eq!(
+                container.get("imagePullPolicy").and_then(Value::as_str),
+                Some(PULL_POLICY),
+                "{path}: {container}"
+            );
+            let image = container
+                .get("image")
+                .and_then(Value::as_str)
+                .expect("image");
+            assert!(
+                image.ends_with(&format!("@sha256:{}", "ab".repeat(32))),
+                "{image}"
+            );
+        }
+        // No `Always` is left anywhere in what nodeup applies.
+        let text = serde_json::to_string(&objects[0].value).expect("json");
+        assert!(!text.contains("\"Always\""), "{text}");
+    }
+
+    #[test]
+    fn an_image_no_pin_covers_is_refused_not_pulled() {
+        let manifest = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n    - name: c\n      image: example.test/other:v1\n      imagePullPolicy: Always\n";
+        let images = BTreeMap::from([(
+            "cni".to_string(),
+            pinned("example.test/amazon-k8s-cni:v1.19.5"),
+        )]);
+        let err = parse("amazon-vpc", manifest, &images).expect_err("unpinned image");
+        assert!(err.to_string().contains("example.test/other:v1"), "{err}");
     }
 
     #[test]

@@ -21,6 +21,11 @@ pub enum RenderError {
     /// The node spec names an encryption key the stored keys do not have.
     #[error("the node spec names encryption key {0:?}, which the state store's encryption keys do not hold; run `ballast update cluster --yes` again")]
     UnknownEncryptionKey(String),
+    /// The release the node spec's Kubernetes version names does not say how to configure containerd: no such
+    /// release in the manifest nodeup was built with, no containerd or sandbox image pinned in it, or a sandbox
+    /// image other than the one the AMI bakes.
+    #[error("containerd's configuration for Kubernetes {kubernetes}: {reason}")]
+    ContainerdRelease { kubernetes: String, reason: String },
     /// A taint is not `key[=value]:Effect`.
     #[error("taint {0:?} is not key[=value]:Effect")]
     BadTaint(String),

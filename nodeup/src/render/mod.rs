@@ -12,6 +12,8 @@ pub mod types;
 
 pub use error::RenderError;
 
+use ballast_state::components::addons::PAUSE;
+use ballast_state::components::ComponentManifest;
 use ballast_state::node::NodeSpec;
 use ballast_state::spec::Role;
 
@@ -45,7 +47,7 @@ pub fn render(
         });
     }
     let mut files = vec![
-        RenderedFile::new(paths::CONTAINERD_CONFIG, 0o644, containerd_config(spec)),
+        RenderedFile::new(paths::CONTAINERD_CONFIG, 0o644, containerd_config(spec)?),
         RenderedFile::new(
             pki::KUBERNETES_CA_CERT,
             0o644,
@@ -105,11 +107,98 @@ pub fn authorized_keys(spec: &NodeSpec) -> Option<RenderedFile> {
     Some(RenderedFile::new(paths::AUTHORIZED_KEYS, 0o600, text))
 }
 
-/// containerd 2.x (config version 3): CRI with runc and the systemd cgroup driver, the sandbox image baked
-/// into the AMI, CNI from /opt/cni/bin.
-fn containerd_config(spec: &NodeSpec) -> String {
+/// The sandbox image containerd names, and which configuration format the AMI's containerd reads, from the
+/// release the node spec's Kubernetes version pins (the manifest nodeup was built with, as the AMI was).
+struct ContainerdRelease {
+    /// containerd's major version: 1 (1.7) reads configuration version 2, 2 reads version 3.
+    major: u64,
+    /// `registry.k8s.io/pause:3.10@sha256:...`: the baked sandbox image, by tag and digest. containerd finds it
+    /// in its store under the digest (the tag is dropped when both are given), so it never pulls it, and a
+    /// store without it could only be filled with exactly those bytes.
+    sandbox: String,
+}
+
+fn containerd_release(spec: &NodeSpec) -> Result<ContainerdRelease, RenderError> {
+    let wrong = |reason: String| RenderError::ContainerdRelease {
+        kubernetes: spec.kubernetes_version.clone(),
+        reason,
+    };
+    let manifest = ComponentManifest::embedded().map_err(|e| wrong(e.to_string()))?;
+    let (_, release) = manifest
+        .release_for_minor(&spec.kubernetes_version)
+        .map_err(|e| wrong(e.to_string()))?;
+    let version = &release
+        .components
+        .get("containerd")
+        .ok_or_else(|| wrong("it pins no containerd".into()))?
+        .version;
+    let major = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u64>().ok())
+        .ok_or_else(|| {
+            wrong(format!(
+                "containerd's version {version:?} has no major number"
+            ))
+        })?;
+    let pause = release
+        .addons
+        .get(PAUSE)
+        .and_then(|a| a.images.get(PAUSE))
+        .ok_or_else(|| wrong("it pins no sandbox (pause) image".into()))?;
+    // The node spec names the sandbox image by tag; it must be the one the AMI bakes, or every pod start would
+    // pull another.
+    if pause.reference != spec.containerd.sandbox_image {
+        return Err(wrong(format!(
+            "the node spec's sandbox image {} is not the one the AMI bakes ({}): a node would have to pull it",
+            spec.containerd.sandbox_image, pause.reference
+        )));
+    }
+    let sandbox = pause.pinned_reference().ok_or_else(|| {
+        wrong(format!(
+            "its sandbox image {} is unpinned, so the AMI cannot carry it",
+            pause.reference
+        ))
+    })?;
+    Ok(ContainerdRelease { major, sandbox })
+}
+
+/// containerd's configuration for the AMI's containerd: CRI with runc and the systemd cgroup driver, the
+/// sandbox image baked into the AMI (by digest), CNI from /opt/cni/bin. containerd 2.x reads configuration
+/// version 3 (`io.containerd.cri.v1.*`, the sandbox in `pinned_images`); 1.7 reads version 2 (the one CRI
+/// plugin `io.containerd.grpc.v1.cri`, the sandbox as `sandbox_image`) and refuses version 3.
+fn containerd_config(spec: &NodeSpec) -> Result<String, RenderError> {
+    let release = containerd_release(spec)?;
     let systemd = spec.kubelet.cgroup_driver == "systemd";
-    format!(
+    let cluster = &spec.cluster_name;
+    let group = &spec.instance_group;
+    let sandbox = &release.sandbox;
+    if release.major < 2 {
+        return Ok(format!(
+            r#"# Written by nodeup from the node spec of {cluster}/{group}. Do not edit: nodeup rewrites it.
+version = 2
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{sandbox}"
+  enable_unprivileged_ports = true
+  enable_unprivileged_icmp = true
+
+[plugins."io.containerd.grpc.v1.cri".containerd]
+  default_runtime_name = "runc"
+
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+  SystemdCgroup = {systemd}
+
+[plugins."io.containerd.grpc.v1.cri".cni]
+  bin_dir = "/opt/cni/bin"
+  conf_dir = "/etc/cni/net.d"
+"#
+        ));
+    }
+    Ok(format!(
         r#"# Written by nodeup from the node spec of {cluster}/{group}. Do not edit: nodeup rewrites it.
 version = 3
 
@@ -132,9 +221,67 @@ version = 3
 [plugins.'io.containerd.cri.v1.runtime'.cni]
   bin_dirs = ["/opt/cni/bin"]
   conf_dir = "/etc/cni/net.d"
-"#,
-        cluster = spec.cluster_name,
-        group = spec.instance_group,
-        sandbox = spec.containerd.sandbox_image,
-    )
+"#
+    ))
+}
+
+#[cfg(test)]
+mod containerd_tests {
+    use super::*;
+
+    fn spec(kubernetes: &str) -> NodeSpec {
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/worker/spec.yaml"),
+        )
+        .expect("the worker golden spec");
+        let mut spec: NodeSpec = yaml_serde::from_str(&text).expect("a node spec");
+        spec.kubernetes_version = kubernetes.to_string();
+        spec
+    }
+
+    #[test]
+    fn containerd_1_7_gets_configuration_version_2_with_the_baked_sandbox() {
+        // 1.32 pins containerd 1.7, which refuses version 3: its CRI plugin names the sandbox `sandbox_image`.
+        let text = containerd_config(&spec("1.32.8")).expect("rendered");
+        let manifest = ComponentManifest::embedded().expect("manifest");
+        let pause = manifest.releases["1.32"].addons[PAUSE].images[PAUSE]
+            .pinned_reference()
+            .expect("pinned");
+        assert!(text.contains("\nversion = 2\n"), "{text}");
+        assert!(
+            text.contains(&format!(
+                "[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"{pause}\"\n"
+            )),
+            "{text}"
+        );
+        assert!(!text.contains("io.containerd.cri.v1"), "{text}");
+        assert!(text.contains("  bin_dir = \"/opt/cni/bin\"\n"), "{text}");
+    }
+
+    #[test]
+    fn containerd_2_gets_configuration_version_3_with_the_baked_sandbox() {
+        let text = containerd_config(&spec("1.33.4")).expect("rendered");
+        assert!(text.contains("\nversion = 3\n"), "{text}");
+        assert!(
+            text.contains(&format!(
+                "  sandbox = \"{}@sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a\"\n",
+                ballast_state::node::PAUSE_IMAGE
+            )),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_sandbox_image_the_ami_does_not_bake_is_refused() {
+        let mut spec = spec("1.33.4");
+        spec.containerd.sandbox_image = "registry.k8s.io/pause:3.9".into();
+        let err = containerd_config(&spec).expect_err("not baked");
+        let text = err.to_string();
+        assert!(
+            text.contains("sandbox image registry.k8s.io/pause:3.9 is not the one the AMI bakes"),
+            "{text}"
+        );
+        let err = containerd_config(&self::spec("1.29.1")).expect_err("no release");
+        assert!(err.to_string().contains("Kubernetes 1.29.1"), "{err}");
+    }
 }
