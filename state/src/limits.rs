@@ -21,7 +21,7 @@ pub const MAX_NESTING_DEPTH: usize = 64;
 
 /// A bound on one object read from the state store whose writer Ballast trusts less than the operator: a node
 /// (its instance role may write `reports/*`, `etcd/*` and `control-plane/node-bootstrap.json`). Read with
-/// [`StateStore::get_bounded`](crate::store::StateStore::get_bounded), which never holds more than `bytes` and
+/// `ballast_store::store::StateStore::get_bounded`, which never holds more than `bytes` and
 /// one more in memory and refuses a larger object naming its key and the limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadLimit {

@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::digest::sha256_hex;
 use crate::keyset::{KeyLocations, NodeKeys};
 use crate::layout::{pki_names, ClusterPaths, ENCRYPTION_KEYS_SECRET};
 use crate::spec::*;
-use crate::store::sha256_hex;
 
 pub const KIND_BOOT_CONFIG: &str = "BootConfig";
 pub const KIND_NODE_SPEC: &str = "NodeSpec";

@@ -1,11 +1,10 @@
 //! What paces a rolling update (`ballast rolling-update cluster`), and which Kubernetes version changes a roll can
 //! carry out. Pure: the spec field an instance group may set (`rollingUpdate: {maxSurge, maxUnavailable}`, a
 //! number or a percentage, as in kops), its bounds, its resolution against a group's size, and the rule that an
-//! upgrade moves one minor at a time and never back.
+//! upgrade moves one minor at a time and never back (whether the embedded manifest pins a version is `validate`'s).
 
 use serde::{Deserialize, Serialize};
 
-use crate::components::ComponentManifest;
 use crate::limits::MAX_GROUP_SIZE;
 
 /// Extra instances a node group launches before it takes old ones down, when its spec sets none (kops's AWS
@@ -187,16 +186,6 @@ pub fn version_change_problem(old: &str, new: &str) -> Option<String> {
     None
 }
 
-/// Whether the embedded `images/manifest.yaml` pins exactly this Kubernetes version (the AMI carries one
-/// kubelet per minor); `None` when it does.
-pub fn unpinned_version_problem(version: &str) -> Option<String> {
-    match ComponentManifest::embedded() {
-        // A manifest that does not parse is caught by its own tests; nothing can be judged against it here.
-        Err(e) => Some(format!("cannot read the embedded manifest: {e}")),
-        Ok(manifest) => manifest.release_exact(version).err().map(|e| e.to_string()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,15 +291,5 @@ mod tests {
         );
         assert!(version_change_problem("1.33.4", "2.0.0").is_some());
         assert_eq!(version_change_problem("garbage", "1.33.4"), None);
-    }
-
-    #[test]
-    fn only_pinned_versions_are_accepted() {
-        assert_eq!(unpinned_version_problem("1.33.4"), None);
-        assert_eq!(unpinned_version_problem("1.32.8"), None);
-        let unknown = unpinned_version_problem("1.34.99").expect("refused");
-        assert!(unknown.contains("1.34"), "{unknown}");
-        let patch = unpinned_version_problem("1.33.5").expect("refused");
-        assert!(patch.contains("1.33.4"), "{patch}");
     }
 }

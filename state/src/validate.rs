@@ -270,7 +270,7 @@ fn check_kubernetes_version(report: &mut Report<'_>, version: &str) {
                 SUPPORTED_MINORS.end()
             ),
         );
-    } else if let Some(problem) = crate::rolling_update::unpinned_version_problem(version) {
+    } else if let Some(problem) = unpinned_version_problem(version) {
         // Refused here rather than when a node boots without a kubelet for it.
         report.error("spec.kubernetesVersion", problem);
     }
@@ -879,6 +879,17 @@ fn check_taint(taint: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether the embedded `images/manifest.yaml` pins exactly this Kubernetes version (the AMI carries one
+/// kubelet per minor); `None` when it does. Here, not in `rolling_update`, which the spec's types use: the
+/// manifest's reader (`components`) uses the spec, so `rolling_update` using it closed a circle.
+pub fn unpinned_version_problem(version: &str) -> Option<String> {
+    match crate::components::ComponentManifest::embedded() {
+        // A manifest that does not parse is caught by its own tests; nothing can be judged against it here.
+        Err(e) => Some(format!("cannot read the embedded manifest: {e}")),
+        Ok(manifest) => manifest.release_exact(version).err().map(|e| e.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -954,5 +965,15 @@ mod tests {
                  calls on every update; use fewer, larger groups"
             )]
         );
+    }
+
+    #[test]
+    fn only_pinned_versions_are_accepted() {
+        assert_eq!(unpinned_version_problem("1.33.4"), None);
+        assert_eq!(unpinned_version_problem("1.32.8"), None);
+        let unknown = unpinned_version_problem("1.34.99").expect("refused");
+        assert!(unknown.contains("1.34"), "{unknown}");
+        let patch = unpinned_version_problem("1.33.5").expect("refused");
+        assert!(patch.contains("1.33.4"), "{patch}");
     }
 }
