@@ -197,10 +197,6 @@ fn stage_of(arg: StageArg) -> Stage {
     }
 }
 
-/// What to run when the secrets cannot be rewritten through the API from here.
-pub const REWRITE_BY_HAND: &str =
-    "kubectl get secrets --all-namespaces -o json | kubectl replace -f -";
-
 pub async fn rotate(context: &Context, args: RotateArgs) -> Result<(), CommandError> {
     let name = context.cluster_name(None)?;
     let keyset = keyset_of(args.keyset);
