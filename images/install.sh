@@ -106,7 +106,7 @@ units=$here/systemd
 : > "$work/problems"
 problem() { printf '  - %s\n' "$*" >> "$work/problems"; }
 
-# Stages the pinned add-on images ($work/images-pinned: addon|image|reference|digest) in a containerd store under
+# Stages the pinned add-on images ($work/images-pinned: addon|image|reference|digest|kind) in a containerd store under
 # $work, with the containerd and ctr of the verified containerd artifact: the binaries that will read that store
 # on every node. Each image ends up named as the kubelet asks for it, REPOSITORY@DIGEST and REPOSITORY:TAG, in
 # namespace k8s.io, with all its content for linux/ARCH, stored but not unpacked (containerd unpacks it from the
@@ -137,7 +137,7 @@ stage_images() {
   if ballast_ctr images import --help 2>&1 | grep -q -- '--local'; then local_import=--local; fi
   mkdir -p "$work/images"
   n=0
-  while IFS='|' read -r addon image reference digest; do
+  while IFS='|' read -r addon image reference digest kind; do
     n=$((n + 1))
     at="add-on $addon: image $reference"
     by_digest=${reference%:*}@$digest
@@ -188,6 +188,11 @@ stage_images() {
       [ "$have" = "$digest" ] || problem "$at: containerd holds $name as ${have:-nothing}, not $digest"
       ballast_ctr images label "$name" io.cri-containerd.pinned=pinned > /dev/null || problem "$at: cannot label $name pinned"
     done
+    # What the digest names must be what the manifest says it is: an index pinned as an index (checked as the
+    # index's own digest, its platform's manifest found through it), never a platform's manifest standing in.
+    type=$(ballast_image_type "$work/images.ls" "$by_digest")
+    [ "$(ballast_media_kind "$type")" = "$kind" ] ||
+      problem "$at: the manifest pins $digest as an image $kind (digestKind), but it names ${type:-nothing}: refusing it (pin the registry's own $kind digest, or correct digestKind)"
     ballast_image_has_platform "$work/images.ls" "$by_digest" "$platform" ||
       problem "$at: $by_digest has no $platform image: $(ballast_image_row "$work/images.ls" "$by_digest")"
     # Its unpacked column is not what matters (nothing is unpacked): native is a snapshotter this one has.
@@ -253,16 +258,18 @@ done < "$work/components"
 # image put into a containerd store of its own here (staged), by digest, checked, and moved to the image's
 # /var/lib/containerd in step 2.
 : > "$work/images-pinned"
-while IFS='|' read -r addon image reference digest; do
+while IFS='|' read -r addon image reference digest kind; do
   case $digest in
     sha256:*)
-      if ballast_is_sha256 "${digest#sha256:}"; then
-        printf '%s|%s|%s|%s\n' "$addon" "$image" "$reference" "$digest" >> "$work/images-pinned"
-      else
+      if ! ballast_is_sha256 "${digest#sha256:}"; then
         problem "add-on $addon: image $image digest \"$digest\" is not sha256:<64 hex>"
+      elif [ "$kind" != index ] && [ "$kind" != manifest ]; then
+        problem "add-on $addon: image $reference digestKind is \"${kind:-missing}\": say what its digest names, index (a multi-platform image's index) or manifest (one platform's image)"
+      else
+        printf '%s|%s|%s|%s|%s\n' "$addon" "$image" "$reference" "$digest" "$kind" >> "$work/images-pinned"
       fi
       ;;
-    *) problem "add-on $addon: image $reference digest is ${digest:-missing}: refusing an unpinned image (pin its digest in the manifest: images/pin.sh does not pin add-ons yet)" ;;
+    *) problem "add-on $addon: image $reference digest is ${digest:-missing}: refusing an unpinned image (no public record pins it, the manifest's reason says why; images/pin.sh pins it on a machine with internet)" ;;
   esac
 done < "$work/addon-images"
 if [ -s "$work/images-pinned" ]; then
@@ -275,7 +282,7 @@ while IFS='|' read -r addon url sha format; do
     continue
   fi
   if [ "$sha" = unpinned ] || ! ballast_is_sha256 "$sha"; then
-    problem "add-on $addon: manifest sha256 is ${sha:-missing}: refusing an unverified manifest (pin its sha256 in the manifest: images/pin.sh does not pin add-ons yet)"
+    problem "add-on $addon: manifest sha256 is ${sha:-missing}: refusing an unverified manifest (pin its sha256 in the manifest; images/pin.sh pins it on a machine with internet)"
     continue
   fi
   file=${url##*/}
@@ -357,7 +364,7 @@ if [ -s "$work/images-pinned" ]; then
   mkdir -p "$root/var/lib"
   if [ -d "$root/var/lib/containerd" ]; then rmdir "$root/var/lib/containerd"; fi # empty: checked in step 1
   mv "$work/containerd/root" "$root/var/lib/containerd"
-  while IFS='|' read -r addon _ reference digest; do
+  while IFS='|' read -r addon _ reference digest _; do
     echo "  add-on $addon: ${reference%:*}@$digest and $reference in /var/lib/containerd (namespace k8s.io)" >&2
   done < "$work/images-pinned"
 fi

@@ -133,7 +133,9 @@ ballast_is_sha256() {
   printf '%s\n' "$1" | grep -Eq '^[0-9a-f]{64}$'
 }
 
-# ballast_addon_images FLAT MINOR: addon|image|reference|digest per pinned add-on image.
+# ballast_addon_images FLAT MINOR: addon|image|reference|digest|digestKind per add-on image (the sandbox image
+# among them), pinned or not. `provenance` and `reason` are for people and Rust (state/src/components/): the
+# bake reads neither.
 ballast_addon_images() {
   awk -F '\t' -v minor="$2" '
     $1 == "releases" && $2 == minor && $3 == "addons" && $5 == "images" && NF == 8 {
@@ -141,8 +143,23 @@ ballast_addon_images() {
       if (!(key in seen)) { seen[key] = 1; order[++n] = key }
       field[key, $7] = $8
     }
-    END { for (i = 1; i <= n; i++) printf "%s|%s|%s\n", order[i], field[order[i], "reference"], field[order[i], "digest"] }
+    END {
+      for (i = 1; i <= n; i++) {
+        k = order[i]
+        printf "%s|%s|%s|%s\n", k, field[k, "reference"], field[k, "digest"], field[k, "digestKind"]
+      }
+    }
   ' "$1"
+}
+
+# ballast_media_kind MEDIATYPE: what `digestKind` calls an object of that media type: `index` (an OCI image
+# index or a Docker manifest list: a multi-platform image) or `manifest` (one platform's image); nothing for
+# anything else.
+ballast_media_kind() {
+  case $1 in
+    application/vnd.oci.image.index.v1+json | application/vnd.docker.distribution.manifest.list.v2+json) echo index ;;
+    application/vnd.oci.image.manifest.v1+json | application/vnd.docker.distribution.manifest.v2+json) echo manifest ;;
+  esac
 }
 
 # ballast_addon_manifests FLAT MINOR: addon|url|sha256|format per add-on manifest (the CNIs').
@@ -223,6 +240,11 @@ ballast_image_row() {
 # ballast_image_digest LISTING NAME: the target digest of image NAME in `ctr images ls` output LISTING.
 ballast_image_digest() {
   awk -v name="$2" '$1 == name { print $3; exit }' "$1"
+}
+
+# ballast_image_type LISTING NAME: the media type of image NAME's target in `ctr images ls` output LISTING.
+ballast_image_type() {
+  awk -v name="$2" '$1 == name { print $2; exit }' "$1"
 }
 
 # ballast_image_has_platform LISTING NAME PLATFORM: does image NAME list PLATFORM (linux/amd64)?

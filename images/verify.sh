@@ -4,7 +4,8 @@
 #     at that version and artifact sha256, each installed file is there, executable, with its recorded sha256,
 #     and its versionCommand prints the version; nodeup likewise;
 #   - every add-on image the manifest pins is in the image's containerd store (/var/lib/containerd, namespace
-#     k8s.io) by digest and by tag with the pinned digest, its content complete for the image's architecture,
+#     k8s.io) by digest and by tag with the pinned digest, of the kind it says (digestKind: an index or one
+#     manifest), its content complete for the image's architecture,
 #     every blob of the store matching its digest (read by the image's containerd, on a copy of the store);
 #   - nodeup.service, containerd.service and kubelet.service are valid (`systemd-analyze verify`, where any
 #     output counts as a problem) and enabled;
@@ -35,7 +36,7 @@ while [ $# -gt 0 ]; do
     --manifest) [ $# -ge 2 ] || die "--manifest needs a value"; manifest=$2; shift 2 ;;
     --kubernetes-version) [ $# -ge 2 ] || die "--kubernetes-version needs a value"; version=$2; shift 2 ;;
     --root) [ $# -ge 2 ] || die "--root needs a value"; root=$2; shift 2 ;;
-    -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
     *) die "unknown argument $1" ;;
   esac
 done
@@ -135,9 +136,9 @@ fi
 ballast_addon_images "$work/flat" "$minor" > "$work/addon-images"
 store=$root/var/lib/containerd
 : > "$work/images-pinned"
-while IFS='|' read -r addon _ reference digest; do
+while IFS='|' read -r addon _ reference digest kind; do
   case $digest in
-    sha256:*) printf '%s|%s|%s\n' "$addon" "$reference" "$digest" >> "$work/images-pinned" ;;
+    sha256:*) printf '%s|%s|%s|%s\n' "$addon" "$reference" "$digest" "$kind" >> "$work/images-pinned" ;;
     *) problem "add-on $addon: image $reference: its digest is ${digest:-missing} in the manifest, so no image can hold it" ;;
   esac
 done < "$work/addon-images"
@@ -161,7 +162,7 @@ if [ -s "$work/images-pinned" ]; then
       ballast_ctr images ls > "$work/images.ls" 2>&1 || problem "add-on images: ctr images ls failed: $(head -n 3 "$work/images.ls")"
       ballast_ctr images check --snapshotter native > "$work/images.check" 2>&1 || problem "add-on images: ctr images check failed: $(head -n 3 "$work/images.check")"
       ballast_containerd_stop
-      while IFS='|' read -r addon reference digest; do
+      while IFS='|' read -r addon reference digest kind; do
         by_digest=${reference%:*}@$digest
         for name in "$by_digest" "$reference"; do
           have=$(ballast_image_digest "$work/images.ls" "$name")
@@ -172,6 +173,9 @@ if [ -s "$work/images-pinned" ]; then
           fi
         done
         [ -n "$(ballast_image_digest "$work/images.ls" "$by_digest")" ] || continue
+        type=$(ballast_image_type "$work/images.ls" "$by_digest")
+        [ "$(ballast_media_kind "$type")" = "$kind" ] ||
+          problem "add-on $addon: image $by_digest is a ${type:-nothing}, the manifest pins an image $kind (digestKind)"
         ballast_image_has_platform "$work/images.ls" "$by_digest" "linux/$(ballast_arch "$work/flat")" ||
           problem "add-on $addon: image $by_digest has no linux/$(ballast_arch "$work/flat") image in the store"
         status=$(awk -v name="$by_digest" '$1 == name { print $4, $5; exit }' "$work/images.check")

@@ -392,13 +392,14 @@ impl TestArtifacts {
             self.kubernetes
         );
         for a in &self.artifacts {
+            let sha = sha256_of(a);
             text.push_str(&format!(
                 "      {}:\n        version: {}\n        url: https://artifacts.invalid/ballast-test/{}\n        \
-                 sha256: {}\n        archive: {}\n",
+                 sha256: {sha}\n{}        archive: {}\n",
                 a.name,
                 a.version,
                 a.file,
-                sha256_of(a),
+                test_provenance(8, &sha, &a.file),
                 a.archive
             ));
             if let Some(command) = a.version_command {
@@ -516,6 +517,19 @@ fn tar_gz(dir: &Path, archive: &Path, entries: &[&str]) {
             .args(entries),
         "making a test artifact",
     );
+}
+
+/// What the test manifest says beside a value at `indent`: a pin's provenance (pinned the way images/pin.sh
+/// pins, from `source`), or an `unpinned` value's reason.
+pub fn test_provenance(indent: usize, value: &str, source: &str) -> String {
+    let pad = " ".repeat(indent);
+    if value == "unpinned" {
+        format!("{pad}reason: not pinned by this test\n")
+    } else {
+        format!(
+            "{pad}provenance:\n{pad}  pinnedBy: images/pin.sh\n{pad}  source: {source}\n{pad}  date: 2026-12-02T00:00:00Z\n"
+        )
+    }
 }
 
 /// The test artifacts: made once and cached (keyed by the Debian packages' file names), their sha256s computed
@@ -711,9 +725,13 @@ pub fn test_artifacts() -> &'static TestArtifacts {
 /// most, an image index above it, as registries serve multi-platform images), written by [`TestAddons::build`]
 /// as an OCI image layout tar under install.sh's file name for it.
 pub struct TestImage {
-    pub addon: &'static str,
+    pub addon: String,
     /// Its key under the add-on's `images:`.
-    pub name: &'static str,
+    pub name: String,
+    /// Whether its digest names an index (`digestKind: index`) or a single manifest.
+    pub indexed: bool,
+    /// Why the real manifest leaves it unpinned, if it does (Calico's and the VPC CNI's images).
+    pub unpinned_reason: Option<String>,
     /// `registry/repository:tag`.
     pub reference: String,
     /// What the pin names: the index's digest, or the manifest's for a single-manifest image (64 hex).
@@ -741,55 +759,20 @@ pub struct TestAddons {
     dir: tempfile::TempDir,
     pub images: Vec<TestImage>,
     /// (add-on, file name, sha256) of each CNI manifest.
-    pub manifests: Vec<(&'static str, String, String)>,
+    pub manifests: Vec<(String, String, String)>,
+    /// The add-ons of the real manifest's release (name, version), in manifest order.
+    addons: Vec<(String, String)>,
 }
 
-/// The add-on images of the test manifest: (add-on, image key, repository, tag, with an index above the manifest).
-const TEST_IMAGES: [(&str, &str, &str, &str, bool); 6] = [
-    (
-        "coredns",
-        "coredns",
-        "registry.test/coredns/coredns",
-        "v1.12.0",
-        true,
-    ),
-    // A single-manifest image: its pin is the manifest's digest.
-    (
-        "kube-proxy",
-        "kube-proxy",
-        "registry.test/kube-proxy",
-        "v1.33.4",
-        false,
-    ),
-    (
-        "aws-cloud-controller-manager",
-        "aws-cloud-controller-manager",
-        "registry.test/provider-aws/cloud-controller-manager",
-        "v1.33.0",
-        true,
-    ),
-    (
-        "amazon-vpc",
-        "amazon-k8s-cni",
-        "registry.test/amazon-k8s-cni",
-        "v1.19.5",
-        true,
-    ),
-    (
-        "cilium",
-        "cilium",
-        "registry.test/cilium/cilium",
-        "v1.17.5",
-        true,
-    ),
-    (
-        "calico",
-        "node",
-        "registry.test/calico/node",
-        "v3.30.2",
-        true,
-    ),
-];
+/// The add-ons of the test manifest: those of the real manifest's release [`TEST_MINOR`] (images/manifest.yaml, as
+/// this build embeds it), with the same add-ons, image keys and references, so install.sh bakes (and refuses)
+/// what a real bake would. kube-proxy's stand-in is a single manifest (`digestKind: manifest`), the others sit
+/// under an index as registries serve multi-platform images.
+fn real_release() -> ballast_state::components::Release {
+    let manifest = ballast_state::components::ComponentManifest::embedded()
+        .unwrap_or_else(|e| panic!("the embedded manifest: {e}"));
+    manifest.releases[TEST_MINOR].clone()
+}
 
 fn sha256_bytes(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
@@ -947,38 +930,43 @@ impl TestAddons {
             }
         }
         let work = tempfile::tempdir().expect("tempdir");
-        let images = TEST_IMAGES
-            .iter()
-            .map(|(addon, name, repository, tag, indexed)| {
-                let reference = format!("{repository}:{tag}");
+        let release = real_release();
+        let mut images = Vec::new();
+        let mut manifests = Vec::new();
+        let mut addons = Vec::new();
+        for (addon, pins) in &release.addons {
+            addons.push((addon.clone(), pins.version.clone()));
+            for (name, image) in &pins.images {
+                let indexed = addon != "kube-proxy";
+                let reference = image.reference.clone();
                 let file = format!("{}.oci.tar", reference.replace(['/', ':'], "_"));
                 let (digest, target) =
-                    oci_archive(work.path(), &dir.path().join(&file), &reference, *indexed);
-                TestImage {
-                    addon,
-                    name,
+                    oci_archive(work.path(), &dir.path().join(&file), &reference, indexed);
+                images.push(TestImage {
+                    addon: addon.clone(),
+                    name: name.clone(),
+                    indexed,
+                    unpinned_reason: image.reason.clone(),
                     reference,
                     digest,
                     target,
                     file,
-                }
-            })
-            .collect();
-        let manifests = ["amazon-vpc", "cilium", "calico"]
-            .into_iter()
-            .map(|cni| {
-                let file = format!("{cni}.yaml");
+                });
+            }
+            if pins.manifest.is_some() {
+                let file = format!("{addon}.yaml");
                 let text =
-                    format!("# A stand-in for {cni}'s manifest, made by tests/src/image.rs.\n");
+                    format!("# A stand-in for {addon}'s manifest, made by tests/src/image.rs.\n");
                 std::fs::write(dir.path().join(&file), &text)
                     .unwrap_or_else(|e| panic!("writing {file}: {e}"));
-                (cni, file, sha256_str(&text))
-            })
-            .collect();
+                manifests.push((addon.clone(), file, sha256_str(&text)));
+            }
+        }
         TestAddons {
             dir,
             images,
             manifests,
+            addons,
         }
     }
 
@@ -986,40 +974,70 @@ impl TestAddons {
         self.dir.path()
     }
 
-    /// The test manifest with every component pinned and this `addons:` block; `digest_of` gives each image's
-    /// pin (`sha256:...`), to test a wrong one.
-    pub fn manifest(
+    /// The test manifest with every component pinned and the real release's add-ons; `digest_of` gives each
+    /// image's pin (`sha256:...`, to test a wrong one, or `unpinned`) and `kind_of` its `digestKind`.
+    pub fn manifest_with(
         &self,
         artifacts: &TestArtifacts,
         digest_of: &dyn Fn(&TestImage) -> String,
+        kind_of: &dyn Fn(&TestImage) -> &'static str,
     ) -> String {
         let mut text = artifacts.pinned_manifest();
         text.push_str("    addons:\n");
-        // One image per add-on in TEST_IMAGES, so each add-on once, in that order.
-        for (addon, _, _, _, _) in TEST_IMAGES {
-            text.push_str(&format!("      {addon}:\n        version: 1.0.0\n"));
-            if let Some((_, file, sha)) = self.manifests.iter().find(|(cni, _, _)| *cni == addon) {
+        for (addon, version) in &self.addons {
+            text.push_str(&format!("      {addon}:\n        version: \"{version}\"\n"));
+            if let Some((_, file, sha)) = self.manifests.iter().find(|(cni, _, _)| cni == addon) {
                 text.push_str(&format!(
                     "        manifest:\n          url: https://artifacts.invalid/ballast-test/{file}\n          \
-                     sha256: {sha}\n          format: yaml\n"
+                     sha256: {sha}\n{}          format: yaml\n",
+                    test_provenance(10, sha, file)
                 ));
             }
             text.push_str("        images:\n");
-            for image in self.images.iter().filter(|i| i.addon == addon) {
+            for image in self.images.iter().filter(|i| &i.addon == addon) {
+                let digest = digest_of(image);
                 text.push_str(&format!(
-                    "          {}:\n            reference: {}\n            digest: {}\n",
-                    image.name,
-                    image.reference,
-                    digest_of(image)
+                    "          {}:\n            reference: {}\n            digest: {digest}\n",
+                    image.name, image.reference,
                 ));
+                if digest != "unpinned" {
+                    text.push_str(&format!("            digestKind: {}\n", kind_of(image)));
+                }
+                text.push_str(&test_provenance(12, &digest, &image.file));
             }
         }
         text
     }
 
-    /// The manifest with every image pinned by its real digest.
+    /// The test manifest with `digest_of`'s pins, each with its true kind.
+    pub fn manifest(
+        &self,
+        artifacts: &TestArtifacts,
+        digest_of: &dyn Fn(&TestImage) -> String,
+    ) -> String {
+        self.manifest_with(artifacts, digest_of, &|i| {
+            if i.indexed {
+                "index"
+            } else {
+                "manifest"
+            }
+        })
+    }
+
+    /// The manifest with every image pinned by its stand-in's digest, also those the real manifest leaves
+    /// unpinned: what a bake looks like once images/pin.sh has pinned them.
     pub fn pinned_manifest(&self, artifacts: &TestArtifacts) -> String {
         self.manifest(artifacts, &|i| format!("sha256:{}", i.digest))
+    }
+
+    /// The manifest as the real one pins it: what the real manifest leaves unpinned stays `unpinned`, every
+    /// other image is pinned by its stand-in's digest (the stand-ins standing in for the real images, which
+    /// cannot be fetched here).
+    pub fn real_pins_manifest(&self, artifacts: &TestArtifacts) -> String {
+        self.manifest(artifacts, &|i| match i.unpinned_reason {
+            Some(_) => "unpinned".to_string(),
+            None => format!("sha256:{}", i.digest),
+        })
     }
 }
 

@@ -328,81 +328,132 @@ fn install_sh(args: &[&str]) -> Output {
 }
 
 #[test]
-fn the_real_manifest_is_refused_until_a_maintainer_pins_it() {
-    // Nothing could be downloaded where the manifest was written, so its hashes say `unpinned`; install.sh must
-    // refuse every such artifact before it fetches or writes anything.
-    let root = tempfile::tempdir().expect("tempdir");
-    let source = tempfile::tempdir().expect("tempdir");
-    let nodeup = root.path().join("nodeup-outside-root");
-    std::fs::write(&nodeup, "#!/bin/sh\n").expect("nodeup stand-in");
-    let image_root = root.path().join("image");
-    std::fs::create_dir(&image_root).expect("image root");
+fn the_real_manifest_is_refused_naming_exactly_what_is_unpinned_and_bakes_once_it_is_pinned() {
+    // The real release's add-ons, every image that a public record pins standing in as a test archive under
+    // its real reference, and what the real manifest leaves unpinned left unpinned: install.sh refuses, naming
+    // exactly those, and writes nothing.
+    require_root();
+    let artifacts = test_artifacts();
+    let addons = TestAddons::build(artifacts);
     let real = ComponentManifest::embedded().expect("the embedded manifest");
-    for minor in real.minors() {
-        let output = install_sh(&[
-            "--kubernetes-version",
-            &minor,
-            "--source",
-            &source.path().display().to_string(),
-            "--nodeup",
-            &nodeup.display().to_string(),
-            "--root",
-            &image_root.display().to_string(),
-        ]);
-        let report = text(&output);
-        assert_eq!(output.status.code(), Some(1), "{report}");
-        let release = &real.releases[&minor];
-        for (name, component) in &release.components {
-            if component.sha256.pinned().is_none() {
-                assert!(
-                    report.contains(&format!(
-                        "{name} {}: sha256 is unpinned: refusing an unverified artifact",
-                        component.version
-                    )),
-                    "{report}"
-                );
+    let release = &real.releases[TEST_MINOR];
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let manifest = write_manifest(tmp.path(), &addons.real_pins_manifest(artifacts));
+    let root = tmp.path().join("root");
+    std::fs::create_dir(&root).expect("root");
+    let output = install_outside(&manifest, addons.dir(), &root);
+    let report = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    let problems: std::collections::BTreeSet<String> = String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .filter_map(|l| l.strip_prefix("  - "))
+        .map(str::to_string)
+        .collect();
+    let mut expected = std::collections::BTreeSet::new();
+    for (name, addon) in &release.addons {
+        for image in addon.images.values() {
+            if image.pinned_reference().is_none() {
+                expected.insert(format!(
+                    "add-on {name}: image {} digest is unpinned: refusing an unpinned image (no public record \
+                     pins it, the manifest's reason says why; images/pin.sh pins it on a machine with internet)",
+                    image.reference
+                ));
             }
         }
-        // The add-ons too: every unpinned image and manifest, and the Helm chart install.sh does not render.
-        for (name, addon) in &release.addons {
-            for image in addon.images.values() {
-                assert!(
-                    report.contains(&format!(
-                        "add-on {name}: image {} digest is unpinned: refusing an unpinned image",
-                        image.reference
-                    )),
-                    "{report}"
-                );
-            }
-        }
-        let cilium = release.addons["cilium"]
+        if addon
             .manifest
             .as_ref()
-            .map(|m| m.url.clone())
-            .unwrap_or_default();
+            .is_some_and(|m| m.sha256.pinned().is_none())
+        {
+            panic!(
+                "{name}'s manifest is unpinned in the real manifest: this test expects images only"
+            );
+        }
+    }
+    for (name, component) in &release.components {
+        assert!(component.sha256.pinned().is_some(), "{name} is unpinned");
+    }
+    // Exactly the real manifest's unpinned images (Calico's and the VPC CNI's three each), nothing else.
+    assert_eq!(expected.len(), 6, "{expected:#?}");
+    assert_eq!(problems, expected, "{report}");
+    assert!(report.contains("nothing was installed"), "{report}");
+    assert!(
+        empty(&root).is_empty(),
+        "install.sh wrote into the root: {:?}",
+        empty(&root)
+    );
+
+    // The same with test archives standing in for those as well (what images/pin.sh makes of them): the bake
+    // completes, and verify.sh passes.
+    let manifest = write_manifest(tmp.path(), &addons.pinned_manifest(artifacts));
+    let rootfs = Rootfs::fresh();
+    let install = install_in_from(&rootfs, &manifest, addons.dir());
+    assert!(
+        install.status.success(),
+        "install.sh failed: {}",
+        text(&install)
+    );
+    let verify = verify_in(&rootfs, &manifest);
+    assert!(
+        verify.status.success(),
+        "verify.sh failed: {}",
+        text(&verify)
+    );
+}
+
+#[test]
+fn an_index_pinned_as_a_manifest_or_the_reverse_is_refused() {
+    // kube-proxy's stand-in is a single manifest: pinned with digestKind index (what a manifest list's digest
+    // would say), it is refused, as is coredns's index pinned as a manifest, naming the kinds.
+    require_root();
+    let artifacts = test_artifacts();
+    let addons = TestAddons::build(artifacts);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let manifest = write_manifest(
+        tmp.path(),
+        &addons.manifest_with(artifacts, &|i| format!("sha256:{}", i.digest), &|i| match (
+            i.addon.as_str(),
+            i.indexed,
+        ) {
+            ("kube-proxy", _) => "index",
+            ("coredns", _) => "manifest",
+            (_, true) => "index",
+            (_, false) => "manifest",
+        }),
+    );
+    let root = tmp.path().join("root");
+    std::fs::create_dir(&root).expect("root");
+    let output = install_outside(&manifest, addons.dir(), &root);
+    let report = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    for (addon, pinned, actual) in [
+        (
+            "kube-proxy",
+            "index",
+            "application/vnd.oci.image.manifest.v1+json",
+        ),
+        (
+            "coredns",
+            "manifest",
+            "application/vnd.oci.image.index.v1+json",
+        ),
+    ] {
+        let image = addons
+            .images
+            .iter()
+            .find(|i| i.addon == addon)
+            .expect(addon);
         assert!(
             report.contains(&format!(
-                "add-on cilium: its manifest {cilium} is a Helm chart, and install.sh does not render Helm \
-                 charts (not built: no helm in this recipe), so no release pinning it as format helm-chart \
-                 can be baked (docs/addons.md)"
+                "add-on {addon}: image {}: the manifest pins sha256:{} as an image {pinned} (digestKind), but it \
+                 names {actual}: refusing it",
+                image.reference, image.digest
             )),
             "{report}"
         );
-        assert!(
-            report.contains(
-                "add-on calico: manifest sha256 is unpinned: refusing an unverified manifest"
-            ),
-            "{report}"
-        );
-        // Every image is unpinned, so none is staged and no containerd is started.
-        assert!(!report.contains("not built yet"), "{report}");
-        assert!(!report.contains("add-on images:"), "{report}");
-        let written: Vec<_> = std::fs::read_dir(&image_root).expect("root").collect();
-        assert!(
-            written.is_empty(),
-            "install.sh wrote into the root: {written:?}"
-        );
     }
+    assert_eq!(report.matches("  - ").count(), 2, "{report}");
+    assert!(empty(&root).is_empty(), "install.sh wrote into the root");
 }
 
 /// install.sh's plan (its awk reader) and Rust's reading of the same manifest, in one format.
@@ -428,8 +479,10 @@ fn rust_plan(manifest: &ComponentManifest, minor: &str) -> Vec<String> {
     for (name, addon) in &release.addons {
         for (image, pinned) in &addon.images {
             lines.push(format!(
-                "addon-image|{name}|{image}|{}|{}",
-                pinned.reference, pinned.digest
+                "addon-image|{name}|{image}|{}|{}|{}",
+                pinned.reference,
+                pinned.digest,
+                pinned.digest_kind.map_or("", |k| k.as_str())
             ));
         }
         if let Some(m) = &addon.manifest {
@@ -483,8 +536,8 @@ fn install_sh_reads_the_manifest_as_rust_does() {
             1,
         )
         .replacen(
-            "        sha256: unpinned",
-            &format!("        sha256: '{}'", "ab".repeat(32)),
+            "        sha256: 316d510a0428276d931023f72c09fdff1a6ba81d6cc36f31805fea6a3c88f515",
+            "        sha256: '316d510a0428276d931023f72c09fdff1a6ba81d6cc36f31805fea6a3c88f515'",
             1,
         );
     let manifest = write_manifest(tmp.path(), &quoted);
@@ -741,8 +794,15 @@ fn an_image_archive_with_another_digest_is_refused_naming_both() {
     require_root();
     let artifacts = test_artifacts();
     let addons = TestAddons::build(artifacts);
-    let coredns = &addons.images[0];
-    let kube_proxy = &addons.images[1];
+    let find = |addon: &str| {
+        addons
+            .images
+            .iter()
+            .find(|i| i.addon == addon)
+            .unwrap_or_else(|| panic!("{addon}'s image"))
+    };
+    let coredns = find("coredns");
+    let kube_proxy = find("kube-proxy");
     // coredns pinned to kube-proxy's digest: a real image's digest, just not the one its archive holds.
     let tmp = tempfile::tempdir().expect("tempdir");
     let manifest = write_manifest(
