@@ -1,7 +1,11 @@
 //! What is left of a cluster in AWS: every resource of every kind Ballast creates that belongs to a cluster by tag
 //! or by name. Used after a delete by `ctl_delete_cluster` and by `tools/demo` (the `leftovers` binary); it lists
 //! without filters and matches here, so an emulator that ignored a filter could not hide anything, and it shares
-//! no code with `ballast`'s own teardown, so it can catch what the teardown misses.
+//! no code with `ballast`'s own teardown, so it can catch what the teardown misses. It also looks for what a
+//! cluster makes by itself, by the tags Kubernetes puts on it: the cloud controller manager's classic and v2 load
+//! balancers, target groups and security groups (`kubernetes.io/cluster/NAME`), the EBS CSI driver's volumes
+//! (the same tag) and the VPC CNI's network interfaces (`cluster.k8s.amazonaws.com/name=NAME`, a tag value that
+//! is the cluster's name).
 
 use std::collections::BTreeMap;
 
@@ -230,8 +234,47 @@ pub async fn scan(config: &aws_config::SdkConfig, cluster: &str) -> Vec<String> 
         .expect("tgs")
         .target_groups()
     {
-        if named(tg.target_group_name().unwrap_or(""), cluster) {
-            add("target-group", tg.target_group_arn().unwrap_or_default());
+        let arn = tg.target_group_arn().unwrap_or_default();
+        let tags = elb
+            .describe_tags()
+            .resource_arns(arn)
+            .send()
+            .await
+            .expect("target group tags");
+        let key = format!("kubernetes.io/cluster/{cluster}");
+        let tagged = tags
+            .tag_descriptions()
+            .iter()
+            .flat_map(|d| d.tags())
+            .any(|t| t.key() == Some(key.as_str()) || t.value() == Some(cluster));
+        if tagged || named(tg.target_group_name().unwrap_or(""), cluster) {
+            add("target-group", arn);
+        }
+    }
+    // Classic load balancers: Ballast makes none; a cluster's cloud controller manager does.
+    let classic = aws_sdk_elasticloadbalancing::Client::new(config);
+    for lb in classic
+        .describe_load_balancers()
+        .send()
+        .await
+        .expect("classic lbs")
+        .load_balancer_descriptions()
+    {
+        let name = lb.load_balancer_name().unwrap_or_default();
+        let tags = classic
+            .describe_tags()
+            .load_balancer_names(name)
+            .send()
+            .await
+            .expect("classic lb tags");
+        let key = format!("kubernetes.io/cluster/{cluster}");
+        let tagged = tags
+            .tag_descriptions()
+            .iter()
+            .flat_map(|d| d.tags())
+            .any(|t| t.key() == key || t.value() == Some(cluster));
+        if tagged || named(name, cluster) {
+            add("classic-load-balancer", name);
         }
     }
     let iam = aws_sdk_iam::Client::new(config);

@@ -8,6 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::Duration;
 
+use ballast_e2e::kubernetes_made;
 use ballast_e2e::leftovers::{scan, tag_map};
 use ballast_e2e::localcloud::{instance_processes, LocalCloud, Network};
 use ballast_e2e::operator::{ballast_cli, STATE};
@@ -218,6 +219,22 @@ async fn a_private_cluster_is_deleted_beside_another_and_a_killed_delete_complet
     let backups = backup_ids(&cloud, DOOMED);
     assert!(!backups.is_empty(), "etcd backup took no backup");
     wait_valid(&cloud, NEIGHBOUR, Duration::from_secs(300)).await;
+    // What each cluster makes by itself (its cloud controller manager, EBS CSI driver and VPC CNI), made here with
+    // the same calls and tags: the delete must find the doomed cluster's by their tags and leave the neighbour's.
+    let doomed_made = kubernetes_made::make(&cloud.sdk_config(), DOOMED).await;
+    let neighbour_made = kubernetes_made::make(&cloud.sdk_config(), NEIGHBOUR).await;
+    // Where the cloud controller manager may put them: public (utility) subnets for internet-facing load
+    // balancers, private ones for internal ones.
+    let roles = kubernetes_made::subnet_roles(&cloud.sdk_config(), DOOMED).await;
+    assert_eq!(roles.len(), 6, "{roles:#?}");
+    for (name, role) in &roles {
+        let want = if name.starts_with("utility-") {
+            "kubernetes.io/role/elb=1"
+        } else {
+            "kubernetes.io/role/internal-elb=1"
+        };
+        assert_eq!(role, &[want], "{name}");
+    }
     let neighbour_before = scan(&cloud.sdk_config(), NEIGHBOUR).await;
     let neighbour_store = store_objects(&cloud, NEIGHBOUR).await;
     let doomed_before = scan(&cloud.sdk_config(), DOOMED).await;
@@ -240,10 +257,22 @@ async fn a_private_cluster_is_deleted_beside_another_and_a_killed_delete_complet
         "listener ",
         "iam-role ",
         "instance-profile ",
+        "classic-load-balancer ",
+        "volume ",
+        "network-interface ",
     ] {
         assert!(
             doomed_before.iter().any(|r| r.starts_with(kind)),
             "the scan sees no {kind}of the cluster before the delete: {doomed_before:#?}"
+        );
+    }
+    for made in [&doomed_made, &neighbour_made] {
+        assert_eq!(
+            kubernetes_made::still_there(&cloud.sdk_config(), made)
+                .await
+                .len(),
+            6,
+            "{made:#?}"
         );
     }
 
@@ -274,6 +303,12 @@ async fn a_private_cluster_is_deleted_beside_another_and_a_killed_delete_complet
         "ElasticIp (3)",
         "Vpc (1)",
         "IamRole (2)",
+        "ClassicLoadBalancer (1)",
+        "Service default/web",
+        "Service default/api",
+        doomed_made.classic_security_group.as_str(),
+        doomed_made.volume.as_str(),
+        doomed_made.network_interface.as_str(),
     ] {
         assert!(
             preview.contains(kind),
@@ -326,6 +361,10 @@ async fn a_private_cluster_is_deleted_beside_another_and_a_killed_delete_complet
         scan(&cloud.sdk_config(), DOOMED).await,
         Vec::<String>::new()
     );
+    assert_eq!(
+        kubernetes_made::still_there(&cloud.sdk_config(), &doomed_made).await,
+        Vec::<String>::new()
+    );
     let operator = &cloud;
     wait_until(
         Duration::from_secs(60),
@@ -356,6 +395,17 @@ async fn a_private_cluster_is_deleted_beside_another_and_a_killed_delete_complet
 
     // The neighbour: its resources and state unchanged, and it still validates.
     assert_eq!(scan(&cloud.sdk_config(), NEIGHBOUR).await, neighbour_before);
+    assert_eq!(
+        kubernetes_made::still_there(&cloud.sdk_config(), &neighbour_made)
+            .await
+            .len(),
+        6,
+        "{neighbour_made:#?}"
+    );
+    assert!(
+        kubernetes_made::nodes_admit_load_balancer(&cloud.sdk_config(), &neighbour_made).await,
+        "the neighbour's nodes no longer admit its load balancer's group"
+    );
     assert_unchanged_by_operator(&neighbour_store, &store_objects(&cloud, NEIGHBOUR).await);
     wait_valid(&cloud, NEIGHBOUR, Duration::from_secs(180)).await;
 
@@ -442,6 +492,13 @@ async fn a_cluster_in_a_shared_vpc_leaves_the_vpc_and_subnets_without_its_tag() 
     assert_eq!(found.subnets().len(), 2);
     for s in found.subnets() {
         assert!(!tag_map(s.tags()).contains_key(&key), "{s:?}");
+        // Shared subnets are the operator's: Ballast never gave them the load balancers' role tags.
+        assert!(
+            !tag_map(s.tags())
+                .keys()
+                .any(|k| k.starts_with("kubernetes.io/role/")),
+            "{s:?}"
+        );
     }
     assert_eq!(
         scan(&cloud.sdk_config(), SHARED).await,

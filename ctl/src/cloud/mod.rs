@@ -40,6 +40,8 @@ pub struct Cloud {
     pub ec2: aws_sdk_ec2::Client,
     pub autoscaling: aws_sdk_autoscaling::Client,
     pub elb: aws_sdk_elasticloadbalancingv2::Client,
+    /// Classic load balancers: Ballast makes none, the cloud controller manager does (`delete cluster` finds them).
+    pub elb_classic: aws_sdk_elasticloadbalancing::Client,
     pub iam: aws_sdk_iam::Client,
     pub calls: CallLog,
 }
@@ -66,6 +68,11 @@ impl Cloud {
             ),
             elb: aws_sdk_elasticloadbalancingv2::Client::from_conf(
                 aws_sdk_elasticloadbalancingv2::config::Builder::from(&shared)
+                    .interceptor(interceptor.clone())
+                    .build(),
+            ),
+            elb_classic: aws_sdk_elasticloadbalancing::Client::from_conf(
+                aws_sdk_elasticloadbalancing::config::Builder::from(&shared)
                     .interceptor(interceptor.clone())
                     .build(),
             ),

@@ -27,6 +27,16 @@ pub async fn discover(cloud: &Cloud, cluster: &str) -> Result<Inventory, UpdateE
     found.extend(iam(cloud, cluster).await?);
     found.extend(launch_templates(cloud, cluster).await?);
     found.extend(ec2_resources(cloud, cluster).await?);
+    // The VPCs the cluster owns or shares: where the VPC CNI's network interfaces of it may be.
+    let vpcs: Vec<String> = found
+        .iter()
+        .filter(|r| {
+            r.kind == ResourceKind::Vpc
+                || (r.kind == ResourceKind::SharedTag && r.name == ResourceKind::Vpc.as_str())
+        })
+        .map(|r| r.id.clone())
+        .collect();
+    found.extend(super::kubernetes_made::discover(cloud, cluster, &vpcs).await?);
     Ok(Inventory::from_resources(found))
 }
 

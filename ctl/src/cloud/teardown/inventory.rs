@@ -13,6 +13,8 @@ use crate::cloud::aws::ownership_tag;
 pub enum ResourceKind {
     AutoScalingGroup,
     LoadBalancer,
+    /// A classic ELB: the cloud controller manager's, for a Service of type LoadBalancer (`kubernetes_made`).
+    ClassicLoadBalancer,
     NatGateway,
     Instance,
     LaunchTemplate,
@@ -34,9 +36,10 @@ pub enum ResourceKind {
 
 impl ResourceKind {
     /// Every kind, in the order a teardown reports them (roughly the order they go in).
-    pub const ALL: [ResourceKind; 17] = [
+    pub const ALL: [ResourceKind; 18] = [
         ResourceKind::AutoScalingGroup,
         ResourceKind::LoadBalancer,
+        ResourceKind::ClassicLoadBalancer,
         ResourceKind::NatGateway,
         ResourceKind::Instance,
         ResourceKind::LaunchTemplate,
@@ -58,6 +61,7 @@ impl ResourceKind {
         match self {
             ResourceKind::AutoScalingGroup => "AutoScalingGroup",
             ResourceKind::LoadBalancer => "LoadBalancer",
+            ResourceKind::ClassicLoadBalancer => "ClassicLoadBalancer",
             ResourceKind::NatGateway => "NatGateway",
             ResourceKind::Instance => "Instance",
             ResourceKind::LaunchTemplate => "LaunchTemplate",

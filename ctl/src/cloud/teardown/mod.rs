@@ -11,6 +11,7 @@
 
 pub mod discover;
 pub mod inventory;
+pub mod kubernetes_made;
 pub mod rounds;
 pub mod sweep;
 
@@ -311,6 +312,14 @@ async fn delete_kind(
     resources: &[Resource],
 ) -> Vec<(Resource, Result<(), Failed>)> {
     if kind == ResourceKind::SecurityGroup {
+        // Rules in the groups the cluster keeps that name these (the cloud controller manager's, into a shared
+        // nodes' group) go first; a failure holds the groups for a later round.
+        if let (Err(failed), Some(first)) = (
+            kubernetes_made::revoke_references(cloud, cluster, resources).await,
+            resources.first(),
+        ) {
+            return vec![(first.clone(), Err(failed))];
+        }
         // Their rules refer to each other: every group's rules go before any group.
         return security_groups::delete_all(cloud, resources).await;
     }
@@ -337,6 +346,9 @@ async fn delete_kind(
         let result = match kind {
             ResourceKind::AutoScalingGroup => auto_scaling_groups::delete(cloud, r).await,
             ResourceKind::LoadBalancer => load_balancer::delete_load_balancer(cloud, r).await,
+            ResourceKind::ClassicLoadBalancer => {
+                kubernetes_made::delete_classic_load_balancer(cloud, r).await
+            }
             ResourceKind::TargetGroup => load_balancer::delete_target_group(cloud, r).await,
             ResourceKind::NatGateway => routes::delete_nat_gateway(cloud, r).await,
             ResourceKind::ElasticIp => routes::release_address(cloud, r).await,

@@ -65,19 +65,28 @@ pub fn classify(code: Option<&str>, message: &str) -> Outcome {
 pub fn blockers(kind: ResourceKind) -> &'static [ResourceKind] {
     use ResourceKind::*;
     match kind {
-        AutoScalingGroup | LoadBalancer | NatGateway => &[],
+        AutoScalingGroup | LoadBalancer | ClassicLoadBalancer | NatGateway => &[],
         Instance | LaunchTemplate => &[AutoScalingGroup],
         TargetGroup => &[LoadBalancer, AutoScalingGroup],
         ElasticIp => &[NatGateway, Instance],
         InstanceProfile => &[AutoScalingGroup, Instance, LaunchTemplate],
         IamRole => &[InstanceProfile],
         Volume => &[AutoScalingGroup, Instance],
-        NetworkInterface => &[AutoScalingGroup, Instance, LoadBalancer, NatGateway],
+        NetworkInterface => &[
+            AutoScalingGroup,
+            Instance,
+            LoadBalancer,
+            ClassicLoadBalancer,
+            NatGateway,
+        ],
+        // A classic load balancer's group (the cloud controller manager's `k8s-elb-...`) is in use until the
+        // load balancer is gone.
         SecurityGroup => &[
             AutoScalingGroup,
             Instance,
             LaunchTemplate,
             LoadBalancer,
+            ClassicLoadBalancer,
             NetworkInterface,
         ],
         RouteTable => &[NatGateway],
@@ -85,6 +94,7 @@ pub fn blockers(kind: ResourceKind) -> &'static [ResourceKind] {
             AutoScalingGroup,
             Instance,
             LoadBalancer,
+            ClassicLoadBalancer,
             NatGateway,
             ElasticIp,
         ],
@@ -92,6 +102,7 @@ pub fn blockers(kind: ResourceKind) -> &'static [ResourceKind] {
             AutoScalingGroup,
             Instance,
             LoadBalancer,
+            ClassicLoadBalancer,
             NatGateway,
             NetworkInterface,
             RouteTable,
@@ -100,6 +111,7 @@ pub fn blockers(kind: ResourceKind) -> &'static [ResourceKind] {
             AutoScalingGroup,
             Instance,
             LoadBalancer,
+            ClassicLoadBalancer,
             TargetGroup,
             NatGateway,
             NetworkInterface,
@@ -114,6 +126,7 @@ pub fn blockers(kind: ResourceKind) -> &'static [ResourceKind] {
             Instance,
             LaunchTemplate,
             LoadBalancer,
+            ClassicLoadBalancer,
             TargetGroup,
             NatGateway,
             ElasticIp,
@@ -196,9 +209,14 @@ mod tests {
         let round = plan_round(&inventory(&all));
         assert_eq!(
             kinds_of(&round),
-            vec![AutoScalingGroup, LoadBalancer, NatGateway]
+            vec![
+                AutoScalingGroup,
+                LoadBalancer,
+                ClassicLoadBalancer,
+                NatGateway
+            ]
         );
-        assert_eq!(round.waiting, ResourceKind::ALL.len() - 3);
+        assert_eq!(round.waiting, ResourceKind::ALL.len() - 4);
     }
 
     #[test]
@@ -220,7 +238,12 @@ mod tests {
         assert_eq!(
             order,
             vec![
-                vec![AutoScalingGroup, LoadBalancer, NatGateway],
+                vec![
+                    AutoScalingGroup,
+                    LoadBalancer,
+                    ClassicLoadBalancer,
+                    NatGateway
+                ],
                 vec![Instance, LaunchTemplate, TargetGroup, RouteTable],
                 vec![ElasticIp, InstanceProfile, Volume, NetworkInterface],
                 vec![IamRole, SecurityGroup, InternetGateway, Subnet],

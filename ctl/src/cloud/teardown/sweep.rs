@@ -114,6 +114,9 @@ pub async fn remove_cluster_tag(
         {
             crate::cloud::kinds::load_balancer::remove_tag(cloud, id, &key, &label).await
         }
+        n if n == ResourceKind::ClassicLoadBalancer.as_str() => {
+            super::kubernetes_made::remove_classic_tag(cloud, id, &key, &label).await
+        }
         n if n == ResourceKind::IamRole.as_str() => {
             crate::cloud::kinds::iam::remove_role_tag(cloud, id, &key, &label).await
         }
