@@ -10,7 +10,7 @@
 
 use ballast_state::spec::{Networking, Role};
 
-use super::model::{IngressRule, Source};
+use super::rules::{IngressRule, Source};
 
 /// The tag amazon-vpc puts on every ENI it creates once its `CLUSTER_NAME` is set (nodeup sets it to the cluster's
 /// name), and that launch templates put on each instance's primary ENI: what its permissions are held to.

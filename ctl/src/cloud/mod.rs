@@ -18,6 +18,7 @@ pub mod error;
 pub mod kinds;
 pub mod model;
 pub mod plan;
+pub mod rules;
 pub mod teardown;
 
 use aws_config::SdkConfig;

@@ -94,22 +94,7 @@ pub struct SubnetModel {
     pub public: bool,
 }
 
-/// Where traffic may come from.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Source {
-    Cidr(String),
-    /// The security group of this role.
-    Group(Role),
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct IngressRule {
-    /// `tcp`, `udp` or `-1` (all).
-    pub protocol: String,
-    pub from_port: i32,
-    pub to_port: i32,
-    pub source: Source,
-}
+pub use super::rules::{IngressRule, Source};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecurityGroupModel {
