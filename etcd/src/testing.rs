@@ -33,8 +33,12 @@ pub enum TestSupportError {
         #[source]
         source: std::io::Error,
     },
-    #[error("not an IP: {0}")]
-    BadIp(String),
+    #[error("not an IP: {text}")]
+    BadIp {
+        text: String,
+        #[source]
+        source: std::net::AddrParseError,
+    },
 }
 
 fn write(path: &Path, data: &str, mode: u32) -> Result<(), TestSupportError> {
@@ -76,9 +80,10 @@ impl TestCa {
             path: dir.to_path_buf(),
             source,
         })?;
-        let addr: IpAddr = ip
-            .parse()
-            .map_err(|_| TestSupportError::BadIp(ip.to_string()))?;
+        let addr: IpAddr = ip.parse().map_err(|source| TestSupportError::BadIp {
+            text: ip.to_string(),
+            source,
+        })?;
         let mut ips = vec![addr];
         if addr.is_loopback() && ip != "127.0.0.1" {
             ips.push(IpAddr::from([127, 0, 0, 1]));

@@ -45,8 +45,9 @@ pub enum EmulatorError {
         source: std::io::Error,
     },
     /// The launcher exited or timed out before it was ready.
-    #[error("the AWS emulator did not become ready: {0}")]
-    NotReady(String),
+    // `reason` is this crate's own sentence (what the launcher printed or failed to print), not another error.
+    #[error("the AWS emulator did not become ready: {reason}")]
+    NotReady { reason: String },
 }
 
 /// How to start the emulator.
@@ -153,8 +154,8 @@ impl Emulator {
         };
         let mut child = spawn_launcher(&python, &launcher, port, options)?;
         let stdin = child.stdin.take();
-        let stdout = child.stdout.take().ok_or_else(|| {
-            EmulatorError::NotReady("the launcher's stdout was not captured".into())
+        let stdout = child.stdout.take().ok_or_else(|| EmulatorError::NotReady {
+            reason: "the launcher's stdout was not captured".into(),
         })?;
         let mut emulator = Emulator {
             child: Some(child),
@@ -235,21 +236,28 @@ fn wait_ready(stdout: std::process::ChildStdout) -> Result<String, EmulatorError
         let mut reader = BufReader::new(stdout);
         let mut line = String::new();
         let result = match reader.read_line(&mut line) {
-            Ok(0) => Err("the launcher exited before it was ready (see its log)".to_string()),
+            Ok(0) => Err(EmulatorError::NotReady {
+                reason: "the launcher exited before it was ready (see its log)".to_string(),
+            }),
             Ok(_) => match line.trim().strip_prefix("ready ") {
                 Some(url) => Ok(url.to_string()),
-                None => Err(format!("unexpected first line from the launcher: {line:?}")),
+                None => Err(EmulatorError::NotReady {
+                    reason: format!("unexpected first line from the launcher: {line:?}"),
+                }),
             },
-            Err(e) => Err(format!("reading the launcher's output: {e}")),
+            Err(source) => Err(EmulatorError::Io {
+                what: "reading the launcher's output",
+                source,
+            }),
         };
         let _ = tx.send(result);
         // Drain whatever else it prints so it never blocks on a full pipe.
         let _ = std::io::copy(&mut reader, &mut std::io::sink());
     });
     match rx.recv_timeout(READY_TIMEOUT) {
-        Ok(result) => result.map_err(EmulatorError::NotReady),
-        Err(_) => Err(EmulatorError::NotReady(format!(
-            "no ready line within {READY_TIMEOUT:?}"
-        ))),
+        Ok(result) => result,
+        Err(_) => Err(EmulatorError::NotReady {
+            reason: format!("no ready line within {READY_TIMEOUT:?}"),
+        }),
     }
 }

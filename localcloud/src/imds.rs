@@ -80,14 +80,14 @@ pub enum CredentialsError {
     #[error("reading instance profile {profile}: {message}")]
     Profile { profile: String, message: String },
     /// The instance profile holds no role.
-    #[error("instance profile {0} has no role")]
-    NoRole(String),
+    #[error("instance profile {profile_arn} has no role")]
+    NoRole { profile_arn: String },
     /// AssumeRole failed (e.g. the role's trust policy does not name ec2.amazonaws.com).
     #[error("assuming role {role}: {message}")]
     AssumeRole { role: String, message: String },
     /// STS answered without credentials.
-    #[error("AssumeRole of {0} returned no credentials")]
-    Empty(String),
+    #[error("AssumeRole of {role_arn} returned no credentials")]
+    Empty { role_arn: String },
 }
 
 /// Where role credentials come from: the emulated IAM and STS, called as the EC2 service.
@@ -123,7 +123,9 @@ impl CredentialIssuer {
         let role = out
             .instance_profile
             .and_then(|p| p.roles.into_iter().next())
-            .ok_or_else(|| CredentialsError::NoRole(profile.arn.clone()))?;
+            .ok_or_else(|| CredentialsError::NoRole {
+                profile_arn: profile.arn.clone(),
+            })?;
         Ok((role.role_name, role.arn))
     }
 
@@ -144,9 +146,9 @@ impl CredentialIssuer {
                 role: role_arn.to_owned(),
                 message: crate::aws::error_chain(&e),
             })?;
-        let c = out
-            .credentials
-            .ok_or_else(|| CredentialsError::Empty(role_arn.to_owned()))?;
+        let c = out.credentials.ok_or_else(|| CredentialsError::Empty {
+            role_arn: role_arn.to_owned(),
+        })?;
         let expiration = SystemTime::try_from(c.expiration).unwrap_or_else(|_| SystemTime::now());
         Ok(RoleCredentials {
             access_key_id: c.access_key_id,

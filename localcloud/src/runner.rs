@@ -84,9 +84,24 @@ pub struct RunnerOptions {
 /// Failures of one poll; the loop logs them and carries on.
 #[derive(Debug, thiserror::Error)]
 pub enum RunnerError {
-    /// DescribeInstances failed.
-    #[error("DescribeInstances failed: {0}")]
-    Describe(String),
+    /// DescribeInstances failed; the SDK's error is the source (logged with its whole chain).
+    #[error("DescribeInstances failed")]
+    DescribeInstances(
+        #[source]
+        aws_sdk_ec2::error::SdkError<
+            aws_sdk_ec2::operation::describe_instances::DescribeInstancesError,
+            aws_sdk_ec2::config::http::HttpResponse,
+        >,
+    ),
+    /// DescribeVolumes failed (while reading which volumes are attached).
+    #[error("DescribeVolumes failed")]
+    DescribeVolumes(
+        #[source]
+        aws_sdk_ec2::error::SdkError<
+            aws_sdk_ec2::operation::describe_volumes::DescribeVolumesError,
+            aws_sdk_ec2::config::http::HttpResponse,
+        >,
+    ),
 }
 
 /// Failures to boot one instance; retried after [`BOOT_RETRY_DELAY`].
@@ -99,8 +114,8 @@ pub enum BootError {
         message: String,
     },
     /// The instance's user-data is not valid base64.
-    #[error("the user-data of {0} is not valid base64")]
-    UserDataEncoding(String),
+    #[error("the user-data of {instance_id} is not valid base64")]
+    UserDataEncoding { instance_id: String },
     /// The IMDS endpoint could not be bound.
     #[error("binding the IMDS endpoint of {instance_id} on {addr}: {source}")]
     Imds {
@@ -245,7 +260,8 @@ impl Runner {
                 }
                 fingerprint = changed => {
                     if let Err(e) = self.poll(fingerprint).await {
-                        tracing::warn!(error = %e, "poll failed; retrying");
+                        // The SDK's errors say little at the top ("service error"): log every cause.
+                        tracing::warn!(error = %crate::aws::error_chain(&e), "poll failed; retrying");
                     }
                 }
             }
@@ -540,7 +556,7 @@ impl Runner {
         let mut out = Vec::new();
         let mut pages = self.ctx.ec2.describe_volumes().into_paginator().send();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| RunnerError::Describe(crate::aws::error_chain(&e)))?;
+            let page = page.map_err(RunnerError::DescribeVolumes)?;
             for volume in page.volumes() {
                 for a in volume.attachments() {
                     if a.state().map(|s| s.as_str()) != Some("attached") {
@@ -673,7 +689,7 @@ impl Runner {
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| RunnerError::Describe(crate::aws::error_chain(&e)))?;
+            let page = page.map_err(RunnerError::DescribeInstances)?;
             for reservation in page.reservations() {
                 let owner = reservation.owner_id().unwrap_or("123456789012").to_owned();
                 for instance in reservation.instances() {
@@ -973,7 +989,9 @@ async fn read_user_data(ec2: &aws_sdk_ec2::Client, id: &str) -> Result<Option<Ve
     base64::engine::general_purpose::STANDARD
         .decode(encoded.trim())
         .map(Some)
-        .map_err(|_| BootError::UserDataEncoding(id.to_owned()))
+        .map_err(|_| BootError::UserDataEncoding {
+            instance_id: id.to_owned(),
+        })
 }
 
 /// What the instance's IMDS serves, from its DescribeInstances entry.

@@ -15,13 +15,28 @@ pub fn fingerprint(public: &[u8]) -> String {
     sha256_hex(public)[..16].to_string()
 }
 
+/// Why a stored CA certificate's dates could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum CertificateDatesError {
+    #[error("not a PEM certificate: {source}")]
+    NotPem {
+        #[source]
+        source: x509_parser::nom::Err<x509_parser::error::PEMError>,
+    },
+    #[error("not an X.509 certificate: {source}")]
+    NotX509 {
+        #[source]
+        source: x509_parser::nom::Err<x509_parser::error::X509Error>,
+    },
+}
+
 /// When a CA certificate starts and stops being valid, as RFC 3339.
-pub fn certificate_dates(pem: &str) -> Result<(String, String), String> {
+pub fn certificate_dates(pem: &str) -> Result<(String, String), CertificateDatesError> {
     let (_, parsed) = x509_parser::pem::parse_x509_pem(pem.as_bytes())
-        .map_err(|e| format!("not a PEM certificate: {e}"))?;
+        .map_err(|source| CertificateDatesError::NotPem { source })?;
     let cert = parsed
         .parse_x509()
-        .map_err(|e| format!("not an X.509 certificate: {e}"))?;
+        .map_err(|source| CertificateDatesError::NotX509 { source })?;
     let validity = cert.validity();
     Ok((
         unix_rfc3339(validity.not_before.timestamp()),

@@ -22,7 +22,7 @@ pub struct ClusterPaths {
 #[error("cluster name: {reason}")]
 pub struct InvalidClusterName {
     pub name: String,
-    pub reason: String,
+    pub reason: crate::validate::ClusterNameError,
 }
 
 impl ClusterPaths {

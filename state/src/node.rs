@@ -161,10 +161,10 @@ pub struct EtcdSettings {
 /// Failures rendering what a node is told.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeSpecError {
-    #[error("instance group {0:?} is not in the completed spec")]
-    UnknownGroup(String),
-    #[error("control-plane group {0:?} hosts no etcd member")]
-    NoEtcdMember(String),
+    #[error("instance group {group:?} is not in the completed spec")]
+    UnknownGroup { group: String },
+    #[error("control-plane group {group:?} hosts no etcd member")]
+    NoEtcdMember { group: String },
     #[error("rendering the node spec of {group:?}: {source}")]
     Render {
         group: String,
@@ -207,7 +207,9 @@ pub fn render_node_spec_with_keys(
 ) -> Result<RenderedNodeSpec, NodeSpecError> {
     let ig = completed
         .instance_group(group)
-        .ok_or_else(|| NodeSpecError::UnknownGroup(group.to_string()))?;
+        .ok_or_else(|| NodeSpecError::UnknownGroup {
+            group: group.to_string(),
+        })?;
     let cluster = &completed.cluster.spec;
     let paths = ClusterPaths::new(completed.name());
     let control_plane = ig.spec.role == Role::ControlPlane;
@@ -234,7 +236,9 @@ pub fn render_node_spec_with_keys(
             .iter()
             .find(|m| m.instance_group == group)
             .map(|m| m.name.clone())
-            .ok_or_else(|| NodeSpecError::NoEtcdMember(group.to_string()))?;
+            .ok_or_else(|| NodeSpecError::NoEtcdMember {
+                group: group.to_string(),
+            })?;
         let backup = etcd.backup.clone().unwrap_or_default();
         let encryption = cluster.encryption_config.clone().unwrap_or_default();
         Some(ControlPlaneSettings {

@@ -53,17 +53,28 @@ impl Pace {
     }
 }
 
+/// Why a `maxSurge` or `maxUnavailable` value is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IntOrPercentError {
+    /// A count above [`MAX_GROUP_SIZE`] (or below 0), or a percentage above 100%; `value` as written.
+    #[error("{value} is out of range: use a count from 0 to {MAX_GROUP_SIZE}, or a percentage from 0% to 100%")]
+    OutOfRange { value: String },
+    /// Text that is no number and no percentage.
+    #[error("{text:?} is neither a count (e.g. 2) nor a percentage (e.g. \"25%\")")]
+    NotANumber { text: String },
+}
+
 impl IntOrPercent {
     /// What is wrong with the value, in words; `None` when it is a count in 0..=MAX_GROUP_SIZE or a
     /// percentage in 0%..=100%.
     pub fn problem(&self) -> Option<String> {
-        self.parsed().err()
+        self.parsed().err().map(|e| e.to_string())
     }
 
     /// `Ok((value, is_percent))`.
-    fn parsed(&self) -> Result<(u32, bool), String> {
-        let out_of_range = |v: &dyn std::fmt::Display| {
-            format!("{v} is out of range: use a count from 0 to {MAX_GROUP_SIZE}, or a percentage from 0% to 100%")
+    fn parsed(&self) -> Result<(u32, bool), IntOrPercentError> {
+        let out_of_range = |v: &dyn std::fmt::Display| IntOrPercentError::OutOfRange {
+            value: v.to_string(),
         };
         match self {
             IntOrPercent::Int(n) => match u32::try_from(*n) {
@@ -79,11 +90,7 @@ impl IntOrPercent {
                     .parse()
                     .ok()
                     .filter(|_| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
-                    .ok_or_else(|| {
-                        format!(
-                            "{text:?} is neither a count (e.g. 2) nor a percentage (e.g. \"25%\")"
-                        )
-                    })?;
+                    .ok_or_else(|| IntOrPercentError::NotANumber { text: text.clone() })?;
                 let limit = if percent { 100 } else { MAX_GROUP_SIZE };
                 if value > limit {
                     return Err(out_of_range(text));
@@ -94,7 +101,7 @@ impl IntOrPercent {
     }
 
     /// The count for a group of `desired` instances: a percentage of it, rounded up or down.
-    fn resolve(&self, desired: u32, round_up: bool) -> Result<u32, String> {
+    fn resolve(&self, desired: u32, round_up: bool) -> Result<u32, IntOrPercentError> {
         let (value, percent) = self.parsed()?;
         if !percent {
             return Ok(value);
@@ -133,7 +140,7 @@ pub fn pace(
     spec: Option<&RollingUpdateSpec>,
     desired: u32,
     surge_allowed: bool,
-) -> Result<Pace, String> {
+) -> Result<Pace, IntOrPercentError> {
     let surge_value = spec
         .and_then(|s| s.max_surge.clone())
         .unwrap_or(DEFAULT_MAX_SURGE);

@@ -161,8 +161,18 @@ impl SshPublicKey {
     }
 }
 
+/// A name that cannot name a stored SSH key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{name:?} is not a key name: use 1 to 63 of a-z, 0-9, '-', '_', '.', starting with a letter or digit \
+     (default: {DEFAULT_NAME})"
+)]
+pub struct SshKeyNameError {
+    pub name: String,
+}
+
 /// Whether `name` may name a stored key: 1 to 63 of `a-z 0-9 - _ .`, starting with a letter or digit.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), SshKeyNameError> {
     let ok = !name.is_empty()
         && name.len() <= 63
         && name
@@ -175,10 +185,9 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "{name:?} is not a key name: use 1 to 63 of a-z, 0-9, '-', '_', '.', starting with a letter or digit \
-             (default: {DEFAULT_NAME})"
-        ))
+        Err(SshKeyNameError {
+            name: name.to_string(),
+        })
     }
 }
 

@@ -130,52 +130,78 @@ fn check_cilium(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
     }
 }
 
+/// Why a cluster name is refused. A cluster name names S3 prefixes, tags, IAM roles and the API's DNS record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterNameError {
+    #[error("must not be empty: a cluster is named by a DNS name, e.g. demo.example.com")]
+    Empty,
+    /// Longer than [`MAX_CLUSTER_NAME_CHARS`]; the message quotes at most twice that much of `name`.
+    #[error(
+        "{:?} is {} characters, longer than {MAX_CLUSTER_NAME_CHARS}: the cluster's IAM roles are named \
+         {IAM_ROLE_NAME_PREFIX}<cluster>, and IAM allows role names of at most {IAM_MAX_ROLE_NAME_CHARS} \
+         characters; choose a shorter name",
+        quoted_prefix(.name),
+        .name.len()
+    )]
+    TooLong { name: String },
+    #[error(
+        "{name:?} is not a valid DNS name: each dot-separated part must be 1-63 lowercase letters, digits or \
+         '-', not starting or ending with '-'"
+    )]
+    NotDns { name: String },
+}
+
+/// A name of any length is quoted, but not at any length.
+fn quoted_prefix(name: &str) -> String {
+    let mut shown: String = name.chars().take(2 * MAX_CLUSTER_NAME_CHARS).collect();
+    if shown.len() < name.len() {
+        shown.push_str("...");
+    }
+    shown
+}
+
 /// A cluster name must be a DNS name: it names S3 prefixes, tags and the API's DNS record.
-pub fn check_cluster_name(name: &str) -> Result<(), String> {
+pub fn check_cluster_name(name: &str) -> Result<(), ClusterNameError> {
     if name.is_empty() {
-        return Err(
-            "must not be empty: a cluster is named by a DNS name, e.g. demo.example.com".into(),
-        );
+        return Err(ClusterNameError::Empty);
     }
     if name.len() > MAX_CLUSTER_NAME_CHARS {
-        // A name of any length is quoted, but not at any length.
-        let mut shown: String = name.chars().take(2 * MAX_CLUSTER_NAME_CHARS).collect();
-        if shown.len() < name.len() {
-            shown.push_str("...");
-        }
-        return Err(format!(
-            "{shown:?} is {} characters, longer than {MAX_CLUSTER_NAME_CHARS}: the cluster's IAM roles are named \
-             {IAM_ROLE_NAME_PREFIX}<cluster>, and IAM allows role names of at most {IAM_MAX_ROLE_NAME_CHARS} \
-             characters; choose a shorter name",
-            name.len()
-        ));
+        return Err(ClusterNameError::TooLong {
+            name: name.to_string(),
+        });
     }
-    for label in name.split('.') {
-        if !DNS_LABEL.is_match(label) {
-            return Err(format!(
-                "{name:?} is not a valid DNS name: each dot-separated part must be 1-63 lowercase letters, digits \
-                 or '-', not starting or ending with '-'"
-            ));
-        }
+    if !name.split('.').all(|label| DNS_LABEL.is_match(label)) {
+        return Err(ClusterNameError::NotDns {
+            name: name.to_string(),
+        });
     }
     Ok(())
 }
 
+/// An instance group name that is not a DNS label.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{name:?} is not a valid instance group name: use 1-63 lowercase letters, digits or '-', not starting or \
+     ending with '-'"
+)]
+pub struct InstanceGroupNameError {
+    pub name: String,
+}
+
 /// An instance group name names its ASG, launch template and state-store objects.
-pub fn check_instance_group_name(name: &str) -> Result<(), String> {
+pub fn check_instance_group_name(name: &str) -> Result<(), InstanceGroupNameError> {
     if DNS_LABEL.is_match(name) {
         Ok(())
     } else {
-        Err(format!(
-            "{name:?} is not a valid instance group name: use 1-63 lowercase letters, digits or '-', not starting or \
-             ending with '-'"
-        ))
+        Err(InstanceGroupNameError {
+            name: name.to_string(),
+        })
     }
 }
 
 fn check_dns_name(report: &mut Report<'_>, path: &str, name: &str) {
-    if let Err(message) = check_cluster_name(name) {
-        report.error(path, message);
+    if let Err(error) = check_cluster_name(name) {
+        report.error(path, error.to_string());
     }
 }
 
@@ -615,8 +641,8 @@ fn check_instance_groups(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
             object: format!("{KIND_INSTANCE_GROUP}/{}", ig.metadata.name),
             errors,
         };
-        if let Err(message) = check_instance_group_name(&ig.metadata.name) {
-            report.error("metadata.name", message);
+        if let Err(error) = check_instance_group_name(&ig.metadata.name) {
+            report.error("metadata.name", error.to_string());
         } else if !seen.insert(ig.metadata.name.as_str()) {
             report.error(
                 "metadata.name",
@@ -857,16 +883,23 @@ fn check_node_labels_and_taints(report: &mut Report<'_>, spec: &InstanceGroupSpe
         }
     }
     for (i, taint) in spec.taints.iter().flatten().enumerate() {
-        if let Err(message) = check_taint(taint) {
-            report.error(format!("spec.taints[{i}]"), message);
+        if let Err(error) = check_taint(taint) {
+            report.error(format!("spec.taints[{i}]"), error.to_string());
         }
     }
 }
 
+/// A taint that is not `key[=value]:Effect` with a known effect.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{taint:?} is not a taint: use key[=value]:Effect, Effect one of NoSchedule, PreferNoSchedule, NoExecute")]
+struct TaintError {
+    taint: String,
+}
+
 /// A taint is `key[=value]:Effect`.
-fn check_taint(taint: &str) -> Result<(), String> {
-    let invalid = || {
-        format!("{taint:?} is not a taint: use key[=value]:Effect, Effect one of NoSchedule, PreferNoSchedule, NoExecute")
+fn check_taint(taint: &str) -> Result<(), TaintError> {
+    let invalid = || TaintError {
+        taint: taint.to_string(),
     };
     let (key_value, effect) = taint.rsplit_once(':').ok_or_else(invalid)?;
     if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&effect) {
@@ -920,7 +953,9 @@ mod tests {
         assert!(check_cluster_name(&longest).is_ok());
         assert_eq!(format!("control-plane.{longest}").len(), 64);
         let too_long = format!("b{longest}");
-        let message = check_cluster_name(&too_long).expect_err("51 characters");
+        let message = check_cluster_name(&too_long)
+            .expect_err("51 characters")
+            .to_string();
         assert_eq!(
             message,
             format!(
@@ -930,7 +965,13 @@ mod tests {
         );
         // A huge name is not quoted whole.
         let huge = "a.".repeat(5_000) + "com";
-        assert!(check_cluster_name(&huge).expect_err("huge").len() < 400);
+        assert!(
+            check_cluster_name(&huge)
+                .expect_err("huge")
+                .to_string()
+                .len()
+                < 400
+        );
     }
 
     fn config_with_groups(count: usize) -> ClusterConfig {

@@ -323,28 +323,50 @@ fn shared_network_from(
         .map_err(|m| CommandError::Usage(format!("--shared-from {}: {m}", path.display())))
 }
 
+/// Why a `--shared-from` file is not the outputs Ballast needs; the messages say what to add or change.
+#[derive(Debug, thiserror::Error)]
+pub enum TerraformOutputsError {
+    #[error("not the JSON of `terraform output -json`: {source}")]
+    NotJson {
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("no output `vpc_id` (a string): add `output \"vpc_id\" {{ value = aws_vpc.X.id }}`")]
+    NoVpcId,
+    #[error("no output `subnet_ids` (a list, or a map of zone to id)")]
+    NoSubnetIds,
+    #[error("`subnet_ids` must hold strings")]
+    SubnetNotString,
+    #[error("`subnet_ids` has no subnet for zone {zone:?}")]
+    NoSubnetForZone { zone: String },
+    #[error("`subnet_ids` must be a list, or a map of zone to subnet id")]
+    SubnetIdsShape,
+}
+
 /// Reads `{"vpc_id": {"value": ...}, "vpc_cidr": {...}, "subnet_ids": {"value": [...] or {zone: id}}}`.
-pub fn parse_terraform_outputs(text: &str, zones: &[String]) -> Result<SharedNetwork, String> {
-    let outputs: serde_json::Value = serde_json::from_str(text)
-        .map_err(|e| format!("not the JSON of `terraform output -json`: {e}"))?;
+pub fn parse_terraform_outputs(
+    text: &str,
+    zones: &[String],
+) -> Result<SharedNetwork, TerraformOutputsError> {
+    let outputs: serde_json::Value =
+        serde_json::from_str(text).map_err(|source| TerraformOutputsError::NotJson { source })?;
     let value = |key: &str| outputs.get(key).map(|o| o.get("value").unwrap_or(o));
     let vpc_id = value("vpc_id")
         .or_else(|| value("network_id"))
         .and_then(|v| v.as_str())
-        .ok_or("no output `vpc_id` (a string): add `output \"vpc_id\" { value = aws_vpc.X.id }`")?
+        .ok_or(TerraformOutputsError::NoVpcId)?
         .to_string();
     let vpc_cidr = value("vpc_cidr")
         .and_then(|v| v.as_str())
         .map(str::to_string);
-    let subnets =
-        value("subnet_ids").ok_or("no output `subnet_ids` (a list, or a map of zone to id)")?;
+    let subnets = value("subnet_ids").ok_or(TerraformOutputsError::NoSubnetIds)?;
     let subnet_ids = match subnets {
         serde_json::Value::Array(items) => items
             .iter()
             .map(|i| {
                 i.as_str()
                     .map(str::to_string)
-                    .ok_or("`subnet_ids` must hold strings")
+                    .ok_or(TerraformOutputsError::SubnetNotString)
             })
             .collect::<Result<Vec<_>, _>>()?,
         serde_json::Value::Object(by_zone) => zones
@@ -354,10 +376,10 @@ pub fn parse_terraform_outputs(text: &str, zones: &[String]) -> Result<SharedNet
                     .get(zone)
                     .and_then(|v| v.as_str())
                     .map(str::to_string)
-                    .ok_or_else(|| format!("`subnet_ids` has no subnet for zone {zone:?}"))
+                    .ok_or_else(|| TerraformOutputsError::NoSubnetForZone { zone: zone.clone() })
             })
             .collect::<Result<Vec<_>, _>>()?,
-        _ => return Err("`subnet_ids` must be a list, or a map of zone to subnet id".to_string()),
+        _ => return Err(TerraformOutputsError::SubnetIdsShape),
     };
     Ok(SharedNetwork {
         vpc_id,
@@ -376,12 +398,12 @@ mod tests {
         let list = r#"{"vpc_id": {"sensitive": false, "type": "string", "value": "vpc-0123456789abcdef0"},
             "subnet_ids": {"type": ["list", "string"], "value": ["subnet-aaaaaaaa", "subnet-bbbbbbbb"]}}"#;
         assert_eq!(
-            parse_terraform_outputs(list, &zones),
-            Ok(SharedNetwork {
+            parse_terraform_outputs(list, &zones).expect("list form"),
+            SharedNetwork {
                 vpc_id: "vpc-0123456789abcdef0".into(),
                 vpc_cidr: None,
                 subnet_ids: vec!["subnet-aaaaaaaa".into(), "subnet-bbbbbbbb".into()],
-            })
+            }
         );
         let map = r#"{"vpc_id": {"value": "vpc-1"}, "vpc_cidr": {"value": "10.1.0.0/16"},
             "subnet_ids": {"value": {"us-west-2b": "subnet-b", "us-west-2a": "subnet-a"}}}"#;
@@ -389,13 +411,15 @@ mod tests {
         assert_eq!(shared.subnet_ids, vec!["subnet-a", "subnet-b"]);
         assert_eq!(shared.vpc_cidr.as_deref(), Some("10.1.0.0/16"));
         let missing = parse_terraform_outputs(r#"{"subnet_ids": {"value": []}}"#, &zones)
-            .expect_err("no vpc");
+            .expect_err("no vpc")
+            .to_string();
         assert!(missing.contains("vpc_id"), "{missing}");
         let zone = parse_terraform_outputs(
             r#"{"vpc_id": {"value": "vpc-1"}, "subnet_ids": {"value": {"us-west-2a": "s"}}}"#,
             &zones,
         )
-        .expect_err("zone missing");
+        .expect_err("zone missing")
+        .to_string();
         assert!(zone.contains("us-west-2b"), "{zone}");
     }
 }

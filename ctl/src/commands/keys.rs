@@ -257,7 +257,7 @@ pub async fn delete_secret(context: &Context, args: DeleteSecretArgs) -> Result<
     match args.what {
         DeleteSecretWhat::SshPublicKey { key_name } => {
             let name = context.cluster_name(None)?;
-            ssh_key::check_name(&key_name).map_err(CommandError::Usage)?;
+            ssh_key::check_name(&key_name).map_err(|e| CommandError::Usage(e.to_string()))?;
             let registry = context.registry().await?;
             require_cluster(&registry, &name).await?;
             let report = keys_error(

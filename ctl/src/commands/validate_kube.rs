@@ -158,24 +158,45 @@ pub fn judge_pods(facts: &KubeFacts) -> (bool, String) {
     }
 }
 
+/// Why the API could not be read: which list, and whether it timed out or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeObserveError {
+    /// The list did not answer within the timeout given to [`observe`].
+    #[error("listing {what} timed out after {}s", .after.as_secs())]
+    TimedOut { what: &'static str, after: Duration },
+    /// The API answered with an error, or could not be reached.
+    #[error("listing {what}: {source}")]
+    List {
+        what: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+}
+
 /// Reads the Nodes and kube-system's pods, each list within `timeout`.
-pub async fn observe(client: &Client, timeout: Duration) -> Result<KubeFacts, String> {
+pub async fn observe(client: &Client, timeout: Duration) -> Result<KubeFacts, KubeObserveError> {
     let nodes: Api<Node> = Api::all(client.clone());
     let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
     let params = ListParams::default();
+    const NODES: &str = "Nodes";
+    const PODS: &str = "kube-system pods";
     let nodes = tokio::time::timeout(timeout, nodes.list(&params))
         .await
-        .map_err(|_| format!("listing Nodes timed out after {}s", timeout.as_secs()))?
-        .map_err(|e| format!("listing Nodes: {e}"))?;
+        .map_err(|_| KubeObserveError::TimedOut {
+            what: NODES,
+            after: timeout,
+        })?
+        .map_err(|source| KubeObserveError::List {
+            what: NODES,
+            source,
+        })?;
     let pods = tokio::time::timeout(timeout, pods.list(&params))
         .await
-        .map_err(|_| {
-            format!(
-                "listing kube-system pods timed out after {}s",
-                timeout.as_secs()
-            )
+        .map_err(|_| KubeObserveError::TimedOut {
+            what: PODS,
+            after: timeout,
         })?
-        .map_err(|e| format!("listing kube-system pods: {e}"))?;
+        .map_err(|source| KubeObserveError::List { what: PODS, source })?;
     Ok(KubeFacts {
         nodes: nodes.items.iter().map(node_seen).collect(),
         kube_system_pods: pods.items.iter().map(pod_seen).collect(),

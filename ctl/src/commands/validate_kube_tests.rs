@@ -211,7 +211,8 @@ async fn an_unreachable_api_is_an_error_naming_what_failed() {
     let client = Client::try_from(config).expect("client");
     let err = observe(&client, Duration::from_secs(5))
         .await
-        .expect_err("unreachable");
+        .expect_err("unreachable")
+        .to_string();
     assert!(err.starts_with("listing Nodes: "), "{err}");
 }
 

@@ -92,9 +92,18 @@ impl RollMarker {
         serde_json::to_string(self).unwrap_or_default()
     }
 
-    pub fn from_tag(value: &str) -> Result<Self, String> {
-        serde_json::from_str(value).map_err(|e| e.to_string())
+    /// Reads the tag back; a value that is not this JSON fails with what serde_json found wrong.
+    pub fn from_tag(value: &str) -> Result<Self, RollMarkerError> {
+        serde_json::from_str(value).map_err(|json| RollMarkerError { json })
     }
+}
+
+/// A `ballast.dev/rolling-update` tag value that is not a [`RollMarker`] (edited by hand, or written by another
+/// version). Transparent: its message is serde_json's (what and where in the value), which is all there is to say.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct RollMarkerError {
+    json: serde_json::Error,
 }
 
 /// Why an instance is replaced.
@@ -183,7 +192,7 @@ pub fn order(
     groups: &[(String, Role)],
     selected: &[String],
     roles: &[Role],
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, RollOrderError> {
     let known: BTreeSet<&str> = groups.iter().map(|(n, _)| n.as_str()).collect();
     let unknown: Vec<&str> = selected
         .iter()
@@ -191,11 +200,10 @@ pub fn order(
         .filter(|s| !known.contains(s))
         .collect();
     if !unknown.is_empty() {
-        return Err(format!(
-            "no instance group named {}: the cluster's groups are {}",
-            unknown.join(", "),
-            known.iter().copied().collect::<Vec<_>>().join(", ")
-        ));
+        return Err(RollOrderError::UnknownGroups {
+            unknown: unknown.into_iter().map(str::to_string).collect(),
+            known: known.iter().map(|k| k.to_string()).collect(),
+        });
     }
     let mut chosen: Vec<&(String, Role)> = groups
         .iter()
@@ -205,6 +213,21 @@ pub fn order(
     chosen
         .sort_by(|a, b| (a.1 != Role::ControlPlane, &a.0).cmp(&(b.1 != Role::ControlPlane, &b.0)));
     Ok(chosen.into_iter().map(|(n, _)| n.clone()).collect())
+}
+
+/// Why the groups to roll could not be chosen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RollOrderError {
+    /// `--instance-group` named groups the cluster does not have; `known` is every group it has, by name.
+    #[error(
+        "no instance group named {}: the cluster's groups are {}",
+        .unknown.join(", "),
+        .known.join(", ")
+    )]
+    UnknownGroups {
+        unknown: Vec<String>,
+        known: Vec<String>,
+    },
 }
 
 /// etcd as the supervisors' reports and AWS show it, for the control-plane gate.
@@ -225,15 +248,13 @@ pub struct EtcdView {
 /// Whether a control-plane member may be taken down now: only when etcd is healthy with every expected member
 /// voting and those are exactly the control-plane instances in service, so that losing this one member keeps
 /// a quorum. `Err` says what is missing.
-pub fn control_plane_gate(etcd: &EtcdView) -> Result<(), String> {
+pub fn control_plane_gate(etcd: &EtcdView) -> Result<(), EtcdGateError> {
     // Membership first: an instance that is gone or not yet voting is what an operator must hear about.
     if etcd.voters.len() < etcd.expected {
-        return Err(format!(
-            "etcd is missing a member: {} of {} voting ({}); taking another down could lose quorum",
-            etcd.voters.len(),
-            etcd.expected,
-            etcd.voters.iter().cloned().collect::<Vec<_>>().join(", ")
-        ));
+        return Err(EtcdGateError::MissingMember {
+            expected: etcd.expected,
+            voters: etcd.voters.iter().cloned().collect(),
+        });
     }
     let not_voting: Vec<&str> = etcd
         .in_service
@@ -248,22 +269,55 @@ pub fn control_plane_gate(etcd: &EtcdView) -> Result<(), String> {
         .map(String::as_str)
         .collect();
     if !not_voting.is_empty() || !gone.is_empty() {
-        return Err(format!(
-            "etcd is missing a member: its voters are not the control-plane instances in service (not yet \
-             voting: [{}], voting but not in service: [{}]); a member is being replaced",
-            not_voting.join(", "),
-            gone.join(", ")
-        ));
+        return Err(EtcdGateError::VotersNotInService {
+            not_voting: not_voting.into_iter().map(str::to_string).collect(),
+            gone: gone.into_iter().map(str::to_string).collect(),
+        });
     }
     if !etcd.healthy {
-        let problems = if etcd.problems.is_empty() {
-            "its members' reports do not agree it is healthy".to_string()
-        } else {
-            etcd.problems.join("; ")
-        };
-        return Err(format!("etcd is not healthy: {problems}"));
+        return Err(EtcdGateError::Unhealthy {
+            problems: etcd.problems.clone(),
+        });
     }
     Ok(())
+}
+
+/// Why a control-plane member may not be taken down now ([`control_plane_gate`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EtcdGateError {
+    /// Fewer voting members than control-plane groups; `voters` are the instance ids that do vote.
+    #[error(
+        "etcd is missing a member: {} of {expected} voting ({}); taking another down could lose quorum",
+        .voters.len(),
+        .voters.join(", ")
+    )]
+    MissingMember {
+        expected: usize,
+        voters: Vec<String>,
+    },
+    /// The voters are not the control-plane instances in service: a member is mid-replacement.
+    #[error(
+        "etcd is missing a member: its voters are not the control-plane instances in service (not yet \
+         voting: [{}], voting but not in service: [{}]); a member is being replaced",
+        .not_voting.join(", "),
+        .gone.join(", ")
+    )]
+    VotersNotInService {
+        not_voting: Vec<String>,
+        gone: Vec<String>,
+    },
+    /// Every member votes, but the reports do not agree etcd is healthy; `problems` are the reports' own words.
+    #[error("etcd is not healthy: {}", unhealthy_reasons(.problems))]
+    Unhealthy { problems: Vec<String> },
+}
+
+/// The reports' problems, or a plain sentence when they name none.
+fn unhealthy_reasons(problems: &[String]) -> String {
+    if problems.is_empty() {
+        "its members' reports do not agree it is healthy".to_string()
+    } else {
+        problems.join("; ")
+    }
 }
 
 /// The next step of a control-plane group.
@@ -311,7 +365,7 @@ pub fn control_plane_step(
         ));
     }
     if let Err(why) = control_plane_gate(etcd) {
-        return ControlPlaneStep::Wait(why);
+        return ControlPlaneStep::Wait(why.to_string());
     }
     match pending.first() {
         None => ControlPlaneStep::Done,

@@ -40,7 +40,10 @@ pub enum RollError {
     /// The roll would have to take a control-plane member down without a quorum to spare.
     #[error("refusing to roll: {reason}. Nothing was terminated; wait until `ballast validate cluster {cluster}` \
              passes (`ballast etcd status {cluster}` shows each member), then run the roll again")]
-    EtcdNotWhole { cluster: String, reason: String },
+    EtcdNotWhole {
+        cluster: String,
+        reason: decide::EtcdGateError,
+    },
     /// Node groups would run a newer configuration than the control plane.
     #[error("refusing to roll node groups before the control plane: {groups} still run an older node spec, and \
              nodes must never be newer than the control plane. Roll them first (run without --instance-group, \
@@ -48,7 +51,10 @@ pub enum RollError {
     ControlPlaneFirst { groups: String },
     /// A group's `rollingUpdate` cannot be resolved.
     #[error("instance group {group}: spec.rollingUpdate: {message}")]
-    Pace { group: String, message: String },
+    Pace {
+        group: String,
+        message: ballast_state::rolling_update::IntOrPercentError,
+    },
     /// A group's Auto Scaling Group is not there.
     #[error("instance group {group}: its AutoScalingGroup {resource} does not exist: run `ballast update cluster \
              {cluster} --yes` first")]
@@ -58,12 +64,13 @@ pub enum RollError {
         resource: String,
     },
     /// The marker tag on a group's Auto Scaling Group is not one this Ballast wrote.
-    #[error("AutoScalingGroup {resource}: its {MARKER_TAG} tag {value:?} is not a roll's record ({message}): \
+    // `marker` is shown inside the message, so it is not also this error's source (a chain would say it twice).
+    #[error("AutoScalingGroup {resource}: its {MARKER_TAG} tag {value:?} is not a roll's record ({marker}): \
              set the group's sizes by hand and delete the tag")]
     BadMarker {
         resource: String,
         value: String,
-        message: String,
+        marker: decide::RollMarkerError,
     },
     /// A wait ran out.
     #[error("instance group {group}: {what} after {waited}: {why}. The roll stopped; run it again to go on \

@@ -100,10 +100,10 @@ pub async fn groups(
             None => None,
             Some(value) => {
                 Some(
-                    RollMarker::from_tag(value).map_err(|message| RollError::BadMarker {
+                    RollMarker::from_tag(value).map_err(|marker| RollError::BadMarker {
                         resource: resource.clone(),
                         value: value.to_string(),
-                        message,
+                        marker,
                     })?,
                 )
             }
