@@ -464,3 +464,44 @@ pub async fn subnet_roles(
         })
         .collect()
 }
+
+/// A network interface the VPC CNI of `cluster` would make in `subnet` (not attached), by id.
+pub async fn cni_network_interface(
+    config: &aws_config::SdkConfig,
+    cluster: &str,
+    subnet: &str,
+) -> String {
+    aws_sdk_ec2::Client::new(config)
+        .create_network_interface()
+        .subnet_id(subnet)
+        .description("aws-K8S-i-0123456789abcdef0")
+        .tag_specifications(tags_for(
+            ec2::ResourceType::NetworkInterface,
+            vec![
+                tag("cluster.k8s.amazonaws.com/name", cluster),
+                tag("node.k8s.amazonaws.com/instance_id", "i-0123456789abcdef0"),
+            ],
+        ))
+        .send()
+        .await
+        .expect("a CNI network interface")
+        .network_interface()
+        .and_then(|n| n.network_interface_id())
+        .expect("an interface id")
+        .to_string()
+}
+
+/// Which of `ids` are network interfaces that still exist.
+pub async fn network_interfaces_there(config: &aws_config::SdkConfig, ids: &[&str]) -> Vec<String> {
+    aws_sdk_ec2::Client::new(config)
+        .describe_network_interfaces()
+        .send()
+        .await
+        .expect("network interfaces")
+        .network_interfaces()
+        .iter()
+        .filter_map(|n| n.network_interface_id())
+        .filter(|id| ids.contains(id))
+        .map(str::to_string)
+        .collect()
+}

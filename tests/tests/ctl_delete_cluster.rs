@@ -460,6 +460,13 @@ async fn a_cluster_in_a_shared_vpc_leaves_the_vpc_and_subnets_without_its_tag() 
         Some("shared")
     );
 
+    // In the shared VPC: an interface of this cluster's VPC CNI and one of another cluster's. Only the first is
+    // this cluster's to delete.
+    let subnet = network.subnet_ids()[0].clone();
+    let ours = kubernetes_made::cni_network_interface(&cloud.sdk_config(), SHARED, &subnet).await;
+    let theirs =
+        kubernetes_made::cni_network_interface(&cloud.sdk_config(), NEIGHBOUR, &subnet).await;
+
     let preview = ballast_cli(&cloud)
         .args(["delete", "cluster", SHARED])
         .assert()
@@ -469,6 +476,8 @@ async fn a_cluster_in_a_shared_vpc_leaves_the_vpc_and_subnets_without_its_tag() 
         preview.contains(&format!("Vpc {}: shared", network.vpc_id)),
         "{preview}"
     );
+    assert!(preview.contains(&ours), "{preview}");
+    assert!(!preview.contains(&theirs), "{preview}");
 
     ballast_cli(&cloud)
         .args(["delete", "cluster", SHARED, "--delete-backups", "--yes"])
@@ -505,4 +514,9 @@ async fn a_cluster_in_a_shared_vpc_leaves_the_vpc_and_subnets_without_its_tag() 
         Vec::<String>::new()
     );
     assert_eq!(store_objects(&cloud, SHARED).await, BTreeMap::new());
+    assert_eq!(
+        kubernetes_made::network_interfaces_there(&cloud.sdk_config(), &[&ours, &theirs]).await,
+        vec![theirs.clone()],
+        "only this cluster's CNI interface goes from the shared VPC"
+    );
 }
