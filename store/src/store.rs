@@ -4,14 +4,14 @@
 //! - `s3://bucket/prefix`: objects encrypted server-side (SSE-S3, or SSE-KMS with a key); writes conditional
 //!   through `If-None-Match: *` (create) and `If-Match: <etag>` (update).
 //! - `file:///path`: one file per object, mode 0600 in 0700 directories; a write takes an exclusive lock on
-//!   the store, compares the object's current version (its sha256) with the expected one, and renames a
-//!   fully written temporary file into place, so readers never see half an object.
+//!   the store, compares the object's current version (its sha256) with the expected one, and writes through
+//!   the one durable writer (`ballast_common::durable`: a temporary file, fsync, rename, fsync the directory),
+//!   so readers never see half an object and a crash leaves the old one or the new one.
 //!
 //! A conditional write that loses a race fails with [`StoreError::Conflict`] and changes nothing.
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -19,6 +19,7 @@ use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::ServerSideEncryption;
+use ballast_common::durable::{self, Options};
 use ballast_state::digest::sha256_hex;
 use sha2::{Digest, Sha256};
 
@@ -77,6 +78,13 @@ pub enum StoreError {
         path: PathBuf,
         #[source]
         source: std::io::Error,
+    },
+    /// A file-backend write failed; the writer's error names the file and the step (the old object is intact
+    /// unless only the directory's sync failed).
+    #[error("state store {source}")]
+    Write {
+        #[from]
+        source: durable::WriteError,
     },
     /// A file store's root that group or others may use: the store sets the mode of nothing it did not create,
     /// so it refuses the directory and says how to make it private (or to use another).
@@ -511,30 +519,11 @@ impl FileStore {
             });
         }
         let dir = path.parent().unwrap_or(&self.root).to_path_buf();
+        // Made as every directory of the store is (0700, a failure naming the directory), not by the writer.
         self.create_dir(&dir)?;
-        let tmp = dir.join(format!(
-            ".{}.tmp-{}",
-            path.file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or("object"),
-            std::process::id()
-        ));
-        let write = || -> std::io::Result<()> {
-            let mut file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(true)
-                .write(true)
-                .mode(0o600)
-                .open(&tmp)?;
-            file.write_all(data)?;
-            file.sync_all()?;
-            std::fs::rename(&tmp, &path)?;
-            std::fs::File::open(&dir)?.sync_all()
-        };
-        if let Err(e) = write() {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(Self::io(&path)(e));
-        }
+        // Under the lock, so the version compared above is still the one this write replaces. The temporary file
+        // is hidden (`.<name>...tmp`), so a listing never sees it as an object.
+        durable::write(&path, data, &Options::mode(0o600))?;
         Ok(Version(sha256_hex(data)))
     }
 

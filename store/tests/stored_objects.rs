@@ -304,3 +304,47 @@ async fn an_open_store_root_of_someone_else_is_refused() {
     );
     assert!(message.contains(&fix), "{fix:?} not in {message}");
 }
+
+/// The file store writes through the one durable writer under its lock: a replaced object is whole and private,
+/// no temporary file is left beside it or listed, and a write whose expected version is stale changes nothing.
+#[tokio::test]
+async fn a_replaced_object_is_whole_private_and_leaves_no_temporary() {
+    use ballast_store::store::{Precondition, StoreError};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("state");
+    let store = StateStore::open(
+        &format!("file://{}", root.display()),
+        StoreOptions::default(),
+    )
+    .await
+    .expect("open the store");
+    let first = store
+        .put("c/x", b"first", &Precondition::MustNotExist)
+        .await
+        .expect("create");
+    let second = store
+        .put(
+            "c/x",
+            b"second, longer",
+            &Precondition::MustMatch(first.clone()),
+        )
+        .await
+        .expect("replace");
+    let stale = store
+        .put("c/x", b"lost", &Precondition::MustMatch(first))
+        .await
+        .expect_err("a stale version");
+    assert!(matches!(stale, StoreError::Conflict { .. }), "{stale}");
+
+    let read = store.get("c/x").await.expect("read").expect("there");
+    assert_eq!(read.data, b"second, longer");
+    assert_eq!(read.version, second);
+    assert_eq!(mode(&root.join("c/x")), 0o600);
+    let beside: Vec<String> = std::fs::read_dir(root.join("c"))
+        .expect("read the directory")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(beside, ["x"]);
+    assert_eq!(store.list("c/").await.expect("list"), ["c/x"]);
+}
