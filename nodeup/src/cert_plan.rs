@@ -19,6 +19,12 @@ use crate::model::{pki, NodeFacts};
 pub const VALIDITY: Duration = Duration::days(365);
 pub const RENEW_BEFORE: Duration = Duration::days(30);
 
+/// How long a worker's kubelet client certificate lives (issued by the bootstrap service, crate::bootstrap::issue):
+/// the kubelet renews it through the API (`rotateCertificates`, approved for `system:nodes` renewing their own),
+/// and nodeup asks again at boot when fewer than [`NODE_CERT_RENEW_BEFORE`] are left.
+pub const NODE_CERT_VALIDITY: Duration = Duration::days(30);
+pub const NODE_CERT_RENEW_BEFORE: Duration = Duration::days(7);
+
 /// Which CA signs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signer {
@@ -242,8 +248,8 @@ pub fn worker_kubelet_client(hostname: &str) -> CertPlan {
         false,
         true,
     );
-    plan.validity = crate::bootstrap::issue::NODE_CERT_VALIDITY;
-    plan.renew_before = crate::bootstrap::issue::NODE_CERT_RENEW_BEFORE;
+    plan.validity = NODE_CERT_VALIDITY;
+    plan.renew_before = NODE_CERT_RENEW_BEFORE;
     plan
 }
 

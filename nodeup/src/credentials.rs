@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use crate::identity::CredentialsCheck;
 
-/// How long a booting node waits for its instance role's credentials to appear in IMDS.
-pub const CREDENTIALS_WAIT: Duration = Duration::from_secs(60);
+/// How long a booting node waits for its instance role's credentials to appear in IMDS: the deadline of the
+/// retry policy it waits with.
+pub const CREDENTIALS_WAIT: Duration = crate::retry::CREDENTIALS_WAIT;
 
 /// Resolves credentials the way every AWS client of nodeup will: through the SDK's default chain, which on an
 /// instance ends at IMDS (the environment has no keys).

@@ -20,11 +20,14 @@ pub const STORE_READ: Policy = Policy::new(
     Duration::from_secs(300),
 );
 
+/// How long a booting node waits for its instance role's credentials to appear in IMDS.
+pub const CREDENTIALS_WAIT: Duration = Duration::from_secs(60);
+
 /// The instance role's credentials appearing in IMDS after launch.
 pub const CREDENTIALS: Policy = Policy::new(
     Duration::from_millis(200),
     Duration::from_secs(5),
-    crate::credentials::CREDENTIALS_WAIT,
+    CREDENTIALS_WAIT,
 );
 
 /// A worker asking the control plane's bootstrap service for its certificates (the deadline is `--wait`'s).

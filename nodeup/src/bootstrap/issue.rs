@@ -13,11 +13,9 @@ use time::{Duration, OffsetDateTime};
 
 use super::verify::Grant;
 
-/// How long a worker's kubelet client certificate lives: the kubelet renews it through the API
-/// (`rotateCertificates`, approved for `system:nodes` renewing their own), and nodeup asks again at boot when
-/// fewer than [`NODE_CERT_RENEW_BEFORE`] are left.
-pub const NODE_CERT_VALIDITY: Duration = Duration::days(30);
-pub const NODE_CERT_RENEW_BEFORE: Duration = Duration::days(7);
+/// How long a worker's kubelet client certificate lives, and when nodeup asks again: what the node keeps
+/// (crate::cert_plan::worker_kubelet_client) and what this issues are one pair of numbers.
+pub use crate::cert_plan::{NODE_CERT_RENEW_BEFORE, NODE_CERT_VALIDITY};
 /// How long a worker's kubelet serving certificate lives: as every leaf certificate nodeup issues on the control
 /// plane ([`crate::cert_plan::VALIDITY`]), renewed at boot when fewer than 30 days are left. The kubelet cannot
 /// renew it itself (`serverTLSBootstrap` CSRs have no approver), so an instance is replaced (`rolling-update`)
