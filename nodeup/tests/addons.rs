@@ -12,11 +12,13 @@ use std::path::{Path, PathBuf};
 
 use ballast_state::components::{ComponentManifest, ImageDigest, Release};
 use ballast_state::node::NodeSpec;
-use ballast_state::spec::Networking;
+use ballast_state::spec::{CiliumRoutingMode, Networking};
 use ballast_testutil::assert_golden;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
 use nodeup::addons::{self, AddonError, AddonSet};
 use sha2::{Digest, Sha256};
 
@@ -56,9 +58,20 @@ fn cni_fixture(name: &str) -> String {
 }
 
 fn render(networking: Networking, name: &str) -> AddonSet {
-    let spec = spec(networking);
+    render_spec(&spec(networking), name)
+}
+
+/// Cilium is rendered by Ballast and reads no baked manifest; the other CNIs read their fixture.
+fn render_spec(spec: &NodeSpec, name: &str) -> AddonSet {
     let (minor, release) = test_release(&spec.kubernetes_version);
-    addons::render(&spec, &release, &minor, Some(&cni_fixture(name))).expect("renders")
+    let fixture = (spec.networking != Networking::Cilium).then(|| cni_fixture(name));
+    addons::render(spec, &release, &minor, fixture.as_deref()).expect("renders")
+}
+
+fn native_cilium() -> NodeSpec {
+    let mut spec = spec(Networking::Cilium);
+    spec.cilium_routing_mode = Some(CiliumRoutingMode::Native);
+    spec
 }
 
 fn objects_yaml(set: &AddonSet) -> String {
@@ -97,6 +110,11 @@ fn each_networking_choice_renders_its_golden_addon_set() {
         assert_golden(&dir.join("objects.yaml"), objects_yaml(&set));
         assert_golden(&dir.join("summary.txt"), summary(&set));
     }
+    // Cilium's other routing mode.
+    let set = render_spec(&native_cilium(), "cilium");
+    let dir = data().join("addons/cilium-native");
+    assert_golden(&dir.join("objects.yaml"), objects_yaml(&set));
+    assert_golden(&dir.join("summary.txt"), summary(&set));
 }
 
 #[test]
@@ -125,9 +143,30 @@ fn every_image_is_pinned_by_digest_and_every_ballast_object_is_typed() {
         {
             assert!(line.contains("@sha256:"), "{name}: {line}");
         }
-        // The upstream digest in the cilium fixture is replaced by the pin.
-        assert!(!text.contains(&"0".repeat(64)), "{name}");
-        for object in set.objects.iter().filter(|o| o.addon != name) {
+        // Ballast's objects never pull what the AMI baked; the upstream manifests' are the CNI module's.
+        for object in set
+            .objects
+            .iter()
+            .filter(|o| !["amazon-vpc", "calico"].contains(&o.addon.as_str()))
+        {
+            let text = object.value.to_string();
+            assert!(
+                !text.contains("\"imagePullPolicy\":\"Always\""),
+                "{}",
+                object.describe()
+            );
+            assert_eq!(
+                text.matches("\"image\":").count(),
+                text.matches("\"imagePullPolicy\":\"IfNotPresent\"").count(),
+                "{}",
+                object.describe()
+            );
+        }
+        for object in set
+            .objects
+            .iter()
+            .filter(|o| !["amazon-vpc", "calico"].contains(&o.addon.as_str()))
+        {
             let value = object.value.clone();
             let parsed = match object.kind() {
                 "ServiceAccount" => serde_json::from_value::<ServiceAccount>(value).map(|_| ()),
@@ -136,6 +175,12 @@ fn every_image_is_pinned_by_digest_and_every_ballast_object_is_typed() {
                     serde_json::from_value::<ClusterRoleBinding>(value).map(|_| ())
                 }
                 "RoleBinding" => serde_json::from_value::<RoleBinding>(value).map(|_| ()),
+                "Role" => serde_json::from_value::<Role>(value).map(|_| ()),
+                "PodDisruptionBudget" => {
+                    serde_json::from_value::<PodDisruptionBudget>(value).map(|_| ())
+                }
+                "CSIDriver" => serde_json::from_value::<CSIDriver>(value).map(|_| ()),
+                "StorageClass" => serde_json::from_value::<StorageClass>(value).map(|_| ()),
                 "ConfigMap" => serde_json::from_value::<ConfigMap>(value).map(|_| ()),
                 "Service" => serde_json::from_value::<Service>(value).map(|_| ()),
                 "DaemonSet" => serde_json::from_value::<DaemonSet>(value).map(|_| ()),
@@ -211,4 +256,197 @@ fn the_set_hash_follows_the_content() {
     assert_ne!(a.sha256(), c.sha256());
     let versions: BTreeMap<_, _> = a.versions.clone();
     assert_eq!(versions.get("calico").map(String::as_str), Some("3.30.2"));
+}
+
+/// Every `image` an add-on's objects name.
+fn images_named(set: &AddonSet, addon: &str) -> std::collections::BTreeSet<String> {
+    fn walk(value: &serde_json::Value, out: &mut std::collections::BTreeSet<String>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, v) in map {
+                    match (key.as_str(), v) {
+                        ("image", serde_json::Value::String(image)) => {
+                            out.insert(image.clone());
+                        }
+                        _ => walk(v, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = std::collections::BTreeSet::new();
+    for object in set.objects.iter().filter(|o| o.addon == addon) {
+        walk(&object.value, &mut out);
+    }
+    out
+}
+
+#[test]
+fn cilium_and_the_ebs_csi_driver_run_exactly_the_images_the_bake_pulls() {
+    // What images/install.sh bakes is each add-on's `images` in the manifest, by digest: an image named here and
+    // not there would be pulled at boot, one there and not here baked for nothing.
+    let (_, release) = test_release("1.33");
+    for (spec, addon) in [
+        (spec(Networking::Cilium), "cilium"),
+        (native_cilium(), "cilium"),
+        (spec(Networking::Calico), "aws-ebs-csi-driver"),
+    ] {
+        let set = render_spec(&spec, &spec.networking_name());
+        let baked: std::collections::BTreeSet<String> = release.addons[addon]
+            .images
+            .values()
+            .map(|i| i.pinned_reference().expect("test digests are pinned"))
+            .collect();
+        assert_eq!(images_named(&set, addon), baked, "{addon}");
+    }
+}
+
+trait NetworkingName {
+    fn networking_name(&self) -> String;
+}
+
+impl NetworkingName for NodeSpec {
+    fn networking_name(&self) -> String {
+        CHOICES
+            .iter()
+            .find(|(n, _)| *n == self.networking)
+            .map(|(_, name)| name.to_string())
+            .expect("a networking choice")
+    }
+}
+
+fn object<'a>(set: &'a AddonSet, describe: &str) -> &'a serde_json::Value {
+    &set.objects
+        .iter()
+        .find(|o| o.describe() == describe)
+        .unwrap_or_else(|| panic!("no {describe}"))
+        .value
+}
+
+#[test]
+fn cilium_replaces_kube_proxy_and_reaches_the_api_at_the_node_specs_endpoint() {
+    let spec = spec(Networking::Cilium);
+    let set = render(Networking::Cilium, "cilium");
+    let config = object(&set, "ConfigMap kube-system/cilium-config");
+    assert_eq!(config["data"]["kube-proxy-replacement"], "true");
+    assert!(!set.objects.iter().any(|o| o.addon == "kube-proxy"));
+    // Without kube-proxy the `kubernetes` Service works only once the agent runs: every Cilium container that
+    // talks to the API is told the endpoint kubelets use.
+    for workload in [
+        "DaemonSet kube-system/cilium",
+        "Deployment kube-system/cilium-operator",
+    ] {
+        let text = object(&set, workload).to_string();
+        let host = format!(
+            "{{\"name\":\"KUBERNETES_SERVICE_HOST\",\"value\":\"{}\"}}",
+            spec.api_server_endpoint
+        );
+        assert!(text.contains(&host), "{workload}: {text}");
+        assert!(
+            text.contains("{\"name\":\"KUBERNETES_SERVICE_PORT\",\"value\":\"443\"}"),
+            "{workload}"
+        );
+    }
+    // Envoy inside the agent: no cilium-envoy DaemonSet.
+    assert_eq!(config["data"]["external-envoy-proxy"], "false");
+    assert!(!set.objects.iter().any(|o| o.name() == "cilium-envoy"));
+}
+
+#[test]
+fn cilium_routes_as_the_node_spec_says() {
+    let tunnel = render(Networking::Cilium, "cilium");
+    let data = &object(&tunnel, "ConfigMap kube-system/cilium-config")["data"];
+    assert_eq!(data["routing-mode"], "tunnel");
+    assert_eq!(data["tunnel-protocol"], "vxlan");
+    assert_eq!(data["auto-direct-node-routes"], "false");
+    assert!(data.get("ipv4-native-routing-cidr").is_none());
+
+    let spec = native_cilium();
+    let native = render_spec(&spec, "cilium");
+    let data = &object(&native, "ConfigMap kube-system/cilium-config")["data"];
+    assert_eq!(data["routing-mode"], "native");
+    assert!(data.get("tunnel-protocol").is_none());
+    assert_eq!(data["auto-direct-node-routes"], "true");
+    assert_eq!(data["ipv4-native-routing-cidr"], spec.pod_cidr.as_str());
+    assert_eq!(data["cluster-pool-ipv4-cidr"], spec.pod_cidr.as_str());
+}
+
+#[test]
+fn the_cilium_operator_runs_on_control_plane_nodes_one_per_node() {
+    let mut spec = spec(Networking::Cilium);
+    let members = spec
+        .control_plane
+        .as_ref()
+        .map(|c| c.etcd.members.len())
+        .expect("a control-plane node spec");
+    let replicas = |spec: &NodeSpec| {
+        let set = render_spec(spec, "cilium");
+        let operator = object(&set, "Deployment kube-system/cilium-operator").clone();
+        let csi = object(&set, "Deployment kube-system/ebs-csi-controller").clone();
+        (operator, csi)
+    };
+    let (operator, csi) = replicas(&spec);
+    assert_eq!(operator["spec"]["replicas"], members.min(2));
+    assert_eq!(csi["spec"]["replicas"], members.min(2));
+    let pod = &operator["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"][0]["matchExpressions"][0]["key"],
+        "node-role.kubernetes.io/control-plane"
+    );
+    assert_eq!(
+        pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+            ["topologyKey"],
+        "kubernetes.io/hostname"
+    );
+    assert!(pod["tolerations"]
+        .to_string()
+        .contains("node-role.kubernetes.io/control-plane"));
+    // Three control-plane nodes: two replicas; one: one (a second would wait forever for a node of its own).
+    let control_plane = spec.control_plane.as_mut().expect("control plane");
+    let first = control_plane
+        .etcd
+        .members
+        .iter()
+        .next()
+        .map(|(k, v)| (k.clone(), v.clone()));
+    control_plane.etcd.members = ["a", "b", "c"]
+        .iter()
+        .map(|m| (m.to_string(), format!("control-plane-{m}")))
+        .collect();
+    assert_eq!(replicas(&spec).0["spec"]["replicas"], 2);
+    let control_plane = spec.control_plane.as_mut().expect("control plane");
+    control_plane.etcd.members = first.into_iter().collect();
+    assert_eq!(replicas(&spec).0["spec"]["replicas"], 1);
+    assert_eq!(replicas(&spec).1["spec"]["replicas"], 1);
+}
+
+#[test]
+fn the_ebs_csi_driver_tags_its_volumes_for_the_cluster_and_is_the_default_storage() {
+    let spec = spec(Networking::Calico);
+    let set = render(Networking::Calico, "calico");
+    let controller = object(&set, "Deployment kube-system/ebs-csi-controller").to_string();
+    assert!(
+        controller.contains(&format!("--k8s-tag-cluster-id={}", spec.cluster_name)),
+        "{controller}"
+    );
+    assert!(!controller.contains("csi-snapshotter"), "{controller}");
+    let class = object(&set, "StorageClass gp3");
+    assert_eq!(
+        class["metadata"]["annotations"]["storageclass.kubernetes.io/is-default-class"],
+        "true"
+    );
+    assert_eq!(class["provisioner"], "ebs.csi.aws.com");
+    assert_eq!(class["parameters"]["type"], "gp3");
+    assert_eq!(class["parameters"]["encrypted"], "true");
+    assert_eq!(class["volumeBindingMode"], "WaitForFirstConsumer");
+    assert_eq!(class["allowVolumeExpansion"], true);
+    let node = object(&set, "DaemonSet kube-system/ebs-csi-node");
+    let plugin = &node["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(plugin["securityContext"]["privileged"], true);
+    assert!(plugin["volumeMounts"]
+        .to_string()
+        .contains("{\"mountPath\":\"/var/lib/kubelet\",\"mountPropagation\":\"Bidirectional\""));
 }

@@ -2,8 +2,9 @@
 //!
 //! - [`set`] (pure): the add-on set of a node spec's release and networking: Ballast's own typed objects
 //!   ([`objects`]: CoreDNS, kube-proxy unless the CNI replaces it, the AWS cloud controller manager, the
-//!   certificate-rotation binding) and the CNI's objects parsed from its baked upstream manifest ([`cni`]), every
-//!   image pinned by digest (`images/manifest.yaml`).
+//!   certificate-rotation binding; [`cilium`]: Cilium; [`ebs_csi`]: the EBS CSI driver and the default
+//!   StorageClass) and, for amazon-vpc and calico, the CNI's objects parsed from its baked upstream manifest
+//!   ([`cni`]), every image pinned by digest (`images/manifest.yaml`).
 //! - [`apply`] (I/O): server-side apply through `kube`, field manager `ballast`, conflicts retried with a
 //!   bounded backoff; an object whose applied hash annotation already matches is left alone, so a second run
 //!   writes nothing and two control-plane nodes racing write the same bytes.
@@ -11,7 +12,9 @@
 //!   records the outcome in the node's report (`addons`).
 
 pub mod apply;
+pub mod cilium;
 pub mod cni;
+pub mod ebs_csi;
 pub mod objects;
 pub mod runner;
 pub mod set;
@@ -88,6 +91,12 @@ pub enum AddonError {
     UnknownRelease(#[source] ballast_state::components::LookupError),
     #[error("images/manifest.yaml pins no add-on {addon:?} for Kubernetes {minor}: bake an AMI from a manifest that does")]
     AddonNotPinned { addon: String, minor: String },
+    #[error("images/manifest.yaml pins no image {image:?} of add-on {addon:?} for Kubernetes {minor}: bake an AMI from a manifest that does")]
+    ImageNotPinned {
+        addon: String,
+        image: String,
+        minor: String,
+    },
     #[error("add-on {addon}: image {image} ({reference}) has no pinned digest in images/manifest.yaml; pin it there and bake a new AMI")]
     ImageUnpinned {
         addon: String,

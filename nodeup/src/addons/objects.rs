@@ -21,14 +21,14 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-const KUBE_SYSTEM: &str = "kube-system";
-const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+pub(super) const KUBE_SYSTEM: &str = "kube-system";
+pub(super) const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 /// The label every object Ballast applies carries, so an operator can list them.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY: &str = "ballast";
-const CONTROL_PLANE_LABEL: &str = "node-role.kubernetes.io/control-plane";
+pub(super) const CONTROL_PLANE_LABEL: &str = "node-role.kubernetes.io/control-plane";
 
-fn meta(name: &str, namespace: Option<&str>, app: &str) -> ObjectMeta {
+pub(super) fn meta(name: &str, namespace: Option<&str>, app: &str) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.to_string()),
         namespace: namespace.map(str::to_string),
@@ -40,11 +40,11 @@ fn meta(name: &str, namespace: Option<&str>, app: &str) -> ObjectMeta {
     }
 }
 
-fn app_labels(app: &str) -> BTreeMap<String, String> {
+pub(super) fn app_labels(app: &str) -> BTreeMap<String, String> {
     BTreeMap::from([("k8s-app".to_string(), app.to_string())])
 }
 
-fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
+pub(super) fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
     let owned = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     PolicyRule {
         api_groups: Some(owned(groups)),
@@ -54,7 +54,7 @@ fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
     }
 }
 
-fn service_account_subject(name: &str) -> Subject {
+pub(super) fn service_account_subject(name: &str) -> Subject {
     Subject {
         kind: "ServiceAccount".into(),
         name: name.to_string(),
@@ -63,7 +63,7 @@ fn service_account_subject(name: &str) -> Subject {
     }
 }
 
-fn cluster_role_ref(name: &str) -> RoleRef {
+pub(super) fn cluster_role_ref(name: &str) -> RoleRef {
     RoleRef {
         api_group: RBAC_GROUP.into(),
         kind: "ClusterRole".into(),
@@ -71,7 +71,7 @@ fn cluster_role_ref(name: &str) -> RoleRef {
     }
 }
 
-fn tolerate(key: &str) -> Toleration {
+pub(super) fn tolerate(key: &str) -> Toleration {
     Toleration {
         key: Some(key.to_string()),
         operator: Some("Exists".into()),
@@ -80,7 +80,7 @@ fn tolerate(key: &str) -> Toleration {
     }
 }
 
-fn requests(cpu: &str, memory: &str) -> ResourceRequirements {
+pub(super) fn requests(cpu: &str, memory: &str) -> ResourceRequirements {
     ResourceRequirements {
         requests: Some(BTreeMap::from([
             ("cpu".to_string(), Quantity(cpu.to_string())),
@@ -90,7 +90,7 @@ fn requests(cpu: &str, memory: &str) -> ResourceRequirements {
     }
 }
 
-fn host_path(name: &str, path: &str, kind: &str) -> Volume {
+pub(super) fn host_path(name: &str, path: &str, kind: &str) -> Volume {
     Volume {
         name: name.to_string(),
         host_path: Some(HostPathVolumeSource {
@@ -101,7 +101,7 @@ fn host_path(name: &str, path: &str, kind: &str) -> Volume {
     }
 }
 
-fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+pub(super) fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
     VolumeMount {
         name: name.to_string(),
         mount_path: path.to_string(),

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use ballast_state::components::addons::{
-    self as pins, cni_addon, cni_replaces_kube_proxy, AWS_CLOUD_CONTROLLER_MANAGER, COREDNS,
-    KUBE_PROXY,
+    self as pins, cni_addon, cni_replaces_kube_proxy, AWS_CLOUD_CONTROLLER_MANAGER,
+    AWS_EBS_CSI_DRIVER, CILIUM, COREDNS, KUBE_PROXY,
 };
 use ballast_state::components::{Addon, Release};
 use ballast_state::node::NodeSpec;
@@ -13,7 +13,7 @@ use ballast_state::spec::Networking;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::{cni, objects, AddonError, AddonObject};
+use super::{cilium, cni, ebs_csi, objects, AddonError, AddonObject};
 
 /// Certificate rotation's binding belongs to no upstream add-on; it is named this in the report.
 pub const NODE_RBAC: &str = "node-rbac";
@@ -40,7 +40,8 @@ impl AddonSet {
 }
 
 /// The add-on set for `spec` from its release's pins. `cni_manifest` is the text of the CNI's baked manifest
-/// (`None` when the image does not carry it: an error naming where it should be).
+/// (`None` when the image does not carry it: an error naming where it should be); Cilium, which Ballast renders
+/// itself, needs none.
 pub fn render(
     spec: &NodeSpec,
     release: &Release,
@@ -56,22 +57,25 @@ pub fn render(
                 minor: minor.to_string(),
             })
     };
-    let image = |name: &str| -> Result<String, AddonError> {
+    // The pinned reference of one image of an add-on.
+    let image_of = |name: &str, key: &str| -> Result<String, AddonError> {
         let pinned = addon(name)?
             .images
-            .get(name)
-            .ok_or_else(|| AddonError::AddonNotPinned {
+            .get(key)
+            .ok_or_else(|| AddonError::ImageNotPinned {
                 addon: name.to_string(),
+                image: key.to_string(),
                 minor: minor.to_string(),
             })?;
         pinned
             .pinned_reference()
             .ok_or_else(|| AddonError::ImageUnpinned {
                 addon: name.to_string(),
-                image: name.to_string(),
+                image: key.to_string(),
                 reference: pinned.reference.clone(),
             })
     };
+    let image = |name: &str| image_of(name, name);
     let mut versions = BTreeMap::from([(NODE_RBAC.to_string(), release.kubernetes.clone())]);
     let mut out = Vec::new();
     push(
@@ -82,15 +86,38 @@ pub fn render(
 
     let cni_name = cni_addon(spec.networking);
     let cni = addon(cni_name)?;
-    let text = cni_manifest.ok_or_else(|| AddonError::ManifestMissing {
-        addon: cni_name.to_string(),
-        path: pins::baked_manifest_path(cni_name),
-    })?;
-    let mut cni_objects = cni::parse(cni_name, text, &cni.images)?;
-    if spec.networking == Networking::AmazonVpc {
-        cni::name_the_cluster_to_amazon_vpc(&mut cni_objects, &spec.cluster_name)?;
+    if spec.networking == Networking::Cilium {
+        let images = cilium::CiliumImages {
+            agent: image_of(CILIUM, "cilium")?,
+            operator: image_of(CILIUM, "operator")?,
+        };
+        let c = cilium::cilium(spec, &images);
+        for account in &c.service_accounts {
+            push(&mut out, CILIUM, account)?;
+        }
+        for role in &c.cluster_roles {
+            push(&mut out, CILIUM, role)?;
+        }
+        for binding in &c.cluster_role_bindings {
+            push(&mut out, CILIUM, binding)?;
+        }
+        push(&mut out, CILIUM, &c.role)?;
+        push(&mut out, CILIUM, &c.role_binding)?;
+        push(&mut out, CILIUM, &c.config)?;
+        push(&mut out, CILIUM, &c.disruption_budget)?;
+        push(&mut out, CILIUM, &c.daemon_set)?;
+        push(&mut out, CILIUM, &c.deployment)?;
+    } else {
+        let text = cni_manifest.ok_or_else(|| AddonError::ManifestMissing {
+            addon: cni_name.to_string(),
+            path: pins::baked_manifest_path(cni_name),
+        })?;
+        let mut cni_objects = cni::parse(cni_name, text, &cni.images)?;
+        if spec.networking == Networking::AmazonVpc {
+            cni::name_the_cluster_to_amazon_vpc(&mut cni_objects, &spec.cluster_name)?;
+        }
+        out.extend(cni_objects);
     }
-    out.extend(cni_objects);
     versions.insert(cni_name.to_string(), cni.version.clone());
 
     if !cni_replaces_kube_proxy(spec.networking) {
@@ -126,6 +153,34 @@ pub fn render(
         addon(AWS_CLOUD_CONTROLLER_MANAGER)?.version.clone(),
     );
 
+    let ebs_images = ebs_csi::EbsCsiImages {
+        ebs_plugin: image_of(AWS_EBS_CSI_DRIVER, "ebs-plugin")?,
+        csi_provisioner: image_of(AWS_EBS_CSI_DRIVER, "csi-provisioner")?,
+        csi_attacher: image_of(AWS_EBS_CSI_DRIVER, "csi-attacher")?,
+        csi_resizer: image_of(AWS_EBS_CSI_DRIVER, "csi-resizer")?,
+        liveness_probe: image_of(AWS_EBS_CSI_DRIVER, "liveness-probe")?,
+        node_driver_registrar: image_of(AWS_EBS_CSI_DRIVER, "node-driver-registrar")?,
+    };
+    let ebs = ebs_csi::ebs_csi(spec, &ebs_images);
+    push(&mut out, AWS_EBS_CSI_DRIVER, &ebs.csi_driver)?;
+    push(&mut out, AWS_EBS_CSI_DRIVER, &ebs.storage_class)?;
+    for account in &ebs.service_accounts {
+        push(&mut out, AWS_EBS_CSI_DRIVER, account)?;
+    }
+    for role in &ebs.cluster_roles {
+        push(&mut out, AWS_EBS_CSI_DRIVER, role)?;
+    }
+    for binding in &ebs.cluster_role_bindings {
+        push(&mut out, AWS_EBS_CSI_DRIVER, binding)?;
+    }
+    push(&mut out, AWS_EBS_CSI_DRIVER, &ebs.disruption_budget)?;
+    push(&mut out, AWS_EBS_CSI_DRIVER, &ebs.controller)?;
+    push(&mut out, AWS_EBS_CSI_DRIVER, &ebs.node)?;
+    versions.insert(
+        AWS_EBS_CSI_DRIVER.to_string(),
+        addon(AWS_EBS_CSI_DRIVER)?.version.clone(),
+    );
+
     // A stable sort: within a rank, the add-ons' own order stays.
     out.sort_by_key(|o| apply_rank(o.kind()));
     Ok(AddonSet {
@@ -154,7 +209,7 @@ fn apply_rank(kind: &str) -> u8 {
     match kind {
         "Namespace" => 0,
         "CustomResourceDefinition" => 1,
-        "PriorityClass" | "StorageClass" => 2,
+        "PriorityClass" | "StorageClass" | "CSIDriver" => 2,
         "ServiceAccount" => 3,
         "ClusterRole" | "Role" => 4,
         "ClusterRoleBinding" | "RoleBinding" => 5,
