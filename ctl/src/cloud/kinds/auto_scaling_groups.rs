@@ -363,9 +363,9 @@ async fn apply_update(
 /// teardown's instance sweep once no group can replace them); ForceDelete still asks AWS for the same.
 pub async fn delete(
     cloud: &Cloud,
-    group: &crate::cloud::teardown::Resource,
-) -> Result<(), crate::cloud::teardown::Failed> {
-    use crate::cloud::teardown::attempt;
+    group: &super::deletion::Resource,
+) -> Result<(), super::deletion::Failed> {
+    use super::deletion::attempt;
     let client = &cloud.autoscaling;
     let name = &group.id;
     let label = group.label();
@@ -407,9 +407,9 @@ pub async fn remove_tag(
     name: &str,
     key: &str,
     label: &str,
-) -> Result<(), crate::cloud::teardown::Failed> {
+) -> Result<(), super::deletion::Failed> {
     use aws_sdk_autoscaling::types::Tag;
-    crate::cloud::teardown::attempt(label, "DeleteTags", || {
+    super::deletion::attempt(label, "DeleteTags", || {
         cloud
             .autoscaling
             .delete_tags()

@@ -310,9 +310,9 @@ fn percent_decode(text: &str) -> String {
 /// Deletes an instance profile (`delete cluster`): its roles removed from it first.
 pub async fn delete_instance_profile(
     cloud: &Cloud,
-    profile: &crate::cloud::teardown::Resource,
-) -> Result<(), crate::cloud::teardown::Failed> {
-    use crate::cloud::teardown::attempt;
+    profile: &super::deletion::Resource,
+) -> Result<(), super::deletion::Failed> {
+    use super::deletion::attempt;
     let label = profile.label();
     for role in &profile.parts {
         attempt(&label, "RemoveRoleFromInstanceProfile", || {
@@ -340,9 +340,9 @@ pub async fn delete_instance_profile(
 /// by then (profiles go first); one of another name still holding it makes this "not yet" (DeleteConflict).
 pub async fn delete_role(
     cloud: &Cloud,
-    role: &crate::cloud::teardown::Resource,
-) -> Result<(), crate::cloud::teardown::Failed> {
-    use crate::cloud::teardown::attempt;
+    role: &super::deletion::Resource,
+) -> Result<(), super::deletion::Failed> {
+    use super::deletion::attempt;
     let label = role.label();
     for part in &role.parts {
         if part.starts_with("arn:") {
@@ -379,8 +379,8 @@ pub async fn remove_role_tag(
     role: &str,
     key: &str,
     label: &str,
-) -> Result<(), crate::cloud::teardown::Failed> {
-    crate::cloud::teardown::attempt(label, "UntagRole", || {
+) -> Result<(), super::deletion::Failed> {
+    super::deletion::attempt(label, "UntagRole", || {
         cloud.iam.untag_role().role_name(role).tag_keys(key).send()
     })
     .await

@@ -633,9 +633,9 @@ async fn apply_one(target: &Target<'_>, change: &Change) -> Result<String, Updat
 /// Deletes a launch template with all its versions (`delete cluster`).
 pub async fn delete(
     cloud: &Cloud,
-    template: &crate::cloud::teardown::Resource,
-) -> Result<(), crate::cloud::teardown::Failed> {
-    crate::cloud::teardown::attempt(&template.label(), "DeleteLaunchTemplate", || {
+    template: &super::deletion::Resource,
+) -> Result<(), super::deletion::Failed> {
+    super::deletion::attempt(&template.label(), "DeleteLaunchTemplate", || {
         cloud
             .ec2
             .delete_launch_template()

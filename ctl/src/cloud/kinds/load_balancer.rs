@@ -410,9 +410,9 @@ async fn apply_listener(
 /// them by name keeps the emulator honest too).
 pub async fn delete_load_balancer(
     cloud: &Cloud,
-    lb: &crate::cloud::teardown::Resource,
-) -> Result<(), crate::cloud::teardown::Failed> {
-    use crate::cloud::teardown::attempt;
+    lb: &super::deletion::Resource,
+) -> Result<(), super::deletion::Failed> {
+    use super::deletion::attempt;
     let label = lb.label();
     let listeners = find_optional(
         &label,
@@ -427,8 +427,8 @@ pub async fn delete_load_balancer(
         },
     )
     .await
-    .map_err(|error| crate::cloud::teardown::Failed {
-        outcome: crate::cloud::teardown::rounds::Outcome::NotYet,
+    .map_err(|error| super::deletion::Failed {
+        outcome: super::deletion::Outcome::NotYet,
         error,
     })?;
     for listener in listeners.iter().flat_map(|o| o.listeners()) {
@@ -453,9 +453,9 @@ pub async fn delete_load_balancer(
 /// Deletes the target group (`delete cluster`), once no load balancer or group uses it.
 pub async fn delete_target_group(
     cloud: &Cloud,
-    group: &crate::cloud::teardown::Resource,
-) -> Result<(), crate::cloud::teardown::Failed> {
-    crate::cloud::teardown::attempt(&group.label(), "DeleteTargetGroup", || {
+    group: &super::deletion::Resource,
+) -> Result<(), super::deletion::Failed> {
+    super::deletion::attempt(&group.label(), "DeleteTargetGroup", || {
         cloud
             .elb
             .delete_target_group()
@@ -471,8 +471,8 @@ pub async fn remove_tag(
     arn: &str,
     key: &str,
     label: &str,
-) -> Result<(), crate::cloud::teardown::Failed> {
-    crate::cloud::teardown::attempt(label, "RemoveTags", || {
+) -> Result<(), super::deletion::Failed> {
+    super::deletion::attempt(label, "RemoveTags", || {
         cloud
             .elb
             .remove_tags()

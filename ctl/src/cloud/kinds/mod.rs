@@ -7,11 +7,13 @@
 //! - `apply`: I/O, performs those changes and records the ids it made in [`Known`].
 //!
 //! - `delete` (`delete cluster`): I/O, deletes one resource the teardown (`super::teardown`) found, answering
-//!   done, not yet (retried next round) or failed.
+//!   done, not yet (retried next round) or failed ([`deletion`]: the resource, the call and its answer, which
+//!   the teardown uses too; no kind imports the teardown).
 //!
 //! The engine (`super::engine`) runs the kinds in [`Stage`](super::plan::Stage) order.
 
 pub mod auto_scaling_groups;
+pub mod deletion;
 pub mod iam;
 pub mod launch_templates;
 pub mod leftovers;

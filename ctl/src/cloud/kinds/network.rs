@@ -189,9 +189,9 @@ pub async fn apply(
 /// Deletes an owned VPC (`delete cluster`), once everything in it is gone; a shared one only loses its tag.
 pub async fn delete(
     cloud: &Cloud,
-    vpc: &crate::cloud::teardown::Resource,
-) -> Result<(), crate::cloud::teardown::Failed> {
-    crate::cloud::teardown::attempt(&vpc.label(), "DeleteVpc", || {
+    vpc: &super::deletion::Resource,
+) -> Result<(), super::deletion::Failed> {
+    super::deletion::attempt(&vpc.label(), "DeleteVpc", || {
         cloud.ec2.delete_vpc().vpc_id(&vpc.id).send()
     })
     .await

@@ -615,9 +615,9 @@ async fn apply_route_table(
 /// releasing its Elastic IP.
 pub async fn delete_nat_gateway(
     cloud: &Cloud,
-    gateway: &crate::cloud::teardown::Resource,
-) -> Result<(), crate::cloud::teardown::Failed> {
-    crate::cloud::teardown::attempt(&gateway.label(), "DeleteNatGateway", || {
+    gateway: &super::deletion::Resource,
+) -> Result<(), super::deletion::Failed> {
+    super::deletion::attempt(&gateway.label(), "DeleteNatGateway", || {
         cloud
             .ec2
             .delete_nat_gateway()
@@ -631,9 +631,9 @@ pub async fn delete_nat_gateway(
 /// association that outlived it (its `parts`) is removed first.
 pub async fn release_address(
     cloud: &Cloud,
-    address: &crate::cloud::teardown::Resource,
-) -> Result<(), crate::cloud::teardown::Failed> {
-    use crate::cloud::teardown::attempt;
+    address: &super::deletion::Resource,
+) -> Result<(), super::deletion::Failed> {
+    use super::deletion::attempt;
     for association in &address.parts {
         attempt(&address.label(), "DisassociateAddress", || {
             cloud
@@ -657,9 +657,9 @@ pub async fn release_address(
 /// Deletes a route table (`delete cluster`): its subnet associations first.
 pub async fn delete_route_table(
     cloud: &Cloud,
-    table: &crate::cloud::teardown::Resource,
-) -> Result<(), crate::cloud::teardown::Failed> {
-    use crate::cloud::teardown::attempt;
+    table: &super::deletion::Resource,
+) -> Result<(), super::deletion::Failed> {
+    use super::deletion::attempt;
     let label = table.label();
     for association in &table.parts {
         attempt(&label, "DisassociateRouteTable", || {
@@ -684,9 +684,9 @@ pub async fn delete_route_table(
 /// Deletes an internet gateway (`delete cluster`): detached from its VPCs first.
 pub async fn delete_internet_gateway(
     cloud: &Cloud,
-    gateway: &crate::cloud::teardown::Resource,
-) -> Result<(), crate::cloud::teardown::Failed> {
-    use crate::cloud::teardown::attempt;
+    gateway: &super::deletion::Resource,
+) -> Result<(), super::deletion::Failed> {
+    use super::deletion::attempt;
     let label = gateway.label();
     for vpc in &gateway.parts {
         attempt(&label, "DetachInternetGateway", || {

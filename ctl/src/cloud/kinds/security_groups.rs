@@ -396,12 +396,12 @@ pub async fn apply(
 /// each other, and a group named by another's rule cannot be deleted), then each group.
 pub async fn delete_all(
     cloud: &Cloud,
-    groups: &[crate::cloud::teardown::Resource],
+    groups: &[super::deletion::Resource],
 ) -> Vec<(
-    crate::cloud::teardown::Resource,
-    Result<(), crate::cloud::teardown::Failed>,
+    super::deletion::Resource,
+    Result<(), super::deletion::Failed>,
 )> {
-    use crate::cloud::teardown::attempt;
+    use super::deletion::attempt;
     let ids: Vec<String> = groups.iter().map(|g| g.id.clone()).collect();
     let described = attempt_describe(cloud, &ids).await;
     let mut results = Vec::new();

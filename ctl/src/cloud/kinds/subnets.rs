@@ -219,9 +219,9 @@ pub async fn apply(
 /// Deletes an owned subnet (`delete cluster`); a shared one is never passed here, it only loses its tag.
 pub async fn delete(
     cloud: &Cloud,
-    subnet: &crate::cloud::teardown::Resource,
-) -> Result<(), crate::cloud::teardown::Failed> {
-    crate::cloud::teardown::attempt(&subnet.label(), "DeleteSubnet", || {
+    subnet: &super::deletion::Resource,
+) -> Result<(), super::deletion::Failed> {
+    super::deletion::attempt(&subnet.label(), "DeleteSubnet", || {
         cloud.ec2.delete_subnet().subnet_id(&subnet.id).send()
     })
     .await

@@ -16,19 +16,16 @@ pub mod rounds;
 pub mod sweep;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
 use std::time::{Duration, Instant};
 
-use aws_smithy_runtime_api::client::result::SdkError;
-use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use futures_util::future::join_all;
 
 pub use discover::discover;
 pub use inventory::{Inventory, Resource, ResourceKind};
-use rounds::{classify, plan_round, Outcome};
+use rounds::{plan_round, Outcome};
 
-use super::aws::{code_of, failure};
 use super::error::UpdateError;
+pub use super::kinds::deletion::{attempt, Failed};
 use super::kinds::{
     auto_scaling_groups, iam, launch_templates, load_balancer, network, routes, security_groups,
     subnets,
@@ -55,44 +52,6 @@ pub trait TeardownProgress {
 impl<F: Fn(&str)> TeardownProgress for F {
     fn line(&self, line: &str) {
         self(line)
-    }
-}
-
-/// A delete call that did not succeed: whether to try again, and the error naming the resource.
-#[derive(Debug)]
-pub struct Failed {
-    pub outcome: Outcome,
-    pub error: UpdateError,
-}
-
-/// One delete call on `resource`: success or "gone already" is `Ok`; anything else is classified.
-pub async fn attempt<T, E, R, F, Fut>(
-    resource: &str,
-    operation: &'static str,
-    f: F,
-) -> Result<(), Failed>
-where
-    F: FnOnce() -> Fut,
-    Fut: Future<Output = Result<T, SdkError<E, R>>>,
-    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
-{
-    match f().await {
-        Ok(_) => Ok(()),
-        Err(e) => {
-            let code = code_of(&e);
-            let message = match &e {
-                SdkError::ServiceError(s) => s.err().message().unwrap_or("").to_string(),
-                _ => String::new(),
-            };
-            match classify(code.as_deref(), &message) {
-                Outcome::Gone => Ok(()),
-                outcome => Err(Failed {
-                    outcome,
-                    error: failure(resource, operation, e),
-                }),
-            }
-        }
     }
 }
 

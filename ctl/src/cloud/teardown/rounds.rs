@@ -1,63 +1,11 @@
-//! The pure part of a teardown: which kinds may be deleted in a round (their dependents are gone), which
-//! resources are already on their way out (wait, do not ask again), and what an AWS error code means for a
-//! delete: gone already, not yet (retry in a later round), or fatal. No I/O here.
+//! The pure part of a teardown: which kinds may be deleted in a round (their dependents are gone), and which
+//! resources are already on their way out (wait, do not ask again). What an AWS error code means for a delete
+//! (gone already, not yet, fatal) is [`Outcome`], decided with the deletes in `kinds::deletion`. No I/O here.
 
 use std::collections::BTreeMap;
 
 use super::inventory::{Inventory, Resource, ResourceKind};
-
-/// What a failed delete call means.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// The resource no longer exists: as good as deleted (an earlier, interrupted run got to it first).
-    Gone,
-    /// Something still depends on it, or AWS is busy: the next round tries again.
-    NotYet,
-    /// Retrying cannot help (no permission, a malformed request): the teardown stops after this round.
-    Fatal,
-}
-
-/// Codes meaning "not yet": dependents still exist, a state change is in progress, or AWS throttles.
-const NOT_YET: [&str; 16] = [
-    "DependencyViolation",
-    "ResourceInUse",
-    "ResourceInUseFault",
-    "ScalingActivityInProgress",
-    "ResourceContention",
-    "DeleteConflict",
-    "IncorrectInstanceState",
-    "IncorrectState",
-    "VolumeInUse",
-    "InvalidNetworkInterface.InUse",
-    "InvalidIPAddress.InUse",
-    "Throttling",
-    "ThrottlingException",
-    "RequestLimitExceeded",
-    "ServiceUnavailable",
-    "InternalError",
-];
-
-/// Classifies a failed delete call by its AWS error code (`None`: no answer at all, e.g. a dropped connection)
-/// and message.
-pub fn classify(code: Option<&str>, message: &str) -> Outcome {
-    let Some(code) = code else {
-        // The endpoint did not answer: a network blip is "not yet"; the teardown's deadline bounds it.
-        return Outcome::NotYet;
-    };
-    let message = message.to_lowercase();
-    if code.ends_with("NotFound")
-        || code.ends_with("NotFoundException")
-        || code == "NoSuchEntity"
-        || (code == "ValidationError" && message.contains("not found"))
-    {
-        return Outcome::Gone;
-    }
-    // An address still associated reads as AuthFailure on EC2-Classic-era APIs; only with that message.
-    if NOT_YET.contains(&code) || (code == "AuthFailure" && message.contains("in use")) {
-        return Outcome::NotYet;
-    }
-    Outcome::Fatal
-}
+pub use crate::cloud::kinds::deletion::Outcome;
 
 /// The kinds that must be gone before a kind can be deleted: the reverse of the order `update cluster` creates
 /// them in. Instances go with their Auto Scaling Group; what is left of them (protected from scale-in, or
@@ -316,37 +264,5 @@ mod tests {
     #[test]
     fn an_empty_inventory_plans_nothing() {
         assert_eq!(plan_round(&Inventory::default()), Round::default());
-    }
-
-    #[test]
-    fn error_codes_are_gone_not_yet_or_fatal() {
-        let cases = [
-            (Some("InvalidVpcID.NotFound"), "", Outcome::Gone),
-            (Some("InvalidGroup.NotFound"), "", Outcome::Gone),
-            (Some("NoSuchEntity"), "", Outcome::Gone),
-            (Some("LoadBalancerNotFound"), "", Outcome::Gone),
-            (Some("TargetGroupNotFound"), "", Outcome::Gone),
-            (Some("NatGatewayNotFound"), "", Outcome::Gone),
-            (
-                Some("ValidationError"),
-                "AutoScalingGroup name not found - x",
-                Outcome::Gone,
-            ),
-            (Some("DependencyViolation"), "", Outcome::NotYet),
-            (Some("ResourceInUse"), "", Outcome::NotYet),
-            (Some("DeleteConflict"), "", Outcome::NotYet),
-            (Some("ScalingActivityInProgress"), "", Outcome::NotYet),
-            (Some("Throttling"), "", Outcome::NotYet),
-            (Some("InvalidIPAddress.InUse"), "", Outcome::NotYet),
-            (Some("AuthFailure"), "Address is in use", Outcome::NotYet),
-            (None, "connection refused", Outcome::NotYet),
-            (Some("AccessDenied"), "", Outcome::Fatal),
-            (Some("UnauthorizedOperation"), "", Outcome::Fatal),
-            (Some("AuthFailure"), "bad signature", Outcome::Fatal),
-            (Some("ValidationError"), "bad name", Outcome::Fatal),
-        ];
-        for (code, message, want) in cases {
-            assert_eq!(classify(code, message), want, "{code:?} {message:?}");
-        }
     }
 }
