@@ -183,7 +183,7 @@ pub async fn etcd(
     let expected = crate::commands::etcd::expected_members(completed);
     let summary = cluster_health(store, &paths, expected)
         .await
-        .map_err(|e| RollError::EtcdHealth(e.to_string()))?;
+        .map_err(RollError::EtcdHealth)?;
     let in_service: BTreeSet<String> = groups
         .iter()
         .filter(|g| g.role == Role::ControlPlane)
