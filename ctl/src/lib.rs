@@ -10,6 +10,7 @@ mod error;
 pub mod kubeconfig;
 mod output;
 pub mod progress;
+mod reports;
 pub mod roll;
 
 use clap::{CommandFactory, Parser};

@@ -8,7 +8,6 @@
 use ballast_state::layout::ClusterPaths;
 use ballast_store::registry::{Registry, RegistryError, SpecChange};
 
-use super::report_cache::ReportCache;
 use super::Context;
 use crate::cli::{DeleteArgs, DeleteClusterArgs, DeleteWhat};
 use crate::cloud::teardown::inventory::render_preview;
@@ -16,6 +15,7 @@ use crate::cloud::teardown::{discover, teardown, Inventory, ResourceKind, Teardo
 use crate::cloud::{CallLog, Cloud};
 use crate::error::CommandError;
 use crate::progress::Progress;
+use crate::reports::cache::ReportCache;
 
 pub async fn run(context: &Context, args: DeleteArgs) -> Result<(), CommandError> {
     match args.what {
@@ -270,7 +270,7 @@ async fn unregister(
 }
 
 /// Removes the cluster's objects from the store (all but kept backups), and then this operator's cache of its
-/// reports (`report_cache`): nothing of a deleted cluster stays on the operator's machine either.
+/// reports (`reports::cache`): nothing of a deleted cluster stays on the operator's machine either.
 async fn remove_store_objects(
     registry: &Registry,
     name: &str,

@@ -23,6 +23,7 @@ use super::{require_cluster, Context};
 use crate::cli::{EtcdArgs, EtcdBackupArgs, EtcdListArgs, EtcdRestoreArgs, EtcdWhat, OutputFormat};
 use crate::error::{json_error, yaml_error, CommandError};
 use crate::output;
+use crate::reports::expected_members;
 
 /// How often `etcd backup --wait` looks for the backup.
 const BACKUP_POLL: Duration = Duration::from_secs(1);
@@ -394,16 +395,6 @@ fn status_table(status: &EtcdStatus) -> String {
         &rows,
     ));
     out
-}
-
-/// The number of etcd members the cluster's completed spec wants (one per control-plane group by default).
-pub fn expected_members(completed: &ballast_state::spec::ClusterConfig) -> usize {
-    completed
-        .cluster
-        .spec
-        .etcd
-        .as_ref()
-        .map_or(0, |e| e.members.len())
 }
 
 /// Pretty JSON, always a list.

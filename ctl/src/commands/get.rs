@@ -6,13 +6,13 @@ use ballast_state::defaults::complete;
 use ballast_state::spec::{Cluster, ClusterConfig, InstanceGroup, Role};
 use ballast_store::registry::RegistryError;
 
-use super::nodes::{read_reports, untrusted_reason, NodeSpecs, ReportRead, SpecState};
 use super::Context;
 use crate::cli::{GetArgs, GetObjectArgs, GetWhat, OutputFormat};
 use crate::cloud::aws::{cluster_instances, tag_map, GROUP_TAG, NODE_SPEC_HASH_TAG, ROLE_TAG};
 use crate::cloud::{CallLog, Cloud};
 use crate::error::CommandError;
 use crate::output;
+use crate::reports::nodes::{read_reports, untrusted_reason, NodeSpecs, ReportRead, SpecState};
 
 pub async fn run(context: &Context, args: GetArgs) -> Result<(), CommandError> {
     let text = match args.what {

@@ -4,12 +4,10 @@
 mod create;
 mod delete;
 mod edit;
-pub(crate) mod etcd;
+mod etcd;
 mod export;
 mod get;
 mod keys;
-pub(crate) mod nodes;
-mod report_cache;
 mod rewrite;
 mod rolling_update;
 mod update;

@@ -16,9 +16,6 @@ use ballast_store::etcd::health::cluster_health;
 use ballast_store::store::StateStore;
 use serde::Serialize;
 
-use super::etcd::expected_members;
-use super::nodes::{untrusted_reason, NodeSpecs, ReportRead, ReportReader, SpecState};
-use super::report_cache::ReportCache;
 use super::validate_kube_run::{kubernetes_checks, KubeInputs, KubeOutcome};
 use super::{require_cluster, Context};
 use crate::cli::{OutputFormat, ValidateArgs, ValidateWhat};
@@ -27,6 +24,9 @@ use crate::cloud::error::UpdateError;
 use crate::cloud::{CallLog, Cloud};
 use crate::error::CommandError;
 use crate::output;
+use crate::reports::cache::ReportCache;
+use crate::reports::expected_members;
+use crate::reports::nodes::{untrusted_reason, NodeSpecs, ReportRead, ReportReader, SpecState};
 
 /// How long `--wait` pauses between checks: a check after the first reads only what changed (see [`Memo`]).
 const RECHECK: Duration = Duration::from_millis(500);

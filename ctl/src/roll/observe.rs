@@ -18,7 +18,8 @@ use crate::cloud::aws::{
     tag_map, NODE_SPEC_HASH_TAG,
 };
 use crate::cloud::Cloud;
-use crate::commands::nodes::{read_reports, NodeSpecs, ReportRead};
+use crate::reports::expected_members;
+use crate::reports::nodes::{read_reports, NodeSpecs, ReportRead};
 
 /// What a roll keeps between its looks, each part something that never changes once seen.
 #[derive(Debug, Default)]
@@ -180,10 +181,10 @@ pub async fn etcd(
     groups: &[GroupView],
 ) -> Result<EtcdView, RollError> {
     let paths = ClusterPaths::new(completed.name());
-    let expected = crate::commands::etcd::expected_members(completed);
+    let expected = expected_members(completed);
     let summary = cluster_health(store, &paths, expected)
         .await
-        .map_err(RollError::EtcdHealth)?;
+        .map_err(|e| RollError::EtcdHealth(e.to_string()))?;
     let in_service: BTreeSet<String> = groups
         .iter()
         .filter(|g| g.role == Role::ControlPlane)

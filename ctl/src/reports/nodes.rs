@@ -12,7 +12,7 @@ use ballast_state::report_signature::{self, UntrustedReport};
 use ballast_store::keystore::{self, KeystoreError};
 use ballast_store::store::{StateStore, StoreError, StoredObject};
 
-use super::report_cache::ReportCache;
+use super::cache::ReportCache;
 
 /// Whether an instance runs its group's current node spec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
