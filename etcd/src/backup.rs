@@ -42,8 +42,13 @@ pub async fn snapshot_to_file(
     client: &mut etcd_client::Client,
     path: &std::path::Path,
 ) -> Result<LocalSnapshot, BackupError> {
-    let snap = |e: etcd_client::Error| BackupError::Snapshot(e.to_string());
-    let file_err = |e: std::io::Error| BackupError::Snapshot(format!("{}: {e}", path.display()));
+    let snap = |e: etcd_client::Error| BackupError::Snapshot {
+        source: Box::new(e),
+    };
+    let file_err = |source: std::io::Error| BackupError::SnapshotFile {
+        path: path.to_path_buf(),
+        source,
+    };
     let status = client.status().await.map_err(snap)?;
     let mut stream = client.snapshot().await.map_err(snap)?;
     let mut data = Vec::new();
@@ -51,10 +56,12 @@ pub async fn snapshot_to_file(
         data.extend_from_slice(chunk.blob());
     }
     if !snapshot_checksum_ok(&data) {
-        return Err(BackupError::Snapshot(format!(
-            "the snapshot etcd sent ({} bytes) does not carry a matching sha256",
-            data.len()
-        )));
+        return Err(BackupError::BadSnapshot {
+            problem: format!(
+                "the snapshot etcd sent ({} bytes) does not carry a matching sha256",
+                data.len()
+            ),
+        });
     }
     write_snapshot_file(path, &data).map_err(file_err)?;
     Ok(LocalSnapshot {
@@ -97,7 +104,9 @@ pub async fn take_backup(
     epoch: u64,
     taken_by: &str,
 ) -> Result<BackupMetadata, BackupError> {
-    let snap = |e: etcd_client::Error| BackupError::Snapshot(e.to_string());
+    let snap = |e: etcd_client::Error| BackupError::Snapshot {
+        source: Box::new(e),
+    };
     let status = client.status().await.map_err(snap)?;
     let members = client.member_list().await.map_err(snap)?.members().len();
     let revision = status.header().map_or(0, |h| h.revision());
@@ -107,9 +116,9 @@ pub async fn take_backup(
         data.extend_from_slice(chunk.blob());
     }
     if data.is_empty() {
-        return Err(BackupError::Snapshot(
-            "etcd sent an empty snapshot".to_string(),
-        ));
+        return Err(BackupError::BadSnapshot {
+            problem: "etcd sent an empty snapshot".to_string(),
+        });
     }
     let now = time::OffsetDateTime::now_utc();
     let (created_at, created_unix) = now_stamp();

@@ -34,7 +34,7 @@ pub enum RollError {
     #[error("reading the state store: {0}")]
     Store(#[from] StoreError),
     #[error("reading etcd's health from the state store: {0}")]
-    EtcdHealth(String),
+    EtcdHealth(#[source] ballast_store::etcd::record::RecordError),
     #[error(transparent)]
     Drain(#[from] drain::DrainError),
     /// The roll would have to take a control-plane member down without a quorum to spare.

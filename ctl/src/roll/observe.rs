@@ -184,7 +184,7 @@ pub async fn etcd(
     let expected = expected_members(completed);
     let summary = cluster_health(store, &paths, expected)
         .await
-        .map_err(|e| RollError::EtcdHealth(e.to_string()))?;
+        .map_err(RollError::EtcdHealth)?;
     let in_service: BTreeSet<String> = groups
         .iter()
         .filter(|g| g.role == Role::ControlPlane)

@@ -24,9 +24,23 @@ pub enum BackupError {
     Record(#[from] RecordError),
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// Taking a snapshot through etcd failed (`ballast-etcd`, on a control-plane node).
-    #[error("taking a snapshot: {0}")]
-    Snapshot(String),
+    /// Taking a snapshot through etcd failed (`ballast-etcd`, on a control-plane node). The source is the etcd
+    /// client's error, boxed because this crate links no etcd client.
+    #[error("taking a snapshot: {source}")]
+    Snapshot {
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The snapshot could not be written to its local file.
+    #[error("taking a snapshot: {}: {source}", path.display())]
+    SnapshotFile {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// etcd sent a snapshot that cannot be a backup; `problem` says what is wrong with it (Ballast's own words).
+    #[error("taking a snapshot: {problem}")]
+    BadSnapshot { problem: String },
     /// No such backup.
     #[error("no backup {id:?} in the state store; available: {}", if available.is_empty() { "none".to_string() } else { available.join(", ") })]
     UnknownBackup { id: String, available: Vec<String> },
