@@ -13,6 +13,7 @@ pub mod aws;
 pub mod calls;
 pub mod ccm;
 pub mod cni;
+pub mod ebs_csi;
 pub mod engine;
 pub mod error;
 pub mod kinds;
@@ -25,7 +26,6 @@ use aws_config::SdkConfig;
 
 pub use calls::CallLog;
 
-/// The AWS clients of one run, all counting their calls into one [`CallLog`].
 /// The SDK's own retry, the only retry of throttling and transient failures (5xx, timeouts, connection
 /// resets): standard mode (exponential backoff with jitter, a client-side token bucket that stops retrying when
 /// most calls fail), 5 attempts per call, pauses of at most 20 s. Ballast retries on top of it only what the SDK
@@ -36,6 +36,7 @@ pub fn sdk_retry() -> aws_config::retry::RetryConfig {
         .with_max_backoff(std::time::Duration::from_secs(20))
 }
 
+/// The AWS clients of one run, all counting their calls into one [`CallLog`].
 #[derive(Debug, Clone)]
 pub struct Cloud {
     pub ec2: aws_sdk_ec2::Client,

@@ -379,9 +379,11 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
             if let Some(statements) = policy["Statement"].as_array_mut() {
                 statements.extend(kms.iter().cloned());
                 statements.extend(cni.iter().cloned());
-                // The cloud controller manager runs on control-plane nodes only (super::ccm).
+                // The cloud controller manager and the EBS CSI driver's controller run on control-plane nodes
+                // only (super::ccm, super::ebs_csi).
                 if role == Role::ControlPlane {
                     statements.extend(super::ccm::ccm_iam_statements(cluster));
+                    statements.extend(super::ebs_csi::ebs_csi_iam_statements(cluster));
                 }
             }
             (role, policy)
@@ -596,9 +598,12 @@ mod tests {
         };
         let cp = role(Role::ControlPlane);
         let statements = cp["Statement"].as_array().expect("statements");
+        // etcd's volumes; the EBS CSI driver's statements (super::ebs_csi, tested there) are held to volumes that
+        // also carry the driver's tag, which etcd's do not.
         let attach: Vec<&serde_json::Value> = statements
             .iter()
             .filter(|s| s["Action"].to_string().contains("ec2:AttachVolume"))
+            .filter(|s| !s["Sid"].as_str().unwrap_or("").starts_with("EbsCsi"))
             .collect();
         assert_eq!(attach.len(), 2, "{cp}");
         for statement in &attach {
