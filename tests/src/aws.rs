@@ -48,7 +48,7 @@ pub fn shared_emulator() -> &'static Emulator {
 /// only a hang reaches: a run against a dead endpoint fails within seconds.
 pub fn ballast_cli(state: &str, cluster: &str) -> assert_cmd::Command {
     shared_emulator();
-    let mut cmd = assert_cmd::Command::new(&crate::localcloud::binaries().ballast);
+    let mut cmd = assert_cmd::Command::new(&crate::binaries::binaries().ballast);
     cmd.env("BALLAST_STATE", state)
         .env("BALLAST_CLUSTER_NAME", cluster)
         .env_remove("BALLAST_NETWORK_CIDR")

@@ -355,7 +355,7 @@ pub fn snapshot_diff(
 /// else `cargo build --workspace --all-targets` into this test binary's target dir and profile, a no-op when
 /// fresh), so both tiers share one build with one feature set.
 pub fn nodeup_binary() -> &'static Path {
-    &crate::localcloud::binaries().nodeup
+    &crate::binaries::binaries().nodeup
 }
 
 /// One artifact of the test manifest: where it came from, and its pin.

@@ -2,6 +2,7 @@
 //! test fails (Drop guards; the emulator also exits when its parent test process does).
 
 pub mod aws;
+pub mod binaries;
 pub mod cluster_etcd;
 pub mod etcd_writer;
 pub mod front;

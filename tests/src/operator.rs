@@ -1,11 +1,9 @@
 //! What an operator runs against a local cloud, written once for every test: the `ballast` command with the
 //! cloud's keys, endpoint and VPC CIDR, and the highly available cluster most etcd tests start from.
 
-use std::time::Duration;
-
 use assert_cmd::Command;
 
-use crate::localcloud::{binaries, LocalCloud};
+use crate::localcloud::LocalCloud;
 
 /// The state bucket the tests create (`LocalCloud::prepare_for_ballast`), and the store in it.
 pub const STATE_BUCKET: &str = "ballast-state";
@@ -13,19 +11,11 @@ pub const STATE: &str = "s3://ballast-state/clusters";
 /// One control-plane group per zone.
 pub const ZONES: &str = "us-west-2a,us-west-2b,us-west-2c";
 
-/// A bound only a hang reaches: the slowest command the tests run (`validate cluster --wait 5m`, a roll) ends
-/// well within it.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
-
 /// `ballast` as this cloud's operator, with [`STATE`] as the state store and nothing else from the test's
 /// environment. Add `.env("BALLAST_CLUSTER_NAME", ..)` or `.env("BALLAST_STATE", ..)` for another cluster or
 /// store; a later `.timeout(..)` replaces the bound.
 pub fn ballast_cli(cloud: &LocalCloud) -> Command {
-    let mut cmd = Command::new(&binaries().ballast);
-    cmd.env_clear()
-        .envs(cloud.operator_env(STATE))
-        .timeout(COMMAND_TIMEOUT);
-    cmd
+    cloud.ballast_command(STATE)
 }
 
 /// [`ballast_cli`] acting on `cluster` (`BALLAST_CLUSTER_NAME`), for commands given no cluster name.
