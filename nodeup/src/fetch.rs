@@ -12,8 +12,8 @@ use ballast_state::spec::Role;
 use ballast_store::store::{StateStore, StoreError, StoreOptions};
 
 use crate::model::{ControlPlaneSecrets, Secrets};
-
 use crate::retry::Failure;
+
 /// Failures fetching what the node needs.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
