@@ -270,10 +270,28 @@ pub async fn watch_quorum(
     stop: &std::sync::atomic::AtomicBool,
     interval: Duration,
 ) -> QuorumWatch {
+    watch_quorum_counting(
+        cloud,
+        stop,
+        interval,
+        &std::sync::atomic::AtomicUsize::new(0),
+    )
+    .await
+}
+
+/// [`watch_quorum`], counting its samples into `taken` as it goes, so a test can wait for the watcher to be under
+/// way before it acts.
+pub async fn watch_quorum_counting(
+    cloud: &LocalCloud,
+    stop: &std::sync::atomic::AtomicBool,
+    interval: Duration,
+    taken: &std::sync::atomic::AtomicUsize,
+) -> QuorumWatch {
     let mut watch = QuorumWatch::default();
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         if let Some(sample) = sample_quorum(cloud).await {
             watch.samples += 1;
+            taken.store(watch.samples, std::sync::atomic::Ordering::Relaxed);
             if !sample.leader_known {
                 watch.leaderless += 1;
             }

@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use ballast_e2e::cluster_etcd::{control_plane, wait_for_settled, watch_quorum};
+use ballast_e2e::cluster_etcd::{control_plane, wait_for_settled, watch_quorum_counting};
 use ballast_e2e::etcd_writer::{write_until_stopped, WriterControl};
 use ballast_e2e::localcloud::LocalCloud;
 use ballast_e2e::operator::{ballast_cli_on, create_ha_cluster};
@@ -189,19 +189,32 @@ async fn stage_and_roll(cloud: &LocalCloud, stage: &str, trusted: &str, issuer: 
             .success();
     }
     let stop = AtomicBool::new(false);
+    let sampled = std::sync::atomic::AtomicUsize::new(0);
     let writer = WriterControl::new();
     let started = Instant::now();
     let prefix = format!("rotate/{stage}/");
     let (quorum, written, roll) = tokio::join!(
-        watch_quorum(cloud, &stop, Duration::from_millis(100)),
+        watch_quorum_counting(cloud, &stop, Duration::from_millis(100), &sampled),
         write_throughout(cloud, &writer, &prefix, trusted, issuer),
         async {
             // The writer under way (connected with the CA's client certificate, its writes acknowledged) before
             // the first termination; the watcher samples from its first poll.
             writer.wait_for_more_writes(5, SETTLE).await;
-            let out = ballast_cli_on(cloud, CLUSTER)
-                .args(["rolling-update", "cluster", "--yes", "--cloudonly"])
-                .output()
+            // And the watcher under way (two samples of the whole cluster), so the roll, a few seconds here, is
+            // watched from before its first termination to its end.
+            ballast_e2e::wait::wait_until(
+                SETTLE,
+                "the quorum watcher's first two samples",
+                || async { sampled.load(std::sync::atomic::Ordering::Relaxed) >= 2 },
+            )
+            .await;
+            // On a thread of its own: `output()` blocks, and on this task it would stop the watcher and the
+            // writer for the whole roll (they share the task through `join!`).
+            let mut roll = ballast_cli_on(cloud, CLUSTER);
+            roll.args(["rolling-update", "cluster", "--yes", "--cloudonly"]);
+            let out = tokio::task::spawn_blocking(move || roll.output())
+                .await
+                .expect("the roll's thread")
                 .expect("rolling-update");
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
             writer.stop();
@@ -222,8 +235,8 @@ async fn stage_and_roll(cloud: &LocalCloud, stage: &str, trusted: &str, issuer: 
         written.acknowledged.len(),
         written.failures
     );
-    // A roll takes about 10 s here and one sample up to a few seconds (a terminated member's endpoint times
-    // out), so a handful of samples is all there is.
+    // A roll takes a few seconds here and one sample up to a few seconds (a terminated member's endpoint times
+    // out), so a handful of samples is all there is: two before the roll began, and those the roll left time for.
     assert!(samples >= 3, "the watcher hardly sampled: {samples}");
     // Replacing a member goes through two voters for a moment (removed, then its successor joins): quorum (2 of
     // 3) must hold in every sample; the minimum measured is reported above.

@@ -126,46 +126,18 @@ mod tests {
 
     #[test]
     fn only_the_control_plane_role_gets_them_within_the_inline_policy_limit() {
-        use ballast_state::defaults::complete;
-        use ballast_state::generate::{generate, ClusterTemplate};
-        use ballast_state::spec::Networking;
-        for networking in [
-            Networking::AmazonVpc,
-            Networking::Cilium,
-            Networking::Calico,
-        ] {
-            let config = complete(
-                &generate(&ClusterTemplate {
-                    name: "ebs.example.com".into(),
-                    zones: vec!["us-west-2a".into()],
-                    networking: Some(networking),
-                    ..Default::default()
-                })
-                .expect("template"),
-            );
-            let state = super::super::model::StateLocation::from_url("s3://state/c").expect("s3");
-            let model = super::super::model::cluster_model(&config, &state);
-            for role in &model.roles {
-                let policy: Value = serde_json::from_str(&role.policy).expect("policy JSON");
-                let sids: Vec<&str> = policy["Statement"]
-                    .as_array()
-                    .expect("statements")
-                    .iter()
-                    .filter_map(|s| s["Sid"].as_str())
-                    .filter(|s| s.starts_with("EbsCsi"))
-                    .collect();
-                if role.role == Role::ControlPlane {
-                    assert_eq!(sids.len(), ebs_csi_iam_statements("x").len(), "{sids:?}");
-                    assert!(role
-                        .policy
-                        .contains("aws:RequestTag/kubernetes.io/cluster/ebs.example.com"));
-                } else {
-                    assert!(sids.is_empty(), "{sids:?}");
-                    assert!(!role.policy.contains("ec2:CreateVolume"), "{}", role.policy);
-                }
-                // IAM refuses an inline role policy over 10,240 characters (whitespace not counted).
-                let size = role.policy.chars().filter(|c| !c.is_whitespace()).count();
-                assert!(size <= 10_240, "{:?} {size}", role.role);
+        for (role, policy, sids) in
+            super::super::model::role_policies::with_sids("ebs.example.com", "EbsCsi")
+        {
+            if role == Role::ControlPlane {
+                assert_eq!(sids.len(), ebs_csi_iam_statements("x").len(), "{sids:?}");
+                assert!(
+                    policy.contains("aws:RequestTag/kubernetes.io/cluster/ebs.example.com"),
+                    "{policy}"
+                );
+            } else {
+                assert!(sids.is_empty(), "{sids:?}");
+                assert!(!policy.contains("ec2:CreateVolume"), "{policy}");
             }
         }
     }

@@ -768,3 +768,51 @@ mod tests {
         );
     }
 }
+
+/// What the tests of each role-policy contributor (`super::ccm`, `super::ebs_csi`) check alike: every role's
+/// policy of a cluster named `name`, for every networking choice, each policy within IAM's inline limit.
+#[cfg(test)]
+pub(crate) mod role_policies {
+    use ballast_state::defaults::complete;
+    use ballast_state::generate::{generate, ClusterTemplate};
+    use ballast_state::spec::{Networking, Role};
+    use serde_json::Value;
+
+    /// (role, its policy text, the Sids of its statements that start with `sid_prefix`), for each role of each
+    /// networking choice.
+    pub(crate) fn with_sids(name: &str, sid_prefix: &str) -> Vec<(Role, String, Vec<String>)> {
+        let mut found = Vec::new();
+        for networking in [
+            Networking::AmazonVpc,
+            Networking::Cilium,
+            Networking::Calico,
+        ] {
+            let config = complete(
+                &generate(&ClusterTemplate {
+                    name: name.into(),
+                    zones: vec!["us-west-2a".into()],
+                    networking: Some(networking),
+                    ..Default::default()
+                })
+                .expect("template"),
+            );
+            let state = super::StateLocation::from_url("s3://state/c").expect("s3");
+            for role in super::cluster_model(&config, &state).roles {
+                // IAM refuses an inline role policy over 10,240 characters (whitespace not counted).
+                let size = role.policy.chars().filter(|c| !c.is_whitespace()).count();
+                assert!(size <= 10_240, "{:?} {size}", role.role);
+                let policy: Value = serde_json::from_str(&role.policy).expect("policy JSON");
+                let sids = policy["Statement"]
+                    .as_array()
+                    .expect("statements")
+                    .iter()
+                    .filter_map(|s| s["Sid"].as_str())
+                    .filter(|s| s.starts_with(sid_prefix))
+                    .map(str::to_string)
+                    .collect();
+                found.push((role.role, role.policy, sids));
+            }
+        }
+        found
+    }
+}
