@@ -4,7 +4,7 @@
 //! rewrites them.
 //!
 //! The release is the embedded manifest's, with TEST digests (the sha256 of each image's reference text, never
-//! a real image's digest: the real ones are unpinned until images/pin.sh can reach the registries), and the CNI
+//! a real image's digest, so a pin changed in images/manifest.yaml does not change these goldens), and the CNI
 //! manifests are test fixtures in the shape of the upstream ones (`tests/data/addons/cni/`).
 
 use std::collections::BTreeMap;
