@@ -24,11 +24,10 @@ use k8s_openapi::api::apps::v1::{
     DeploymentStrategy, RollingUpdateDaemonSet, RollingUpdateDeployment,
 };
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, ConfigMap, ConfigMapKeySelector, ConfigMapVolumeSource, Container,
+    Capabilities, ConfigMap, ConfigMapKeySelector, ConfigMapVolumeSource, Container,
     EmptyDirVolumeSource, EnvVar, EnvVarSource, ExecAction, HTTPGetAction, HTTPHeader,
-    LifecycleHandler, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
-    ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe,
-    SELinuxOptions, SecurityContext, ServiceAccount, Toleration, Volume, VolumeMount,
+    LifecycleHandler, ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe, SELinuxOptions,
+    SecurityContext, ServiceAccount, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef};
@@ -36,8 +35,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::objects::{
-    app_labels, cluster_role_ref, host_path, meta, mount, requests, rule, service_account_subject,
-    tolerate, CONTROL_PLANE_LABEL, KUBE_SYSTEM, RBAC_GROUP,
+    app_labels, cluster_role_ref, host_path, meta, mount, one_per_control_plane_node, requests,
+    rule, service_account_subject, tolerate, CONTROL_PLANE_LABEL, KUBE_SYSTEM, RBAC_GROUP,
 };
 
 const AGENT: &str = "cilium";
@@ -930,34 +929,7 @@ fn operator_deployment(spec: &NodeSpec, image: &str) -> Deployment {
                     service_account_name: Some(OPERATOR.into()),
                     automount_service_account_token: Some(true),
                     restart_policy: Some("Always".into()),
-                    affinity: Some(Affinity {
-                        node_affinity: Some(NodeAffinity {
-                            required_during_scheduling_ignored_during_execution: Some(
-                                NodeSelector {
-                                    node_selector_terms: vec![NodeSelectorTerm {
-                                        match_expressions: Some(vec![NodeSelectorRequirement {
-                                            key: CONTROL_PLANE_LABEL.into(),
-                                            operator: "Exists".into(),
-                                            ..Default::default()
-                                        }]),
-                                        ..Default::default()
-                                    }],
-                                },
-                            ),
-                            ..Default::default()
-                        }),
-                        pod_anti_affinity: Some(PodAntiAffinity {
-                            required_during_scheduling_ignored_during_execution: Some(vec![
-                                PodAffinityTerm {
-                                    label_selector: Some(operator_selector()),
-                                    topology_key: "kubernetes.io/hostname".into(),
-                                    ..Default::default()
-                                },
-                            ]),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }),
+                    affinity: Some(one_per_control_plane_node(operator_selector())),
                     // The control plane's own taint, and those a node has before the CNI and the cloud
                     // controller have run: the operator is what lets the CNI start.
                     tolerations: Some(vec![

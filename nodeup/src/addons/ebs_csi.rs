@@ -20,10 +20,9 @@ use std::collections::BTreeMap;
 use ballast_state::node::NodeSpec;
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec, Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction,
-    NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, ObjectFieldSelector,
-    PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-    SecurityContext, ServiceAccount, Toleration, Volume, VolumeMount,
+    Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction,
+    ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SecurityContext,
+    ServiceAccount, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
@@ -32,8 +31,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::objects::{
-    cluster_role_ref, host_path, meta, mount, rule, service_account_subject, tolerate,
-    CONTROL_PLANE_LABEL, KUBE_SYSTEM,
+    cluster_role_ref, host_path, meta, mount, one_per_control_plane_node, rule,
+    service_account_subject, tolerate, CONTROL_PLANE_LABEL, KUBE_SYSTEM,
 };
 
 const APP: &str = "aws-ebs-csi-driver";
@@ -266,35 +265,7 @@ fn controller(spec: &NodeSpec, images: &EbsCsiImages) -> Deployment {
                     containers,
                     // On control-plane nodes: their instance role holds the driver's EC2 permissions, and no
                     // worker's does.
-                    affinity: Some(Affinity {
-                        node_affinity: Some(NodeAffinity {
-                            required_during_scheduling_ignored_during_execution: Some(
-                                NodeSelector {
-                                    node_selector_terms: vec![NodeSelectorTerm {
-                                        match_expressions: Some(vec![NodeSelectorRequirement {
-                                            key: CONTROL_PLANE_LABEL.into(),
-                                            operator: "Exists".into(),
-                                            ..Default::default()
-                                        }]),
-                                        ..Default::default()
-                                    }],
-                                },
-                            ),
-                            ..Default::default()
-                        }),
-                        // One replica per control-plane node, so losing a node leaves the other.
-                        pod_anti_affinity: Some(PodAntiAffinity {
-                            required_during_scheduling_ignored_during_execution: Some(vec![
-                                PodAffinityTerm {
-                                    label_selector: Some(selector(CONTROLLER)),
-                                    topology_key: "kubernetes.io/hostname".into(),
-                                    ..Default::default()
-                                },
-                            ]),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }),
+                    affinity: Some(one_per_control_plane_node(selector(CONTROLLER))),
                     security_context: Some(PodSecurityContext {
                         run_as_non_root: Some(true),
                         run_as_user: Some(1000),

@@ -71,6 +71,41 @@ pub(super) fn cluster_role_ref(name: &str) -> RoleRef {
     }
 }
 
+/// Only on control-plane nodes, and at most one replica per node (`same`: the pods of this Deployment), so losing
+/// a node leaves the others: the Cilium operator's and the EBS CSI controller's placement.
+pub(super) fn one_per_control_plane_node(
+    same: LabelSelector,
+) -> k8s_openapi::api::core::v1::Affinity {
+    use k8s_openapi::api::core::v1::{
+        Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
+        PodAffinityTerm, PodAntiAffinity,
+    };
+    Affinity {
+        node_affinity: Some(NodeAffinity {
+            required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                node_selector_terms: vec![NodeSelectorTerm {
+                    match_expressions: Some(vec![NodeSelectorRequirement {
+                        key: CONTROL_PLANE_LABEL.into(),
+                        operator: "Exists".into(),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }],
+            }),
+            ..Default::default()
+        }),
+        pod_anti_affinity: Some(PodAntiAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
+                label_selector: Some(same),
+                topology_key: "kubernetes.io/hostname".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 pub(super) fn tolerate(key: &str) -> Toleration {
     Toleration {
         key: Some(key.to_string()),
