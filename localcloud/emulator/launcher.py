@@ -787,6 +787,449 @@ def patch_backend_dispatch_cache() -> None:
     DomainDispatcherApplication.get_backend_for_host = get_backend_for_host
 
 
+# The emulator's own address ("http://HOST:PORT"), set once the server listens: the web-identity check reads an
+# issuer's discovery documents from the emulator's own S3 over it.
+SELF_URL: str | None = None
+
+# What an anonymous (unsigned) read of an object may be: a plain GetObject / HeadObject, no sub-resource.
+ANONYMOUS_READ_METHODS = ("GET", "HEAD")
+
+
+def patch_anonymous_public_object_reads() -> None:
+    """Unsigned S3 object reads under IAM enforcement (moto.core.authorization, moto_server.werkzeug_app).
+
+    moto gaps (5.2.5, server mode, IAM enforced):
+    - An unsigned request (no Authorization header, no presigned query) reaches the identity check, which
+      reads `headers["Authorization"]`: KeyError, HTTP 500, even for an object whose ACL is public-read. On
+      AWS an anonymous GET of a public object works, and of any other object gets 403 AccessDenied.
+    - An unsigned GET of a path ending in `/.well-known/openid-configuration` is routed to Cognito (moto
+      serves user pools' discovery documents there), so an S3 object of that name cannot be read over HTTP
+      at all (404), whatever its ACL.
+
+    Ballast publishes a cluster's service-account issuer discovery documents (`<issuer>/.well-known/
+    openid-configuration` and the JWKS) as public objects, which AWS STS and anyone else read anonymously;
+    the private state store must stay unreadable that way. Fix: an unsigned GET/HEAD of an object, with no
+    query string, is allowed when the object is public, as AWS decides it: the bucket policy has an Allow for
+    principal "*" on s3:GetObject and the object (a statement with a Condition does not count; a Deny for "*"
+    refuses), or the object's ACL grants AllUsers READ; the bucket's public access block is honoured
+    (RestrictPublicBuckets ignores the policy, IgnorePublicAcls the ACL). Anything else unsigned gets
+    AccessDenied (403). Signed requests are checked as before. A discovery-document path is routed to
+    Cognito only when its first segment is a user pool id (`REGION_ID`: an S3 bucket name has no '_').
+    Internals: ActionAuthenticatorMixin._authenticate_and_authorize_s3_action (wrapped), request_count,
+    settings.INITIAL_NO_AUTH_ACTION_COUNT, S3Response (headers, method, querystring, current_account, backend),
+    FakeBucket (policy, public_access_block, keys), FakeKey.acl.public_read,
+    DomainDispatcherApplication.get_service_from_unsigned_path (wrapped).
+    """
+    import fnmatch
+    import json
+    from urllib.parse import urlsplit
+
+    from moto import settings
+    from moto.core.authorization import ActionAuthenticatorMixin
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+    from moto.s3.exceptions import BucketAccessDeniedError, S3AccessDeniedError
+
+    original = ActionAuthenticatorMixin._authenticate_and_authorize_s3_action
+
+    def as_list(v):  # type: ignore[no-untyped-def]
+        return v if isinstance(v, list) else [v]
+
+    def for_everyone(principal) -> bool:  # type: ignore[no-untyped-def]
+        return principal == "*" or (isinstance(principal, dict) and "*" in as_list(principal.get("AWS", [])))
+
+    def policy_decision(bucket, resource: str) -> str:  # type: ignore[no-untyped-def]
+        if not bucket.policy:
+            return "none"
+        try:
+            document = json.loads(bucket.policy)
+        except ValueError:
+            return "none"
+        decision = "none"
+        for st in as_list(document.get("Statement", [])):
+            if not isinstance(st, dict) or not for_everyone(st.get("Principal")):
+                continue
+            actions = as_list(st.get("Action", []))
+            if not any(fnmatch.fnmatchcase("s3:getobject", a.lower()) for a in actions):
+                continue
+            if not any(fnmatch.fnmatchcase(resource, r) for r in as_list(st.get("Resource", []))):
+                continue
+            if st.get("Effect") == "Deny":
+                return "deny"
+            if st.get("Effect") == "Allow" and not st.get("Condition"):
+                decision = "allow"
+        return decision
+
+    def is_public(response, bucket_name: str, key_name: str) -> bool:  # type: ignore[no-untyped-def]
+        bucket = response.backend.buckets.get(bucket_name)
+        if bucket is None:
+            return False
+        key = bucket.keys.get(key_name)
+        if key is None:
+            return False  # AWS: 403 for a missing key without s3:ListBucket
+        block = bucket.public_access_block
+        decision = policy_decision(bucket, f"arn:aws:s3:::{bucket_name}/{key_name}")
+        if decision == "deny":
+            return False
+        if decision == "allow" and not (block and block.restrict_public_buckets):
+            return True
+        return bool(key.acl and key.acl.public_read and not (block and block.ignore_public_acls))
+
+    def _authenticate_and_authorize_s3_action(self, bucket_name=None, key_name=None):  # type: ignore[no-untyped-def]
+        enforced = ActionAuthenticatorMixin.request_count >= settings.INITIAL_NO_AUTH_ACTION_COUNT
+        # moto's querystring also holds the headers: the URL's own query says whether it is presigned.
+        query = urlsplit(self.uri).query
+        signed = "Authorization" in self.headers or "Signature=" in query
+        if not enforced or signed:
+            return original(self, bucket_name=bucket_name, key_name=key_name)
+        if (self.method in ANONYMOUS_READ_METHODS and bucket_name and key_name and not query
+                and is_public(self, bucket_name, key_name)):
+            return None
+        if bucket_name:
+            raise BucketAccessDeniedError(bucket=bucket_name)
+        raise S3AccessDeniedError()
+
+    ActionAuthenticatorMixin._authenticate_and_authorize_s3_action = _authenticate_and_authorize_s3_action
+
+    original_route = DomainDispatcherApplication.get_service_from_unsigned_path
+
+    def get_service_from_unsigned_path(path_info: str):  # type: ignore[no-untyped-def]
+        service, region = original_route(path_info)
+        if service == "cognito-idp" and "_" not in path_info.strip("/").split("/")[0]:
+            return None, None  # not a user pool id: S3 (moto's default for an unsigned request)
+        return service, region
+
+    DomainDispatcherApplication.get_service_from_unsigned_path = staticmethod(get_service_from_unsigned_path)
+
+
+# AWS STS's limits and algorithms for web identities (AssumeRoleWithWebIdentity's API reference; IAM's OIDC
+# provider requirements list the signing algorithms).
+WEB_IDENTITY_ALGORITHMS = ("RS256", "RS384", "RS512", "ES256", "ES384", "ES512")
+WEB_IDENTITY_TOKEN_MAX_CHARS = 20000
+# Discovery documents larger than this are refused rather than read whole (a JWKS of a few keys is ~1 KiB).
+DISCOVERY_DOCUMENT_MAX_BYTES = 1 << 20
+DISCOVERY_FETCH_TIMEOUT_S = 5.0
+
+
+class WebIdentityRefused(Exception):
+    """Why a web identity token was refused, as the AWS error code and message STS answers with."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def local_fetch_url(url: str) -> str | None:
+    """Where the emulator reads a URL of an issuer's documents: its own S3 over loopback HTTP.
+
+    The emulator's own address (any path), and S3's AWS names (virtual-hosted `BUCKET.s3[.-]REGION.amazonaws.com`
+    and path-style `s3[.-]REGION.amazonaws.com/BUCKET`), which are this emulator's S3 here. Anything else is not
+    reachable from the local cloud (no internet): None."""
+    import re
+    from urllib.parse import urlsplit
+
+    if SELF_URL is None:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or parts.query or parts.fragment:
+        return None
+    own = urlsplit(SELF_URL)
+    host = (parts.hostname or "").lower()
+    if parts.port == own.port and host in (own.hostname, "127.0.0.1", "localhost"):
+        return SELF_URL + parts.path
+    virtual = re.fullmatch(r"([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])\.s3(?:[.-][a-z0-9-]+)?\.amazonaws\.com", host)
+    if virtual:
+        return f"{SELF_URL}/{virtual.group(1)}{parts.path}"
+    if re.fullmatch(r"s3(?:[.-][a-z0-9-]+)?\.amazonaws\.com", host):
+        return SELF_URL + parts.path
+    return None
+
+
+def fetch_refused() -> WebIdentityRefused:
+    """AWS's answer when an issuer's documents cannot be read or are not what they must be."""
+    return WebIdentityRefused(
+        "InvalidIdentityToken",
+        "Couldn't retrieve verification key from your identity provider, please reference "
+        "AssumeRoleWithWebIdentity documentation for requirements",
+    )
+
+
+def fetch_public_json(url: str) -> dict:
+    """GET a document anonymously, as STS does on AWS; any failure is AWS's "Couldn't retrieve verification key"."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    refused = fetch_refused()
+    target = local_fetch_url(url)
+    if target is None:
+        log.warning("web identity: %s is not reachable from the local cloud (only its own S3 is)", url)
+        raise refused
+    try:
+        with urllib.request.urlopen(target, timeout=DISCOVERY_FETCH_TIMEOUT_S) as response:
+            body = response.read(DISCOVERY_DOCUMENT_MAX_BYTES + 1)
+    except (urllib.error.URLError, OSError) as e:
+        log.warning("web identity: GET %s (for %s) failed: %s", target, url, e)
+        raise refused from None
+    if len(body) > DISCOVERY_DOCUMENT_MAX_BYTES:
+        raise refused
+    try:
+        document = json.loads(body)
+    except ValueError:
+        log.warning("web identity: %s is not JSON", url)
+        raise refused from None
+    if not isinstance(document, dict):
+        raise refused
+    return document
+
+
+def verify_web_identity(token: str, providers) -> tuple[dict, object]:  # type: ignore[no-untyped-def]
+    """Check a web identity token as STS does; returns its claims and the IAM OIDC provider that vouches for it.
+
+    `providers` are the account's IAM OpenID Connect providers. Order of the checks, each refusal with AWS's
+    error: a JWT at all, `iss` names a provider, the issuer's keys (discovery document -> jwks_uri, fetched
+    anonymously), the signature by the key the header's `kid` names (RS/ES 256/384/512 only), `exp` and `nbf`,
+    then `aud` among the provider's client ids."""
+    import json
+    import time
+
+    from joserfc import jwt
+    from joserfc.errors import JoseError
+    from joserfc.jwk import KeySet
+    from joserfc.jws import extract_compact
+
+    def invalid(message: str) -> WebIdentityRefused:
+        return WebIdentityRefused("InvalidIdentityToken", message)
+
+    if not token or len(token) > WEB_IDENTITY_TOKEN_MAX_CHARS:
+        raise invalid("The web identity token is empty or longer than 20000 characters")
+    try:
+        compact = extract_compact(token.encode())
+        header = compact.headers()
+        unverified = json.loads(compact.payload)
+    except (JoseError, ValueError, TypeError):
+        raise invalid("The ID Token provided is not a valid JWT. (You may see this error if you sent an Access Token)") from None
+    if not isinstance(unverified, dict) or not isinstance(unverified.get("iss"), str):
+        raise invalid("The ID Token provided is not a valid JWT: no issuer (iss)")
+    issuer = unverified["iss"]
+    provider_url = issuer.split("://", 1)[1] if "://" in issuer else issuer
+    provider = next((p for p in providers if p.url == provider_url), None)
+    if provider is None:
+        raise invalid(f"No OpenIDConnect provider found in your account for {issuer}")
+    alg = header.get("alg")
+    if alg not in WEB_IDENTITY_ALGORITHMS:
+        raise invalid(f"The ID Token's signing algorithm {alg!r} is not supported")
+
+    discovery = fetch_public_json(issuer.rstrip("/") + "/.well-known/openid-configuration")
+    if discovery.get("issuer") != issuer or not isinstance(discovery.get("jwks_uri"), str):
+        log.warning("web identity: the discovery document of %s names issuer %r, jwks_uri %r",
+                    issuer, discovery.get("issuer"), discovery.get("jwks_uri"))
+        raise fetch_refused()
+    jwks = fetch_public_json(discovery["jwks_uri"])
+    try:
+        key_set = KeySet.import_key_set(jwks)  # type: ignore[arg-type]
+    except (JoseError, ValueError, TypeError, KeyError):
+        log.warning("web identity: the JWKS of %s is not a valid key set", issuer)
+        raise fetch_refused() from None
+    kid = header.get("kid")
+    candidates = [k for k in key_set.keys if k.kid == kid] if kid else list(key_set.keys)
+    if len(candidates) != 1:
+        raise invalid(f"No key in the issuer's JWKS for the token's key id {kid!r}" if kid else
+                      "The token names no key id (kid) and the issuer's JWKS holds more than one key")
+    try:
+        claims = jwt.decode(token, candidates[0], algorithms=[alg]).claims
+    except (JoseError, ValueError, TypeError):
+        raise invalid("The signature of the ID Token could not be verified with the issuer's keys") from None
+
+    now = time.time()
+    exp, nbf = claims.get("exp"), claims.get("nbf")
+    if not isinstance(exp, (int, float)):
+        raise invalid("The ID Token has no expiration time (exp)")
+    if exp <= now:
+        raise WebIdentityRefused(
+            "ExpiredTokenException",
+            f"Token expired: current date/time {int(now)} must be before the expiration date/time {int(exp)}")
+    if nbf is not None and (not isinstance(nbf, (int, float)) or nbf > now):
+        raise invalid(f"The ID Token is not valid yet (nbf {nbf}, now {int(now)})")
+    audiences = claims.get("aud")
+    audiences = [audiences] if isinstance(audiences, str) else audiences
+    if not isinstance(audiences, list) or not any(a in provider.client_id_list for a in audiences):
+        raise invalid("Incorrect token audience")
+    return claims, provider
+
+
+def web_identity_trust_decision(trust_policy: dict, provider_arn: str, values: dict[str, str]) -> bool:
+    """Does a role's trust policy let this web identity assume it? AWS's evaluation, for the one action.
+
+    A statement applies when its Action (or NotAction) covers sts:AssumeRoleWithWebIdentity, its Principal is
+    "*" or {"Federated": <the provider's ARN>} (or a list holding it), and every Condition holds. Conditions:
+    StringEquals, StringNotEquals, StringLike, StringNotLike (and their IfExists forms) over the condition keys
+    of the token (`<provider url>:sub`, `:aud`, `aws:FederatedProvider`); a key the request lacks fails a
+    condition (passes an IfExists one); any other operator fails closed: an Allow with it does not apply, a
+    Deny with it does. An applicable Deny refuses; else one applicable Allow is needed."""
+    import fnmatch
+
+    def as_list(v):  # type: ignore[no-untyped-def]
+        return v if isinstance(v, list) else [v]
+
+    def action_covered(st: dict) -> bool:
+        action = "sts:assumerolewithwebidentity"
+        if "NotAction" in st:
+            return not any(fnmatch.fnmatchcase(action, a.lower()) for a in as_list(st["NotAction"]))
+        return any(fnmatch.fnmatchcase(action, a.lower()) for a in as_list(st.get("Action", [])))
+
+    def principal_covered(principal) -> bool:  # type: ignore[no-untyped-def]
+        if principal == "*":
+            return True
+        return isinstance(principal, dict) and provider_arn in as_list(principal.get("Federated", []))
+
+    def condition_holds(operator: str, key: str, expected) -> bool | None:  # type: ignore[no-untyped-def]
+        base, if_exists = (operator[:-8], True) if operator.endswith("IfExists") else (operator, False)
+        if base not in ("StringEquals", "StringNotEquals", "StringLike", "StringNotLike"):
+            return None
+        if key not in values:
+            return if_exists
+        value, patterns = values[key], [str(e) for e in as_list(expected)]
+        if base == "StringEquals":
+            return value in patterns
+        if base == "StringNotEquals":
+            return value not in patterns
+        matched = any(fnmatch.fnmatchcase(value, p) for p in patterns)
+        return matched if base == "StringLike" else not matched
+
+    allowed = False
+    for st in as_list(trust_policy.get("Statement", [])):
+        if not isinstance(st, dict) or not action_covered(st) or not principal_covered(st.get("Principal")):
+            continue
+        deny = st.get("Effect") == "Deny"
+        applies = True
+        for operator, pairs in (st.get("Condition") or {}).items():
+            for key, expected in (pairs or {}).items():
+                held = condition_holds(operator, key, expected)
+                if held is None:
+                    held = deny  # unknown operator: fail closed
+                applies = applies and held
+        if applies and deny:
+            return False
+        if applies and st.get("Effect") == "Allow":
+            allowed = True
+    return allowed
+
+
+def patch_assume_role_with_web_identity() -> None:
+    """sts:AssumeRoleWithWebIdentity (moto.sts.responses.TokenResponse).
+
+    moto gaps (5.2.5): the token is never read: any string, even empty, returns credentials for any role
+    ARN, existing or not, whatever its trust policy. Under IAM enforcement the call (which AWS SDKs send
+    unsigned, as AWS expects) fails with HTTP 500 (the identity check reads a missing Authorization header).
+
+    Ballast's IAM roles for service accounts are assumed this way (docs/irsa.md): a pod's projected
+    service-account token, signed by the cluster's service-account key, is exchanged for its role's
+    credentials. Without the checks the local cloud would prove nothing about the trust policies or the
+    published keys. Fix, as AWS does it: the call is unauthenticated (not counted among the initial no-auth
+    requests); the token is verified by verify_web_identity (the issuer's documents read anonymously over
+    HTTP from the emulator's own S3, see local_fetch_url: so they must really be public); the role must exist
+    and its trust policy must allow the identity (web_identity_trust_decision, with `<provider url>:sub`,
+    `:aud` (the token's audience that is a client id of the provider) and `aws:FederatedProvider`);
+    DurationSeconds within 900 and the role's MaxSessionDuration. The credentials are moto's assumed-role
+    credentials (AssumeRole's), so IAM enforcement holds them to the role's policies. The answer carries
+    SubjectFromWebIdentityToken, Audience, Provider and the role's own AssumedRoleId. Refusals:
+    InvalidIdentityToken and ExpiredTokenException (400) for the token, AccessDenied (403) for the trust policy
+    or a missing role, ValidationError for the duration. Not checked (only AWS does): the issuer's TLS
+    certificate and the provider's thumbprints (the local cloud serves plain HTTP), and the JWKS is read on
+    every call (AWS caches it).
+    Internals: TokenResponse.assume_role_with_web_identity (replaced) and _authenticate_and_authorize_normal_action
+    (wrapped); STSBackend.assume_role, AssumedRole (user_id, arn, session_name); iam_backends[..].open_id_providers,
+    get_role_by_arn, Role.assume_role_policy_document / max_session_duration; OpenIDConnectProvider (url, arn,
+    client_id_list); core.exceptions._RESTError; sts.exceptions.STSClientError.
+    """
+    import json
+    import re
+
+    from moto.core.exceptions import _RESTError
+    from moto.core.responses import ActionResult
+    from moto.iam.models import iam_backends
+    from moto.sts.exceptions import STSClientError, STSValidationError
+    from moto.sts.responses import TokenResponse
+    from moto.utilities.utils import get_partition
+
+    class NotAuthorized(_RESTError):
+        code = 403
+
+        def __init__(self) -> None:
+            super().__init__("AccessDenied", "Not authorized to perform sts:AssumeRoleWithWebIdentity")
+
+    original_auth = TokenResponse._authenticate_and_authorize_normal_action
+
+    def _authenticate_and_authorize_normal_action(self, resource="*"):  # type: ignore[no-untyped-def]
+        if self._get_action() == "AssumeRoleWithWebIdentity":
+            return None  # AWS: an unsigned call; the token is the credential
+        return original_auth(self, resource)
+
+    def assume_role_with_web_identity(self):  # type: ignore[no-untyped-def]
+        role_arn = self._get_param("RoleArn") or ""
+        session_name = self._get_param("RoleSessionName") or ""
+        token = self._get_param("WebIdentityToken") or ""
+        duration = self._get_int_param("DurationSeconds", 3600)
+        if self._get_param("Policy") or self._get_param("PolicyArns"):
+            # moto would record a session policy and enforce nothing of it: refuse rather than hand out
+            # credentials broader than AWS would.
+            raise STSValidationError("Session policies (Policy, PolicyArns) are not emulated by the local cloud")
+        if not re.fullmatch(r"[\w+=,.@-]{2,64}", session_name):
+            raise STSValidationError(f"1 validation error detected: Value '{session_name}' at 'roleSessionName' "
+                                     "failed to satisfy constraint: Member must satisfy regular expression "
+                                     "pattern: [\\w+=,.@-]* and have length between 2 and 64")
+        arn = re.fullmatch(r"arn:aws:iam::(\d{12}):role/(?:.*/)?[\w+=,.@-]+", role_arn)
+        if not arn:
+            raise STSValidationError(f"{role_arn} is invalid")
+        backend = iam_backends[arn.group(1)][get_partition(self.region)]
+        try:
+            claims, provider = verify_web_identity(token, list(backend.open_id_providers.values()))
+        except WebIdentityRefused as refused:
+            log.info("AssumeRoleWithWebIdentity of %s refused: %s %s", role_arn, refused.code, refused.message)
+            raise STSClientError(refused.code, refused.message) from None
+        try:
+            role = backend.get_role_by_arn(role_arn)
+        except Exception:
+            raise NotAuthorized() from None
+        audiences = claims["aud"] if isinstance(claims["aud"], list) else [claims["aud"]]
+        audience = next(a for a in audiences if a in provider.client_id_list)
+        subject = claims.get("sub")
+        values = {"aws:FederatedProvider": provider.arn, f"{provider.url}:aud": audience}
+        if isinstance(subject, str):
+            values[f"{provider.url}:sub"] = subject
+        try:
+            trust = json.loads(role.assume_role_policy_document)
+        except (TypeError, ValueError):
+            trust = {}
+        if not web_identity_trust_decision(trust, provider.arn, values):
+            log.info("AssumeRoleWithWebIdentity of %s refused by its trust policy: %s", role_arn, values)
+            raise NotAuthorized()
+        max_duration = int(role.max_session_duration or 3600)
+        if not 900 <= duration <= max_duration:
+            raise STSValidationError(f"The requested DurationSeconds exceeds the MaxSessionDuration set for this "
+                                     f"role (or is below 900): {duration}, allowed 900..{max_duration}")
+        assumed = self.backend.assume_role(
+            region_name=self.region,
+            role_session_name=session_name,
+            role_arn=role.arn,
+            policy=None,
+            duration=duration,
+            external_id=None,
+        )
+        return ActionResult({
+            "Credentials": assumed,
+            "SubjectFromWebIdentityToken": subject,
+            "AssumedRoleUser": {"AssumedRoleId": assumed.user_id, "Arn": assumed.arn},
+            "PackedPolicySize": 0,
+            "Provider": provider.arn,
+            "Audience": audience,
+        })
+
+    TokenResponse._authenticate_and_authorize_normal_action = _authenticate_and_authorize_normal_action
+    TokenResponse.assume_role_with_web_identity = assume_role_with_web_identity
+
+
 PATCHES = [
     patch_signature_of_form_encoded_bodies,
     patch_launch_template_version_user_data_and_source_version,
@@ -801,6 +1244,8 @@ PATCHES = [
     patch_tag_lookup_by_resource,
     patch_backend_dispatch_cache,
     patch_skip_os_shutdown,
+    patch_anonymous_public_object_reads,
+    patch_assume_role_with_web_identity,
 ]
 
 
@@ -1128,6 +1573,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(3)
 
     host, port = server.server_address[:2]
+    global SELF_URL
+    SELF_URL = f"http://{host}:{port}"
     # Connect once ourselves so "ready" really means "accepts connections".
     with socket.create_connection((host, port), timeout=5):
         pass

@@ -792,6 +792,155 @@ def verify_s3_conditional_writes_atomic(url: str) -> None:
           rounds_with_one_winner == rounds, f"{rounds_with_one_winner} of {rounds} rounds")
 
 
+def verify_web_identity() -> None:
+    """AssumeRoleWithWebIdentity checks the token, the issuer's published keys and the role's trust policy."""
+    import urllib.error
+    import urllib.request
+
+    from botocore import UNSIGNED
+    from joserfc import jwt
+    from joserfc.jwk import ECKey, KeySet, RSAKey
+
+    proc, url, _ = start_launcher("--iam-enforce", "--initial-no-auth", "3")
+    try:
+        iam0 = client("iam", url)
+        iam0.create_user(UserName="ballast-admin")
+        iam0.put_user_policy(UserName="ballast-admin", PolicyName="admin", PolicyDocument=json.dumps(ADMIN_POLICY))
+        key = iam0.create_access_key(UserName="ballast-admin")["AccessKey"]
+        admin_s3 = client("s3", url, key["AccessKeyId"], key["SecretAccessKey"])
+        admin_iam = client("iam", url, key["AccessKeyId"], key["SecretAccessKey"])
+        sts = boto3.client("sts", endpoint_url=url, region_name=REGION,
+                           config=Config(signature_version=UNSIGNED, retries={"max_attempts": 1}))
+
+        # Two issuers: c1 publishes public documents (an ES256 and an RS256 key), c2 private ones.
+        for bucket in ("oidc", "data"):
+            admin_s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+        ec, rsa, stranger = ECKey.generate_key("P-256"), RSAKey.generate_key(2048), ECKey.generate_key("P-256")
+        issuers = {name: f"{url}/oidc/{name}" for name in ("c1", "c2")}
+        jwks = KeySet([ec, rsa]).as_dict(private=False)
+        for k, kid in zip(jwks["keys"], ("ec-1", "rsa-1")):
+            k["kid"], k["use"] = kid, "sig"
+        for name, acl in (("c1", "public-read"), ("c2", "private")):
+            discovery = {"issuer": issuers[name], "jwks_uri": f"{issuers[name]}/openid/v1/jwks",
+                         "response_types_supported": ["id_token"], "subject_types_supported": ["public"],
+                         "id_token_signing_alg_values_supported": ["ES256", "RS256"]}
+            admin_s3.put_object(Bucket="oidc", Key=f"{name}/.well-known/openid-configuration", ACL=acl,
+                                Body=json.dumps(discovery).encode())
+            admin_s3.put_object(Bucket="oidc", Key=f"{name}/openid/v1/jwks", ACL=acl, Body=json.dumps(jwks).encode())
+        admin_s3.put_object(Bucket="data", Key="allowed/a.txt", Body=b"a")
+        admin_s3.put_object(Bucket="data", Key="other/b.txt", Body=b"b")
+
+        def anonymous_get(path: str) -> int:
+            try:
+                with urllib.request.urlopen(url + path, timeout=5) as r:
+                    return r.status
+            except urllib.error.HTTPError as e:
+                return e.code
+
+        code = anonymous_get("/oidc/c1/.well-known/openid-configuration")
+        check("s3 anonymous: a public-read discovery document is read over HTTP under enforcement", code == 200, code)
+        code = anonymous_get("/oidc/c2/openid/v1/jwks")
+        check("s3 anonymous: a private object is refused (403)", code == 403, code)
+        code = anonymous_get("/data/allowed/a.txt")
+        check("s3 anonymous: an object without an ACL grant is refused (403)", code == 403, code)
+        admin_s3.put_bucket_policy(Bucket="data", Policy=json.dumps({"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::data/allowed/*"}]}))
+        codes = (anonymous_get("/data/allowed/a.txt"), anonymous_get("/data/other/b.txt"))
+        check("s3 anonymous: a bucket policy for '*' opens exactly its resources", codes == (200, 403), codes)
+        admin_s3.delete_bucket_policy(Bucket="data")
+
+        providers = {}
+        for name, audiences in (("c1", ["sts.amazonaws.com", "other-audience"]), ("c2", ["sts.amazonaws.com"])):
+            providers[name] = admin_iam.create_open_id_connect_provider(
+                Url=issuers[name], ClientIDList=audiences, ThumbprintList=["0" * 40])["OpenIDConnectProviderArn"]
+        host = issuers["c1"].split("://", 1)[1]
+
+        def role(name: str, provider: str, conditions: dict) -> str:
+            trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Federated": provider},
+                     "Action": "sts:AssumeRoleWithWebIdentity", "Condition": conditions}]}
+            arn = admin_iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+            admin_iam.put_role_policy(RoleName=name, PolicyName="read", PolicyDocument=json.dumps({
+                "Version": "2012-10-17", "Statement": [
+                    {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::data/allowed/*"}]}))
+            return arn
+
+        exact = {"StringEquals": {f"{host}:sub": "system:serviceaccount:ns1:reader", f"{host}:aud": "sts.amazonaws.com"}}
+        reader = role("irsa-reader", providers["c1"], exact)
+        like = role("irsa-like", providers["c1"], {"StringLike": {f"{host}:sub": "system:serviceaccount:ns1:*"}})
+        other_provider = role("irsa-c2", providers["c2"], {})
+
+        def token(signing=ec, kid="ec-1", alg="ES256", issuer=issuers["c1"], sub="system:serviceaccount:ns1:reader",
+                  aud="sts.amazonaws.com", exp_in=600, nbf_in=-5) -> str:
+            now = int(time.time())
+            claims = {"iss": issuer, "sub": sub, "aud": [aud], "iat": now, "nbf": now + nbf_in, "exp": now + exp_in,
+                      "kubernetes.io": {"namespace": "ns1", "serviceaccount": {"name": sub.rsplit(":", 1)[-1]}}}
+            header = {"alg": alg, "kid": kid} if kid else {"alg": alg}
+            return jwt.encode(header, claims, signing, algorithms=[alg])
+
+        def assume(role_arn: str, web_token: str) -> tuple[str, dict]:
+            try:
+                return "OK", sts.assume_role_with_web_identity(
+                    RoleArn=role_arn, RoleSessionName="pod-1", WebIdentityToken=web_token)
+            except ClientError as e:
+                return e.response["Error"]["Code"], {}
+
+        code, answer = assume(reader, token())
+        check("web identity: an ES256 token of the exact sub and aud assumes its role (unsigned call, IAM enforced)",
+              code == "OK" and answer["SubjectFromWebIdentityToken"] == "system:serviceaccount:ns1:reader"
+              and answer["Provider"] == providers["c1"] and answer["Audience"] == "sts.amazonaws.com"
+              and answer["AssumedRoleUser"]["Arn"].endswith(":assumed-role/irsa-reader/pod-1"),
+              code if code != "OK" else answer["AssumedRoleUser"]["Arn"])
+        if code == "OK":
+            creds = answer["Credentials"]
+            role_s3 = client("s3", url, creds["AccessKeyId"], creds["SecretAccessKey"], creds["SessionToken"])
+            body = role_s3.get_object(Bucket="data", Key="allowed/a.txt")["Body"].read()
+            check("web identity: its credentials do what the role's policy allows", body == b"a")
+            codes = (error_code(lambda: role_s3.get_object(Bucket="data", Key="other/b.txt")),
+                     error_code(lambda: role_s3.put_object(Bucket="data", Key="allowed/c.txt", Body=b"c")))
+            check("web identity: ... and get AccessDenied for the rest (IAM enforces them)",
+                  codes == ("AccessDenied", "AccessDenied"), codes)
+        code, _ = assume(reader, token(signing=rsa, kid="rsa-1", alg="RS256"))
+        check("web identity: an RS256 token verifies against the RSA key of the JWKS", code == "OK", code)
+        code, _ = assume(like, token(sub="system:serviceaccount:ns1:writer"))
+        check("web identity: StringLike on sub admits a matching service account", code == "OK", code)
+
+        refusals = [
+            ("another service account (sub)", reader, token(sub="system:serviceaccount:ns1:writer"), "AccessDenied"),
+            ("another namespace under StringLike", like, token(sub="system:serviceaccount:ns2:reader"), "AccessDenied"),
+            ("a client id the trust policy does not name (aud)", reader, token(aud="other-audience"), "AccessDenied"),
+            ("an audience that is no client id of the provider", reader, token(aud="someone-else"),
+             "InvalidIdentityToken"),
+            ("a key not in the JWKS, under a known kid", reader, token(signing=stranger), "InvalidIdentityToken"),
+            ("a kid not in the JWKS", reader, token(signing=stranger, kid="unknown"), "InvalidIdentityToken"),
+            ("an RS256 header over the EC key's kid", reader, token(signing=rsa, alg="RS256"), "InvalidIdentityToken"),
+            ("an expired token", reader, token(exp_in=-60, nbf_in=-600), "ExpiredTokenException"),
+            ("a token not valid yet (nbf)", reader, token(nbf_in=300), "InvalidIdentityToken"),
+            ("an issuer with no IAM OIDC provider", reader, token(issuer=f"{url}/oidc/c3"), "InvalidIdentityToken"),
+            ("an issuer whose documents are not public", other_provider, token(issuer=issuers["c2"]),
+             "InvalidIdentityToken"),
+            ("a role trusting another provider", other_provider, token(), "AccessDenied"),
+            ("a role that does not exist", f"arn:aws:iam::{ACCOUNT}:role/nope", token(), "AccessDenied"),
+            ("a string that is no JWT", reader, "not-a-jwt-at-all", "InvalidIdentityToken"),
+            ("an unsigned (alg none) token", reader,
+             ".".join(base64.urlsafe_b64encode(json.dumps(part).encode()).decode().rstrip("=") for part in (
+                 {"alg": "none", "kid": "ec-1"},
+                 {"iss": issuers["c1"], "sub": "system:serviceaccount:ns1:reader", "aud": "sts.amazonaws.com",
+                  "exp": int(time.time()) + 600})) + ".", "InvalidIdentityToken"),
+        ]
+        for what, role_arn, web_token, expected in refusals:
+            code, _ = assume(role_arn, web_token)
+            check(f"web identity: refused ({expected}): {what}", code == expected, code)
+
+        # The keys are read at each call: a key that leaves the JWKS stops verifying at once.
+        admin_s3.put_object(Bucket="oidc", Key="c1/openid/v1/jwks", ACL="public-read",
+                            Body=json.dumps({"keys": [k for k in jwks["keys"] if k["kid"] == "rsa-1"]}).encode())
+        codes = (assume(reader, token())[0], assume(reader, token(signing=rsa, kid="rsa-1", alg="RS256"))[0])
+        check("web identity: a key removed from the published JWKS is refused, the remaining one still assumes",
+              codes == ("InvalidIdentityToken", "OK"), codes)
+    finally:
+        stop_launcher(proc)
+
+
 def main() -> int:
     proc, url, ready_s = start_launcher()
     print(f"INFO launcher ready in {ready_s:.2f} s at {url}", flush=True)
@@ -811,6 +960,7 @@ def main() -> int:
         stop_launcher(proc)
     guarded("iam enforcement", verify_iam_enforcement)
     guarded("iam count", verify_iam_count_is_exact)
+    guarded("web identity", verify_web_identity)
     guarded("process behaviour", lambda: verify_process_behaviour(ready_s))
 
     failed = sum(1 for ok, _, _ in results if not ok)
