@@ -94,7 +94,23 @@ impl ClusterPaths {
         format!("{}/pki/{name}/public.pem", self.name)
     }
 
-    /// Every keyset's metadata is under this prefix.
+    /// Every control-plane node's shipped audit log is under this prefix (docs/audit.md), in the state store or
+    /// in the bucket `spec.auditLog.destination` names (below its prefix).
+    pub fn audit_prefix(&self) -> String {
+        format!("{}/audit/", self.name)
+    }
+
+    /// One instance's audit chunks (`audit/<instance-id>/`).
+    pub fn audit_instance_prefix(&self, instance_id: &str) -> String {
+        format!("{}/audit/{instance_id}/", self.name)
+    }
+
+    /// One audit chunk: its sequence number, zero-padded to 20 digits, so that key order is the order the lines
+    /// were written, and a chunk uploaded again after a crash lands on the same key.
+    pub fn audit_chunk(&self, instance_id: &str, sequence: u64) -> String {
+        format!("{}/audit/{instance_id}/{sequence:020}.jsonl", self.name)
+    }
+
     /// Where the operator's SSH public keys are (`ssh/<name>.pub`, docs/keys.md).
     pub fn ssh_prefix(&self) -> String {
         format!("{}/ssh/", self.name)
@@ -192,6 +208,22 @@ impl ClusterPaths {
         format!("{}/control-plane/node-bootstrap.json", self.name)
     }
 
+    /// Every node's published log tail is under this prefix (`ballast_state::log_tail`).
+    pub fn log_tails_prefix(&self) -> String {
+        format!("{}/logs/", self.name)
+    }
+
+    /// A node's published log tail, named by its writer: the instance role session's `aws:userid`
+    /// (`<role-id>:<instance-id>`), the one key of this prefix its IAM policy lets it write.
+    pub fn log_tail(&self, writer: &str) -> String {
+        format!("{}{writer}.json", self.log_tails_prefix())
+    }
+
+    /// A dump's request that control-plane nodes publish their log tails now (`ballast toolbox dump`).
+    pub fn log_tail_request(&self) -> String {
+        format!("{}/log-tail-request.json", self.name)
+    }
+
     /// A member's published etcd health (deleted when the member is removed).
     pub fn etcd_health(&self, instance_id: &str) -> String {
         format!("{}/etcd/health/{instance_id}.json", self.name)
@@ -224,6 +256,8 @@ mod tests {
             paths.etcd_cluster(),
             paths.etcd_backup("2026-12-02T06-00-00Z"),
             paths.node_bootstrap_services(),
+            paths.log_tail("AROAEXAMPLE:i-0123"),
+            paths.log_tail_request(),
         ]
     }
 
