@@ -137,6 +137,9 @@ fn complete_cluster(spec: &mut ClusterSpec, instance_groups: &[InstanceGroup]) {
         .get_or_insert_with(Default::default)
         .allow_container_registry
         .get_or_insert(true);
+    if let Some(discovery) = &mut spec.service_account_issuer_discovery {
+        discovery.enable_aws_oidc_provider.get_or_insert(false);
+    }
 }
 
 /// Gives each subnet without `cidr` or `id` the next free block of the network.

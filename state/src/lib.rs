@@ -15,7 +15,8 @@
 //! - [`etcd`]: etcd's objects in the store as types (epochs, health reports, backups) and the judgement of
 //!   them; [`node_bootstrap`]: where workers find the node bootstrap service;
 //! - [`node`], [`report`], [`report_signature`], [`addon_report`]: what a node is given and what it reports;
-//! - [`components`] and [`rolling_update`]: the versions a cluster runs and how a change of them rolls.
+//! - [`components`] and [`rolling_update`]: the versions a cluster runs and how a change of them rolls;
+//! - [`irsa`]: IAM roles for service accounts: the issuer, the roles' names and trust, the discovery documents.
 
 pub mod addon_report;
 pub mod ca_import;
@@ -28,6 +29,7 @@ pub mod error;
 pub mod etcd;
 pub mod etcd_volume;
 pub mod generate;
+pub mod irsa;
 pub mod key_material;
 pub mod keyset;
 pub mod layout;

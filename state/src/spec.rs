@@ -80,6 +80,10 @@ pub struct ClusterSpec {
     pub encryption_config: Option<EncryptionConfigSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iam: Option<ClusterIamSpec>,
+    /// Publish the service-account issuer's OIDC discovery documents and make it the API server's issuer
+    /// (IAM roles for service accounts; `docs/irsa.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_issuer_discovery: Option<Box<crate::irsa::ServiceAccountIssuerDiscovery>>,
     /// Tags added to every AWS resource the cluster owns.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cloud_labels: BTreeMap<String, String>,
@@ -247,6 +251,10 @@ pub struct ClusterIamSpec {
     /// A permissions boundary ARN set on every role Ballast creates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permissions_boundary: Option<String>,
+    /// One IAM role per service account, assumable only with that service account's tokens (IRSA; needs
+    /// `serviceAccountIssuerDiscovery` with `enableAWSOIDCProvider`; `docs/irsa.md`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub service_account_external_permissions: Vec<crate::irsa::ServiceAccountExternalPermission>,
 }
 
 /// A group of identical instances: one launch template and one Auto Scaling Group.

@@ -87,6 +87,7 @@ pub fn validate(config: &ClusterConfig) -> Vec<FieldError> {
     check_cluster_spec(&mut report, &cluster.spec);
     check_instance_groups(&mut errors, config);
     check_cilium(&mut errors, config);
+    crate::irsa::validate::check(&mut errors, config);
     errors
 }
 

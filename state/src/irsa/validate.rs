@@ -1,0 +1,251 @@
+//! IRSA's rules: `spec.serviceAccountIssuerDiscovery` and `spec.iam.serviceAccountExternalPermissions`, each
+//! error naming its path and what to do. Called by [`crate::validate::validate`].
+
+use std::collections::BTreeSet;
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::store::DiscoveryStore;
+use super::trust::inline_policy_document;
+use super::{
+    ServiceAccountExternalPermission, ServiceAccountIssuerDiscovery, AWS_AUDIENCE,
+    CLOUD_CONTROLLER_MANAGER_ACCOUNT, EBS_CSI_CONTROLLER_ACCOUNT,
+};
+use crate::error::FieldError;
+use crate::spec::{ClusterConfig, KIND_CLUSTER};
+
+/// Service accounts given AWS permissions in one cluster: each is an IAM role, and `update cluster` and
+/// `delete cluster` make calls per role. IAM's default quota is 1000 roles per account, shared by every
+/// cluster in it.
+pub const MAX_SERVICE_ACCOUNT_PERMISSIONS: usize = 100;
+/// Managed policies one role may have attached: IAM's default quota ("Managed policies attached to an IAM
+/// role": 10).
+pub const MAX_POLICY_ARNS: usize = 10;
+/// Characters of an inline policy: IAM's limit for a role's inline policies together (10,240 characters,
+/// whitespace not counted; counted here with it, the stricter reading).
+pub const MAX_INLINE_POLICY_CHARS: usize = 10_240;
+/// Audiences besides `amazonaws.com`: IAM lets a provider list 100 client ids; a cluster needs a handful.
+pub const MAX_ADDITIONAL_AUDIENCES: usize = 10;
+/// IAM's limit on one client id's length.
+pub const MAX_AUDIENCE_CHARS: usize = 255;
+
+static POLICY_ARN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^arn:aws(-[a-z]+)*:iam::([0-9]{12}|aws):policy/([\w+=,.@-]+/)*[\w+=,.@-]{1,128}$")
+        .expect("static regex")
+});
+/// A namespace is a DNS label (RFC 1123), at most 63 characters.
+static DNS_LABEL: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$").expect("static regex"));
+/// A service account's name is a DNS subdomain (RFC 1123), at most 253 characters.
+static DNS_SUBDOMAIN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$")
+        .expect("static regex")
+});
+
+struct Report<'a> {
+    object: String,
+    errors: &'a mut Vec<FieldError>,
+}
+
+impl Report<'_> {
+    fn error(&mut self, path: impl AsRef<str>, message: impl Into<String>) {
+        self.errors
+            .push(FieldError::new(&self.object, path.as_ref(), message));
+    }
+}
+
+/// Checks IRSA's fields of a completed config.
+pub fn check(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
+    let spec = &config.cluster.spec;
+    let mut report = Report {
+        object: format!("{KIND_CLUSTER}/{}", config.cluster.metadata.name),
+        errors,
+    };
+    if let Some(discovery) = &spec.service_account_issuer_discovery {
+        check_discovery(&mut report, discovery);
+    }
+    let permissions = spec
+        .iam
+        .as_ref()
+        .map(|iam| iam.service_account_external_permissions.as_slice())
+        .unwrap_or(&[]);
+    if permissions.is_empty() {
+        return;
+    }
+    const PATH: &str = "spec.iam.serviceAccountExternalPermissions";
+    match &spec.service_account_issuer_discovery {
+        None => report.error(
+            PATH,
+            "needs spec.serviceAccountIssuerDiscovery with enableAWSOIDCProvider: true: a role for a service \
+             account is assumed with the service account's token, which AWS can verify only through an IAM OIDC \
+             provider trusting the cluster's published issuer",
+        ),
+        Some(discovery) if discovery.enable_aws_oidc_provider != Some(true) => report.error(
+            PATH,
+            "needs spec.serviceAccountIssuerDiscovery.enableAWSOIDCProvider: true: without the IAM OIDC provider \
+             AWS cannot verify the service accounts' tokens, so no role could be assumed",
+        ),
+        Some(_) => {}
+    }
+    if permissions.len() > MAX_SERVICE_ACCOUNT_PERMISSIONS {
+        report.error(
+            PATH,
+            format!(
+                "lists {} service accounts, more than {MAX_SERVICE_ACCOUNT_PERMISSIONS}: each is an IAM role; \
+                 give several workloads one service account, or split the cluster",
+                permissions.len()
+            ),
+        );
+        return;
+    }
+    let mut seen = BTreeSet::new();
+    for (i, permission) in permissions.iter().enumerate() {
+        check_permission(&mut report, &format!("{PATH}[{i}]"), permission, &mut seen);
+    }
+}
+
+fn check_discovery(report: &mut Report<'_>, discovery: &ServiceAccountIssuerDiscovery) {
+    const PATH: &str = "spec.serviceAccountIssuerDiscovery";
+    if let Err(error) = DiscoveryStore::parse(&discovery.discovery_store) {
+        report.error(format!("{PATH}.discoveryStore"), error.to_string());
+    }
+    let audiences = &discovery.additional_audiences;
+    if audiences.len() > MAX_ADDITIONAL_AUDIENCES {
+        report.error(
+            format!("{PATH}.additionalAudiences"),
+            format!(
+                "lists {} audiences, more than {MAX_ADDITIONAL_AUDIENCES}",
+                audiences.len()
+            ),
+        );
+        return;
+    }
+    let mut seen = BTreeSet::new();
+    for (i, audience) in audiences.iter().enumerate() {
+        let path = format!("{PATH}.additionalAudiences[{i}]");
+        if audience.is_empty()
+            || audience.chars().count() > MAX_AUDIENCE_CHARS
+            || audience
+                .chars()
+                .any(|c| c.is_control() || c.is_whitespace())
+        {
+            report.error(
+                path,
+                format!(
+                    "{audience:?} is not an audience IAM accepts: 1-{MAX_AUDIENCE_CHARS} characters, no spaces"
+                ),
+            );
+        } else if audience == AWS_AUDIENCE {
+            report.error(
+                path,
+                format!("{AWS_AUDIENCE:?} is always an audience: remove it"),
+            );
+        } else if !seen.insert(audience.as_str()) {
+            report.error(path, format!("{audience:?} is listed twice"));
+        }
+    }
+}
+
+fn check_permission<'p>(
+    report: &mut Report<'_>,
+    path: &str,
+    permission: &'p ServiceAccountExternalPermission,
+    seen: &mut BTreeSet<(&'p str, &'p str)>,
+) {
+    let (namespace, name) = (permission.namespace.as_str(), permission.name.as_str());
+    let mut names_valid = true;
+    if !DNS_LABEL.is_match(namespace) {
+        names_valid = false;
+        report.error(
+            format!("{path}.namespace"),
+            format!(
+                "{namespace:?} is not a Kubernetes namespace name: 1-63 lowercase letters, digits or '-', \
+                 starting and ending with a letter or digit"
+            ),
+        );
+    }
+    if name.len() > 253 || !DNS_SUBDOMAIN.is_match(name) {
+        names_valid = false;
+        report.error(
+            format!("{path}.name"),
+            format!(
+                "{name:?} is not a Kubernetes service account name: at most 253 lowercase letters, digits, '-' \
+                 and '.', each '.'-separated part starting and ending with a letter or digit"
+            ),
+        );
+    }
+    if names_valid {
+        for reserved in [CLOUD_CONTROLLER_MANAGER_ACCOUNT, EBS_CSI_CONTROLLER_ACCOUNT] {
+            if (reserved.namespace, reserved.name) == (namespace, name) {
+                report.error(
+                    path,
+                    format!(
+                        "{namespace}/{name} is the service account of an add-on Ballast runs and gives a role of \
+                         its own: choose another service account"
+                    ),
+                );
+            }
+        }
+        if !seen.insert((namespace, name)) {
+            report.error(
+                path,
+                format!("{namespace}/{name} is listed twice: give one entry all of its policies"),
+            );
+        }
+    }
+    let Some(aws) = &permission.aws else {
+        report.error(
+            format!("{path}.aws"),
+            "is missing: give policyARNs and/or inlinePolicy, or remove the entry",
+        );
+        return;
+    };
+    if aws.policy_arns.is_empty() && aws.inline_policy.is_none() {
+        report.error(
+            format!("{path}.aws"),
+            "grants nothing: give policyARNs and/or inlinePolicy, or remove the entry",
+        );
+    }
+    if aws.policy_arns.len() > MAX_POLICY_ARNS {
+        report.error(
+            format!("{path}.aws.policyARNs"),
+            format!(
+                "lists {} policies, more than the {MAX_POLICY_ARNS} IAM attaches to one role: merge some into \
+                 inlinePolicy or one managed policy",
+                aws.policy_arns.len()
+            ),
+        );
+    } else {
+        let mut arns = BTreeSet::new();
+        for (i, arn) in aws.policy_arns.iter().enumerate() {
+            let arn_path = format!("{path}.aws.policyARNs[{i}]");
+            if !POLICY_ARN.is_match(arn) {
+                report.error(
+                    arn_path,
+                    format!(
+                        "{arn:?} is not an IAM managed policy ARN (arn:aws:iam::ACCOUNT:policy/NAME, or \
+                         arn:aws:iam::aws:policy/NAME for an AWS-managed one)"
+                    ),
+                );
+            } else if !arns.insert(arn.as_str()) {
+                report.error(arn_path, format!("{arn:?} is listed twice"));
+            }
+        }
+    }
+    if let Some(inline) = &aws.inline_policy {
+        let inline_path = format!("{path}.aws.inlinePolicy");
+        if inline.chars().count() > MAX_INLINE_POLICY_CHARS {
+            report.error(
+                inline_path,
+                format!(
+                    "is {} characters, more than the {MAX_INLINE_POLICY_CHARS} IAM allows a role's inline \
+                     policy: move statements into a managed policy and list it in policyARNs",
+                    inline.chars().count()
+                ),
+            );
+        } else if let Err(error) = inline_policy_document(inline) {
+            report.error(inline_path, error.to_string());
+        }
+    }
+}
