@@ -71,6 +71,8 @@ pub enum Command {
     RollingUpdate(RollingUpdateArgs),
     /// Write a cluster's context into your kubeconfig (with --admin, a short-lived admin certificate).
     Export(ExportArgs),
+    /// Import a cluster from another tool's spec (kops): every field mapped, dropped (why) or refused (why).
+    Import(ImportArgs),
     /// Rotate a key in stages (docs/keys.md): add a new key, promote it, for the encryption key rewrite the
     /// secrets, then drop the old key.
     ///
@@ -219,6 +221,49 @@ pub struct CreateClusterArgs {
     /// Output format of --dry-run.
     #[arg(short, long, value_enum, default_value = "yaml")]
     pub output: SpecFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    #[command(subcommand)]
+    pub from: ImportFrom,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImportFrom {
+    /// Import what `kops get cluster -o yaml` and `kops get ig -o yaml` print (kops.k8s.io/v1alpha2): the
+    /// equivalent Ballast cluster is stored as `create -f` stores one, with new CAs and secrets. A refused field
+    /// (Ballast cannot do what it says) stores nothing; docs/kops.md lists every field's fate.
+    Kops(ImportKopsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImportKopsArgs {
+    /// kops YAML files (one multi-document stream, or several files); `-` reads standard input.
+    #[arg(short = 'f', long = "filename", value_name = "FILE", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// Print the Ballast spec and the table of every field's fate; store nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The pod network Ballast installs where kops's `networking: {cni: {}}` left it to you.
+    #[arg(long, value_enum)]
+    pub networking: Option<NetworkingArg>,
+    /// Use Ballast's image for the cluster's version in place of every group's kops image.
+    #[arg(long)]
+    pub ballast_images: bool,
+    /// Accept that groups kops gave public IPs (in public subnets) get none under Ballast.
+    #[arg(long)]
+    pub no_public_ips: bool,
+    /// Output of --dry-run (and of the fate table otherwise: table).
+    #[arg(short, long, value_enum, default_value = "table")]
+    pub output: ImportFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ImportFormat {
+    Table,
+    Yaml,
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -7,6 +7,7 @@ mod cli;
 pub mod cloud;
 mod commands;
 mod error;
+pub mod import;
 pub mod kubeconfig;
 mod output;
 pub mod progress;

@@ -109,7 +109,7 @@ async fn create_cluster(context: &Context, flags: CreateClusterArgs) -> Result<(
     Ok(())
 }
 
-async fn store_new_cluster(
+pub(super) async fn store_new_cluster(
     context: &Context,
     registry: &Registry,
     config: &ClusterConfig,

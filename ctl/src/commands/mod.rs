@@ -7,6 +7,7 @@ mod edit;
 mod etcd;
 mod export;
 mod get;
+mod import;
 mod keys;
 mod rewrite;
 mod rolling_update;
@@ -46,6 +47,7 @@ pub async fn dispatch(cli: Cli, command_line: &str) -> Result<(), CommandError> 
         Command::Validate(args) => validate::run(&context, args).await,
         Command::RollingUpdate(args) => rolling_update::run(&context, args).await,
         Command::Export(args) => export::run(&context, args).await,
+        Command::Import(args) => import::run(&context, args).await,
         Command::Rotate(args) => keys::rotate(&context, args).await,
         Command::Completion { shell } => {
             let mut command = crate::command();

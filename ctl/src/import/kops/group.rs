@@ -1,0 +1,378 @@
+//! A kops InstanceGroup document to Ballast's `InstanceGroup`.
+
+use ballast_state::defaults::default_image;
+use ballast_state::spec::{
+    HttpTokens, InstanceGroup, InstanceGroupIamSpec, InstanceGroupSpec, InstanceMetadataSpec, Role,
+    RootVolumeSpec,
+};
+use yaml_serde::Value;
+
+use super::cluster::{header, kubelet, MappedCluster, NO_EQUIVALENT};
+use super::walk::{Fields, Recorder};
+use super::{Choices, FieldFate, KopsDocument};
+
+/// Ballast's images are named `ballast-k8s-<minor>-debian-12` by its Packer template.
+const BALLAST_IMAGE_PREFIX: &str = "ballast-k8s-";
+
+pub fn map(
+    document: &KopsDocument,
+    cluster: &MappedCluster,
+    choices: Choices,
+    fates: &mut Vec<FieldFate>,
+) -> Option<InstanceGroup> {
+    let name = document
+        .value
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let object = if name.is_empty() {
+        format!("InstanceGroup ({})", document.source)
+    } else {
+        format!("InstanceGroup/{name}")
+    };
+    let mut r = Recorder { object, fates };
+    let mut top = r.fields("", document.value.clone())?;
+    header(&mut r, &mut top, "InstanceGroup");
+    let mut labels = std::collections::BTreeMap::new();
+    if let Some(meta) = top.take("metadata") {
+        if let Some(mut meta) = r.fields("metadata", meta) {
+            if meta.take("name").is_some() {
+                r.mapped("metadata.name", "metadata.name");
+            } else {
+                r.refused("metadata.name", "is missing: a group needs its name");
+            }
+            if meta.take("creationTimestamp").is_some() {
+                r.dropped(
+                    "metadata.creationTimestamp",
+                    "when kops stored the object; Ballast's store records its own writes",
+                );
+            }
+            if let Some(v) = meta.take("labels") {
+                if let Some(map) = r.string_map("metadata.labels", v) {
+                    for (key, value) in map {
+                        let path = format!("metadata.labels.{key}");
+                        if key == "kops.k8s.io/cluster" {
+                            if value == cluster.name {
+                                r.dropped(
+                                    &path,
+                                    "names the group's cluster; Ballast stores a group under its cluster",
+                                );
+                            } else {
+                                r.refused(
+                                    &path,
+                                    format!(
+                                        "{value:?}: the group belongs to another cluster than {:?}; import each \
+                                         cluster with its own groups",
+                                        cluster.name
+                                    ),
+                                );
+                            }
+                        } else {
+                            r.mapped(&path, &path);
+                            labels.insert(key, value);
+                        }
+                    }
+                }
+            }
+            r.finish(meta, NO_EQUIVALENT);
+        }
+    }
+    let mut spec = InstanceGroupSpec::with_role(Role::Node);
+    let mut role_ok = false;
+    match top.take("spec") {
+        Some(v) => {
+            if let Some(fields) = r.fields("spec", v) {
+                role_ok = spec_fields(&mut r, fields, cluster, choices, &mut spec);
+            }
+        }
+        None => r.refused("spec", "is missing"),
+    }
+    r.finish(top, NO_EQUIVALENT);
+    if !role_ok {
+        return None;
+    }
+    let mut group = InstanceGroup::new(&name, spec);
+    group.metadata.labels = labels;
+    Some(group)
+}
+
+/// Returns whether the role was mapped.
+fn spec_fields(
+    r: &mut Recorder<'_>,
+    mut f: Fields,
+    cluster: &MappedCluster,
+    choices: Choices,
+    spec: &mut InstanceGroupSpec,
+) -> bool {
+    let role_ok = match f.take("role").map(|v| r.string("spec.role", v)) {
+        Some(Some(role)) => match role.as_str() {
+            "Master" | "ControlPlane" => {
+                r.mapped("spec.role", "spec.role: ControlPlane");
+                spec.role = Role::ControlPlane;
+                true
+            }
+            "Node" => {
+                r.mapped("spec.role", "spec.role: Node");
+                true
+            }
+            "Bastion" => {
+                r.refused(
+                    "spec.role",
+                    "Bastion: Ballast makes no bastion; remove the group and reach nodes through spec.sshAccess \
+                     (or AWS Systems Manager)",
+                );
+                false
+            }
+            "APIServer" => {
+                r.refused(
+                    "spec.role",
+                    "APIServer: Ballast runs the API server on the control-plane nodes only; remove the group",
+                );
+                false
+            }
+            other => {
+                r.refused(
+                    "spec.role",
+                    format!("{other:?}: use Master, ControlPlane or Node"),
+                );
+                false
+            }
+        },
+        Some(None) => false,
+        None => {
+            r.refused("spec.role", "is missing");
+            false
+        }
+    };
+    if let Some(v) = f.take("machineType") {
+        if let Some(t) = r.string("spec.machineType", v) {
+            if t.contains(',') {
+                r.refused(
+                    "spec.machineType",
+                    format!("{t:?}: Ballast's groups have one instance type"),
+                );
+            } else {
+                r.mapped("spec.machineType", "spec.machineType");
+                spec.machine_type = Some(t);
+            }
+        }
+    }
+    for field in ["minSize", "maxSize"] {
+        if let Some(v) = f.take(field) {
+            let path = format!("spec.{field}");
+            if let Some(n) = r.number(&path, v) {
+                r.mapped(&path, &path);
+                if field == "minSize" {
+                    spec.min_size = Some(n);
+                } else {
+                    spec.max_size = Some(n);
+                }
+            }
+        }
+    }
+    let mut public = false;
+    if let Some(v) = f.take("subnets") {
+        if let Some(subnets) = r.strings("spec.subnets", v) {
+            r.mapped("spec.subnets", "spec.subnets");
+            public = subnets
+                .iter()
+                .any(|s| cluster.subnet_public.get(s).copied().unwrap_or(false));
+            spec.subnets = subnets;
+        }
+    }
+    image(r, f.take("image"), cluster, choices);
+    public_ip(r, f.take("associatePublicIp"), public, choices);
+    root_volume(r, &mut f, spec);
+    if let Some(v) = f.take("instanceMetadata") {
+        if let Some(mut m) = r.fields("spec.instanceMetadata", v) {
+            let mut out = InstanceMetadataSpec::default();
+            if let Some(v) = m.take("httpTokens") {
+                match r.string("spec.instanceMetadata.httpTokens", v).as_deref() {
+                    Some("required") => {
+                        r.mapped(
+                            "spec.instanceMetadata.httpTokens",
+                            "spec.instanceMetadata.httpTokens: required",
+                        );
+                        out.http_tokens = Some(HttpTokens::Required);
+                    }
+                    Some("optional") => {
+                        r.mapped(
+                            "spec.instanceMetadata.httpTokens",
+                            "spec.instanceMetadata.httpTokens: optional",
+                        );
+                        out.http_tokens = Some(HttpTokens::Optional);
+                    }
+                    Some(other) => r.refused(
+                        "spec.instanceMetadata.httpTokens",
+                        format!("{other:?}: use required or optional"),
+                    ),
+                    None => {}
+                }
+            }
+            if let Some(v) = m.take("httpPutResponseHopLimit") {
+                if let Some(n) = r.number("spec.instanceMetadata.httpPutResponseHopLimit", v) {
+                    r.mapped(
+                        "spec.instanceMetadata.httpPutResponseHopLimit",
+                        "spec.instanceMetadata.httpPutResponseHopLimit",
+                    );
+                    out.http_put_response_hop_limit = Some(n);
+                }
+            }
+            r.finish(m, NO_EQUIVALENT);
+            spec.instance_metadata = Some(out);
+        }
+    }
+    if let Some(v) = f.take("iam") {
+        if let Some(mut iam) = r.fields("spec.iam", v) {
+            if let Some(p) = iam.take("profile") {
+                if let Some(profile) = r.string("spec.iam.profile", p) {
+                    r.mapped(
+                        "spec.iam.profile",
+                        "spec.iam.profile (shared: never modified or deleted)",
+                    );
+                    spec.iam = Some(InstanceGroupIamSpec {
+                        profile: Some(profile),
+                    });
+                }
+            }
+            r.finish(iam, NO_EQUIVALENT);
+        }
+    }
+    if let Some(v) = f.take("nodeLabels") {
+        if let Some(labels) = r.string_map("spec.nodeLabels", v) {
+            r.mapped("spec.nodeLabels", "spec.nodeLabels");
+            spec.node_labels = labels;
+        }
+    }
+    if let Some(v) = f.take("taints") {
+        if let Some(taints) = r.strings("spec.taints", v) {
+            r.mapped("spec.taints", "spec.taints");
+            spec.taints = Some(taints);
+        }
+    }
+    if let Some(v) = f.take("cloudLabels") {
+        if let Some(labels) = r.string_map("spec.cloudLabels", v) {
+            r.mapped("spec.cloudLabels", "spec.cloudLabels");
+            spec.cloud_labels = labels;
+        }
+    }
+    if let Some(v) = f.take("kubelet") {
+        kubelet(r, "spec.kubelet", v);
+    }
+    if f.take("maxPrice").is_some() {
+        r.refused(
+            "spec.maxPrice",
+            "Ballast's groups run on-demand instances only (no spot price): remove the field, or keep this \
+             cluster on kops",
+        );
+    }
+    if f.take("mixedInstancesPolicy").is_some() {
+        r.refused(
+            "spec.mixedInstancesPolicy",
+            "Ballast's groups have one instance type and no spot instances: remove the policy and set \
+             spec.machineType, or keep this cluster on kops",
+        );
+    }
+    r.finish(f, NO_EQUIVALENT);
+    role_ok
+}
+
+fn image(r: &mut Recorder<'_>, v: Option<Value>, cluster: &MappedCluster, choices: Choices) {
+    let Some(v) = v else {
+        return;
+    };
+    let Some(image) = r.string("spec.image", v) else {
+        return;
+    };
+    let version = cluster.spec.kubernetes_version.clone().unwrap_or_default();
+    let ballast = default_image(&version);
+    if image.starts_with(BALLAST_IMAGE_PREFIX) {
+        r.mapped("spec.image", "spec.image");
+    } else if choices.ballast_images {
+        r.replaced(
+            "spec.image",
+            format!("{ballast} (--ballast-images: Ballast's image for the cluster's version, in place of {image})"),
+        );
+    } else {
+        r.refused(
+            "spec.image",
+            format!(
+                "{image:?} is not a Ballast image: Ballast's nodes boot from its own AMI, with nodeup and the \
+                 pinned components baked in (images/README.md). Import with --ballast-images to use {ballast}, \
+                 or name a Ballast image"
+            ),
+        );
+    }
+}
+
+fn public_ip(r: &mut Recorder<'_>, v: Option<Value>, public: bool, choices: Choices) {
+    let path = "spec.associatePublicIp";
+    let value = match v {
+        Some(v) => match r.boolean(path, v) {
+            Some(b) => Some(b),
+            None => return,
+        },
+        None => None,
+    };
+    match (value, public) {
+        (Some(false), _) => r.mapped(path, "(Ballast gives instances no public IP)"),
+        (Some(true), false) => r.dropped(
+            path,
+            "the group's subnets are private, where instances get no public IP (kops's own Terraform sets \
+             associate_public_ip_address = false there)",
+        ),
+        (_, true) if choices.no_public_ips => r.replaced(
+            path,
+            "no public IP (--no-public-ips). kops gives instances in public subnets public IPs (its default when \
+             the field is absent); Ballast sets none",
+        ),
+        (_, true) => r.refused(
+            if value.is_some() { path } else { "spec.associatePublicIp (absent: kops's default, true in public subnets)" },
+            "Ballast gives instances no public IP (its launch templates set no network interface): import with \
+             --no-public-ips to accept that, or move the group to private subnets",
+        ),
+        (None, false) => {}
+    }
+}
+
+fn root_volume(r: &mut Recorder<'_>, f: &mut Fields, spec: &mut InstanceGroupSpec) {
+    let mut out = RootVolumeSpec::default();
+    if let Some(v) = f.take("rootVolumeSize") {
+        if let Some(n) = r.number("spec.rootVolumeSize", v) {
+            r.mapped("spec.rootVolumeSize", "spec.rootVolume.size");
+            out.size = Some(n);
+        }
+    }
+    if let Some(v) = f.take("rootVolumeType") {
+        if let Some(t) = r.string("spec.rootVolumeType", v) {
+            r.mapped("spec.rootVolumeType", "spec.rootVolume.type");
+            out.volume_type = Some(t);
+        }
+    }
+    if let Some(v) = f.take("rootVolumeEncryption") {
+        if let Some(b) = r.boolean("spec.rootVolumeEncryption", v) {
+            r.mapped("spec.rootVolumeEncryption", "spec.rootVolume.encrypted");
+            out.encrypted = Some(b);
+        }
+    }
+    if let Some(v) = f.take("rootVolumeEncryptionKey") {
+        if let Some(k) = r.string("spec.rootVolumeEncryptionKey", v) {
+            r.mapped("spec.rootVolumeEncryptionKey", "spec.rootVolume.kmsKeyId");
+            out.kms_key_id = Some(k);
+        }
+    }
+    for field in ["rootVolumeIops", "rootVolumeThroughput"] {
+        if f.take(field).is_some() {
+            r.refused(
+                &format!("spec.{field}"),
+                "Ballast sets no IOPS or throughput on root volumes (gp3's baseline, 3000 IOPS and 125 MiB/s): \
+                 remove the field, or keep this cluster on kops",
+            );
+        }
+    }
+    if out != RootVolumeSpec::default() {
+        spec.root_volume = Some(out);
+    }
+}

@@ -1,0 +1,142 @@
+//! Unit tests of the kops mapping (the cases of kops's own corpus are in `ctl/tests/kops_import.rs`).
+
+use super::*;
+
+const CLUSTER: &str = r#"
+apiVersion: kops.k8s.io/v1alpha2
+kind: Cluster
+metadata:
+  name: t.example.com
+spec:
+  kubernetesVersion: v1.32.0
+  networking:
+    calico: {}
+  sshAccess: [10.0.0.0/8, "::/0"]
+  subnets:
+  - {name: a, zone: us-west-2a, cidr: 172.20.32.0/19, type: Private}
+  - {name: utility-a, zone: us-west-2a, cidr: 172.20.0.0/22, type: Utility}
+  etcdClusters:
+  - name: main
+    etcdMembers: [{name: a, instanceGroup: cp, encryptedVolume: true}]
+  - name: events
+    etcdMembers: [{name: a, instanceGroup: cp, encryptedVolume: true}]
+---
+apiVersion: kops.k8s.io/v1alpha2
+kind: InstanceGroup
+metadata:
+  name: cp
+  labels: {kops.k8s.io/cluster: t.example.com}
+spec: {role: Master, machineType: m5.large, minSize: 1, maxSize: 1, subnets: [a], image: ballast-k8s-1.32-debian-12}
+"#;
+
+fn run(text: &str) -> Import {
+    import(
+        &parse_documents("t.yaml", text).expect("parses"),
+        Choices::default(),
+    )
+}
+
+fn fate_of<'a>(imported: &'a Import, object: &str, path: &str) -> &'a Fate {
+    &imported
+        .fields
+        .iter()
+        .find(|f| f.object == object && f.path == path)
+        .unwrap_or_else(|| panic!("no fate for {object} {path}: {:#?}", imported.fields))
+        .fate
+}
+
+#[test]
+fn a_plain_private_cluster_maps_field_by_field() {
+    let imported = run(CLUSTER);
+    let config = imported.config.as_ref().expect("imported");
+    let spec = &config.cluster.spec;
+    // The pinned patch release of kops's minor.
+    assert_eq!(spec.kubernetes_version.as_deref(), Some("1.32.8"));
+    assert_eq!(spec.topology, Some(ballast_state::spec::Topology::Private));
+    assert_eq!(
+        spec.subnets[1].subnet_type,
+        Some(ballast_state::spec::SubnetType::Public)
+    );
+    assert_eq!(spec.ssh_access, Some(vec!["10.0.0.0/8".to_string()]));
+    assert!(matches!(
+        fate_of(&imported, "Cluster/t.example.com", "spec.sshAccess[1]"),
+        Fate::Dropped(_)
+    ));
+    let etcd = spec.etcd.as_ref().expect("etcd");
+    assert_eq!(etcd.members.len(), 1, "events live in main's members");
+    assert_eq!(etcd.encrypted_volume, Some(true));
+    assert_eq!(
+        config.instance_groups[0].spec.role,
+        ballast_state::spec::Role::ControlPlane
+    );
+    assert!(imported.refused().next().is_none());
+}
+
+#[test]
+fn an_unknown_field_is_refused_by_its_path_and_nothing_is_mapped() {
+    let text = CLUSTER.replace(
+        "  kubernetesVersion:",
+        "  somethingNew: {deep: 1}\n  kubernetesVersion:",
+    );
+    let imported = run(&text);
+    assert!(imported.config.is_none());
+    assert!(matches!(
+        fate_of(&imported, "Cluster/t.example.com", "spec.somethingNew"),
+        Fate::Refused(_)
+    ));
+}
+
+#[test]
+fn an_unencrypted_etcd_default_is_written_out_and_a_mismatched_events_cluster_refused() {
+    let text = CLUSTER
+        .replace("{name: a, instanceGroup: cp, encryptedVolume: true}]\n  - name: events", "{name: a, instanceGroup: cp}]\n  - name: events")
+        .replace("  - name: events\n    etcdMembers: [{name: a, instanceGroup: cp, encryptedVolume: true}]", "  - name: events\n    etcdMembers: [{name: a, instanceGroup: other}]");
+    let imported = run(&text);
+    assert!(imported.config.is_none());
+    assert!(matches!(
+        fate_of(
+            &imported,
+            "Cluster/t.example.com",
+            "spec.etcdClusters[1].etcdMembers"
+        ),
+        Fate::Refused(_)
+    ));
+    assert!(matches!(
+        fate_of(&imported, "Cluster/t.example.com", "spec.etcdClusters[0].etcdMembers[0].encryptedVolume"),
+        Fate::Mapped(m) if m.contains("false")
+    ));
+}
+
+#[test]
+fn an_unpinned_minor_a_foreign_image_and_a_spot_price_are_refused() {
+    let text = CLUSTER.replace("v1.32.0", "v1.29.3").replace(
+        "image: ballast-k8s-1.32-debian-12",
+        "image: ubuntu/images/x, maxPrice: \"0.1\"",
+    );
+    let imported = run(&text);
+    assert!(imported.config.is_none());
+    for (object, path) in [
+        ("Cluster/t.example.com", "spec.kubernetesVersion"),
+        ("InstanceGroup/cp", "spec.image"),
+        ("InstanceGroup/cp", "spec.maxPrice"),
+    ] {
+        assert!(
+            matches!(fate_of(&imported, object, path), Fate::Refused(_)),
+            "{path}"
+        );
+    }
+}
+
+#[test]
+fn oversized_or_alias_bombed_input_is_refused_before_parsing() {
+    let big = "a: b\n".repeat(ballast_state::limits::MAX_SPEC_FILE_BYTES / 5 + 1);
+    assert!(parse_documents("big.yaml", &big).is_err());
+    let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..12 {
+        let p = i - 1;
+        bomb.push_str(&format!(
+            "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+        ));
+    }
+    assert!(parse_documents("bomb.yaml", &bomb).is_err());
+}

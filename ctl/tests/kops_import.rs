@@ -1,0 +1,560 @@
+//! `ballast import kops` on kops's own integration cases (kubernetes/kops, tests/integration/update_cluster/<case>/,
+//! commit 268927e26409f861634e18f3632c9dd483c350cf): `tests/data/kops/<case>/in.yaml` holds the case's fields and
+//! values, `expected.yaml` the facts read from kops's `kubernetes.tf` for that case. Each case either imports,
+//! passes Ballast's validation and plans, and its completed spec and plan model agree with kops's Terraform field
+//! by field (with the documented differences each asserted as such), or is refused naming its kops fields. The
+//! real binary is run on one importing and one refused case against a file store: a refusal writes nothing.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use ballast::cloud::model::{cluster_model, StateLocation, VpcModel};
+use ballast::import::kops::{import, parse_documents, Choices, Fate, Import};
+use ballast_state::defaults::complete;
+use ballast_state::spec::Networking;
+use ballast_state::validate::validate;
+use serde::Deserialize;
+
+/// The choices a kops user makes on the command line for every case: the CNI where kops says `cni: {}`, Ballast's
+/// image, and no public IPs (Ballast sets none). Each shows as `replaced` in the fate table.
+const CHOICES: Choices = Choices {
+    networking: Some(Networking::Cilium),
+    ballast_images: true,
+    no_public_ips: true,
+};
+
+/// Every case's outcome: imported, or refused with these kops fields (object and path) among the refusals.
+fn outcomes() -> BTreeMap<&'static str, Option<Vec<&'static str>>> {
+    let refused = |fields: &[&'static str]| Some(fields.to_vec());
+    BTreeMap::from([
+        ("minimal-1.33", None),
+        ("minimal-dns-none", None),
+        ("ha", None),
+        ("shared_vpc", None),
+        ("shared_subnet", None),
+        ("containerd", None),
+        (
+            "minimal-aws",
+            refused(&[
+                "Cluster/minimal-aws.example.com spec.kubernetesVersion",
+                "InstanceGroup/nodes spec.maxInstanceLifetime",
+            ]),
+        ),
+        (
+            "minimal-gp3",
+            refused(&[
+                "Cluster/minimal.example.com spec.etcdClusters[0].etcdMembers[0].volumeIops",
+                "InstanceGroup/master-us-test-1a spec.rootVolumeIops",
+            ]),
+        ),
+        (
+            "complex",
+            refused(&[
+                "Cluster/complex.example.com spec.subnets[1].egress",
+                "Cluster/complex.example.com spec.additionalNetworkCIDRs",
+                "InstanceGroup/nodes spec.volumes",
+            ]),
+        ),
+        (
+            "privatecilium",
+            refused(&[
+                "Cluster/privatecilium.example.com spec.networking.cilium.agentPodAnnotations",
+                "InstanceGroup/bastion spec.role",
+            ]),
+        ),
+        (
+            "privatecalico",
+            refused(&["InstanceGroup/bastion spec.role"]),
+        ),
+        (
+            "existing_iam",
+            refused(&["InstanceGroup/master-us-test-1a spec.iam.profile"]),
+        ),
+        (
+            "irsa",
+            refused(&[
+                "Cluster/minimal.example.com spec.serviceAccountIssuerDiscovery",
+                "Cluster/minimal.example.com spec.iam.serviceAccountExternalPermissions",
+                "Cluster/minimal.example.com spec.podIdentityWebhook",
+            ]),
+        ),
+        (
+            "mixed_instances",
+            refused(&["InstanceGroup/nodes spec.mixedInstancesPolicy"]),
+        ),
+        (
+            "many-addons",
+            refused(&[
+                "Cluster/many-addons.example.com spec.nonMasqueradeCIDR",
+                "Cluster/many-addons.example.com spec.clusterAutoscaler",
+            ]),
+        ),
+        (
+            "aws-lb-controller",
+            refused(&["Cluster/minimal.example.com spec.awsLoadBalancerController"]),
+        ),
+        (
+            "cluster-autoscaler-priority-expander",
+            refused(&[
+                "Cluster/cas-priority-expander.example.com spec.clusterAutoscaler",
+                "InstanceGroup/nodes spec.autoscale",
+            ]),
+        ),
+        (
+            "nth-imds-processor",
+            refused(&[
+                "Cluster/nthimdsprocessor.longclustername.example.com spec.nodeTerminationHandler",
+            ]),
+        ),
+        (
+            "minimal-ipv6",
+            refused(&["Cluster/minimal-ipv6.example.com spec.subnets[0].ipv6CIDR"]),
+        ),
+        (
+            "privateflannel",
+            refused(&[
+                "Cluster/privateflannel.example.com spec.networking.flannel",
+                "Cluster/privateflannel.example.com spec.kubernetesVersion",
+            ]),
+        ),
+        (
+            "externallb",
+            refused(&["InstanceGroup/nodes spec.externalLoadBalancers"]),
+        ),
+        (
+            "apiservernodes",
+            refused(&["InstanceGroup/apiserver spec.role"]),
+        ),
+    ])
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Expected {
+    source: Source,
+    #[serde(rename = "vpcCIDR")]
+    vpc_cidr: Option<String>,
+    subnets: Vec<ExpectedSubnet>,
+    groups: Vec<ExpectedGroup>,
+    api_load_balancer: Option<ExpectedLoadBalancer>,
+    etcd_main_volumes: Vec<ExpectedVolume>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Source {
+    repository: String,
+    path: String,
+    commit: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct ExpectedSubnet {
+    name: String,
+    cidr: String,
+    zone: String,
+    #[serde(rename = "type")]
+    subnet_type: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ExpectedGroup {
+    name: String,
+    min_size: i32,
+    max_size: i32,
+    instance_type: String,
+    root_volume_size: i32,
+    root_volume_type: String,
+    root_volume_encrypted: bool,
+    http_tokens: String,
+    associate_public_ip: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct ExpectedLoadBalancer {
+    #[serde(rename = "type")]
+    lb_type: String,
+    internal: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct ExpectedVolume {
+    encrypted: bool,
+    size: u32,
+    #[serde(rename = "type")]
+    volume_type: String,
+}
+
+fn data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/kops")
+}
+
+fn import_case(case: &str, choices: Choices) -> Import {
+    let path = data().join(case).join("in.yaml");
+    let text = std::fs::read_to_string(&path).expect("in.yaml");
+    let documents = parse_documents(&path.display().to_string(), &text).expect("parses");
+    import(&documents, choices)
+}
+
+/// The refused fields of a case, as `object path`: the mapping's refusals, or Ballast's validation errors of the
+/// mapped spec (the same gate `import kops` passes before writing).
+fn refusals(imported: &Import) -> Vec<String> {
+    match &imported.config {
+        None => imported
+            .refused()
+            .map(|f| format!("{} {}", f.object, f.path))
+            .collect(),
+        Some(config) => validate(&complete(config))
+            .iter()
+            .map(|e| format!("{} {}", e.object, e.path))
+            .collect(),
+    }
+}
+
+#[test]
+fn every_case_imports_and_agrees_with_kops_or_is_refused_by_field() {
+    let outcomes = outcomes();
+    let mut cases: Vec<String> = std::fs::read_dir(data())
+        .expect("tests/data/kops")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    cases.sort();
+    assert_eq!(cases.len(), 22, "the 22 cases of issue 30");
+    let mut imported_count = 0;
+    let mut failures = Vec::new();
+    for case in &cases {
+        let expected_outcome = outcomes
+            .get(case.as_str())
+            .unwrap_or_else(|| panic!("{case}: no outcome listed"));
+        let imported = import_case(case, CHOICES);
+        let refused = refusals(&imported);
+        match expected_outcome {
+            Some(fields) => {
+                if refused.is_empty() {
+                    failures.push(format!("{case}: imported, but it is listed as refused"));
+                }
+                for field in fields {
+                    if !refused.iter().any(|r| r == field) {
+                        failures.push(format!("{case}: {field} not refused; refused: {refused:?}"));
+                    }
+                }
+                for fate in imported.refused() {
+                    if fate.path.is_empty() || fate.fate.detail().is_empty() {
+                        failures.push(format!(
+                            "{case}: a refusal without a field or a reason: {fate:?}"
+                        ));
+                    }
+                }
+            }
+            None => {
+                if !refused.is_empty() {
+                    failures.push(format!("{case}: refused {refused:?}"));
+                    continue;
+                }
+                imported_count += 1;
+                failures.extend(
+                    compare(case, &imported)
+                        .into_iter()
+                        .map(|d| format!("{case}: {d}")),
+                );
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_eq!(imported_count, 6);
+}
+
+/// Compares a case's completed spec and plan model with kops's Terraform facts. Returns the disagreements.
+/// Records a disagreement between kops's value and Ballast's.
+fn differ(out: &mut Vec<String>, what: String, kops: String, ballast: String) {
+    if kops != ballast {
+        out.push(format!("{what}: kops {kops}, Ballast {ballast}"));
+    }
+}
+
+fn compare(case: &str, imported: &Import) -> Vec<String> {
+    let text =
+        std::fs::read_to_string(data().join(case).join("expected.yaml")).expect("expected.yaml");
+    let expected: Expected = yaml_serde::from_str(&text).expect("expected.yaml parses");
+    assert_eq!(expected.source.repository, "kubernetes/kops");
+    assert_eq!(
+        expected.source.commit,
+        "268927e26409f861634e18f3632c9dd483c350cf"
+    );
+    assert!(expected
+        .source
+        .path
+        .ends_with(&format!("{case}/kubernetes.tf")));
+    let config = imported.config.as_ref().expect("imported");
+    let completed = complete(config);
+    let model = cluster_model(
+        &completed,
+        &StateLocation::from_url("s3://state/clusters").expect("s3 url"),
+    );
+    let mut out = Vec::new();
+    // The VPC either makes: kops's Terraform has none for a shared VPC, and Ballast's model shares it then.
+    let vpc = match &model.vpc {
+        VpcModel::Owned { cidr } => Some(cidr.clone()),
+        VpcModel::Shared { .. } => None,
+    };
+    differ(
+        &mut out,
+        "VPC CIDR".into(),
+        format!("{:?}", expected.vpc_cidr),
+        format!("{vpc:?}"),
+    );
+    // The subnets each makes (shared ones are in neither's resources).
+    let ours: BTreeMap<String, (String, String, bool)> = model
+        .subnets
+        .iter()
+        .filter(|s| s.shared_id.is_none())
+        .map(|s| {
+            (
+                s.name.clone(),
+                (s.cidr.clone().unwrap_or_default(), s.zone.clone(), s.public),
+            )
+        })
+        .collect();
+    let theirs: BTreeMap<String, (String, String, bool)> = expected
+        .subnets
+        .iter()
+        .map(|s| {
+            (
+                s.name.clone(),
+                (s.cidr.clone(), s.zone.clone(), s.subnet_type != "Private"),
+            )
+        })
+        .collect();
+    differ(
+        &mut out,
+        "subnets (cidr, zone, public)".into(),
+        format!("{theirs:?}"),
+        format!("{ours:?}"),
+    );
+    // Each group.
+    for group in &expected.groups {
+        let Some(ours) = model.groups.iter().find(|g| g.name == group.name) else {
+            out.push(format!("group {}: not in Ballast's plan", group.name));
+            continue;
+        };
+        let g = &group.name;
+        differ(
+            &mut out,
+            format!("{g} instance type"),
+            group.instance_type.clone(),
+            ours.machine_type.clone(),
+        );
+        differ(
+            &mut out,
+            format!("{g} min size"),
+            group.min_size.to_string(),
+            ours.min_size.to_string(),
+        );
+        differ(
+            &mut out,
+            format!("{g} max size"),
+            group.max_size.to_string(),
+            ours.max_size.to_string(),
+        );
+        differ(
+            &mut out,
+            format!("{g} root volume size"),
+            group.root_volume_size.to_string(),
+            ours.root_volume_size.to_string(),
+        );
+        differ(
+            &mut out,
+            format!("{g} root volume type"),
+            group.root_volume_type.clone(),
+            ours.root_volume_type.clone(),
+        );
+        differ(
+            &mut out,
+            format!("{g} root volume encrypted"),
+            group.root_volume_encrypted.to_string(),
+            ours.root_volume_encrypted.to_string(),
+        );
+        differ(
+            &mut out,
+            format!("{g} IMDSv2 http_tokens"),
+            group.http_tokens.clone(),
+            if ours.http_tokens_required {
+                "required"
+            } else {
+                "optional"
+            }
+            .to_string(),
+        );
+        // Documented difference: kops gives instances in public subnets public IPs; Ballast sets none, which the
+        // import says by `replaced` under --no-public-ips.
+        if group.associate_public_ip {
+            let replaced = imported.fields.iter().any(|f| {
+                f.object == format!("InstanceGroup/{g}")
+                    && f.path.starts_with("spec.associatePublicIp")
+                    && matches!(f.fate, Fate::Replaced(_))
+            });
+            if !replaced {
+                out.push(format!(
+                    "{g}: kops gives it public IPs and the import does not say Ballast will not"
+                ));
+            }
+        }
+    }
+    let mut ours: Vec<&str> = model.groups.iter().map(|g| g.name.as_str()).collect();
+    ours.sort();
+    let mut theirs: Vec<&str> = expected.groups.iter().map(|g| g.name.as_str()).collect();
+    theirs.sort();
+    differ(
+        &mut out,
+        "groups".into(),
+        format!("{theirs:?}"),
+        format!("{ours:?}"),
+    );
+    // The API's load balancer: Ballast's is always a network load balancer. Where kops's Terraform has none (its
+    // API by DNS records of the control-plane instances), that difference is documented and asserted as such.
+    let ours_lb = ("network".to_string(), model.load_balancer.internal);
+    match &expected.api_load_balancer {
+        Some(lb) => differ(
+            &mut out,
+            "API load balancer (type, internal)".into(),
+            format!("{:?}", (lb.lb_type.clone(), lb.internal)),
+            format!("{ours_lb:?}"),
+        ),
+        None => {
+            if ours_lb != ("network".to_string(), false) {
+                out.push(format!("kops has no API load balancer; Ballast's should be a public NLB, is {ours_lb:?}"));
+            }
+        }
+    }
+    // etcd's main volumes: one per member, encrypted as kops made them, same size and type.
+    let etcd = completed.cluster.spec.etcd.clone().unwrap_or_default();
+    differ(
+        &mut out,
+        "etcd members".into(),
+        expected.etcd_main_volumes.len().to_string(),
+        etcd.members.len().to_string(),
+    );
+    for volume in &expected.etcd_main_volumes {
+        differ(
+            &mut out,
+            "etcd volume encrypted".into(),
+            volume.encrypted.to_string(),
+            format!("{}", etcd.encrypted_volume.unwrap_or(true)),
+        );
+        differ(
+            &mut out,
+            "etcd volume size".into(),
+            volume.size.to_string(),
+            format!("{}", etcd.volume_size.unwrap_or(0)),
+        );
+        differ(
+            &mut out,
+            "etcd volume type".into(),
+            volume.volume_type.clone(),
+            etcd.volume_type.clone().unwrap_or_default(),
+        );
+    }
+    out
+}
+
+#[test]
+fn without_the_choices_kops_leaves_open_the_import_is_refused_naming_them() {
+    let imported = import_case("minimal-1.33", Choices::default());
+    assert!(imported.config.is_none());
+    let refused: Vec<String> = imported
+        .refused()
+        .map(|f| format!("{} {}", f.object, f.path))
+        .collect();
+    for field in [
+        "Cluster/minimal.example.com spec.networking.cni",
+        "InstanceGroup/nodes spec.image",
+        "InstanceGroup/master-us-test-1a spec.image",
+        "InstanceGroup/nodes spec.associatePublicIp (absent: kops's default, true in public subnets)",
+    ] {
+        assert!(refused.iter().any(|r| r == field), "{field} not in {refused:?}");
+    }
+}
+
+#[test]
+fn a_refused_import_writes_nothing_and_an_accepted_one_stores_the_cluster() {
+    let env = common::TempStore::new();
+    let refused = data().join("privatecalico/in.yaml");
+    let before = env.snapshot();
+    env.ballast()
+        .args([
+            "import",
+            "kops",
+            "--ballast-images",
+            "--no-public-ips",
+            "-f",
+        ])
+        .arg(&refused)
+        .assert()
+        .code(3)
+        .stderr(predicates::str::contains(
+            "InstanceGroup/bastion: spec.role",
+        ));
+    assert_eq!(env.snapshot(), before, "a refused import changed the store");
+
+    let accepted = data().join("ha/in.yaml");
+    env.ballast()
+        .args([
+            "import",
+            "kops",
+            "--networking",
+            "calico",
+            "--ballast-images",
+            "--no-public-ips",
+            "-f",
+        ])
+        .arg(&accepted)
+        .assert()
+        .success();
+    env.ballast()
+        .args(["get", "ig", "--name", "ha.example.com"])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains(
+            "master-us-test-1c   ControlPlane   m3.medium     1     1     us-test-1c",
+        ));
+}
+
+#[test]
+fn dry_run_prints_the_spec_and_every_fields_fate_and_writes_nothing() {
+    let env = common::TempStore::new();
+    let before = env.snapshot();
+    let output = env
+        .ballast()
+        .args([
+            "import",
+            "kops",
+            "--dry-run",
+            "--networking",
+            "cilium",
+            "--ballast-images",
+            "--no-public-ips",
+            "-f",
+        ])
+        .arg(data().join("minimal-1.33/in.yaml"))
+        .output()
+        .expect("runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    for line in [
+        "apiVersion: ballast.dev/v1alpha1",
+        "kubernetesVersion: 1.33.4",
+        "spec.channel",
+        "dropped",
+        "replaced",
+        "spec.etcdClusters[1].name",
+    ] {
+        assert!(stdout.contains(line), "{line:?} not in\n{stdout}");
+    }
+    assert_eq!(env.snapshot(), before);
+}
