@@ -20,6 +20,12 @@ pub const DEFAULT_NODE_VOLUME_GIB: u32 = 128;
 pub const DEFAULT_VOLUME_TYPE: &str = "gp3";
 pub const DEFAULT_ETCD_BACKUP_INTERVAL: &str = "15m";
 pub const DEFAULT_ETCD_BACKUP_RETENTION: &str = "7d";
+/// How long an audit line may wait on a control-plane node before it is shipped (docs/audit.md).
+pub const DEFAULT_AUDIT_CHUNK_INTERVAL: &str = "30s";
+/// The largest audit chunk: 8 MiB, about ten thousand metadata-level events.
+pub const DEFAULT_AUDIT_CHUNK_MAX_BYTES: u64 = 8 * 1024 * 1024;
+/// Days audit chunks are kept in the bucket.
+pub const DEFAULT_AUDIT_RETENTION_DAYS: u32 = 365;
 /// Size in GiB of each etcd member's volume: etcd's own quota is 2 GiB by default, and kops uses 20.
 pub const DEFAULT_ETCD_VOLUME_SIZE: u32 = 20;
 /// EBS type of each etcd member's volume.
@@ -114,6 +120,17 @@ fn complete_cluster(spec: &mut ClusterSpec, instance_groups: &[InstanceGroup]) {
     backup
         .retention
         .get_or_insert_with(|| DEFAULT_ETCD_BACKUP_RETENTION.to_string());
+
+    let audit = spec.audit_log.get_or_insert_with(Default::default);
+    audit
+        .chunk_interval
+        .get_or_insert_with(|| DEFAULT_AUDIT_CHUNK_INTERVAL.to_string());
+    audit
+        .chunk_max_bytes
+        .get_or_insert(DEFAULT_AUDIT_CHUNK_MAX_BYTES);
+    audit
+        .retention_days
+        .get_or_insert(DEFAULT_AUDIT_RETENTION_DAYS);
 
     let networking = *spec.networking.get_or_insert(Networking::Cilium);
     // Cilium's settings belong to Cilium: another CNI's spec keeps what the operator wrote, so validation can

@@ -197,6 +197,7 @@ fn build(template: &ClusterTemplate) -> ClusterConfig {
             ..Default::default()
         }),
         cloud_labels: BTreeMap::new(),
+        audit_log: None,
         state_store: template.state_kms_key.clone().map(|key| StateStoreSpec {
             kms_key_id: Some(key),
         }),

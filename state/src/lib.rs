@@ -19,6 +19,7 @@
 //! - [`irsa`]: IAM roles for service accounts: the issuer, the roles' names and trust, the discovery documents.
 
 pub mod addon_report;
+pub mod audit;
 pub mod ca_import;
 pub mod components;
 pub mod defaults;

@@ -93,6 +93,16 @@ pub const ETCD_VOLUME_SIZE_GIB: std::ops::RangeInclusive<u32> = 3..=16_384;
 /// does not carry; HDD types are too slow for etcd's fsyncs).
 pub const ETCD_VOLUME_TYPES: [&str; 2] = ["gp3", "gp2"];
 
+/// How long an audit line may wait on a control-plane node before it is shipped (`spec.auditLog.chunkInterval`):
+/// at least 5 s (a chunk is an S3 PUT; shorter would make a busy API server's log thousands of tiny objects a
+/// day per node), at most an hour (it is what a power cut may lose).
+pub const AUDIT_CHUNK_INTERVAL_SECS: std::ops::RangeInclusive<u64> = 5..=3600;
+/// The size of one audit chunk (`spec.auditLog.chunkMaxBytes`): from 64 KiB (one large audit event fits) to
+/// 64 MiB (held in the shipper's memory while it is uploaded in one PUT).
+pub const AUDIT_CHUNK_MAX_BYTES: std::ops::RangeInclusive<u64> = 64 * 1024..=64 * 1024 * 1024;
+/// Days audit chunks are kept (`spec.auditLog.retentionDays`): ten years at most, like every duration.
+pub const AUDIT_RETENTION_DAYS: std::ops::RangeInclusive<u32> = 1..=3650;
+
 /// AWS allows 50 tags on a resource ("Tag restrictions" in the EC2 user guide), the ones Ballast adds
 /// included.
 pub const AWS_MAX_TAGS_PER_RESOURCE: usize = 50;

@@ -90,6 +90,32 @@ pub struct ClusterSpec {
     /// How the S3 state store is used by the cluster's nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_store: Option<StateStoreSpec>,
+    /// Where control-plane nodes ship the API server's audit log (docs/audit.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_log: Option<AuditLogSpec>,
+}
+
+/// The API server's audit log, shipped off each control-plane node to S3 in chunks (docs/audit.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AuditLogSpec {
+    /// `s3://bucket[/prefix]`: where chunks go (under `<prefix>/<cluster>/audit/<instance-id>/`). The state store
+    /// (its bucket and prefix) when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination: Option<String>,
+    /// The ARN of the KMS key chunks are written with (SSE-KMS). Unset: the state store's key when the chunks go
+    /// to the state store, else SSE-S3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kms_key_id: Option<String>,
+    /// The longest a written line waits on the node before it is shipped, e.g. `30s`: what a power cut can lose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_interval: Option<String>,
+    /// The most bytes one chunk holds; a chunk is cut at a line's end before it would exceed this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_max_bytes: Option<u64>,
+    /// Days a chunk is kept: an S3 lifecycle rule on the cluster's audit prefix, set by `update cluster`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_days: Option<u32>,
 }
 
 /// The state store as the cluster's nodes write to it.

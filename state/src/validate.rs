@@ -11,8 +11,9 @@ use crate::defaults::region_of_zone;
 use crate::duration::{parse_duration, DurationError};
 use crate::error::FieldError;
 use crate::limits::{
-    ETCD_VOLUME_SIZE_GIB, ETCD_VOLUME_TYPES, IAM_MAX_ROLE_NAME_CHARS, IAM_ROLE_NAME_PREFIX,
-    MAX_CLUSTER_NAME_CHARS, MAX_GROUP_SIZE, MAX_INSTANCE_GROUPS,
+    AUDIT_CHUNK_INTERVAL_SECS, AUDIT_CHUNK_MAX_BYTES, AUDIT_RETENTION_DAYS, ETCD_VOLUME_SIZE_GIB,
+    ETCD_VOLUME_TYPES, IAM_MAX_ROLE_NAME_CHARS, IAM_ROLE_NAME_PREFIX, MAX_CLUSTER_NAME_CHARS,
+    MAX_GROUP_SIZE, MAX_INSTANCE_GROUPS,
 };
 use crate::spec::*;
 
@@ -249,6 +250,68 @@ fn check_cluster_spec(report: &mut Report<'_>, spec: &ClusterSpec) {
         .and_then(|s| s.kms_key_id.as_ref())
     {
         check_state_store_kms_key(report, key);
+    }
+    if let Some(audit) = &spec.audit_log {
+        check_audit_log(report, audit);
+    }
+}
+
+/// `spec.auditLog`: an S3 destination, a key ARN (the control-plane role is granted it by ARN), and every number
+/// within its bound (`limits`).
+fn check_audit_log(report: &mut Report<'_>, audit: &AuditLogSpec) {
+    if let Some(url) = &audit.destination {
+        if let Err(e) = crate::audit::AuditDestination::parse(url) {
+            report.error("spec.auditLog.destination", e.to_string());
+        }
+    }
+    if let Some(key) = &audit.kms_key_id {
+        if !STATE_KMS_KEY_ARN.is_match(key) {
+            report.error(
+                "spec.auditLog.kmsKeyId",
+                format!(
+                    "{key:?} is not a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID): the control-plane role is \
+                     granted the key by its ARN; find it with `aws kms describe-key --key-id {key} --query \
+                     KeyMetadata.Arn`"
+                ),
+            );
+        }
+    }
+    let path = "spec.auditLog.chunkInterval";
+    if let Some(secs) = check_duration(report, path, audit.chunk_interval.as_deref()) {
+        if !AUDIT_CHUNK_INTERVAL_SECS.contains(&secs) {
+            report.error(
+                path,
+                format!(
+                    "{secs} s is outside {}s..{}s",
+                    AUDIT_CHUNK_INTERVAL_SECS.start(),
+                    AUDIT_CHUNK_INTERVAL_SECS.end()
+                ),
+            );
+        }
+    }
+    if let Some(bytes) = audit.chunk_max_bytes {
+        if !AUDIT_CHUNK_MAX_BYTES.contains(&bytes) {
+            report.error(
+                "spec.auditLog.chunkMaxBytes",
+                format!(
+                    "{bytes} is outside {}..{} bytes",
+                    AUDIT_CHUNK_MAX_BYTES.start(),
+                    AUDIT_CHUNK_MAX_BYTES.end()
+                ),
+            );
+        }
+    }
+    if let Some(days) = audit.retention_days {
+        if !AUDIT_RETENTION_DAYS.contains(&days) {
+            report.error(
+                "spec.auditLog.retentionDays",
+                format!(
+                    "{days} is outside {}..{} days",
+                    AUDIT_RETENTION_DAYS.start(),
+                    AUDIT_RETENTION_DAYS.end()
+                ),
+            );
+        }
     }
 }
 
