@@ -3,17 +3,21 @@
 //! need the ids they made). The same path plans against a recorded actual state, without AWS.
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 
 use ballast_state::spec::ClusterConfig;
 use ballast_store::store::StateStore;
 
 use super::aws::{cluster_instances, tag_map, GROUP_TAG, NODE_SPEC_HASH_TAG};
+use super::kinds::task::{Finder, Home, RunOptions, Task, Wanted};
 use super::kinds::{
     auto_scaling_groups, iam, launch_templates, leftovers, load_balancer, network, node_specs,
     routes, security_groups, subnets, volumes, ActualState, Known, Target,
 };
 use super::model::ClusterModel;
 use super::plan::{Plan, Stage};
+use super::terraform::Terraform;
 use super::Cloud;
 
 pub use super::error::UpdateError;
@@ -47,7 +51,7 @@ enum Source<'a> {
 }
 
 /// One run's context.
-struct Run<'a> {
+pub struct Run<'a> {
     source: Source<'a>,
     model: &'a ClusterModel,
     completed: &'a ClusterConfig,
@@ -56,6 +60,8 @@ struct Run<'a> {
     /// What was found, kind by kind.
     actual: ActualState,
     plan: Plan,
+    /// `--target terraform`: AWS kinds render their changes here instead of applying them.
+    terraform: Option<Terraform>,
 }
 
 /// Plans (and with `options.apply`, applies) the cluster's resources.
@@ -68,11 +74,11 @@ pub async fn update(
     progress: &dyn Fn(&str),
 ) -> Result<UpdateReport, UpdateError> {
     let mut run = Run::new(Source::Live { cloud, store }, model, completed, options);
-    for stage in Stage::ALL {
+    for (stage, tasks) in STAGES {
         if options.apply {
             progress(&format!("reconciling {}", stage.describe()));
         }
-        run.stage(stage).await?;
+        run.stage(tasks).await?;
     }
     let out_of_date = run.out_of_date_instances().await?;
     Ok(UpdateReport {
@@ -94,29 +100,126 @@ pub async fn plan_recorded(
         completed,
         UpdateOptions::default(),
     );
-    for stage in Stage::ALL {
-        run.stage(stage).await?;
+    for (_, tasks) in STAGES {
+        run.stage(tasks).await?;
     }
     Ok(run.plan)
 }
 
-/// A kind's actual state: found live by `$find` (which may use the AWS clients `$cloud` and the state store
-/// `$store`), or taken from the recording. Kept in `run.actual` either way.
-macro_rules! actual {
-    ($run:ident.$field:ident, |$cloud:ident, $store:ident| $find:expr) => {{
-        let found = match $run.source {
-            Source::Live {
-                cloud: $cloud,
-                store: $store,
-            } => {
-                let _ = (&$cloud, &$store);
-                $find.await?
-            }
-            Source::Recorded(recorded) => recorded.$field.clone(),
-        };
-        $run.actual.$field = found.clone();
-        found
-    }};
+/// `--target terraform`, pure: the plan against `actual` (a state in which the cluster's own resources do not
+/// exist yet) with every AWS kind's changes rendered as Terraform instead of applied. `known` starts with what
+/// the caller knows (the API load balancer's DNS name, when it exists: node specs name it). Node specs are
+/// rendered (their hashes go into the launch templates) but not written: see [`terraform_live`].
+pub async fn plan_terraform(
+    model: &ClusterModel,
+    completed: &ClusterConfig,
+    actual: &ActualState,
+    known: Known,
+) -> Result<(Plan, Terraform), UpdateError> {
+    let mut run = Run::new(
+        Source::Recorded(actual),
+        model,
+        completed,
+        UpdateOptions::default(),
+    );
+    run.known = known;
+    run.terraform = Some(Terraform::new(&model.region));
+    for (_, tasks) in STAGES {
+        run.stage(tasks).await?;
+    }
+    let terraform = run.terraform.take().unwrap_or_default();
+    Ok((run.plan, terraform))
+}
+
+/// The stages and the kinds in each, in the order they run: the one place kinds are listed.
+const STAGES: [(Stage, &[&dyn Step]); 9] = [
+    (Stage::Vpc, &[&network::VpcTask]),
+    (
+        Stage::Network,
+        &[&subnets::SubnetsTask, &routes::RoutesTask],
+    ),
+    (Stage::EtcdVolumes, &[&volumes::EtcdVolumesTask]),
+    (
+        Stage::SecurityAndIam,
+        // Groups first: their rules refer to each other.
+        &[
+            &security_groups::SecurityGroupsTask,
+            &security_groups::SecurityGroupRulesTask,
+            &iam::IamTask,
+        ],
+    ),
+    (Stage::LoadBalancer, &[&load_balancer::LoadBalancerTask]),
+    (Stage::NodeSpecs, &[&node_specs::NodeSpecsTask]),
+    (
+        Stage::LaunchTemplates,
+        &[&launch_templates::LaunchTemplatesTask],
+    ),
+    (
+        Stage::AutoScalingGroups,
+        &[&auto_scaling_groups::AutoScalingGroupsTask],
+    ),
+    (Stage::Leftovers, &[&leftovers::LeftoversTask]),
+];
+
+/// A [`Task`] with its types erased, so that stages are lists of `&dyn Step`.
+pub trait Step: Sync {
+    /// Finds (or takes from the recording), learns, diffs, records the plan, then applies or renders.
+    fn run<'a, 'r>(
+        &'a self,
+        run: &'a mut Run<'r>,
+    ) -> Pin<Box<dyn Future<Output = Result<(), UpdateError>> + Send + 'a>>;
+}
+
+impl<T: Task> Step for T {
+    fn run<'a, 'r>(
+        &'a self,
+        run: &'a mut Run<'r>,
+    ) -> Pin<Box<dyn Future<Output = Result<(), UpdateError>> + Send + 'a>> {
+        Box::pin(run_task(self, run))
+    }
+}
+
+async fn run_task<T: Task>(task: &T, run: &mut Run<'_>) -> Result<(), UpdateError> {
+    let wanted = Wanted {
+        model: run.model,
+        completed: run.completed,
+    };
+    let actual = match run.source {
+        Source::Live { cloud, store } => {
+            let finder = Finder {
+                cloud,
+                store,
+                known: &run.known,
+                found: &run.actual,
+            };
+            task.find(&finder, wanted).await?
+        }
+        Source::Recorded(recorded) => task.recorded(recorded).clone(),
+    };
+    task.keep(&mut run.actual, actual.clone());
+    task.learn(wanted, &actual, &mut run.known)?;
+    let changes = task.diff(wanted, &run.known, &actual)?;
+    run.plan.record(&changes);
+    match (&mut run.terraform, task.home()) {
+        (Some(terraform), Home::Aws) => {
+            task.render_terraform(wanted, &changes, &mut run.known, terraform)?;
+        }
+        _ if task.applies(run.options.into()) => {
+            let target = run.target()?;
+            task.apply(&target, &changes, &mut run.known).await?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+impl From<UpdateOptions> for RunOptions {
+    fn from(options: UpdateOptions) -> Self {
+        RunOptions {
+            apply: options.apply,
+            prune: options.prune,
+        }
+    }
 }
 
 impl<'a> Run<'a> {
@@ -134,6 +237,7 @@ impl<'a> Run<'a> {
             known: Known::default(),
             actual: ActualState::default(),
             plan: Plan::default(),
+            terraform: None,
         }
     }
 
@@ -149,169 +253,10 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// The one place stages map to kinds.
-    async fn stage(&mut self, stage: Stage) -> Result<(), UpdateError> {
-        match stage {
-            Stage::Vpc => self.vpc().await,
-            Stage::Network => self.network().await,
-            Stage::EtcdVolumes => self.etcd_volumes().await,
-            Stage::SecurityAndIam => self.security_and_iam().await,
-            Stage::LoadBalancer => self.load_balancer().await,
-            Stage::NodeSpecs => self.node_specs().await,
-            Stage::LaunchTemplates => self.launch_templates().await,
-            Stage::AutoScalingGroups => self.auto_scaling_groups().await,
-            Stage::Leftovers => self.leftovers().await,
-        }
-    }
-
-    async fn vpc(&mut self) -> Result<(), UpdateError> {
-        let model = self.model;
-        let actual = actual!(self.network, |cloud, store| network::find(cloud, model));
-        let changes = network::diff(model, &actual)?;
-        self.known.vpc_id = network::vpc_id(model, &actual);
-        self.plan.record(&changes);
-        if self.options.apply {
-            network::apply(&self.target()?, &changes, &mut self.known).await?;
-        }
-        Ok(())
-    }
-
-    async fn network(&mut self) -> Result<(), UpdateError> {
-        let model = self.model;
-        let actual = actual!(self.subnets, |cloud, store| subnets::find(cloud, model));
-        let changes = subnets::diff(model, &actual)?;
-        self.known.subnet_ids = subnets::subnet_ids(model, &actual);
-        self.plan.record(&changes);
-        if self.options.apply {
-            subnets::apply(&self.target()?, &changes, &mut self.known).await?;
-        }
-
-        let vpc_id = self.known.vpc_id.clone();
-        let actual = actual!(self.routes, |cloud, store| routes::find(
-            cloud,
-            model,
-            vpc_id.as_deref()
-        ));
-        routes::learn(model, &actual, &mut self.known);
-        let changes = routes::diff(model, &self.known, &actual);
-        self.plan.record(&changes);
-        if self.options.apply {
-            routes::apply(&self.target()?, &changes, &mut self.known).await?;
-        }
-        Ok(())
-    }
-
-    async fn etcd_volumes(&mut self) -> Result<(), UpdateError> {
-        let model = self.model;
-        let wanted = volumes::wanted(self.completed, model)?;
-        let actual = actual!(self.etcd_volumes, |cloud, store| volumes::find(
-            cloud, model
-        ));
-        let changes = volumes::diff(&wanted, &actual)?;
-        self.plan.record(&changes);
-        if self.options.apply {
-            volumes::apply(&self.target()?, &changes).await?;
-        }
-        Ok(())
-    }
-
-    async fn security_and_iam(&mut self) -> Result<(), UpdateError> {
-        let model = self.model;
-        let vpc_id = self.known.vpc_id.clone();
-        let actual = actual!(self.security_groups, |cloud, store| {
-            security_groups::find(cloud, model, vpc_id.as_deref())
-        });
-        security_groups::learn(model, &actual, &mut self.known);
-        // Groups first: their rules refer to each other.
-        let groups = security_groups::diff_groups(model, &actual);
-        self.plan.record(&groups);
-        if self.options.apply {
-            security_groups::apply(&self.target()?, &groups, &mut self.known).await?;
-        }
-        let rules = security_groups::diff_rules(model, &self.known, &actual);
-        self.plan.record(&rules);
-        if self.options.apply {
-            security_groups::apply(&self.target()?, &rules, &mut self.known).await?;
-        }
-
-        let actual = actual!(self.iam, |cloud, store| iam::find(cloud, model));
-        iam::learn(model, &actual, &mut self.known);
-        let changes = iam::diff(model, &actual);
-        self.plan.record(&changes);
-        if self.options.apply {
-            iam::apply(&self.target()?, &changes, &mut self.known).await?;
-        }
-        Ok(())
-    }
-
-    async fn load_balancer(&mut self) -> Result<(), UpdateError> {
-        let model = self.model;
-        let actual = actual!(self.load_balancer, |cloud, store| load_balancer::find(
-            cloud, model
-        ));
-        let changes = load_balancer::diff(model, &actual)?;
-        load_balancer::learn(&actual, &mut self.known);
-        self.plan.record(&changes);
-        if self.options.apply {
-            load_balancer::apply(&self.target()?, &changes, &mut self.known).await?;
-        }
-        Ok(())
-    }
-
-    async fn node_specs(&mut self) -> Result<(), UpdateError> {
-        let model = self.model;
-        // Plan of a new cluster: the specs name the load balancer, which does not exist yet.
-        let Some(dns) = self.known.load_balancer_dns.clone() else {
-            self.plan
-                .record(&node_specs::diff(model, None, &Default::default()));
-            return Ok(());
-        };
-        let actual = actual!(self.node_specs, |cloud, store| {
-            node_specs::find(store, model)
-        });
-        let rendered = node_specs::render(self.completed, model, &dns, &actual.keys)?;
-        let changes = node_specs::diff(model, Some(&rendered), &actual);
-        node_specs::learn(model, &rendered, &mut self.known);
-        self.plan.record(&changes);
-        if self.options.apply {
-            node_specs::apply(&self.target()?, &changes).await?;
-        }
-        Ok(())
-    }
-
-    async fn launch_templates(&mut self) -> Result<(), UpdateError> {
-        let model = self.model;
-        let actual = actual!(self.launch_templates, |cloud, store| {
-            launch_templates::find(cloud, model)
-        });
-        launch_templates::learn(model, &actual, &mut self.known);
-        let changes = launch_templates::diff(model, &self.known, &actual)?;
-        self.plan.record(&changes);
-        if self.options.apply {
-            launch_templates::apply(&self.target()?, &changes, &mut self.known).await?;
-        }
-        Ok(())
-    }
-
-    async fn auto_scaling_groups(&mut self) -> Result<(), UpdateError> {
-        let model = self.model;
-        let actual = actual!(self.auto_scaling_groups, |cloud, store| {
-            auto_scaling_groups::find(cloud, model)
-        });
-        let changes = auto_scaling_groups::diff(model, &self.known, &actual);
-        self.plan.record(&changes);
-        if self.options.apply {
-            auto_scaling_groups::apply(&self.target()?, &changes).await?;
-        }
-        Ok(())
-    }
-
-    /// Owned groups the spec no longer has: found among the launch templates already read.
-    async fn leftovers(&mut self) -> Result<(), UpdateError> {
-        let changes = leftovers::diff(self.model, &self.actual.launch_templates);
-        self.plan.record(&changes);
-        if self.options.apply && self.options.prune {
-            leftovers::apply(&self.target()?, &changes).await?;
+    /// Runs one stage's kinds, in order.
+    async fn stage(&mut self, tasks: &[&dyn Step]) -> Result<(), UpdateError> {
+        for task in tasks {
+            task.run(self).await?;
         }
         Ok(())
     }

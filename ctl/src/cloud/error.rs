@@ -50,6 +50,9 @@ pub enum UpdateError {
         to: String,
         why: &'static str,
     },
+    /// The changes could not be written as Terraform (`--target terraform`).
+    #[error("rendering Terraform: {0}")]
+    Terraform(#[from] super::terraform::RenderError),
     /// Something the spec names does not exist.
     #[error("{resource}: {message}")]
     Missing { resource: String, message: String },

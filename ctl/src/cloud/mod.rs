@@ -21,6 +21,7 @@ pub mod model;
 pub mod plan;
 pub mod rules;
 pub mod teardown;
+pub mod terraform;
 
 use aws_config::SdkConfig;
 

@@ -7,12 +7,16 @@ use aws_sdk_autoscaling::types as asg;
 use ballast_state::spec::Role;
 use serde::{Deserialize, Serialize};
 
-use super::{Known, Target};
+use super::{ActualState, Known, Target};
 use crate::cloud::aws::{auto_scaling_groups, call};
 use crate::cloud::error::UpdateError;
+use crate::cloud::kinds::task::{Finder, Task, Wanted as ClusterWanted};
 use crate::cloud::model::{ClusterModel, GroupModel};
 use crate::cloud::plan::{
     or_known_after_apply, Action, Change as PlanChange, Kind, Planned, Stage,
+};
+use crate::cloud::terraform::{
+    tf_name, value, values, RenderError, Resource as TfResource, Terraform,
 };
 use crate::cloud::Cloud;
 
@@ -423,4 +427,123 @@ pub async fn remove_tag(
             .send()
     })
     .await
+}
+
+/// The groups' Auto Scaling Groups, as a [`Task`].
+pub struct AutoScalingGroupsTask;
+
+impl Task for AutoScalingGroupsTask {
+    type Actual = Actual;
+    type Change = Change;
+
+    fn recorded<'s>(&self, state: &'s ActualState) -> &'s Actual {
+        &state.auto_scaling_groups
+    }
+
+    fn keep(&self, state: &mut ActualState, actual: Actual) {
+        state.auto_scaling_groups = actual;
+    }
+
+    async fn find(
+        &self,
+        finder: &Finder<'_>,
+        wanted: ClusterWanted<'_>,
+    ) -> Result<Actual, UpdateError> {
+        find(finder.cloud, wanted.model).await
+    }
+
+    fn diff(
+        &self,
+        wanted: ClusterWanted<'_>,
+        known: &Known,
+        actual: &Actual,
+    ) -> Result<Vec<Change>, UpdateError> {
+        Ok(diff(wanted.model, known, actual))
+    }
+
+    async fn apply(
+        &self,
+        target: &Target<'_>,
+        changes: &[Change],
+        _known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        apply(target, changes).await
+    }
+
+    fn render_terraform(
+        &self,
+        _wanted: ClusterWanted<'_>,
+        changes: &[Change],
+        known: &mut Known,
+        terraform: &mut Terraform,
+    ) -> Result<(), RenderError> {
+        for change in changes {
+            let wanted = match change {
+                Change::Create(wanted) => wanted,
+                Change::Update { wanted, .. } => {
+                    return Err(RenderError::NotACreate {
+                        resource: format!("AutoScalingGroup {}", wanted.group.resource_name),
+                        action: "an update",
+                    })
+                }
+            };
+            let group = &wanted.group;
+            // Its launch template waits for the load balancer (LaunchTemplatesTask): so does the group.
+            let Some(template) = &wanted.launch_template_id else {
+                continue;
+            };
+            let subnets: Vec<String> = group
+                .subnets
+                .iter()
+                .filter_map(|s| known.subnet_ids.get(s).cloned())
+                .collect();
+            let mut body = TfResource::new()
+                .attr("desired_capacity", i64::from(group.min_size))
+                .attr("max_size", i64::from(group.max_size))
+                .attr("min_size", i64::from(group.min_size))
+                .attr("name", group.resource_name.as_str());
+            if !wanted.target_groups.is_empty() {
+                body = body.attr("target_group_arns", values(&wanted.target_groups));
+            }
+            body = body.attr("vpc_zone_identifier", values(&subnets)).block(
+                "launch_template",
+                TfResource::new()
+                    .attr("id", value(template))
+                    .attr("version", "$Default"),
+            );
+            for (key, tag_value) in &group.tags {
+                body = body.block(
+                    "tag",
+                    TfResource::new()
+                        .attr("key", key.as_str())
+                        .attr("propagate_at_launch", true)
+                        .attr("value", tag_value.as_str()),
+                );
+            }
+            terraform.resource(
+                "aws_autoscaling_group",
+                &tf_name(&group.resource_name),
+                body,
+            )?;
+        }
+        // kops's output: the node groups' subnets.
+        let mut node_subnets: Vec<&String> = Vec::new();
+        for change in changes {
+            if let Change::Create(wanted) = change {
+                if wanted.group.role == Role::Node {
+                    for subnet in &wanted.group.subnets {
+                        if let Some(id) = known.subnet_ids.get(subnet) {
+                            if !node_subnets.contains(&id) {
+                                node_subnets.push(id);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if !node_subnets.is_empty() {
+            terraform.output("node_subnet_ids", values(&node_subnets));
+        }
+        Ok(())
+    }
 }

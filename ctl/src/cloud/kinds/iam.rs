@@ -6,11 +6,15 @@ use std::collections::BTreeMap;
 use ballast_state::digest::sha256_hex;
 use serde::{Deserialize, Serialize};
 
-use super::{Known, Target};
+use super::{ActualState, Known, Target};
 use crate::cloud::aws::{call, find as find_optional};
 use crate::cloud::error::UpdateError;
+use crate::cloud::kinds::task::{Finder, Task, Wanted};
 use crate::cloud::model::{ClusterModel, IamRoleModel};
 use crate::cloud::plan::{Action, Change as PlanChange, Kind, Planned, Stage};
+use crate::cloud::terraform::{
+    reference, string_map, tf_name, value, RenderError, Resource as TfResource, Terraform,
+};
 use crate::cloud::Cloud;
 
 /// The name of every role's inline policy.
@@ -384,6 +388,122 @@ pub async fn remove_role_tag(
         cloud.iam.untag_role().role_name(role).tag_keys(key).send()
     })
     .await
+}
+
+/// IAM roles, their inline policies and instance profiles, as a [`Task`].
+pub struct IamTask;
+
+impl Task for IamTask {
+    type Actual = Actual;
+    type Change = Change;
+
+    fn recorded<'s>(&self, state: &'s ActualState) -> &'s Actual {
+        &state.iam
+    }
+
+    fn keep(&self, state: &mut ActualState, actual: Actual) {
+        state.iam = actual;
+    }
+
+    async fn find(&self, finder: &Finder<'_>, wanted: Wanted<'_>) -> Result<Actual, UpdateError> {
+        find(finder.cloud, wanted.model).await
+    }
+
+    fn learn(
+        &self,
+        wanted: Wanted<'_>,
+        actual: &Actual,
+        known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        learn(wanted.model, actual, known);
+        Ok(())
+    }
+
+    fn diff(
+        &self,
+        wanted: Wanted<'_>,
+        _known: &Known,
+        actual: &Actual,
+    ) -> Result<Vec<Change>, UpdateError> {
+        Ok(diff(wanted.model, actual))
+    }
+
+    async fn apply(
+        &self,
+        target: &Target<'_>,
+        changes: &[Change],
+        known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        apply(target, changes, known).await
+    }
+
+    fn render_terraform(
+        &self,
+        wanted: Wanted<'_>,
+        changes: &[Change],
+        known: &mut Known,
+        terraform: &mut Terraform,
+    ) -> Result<(), RenderError> {
+        for change in changes {
+            match change {
+                Change::CreateRole(role) => {
+                    let tf = tf_name(&role.name);
+                    let mut body = TfResource::new()
+                        .attr("assume_role_policy", role.assume_role_policy.as_str())
+                        .attr("name", role.name.as_str());
+                    if let Some(boundary) = &role.permissions_boundary {
+                        body = body.attr("permissions_boundary", boundary.as_str());
+                    }
+                    body = body.attr("tags", string_map(&wanted.model.tags));
+                    terraform.resource("aws_iam_role", &tf, body)?;
+                    // kops's names: masters_role_*, nodes_role_*.
+                    let prefix = match role.role {
+                        ballast_state::spec::Role::ControlPlane => "masters",
+                        ballast_state::spec::Role::Node => "nodes",
+                    };
+                    terraform.output(
+                        &format!("{prefix}_role_arn"),
+                        value(&reference("aws_iam_role", &tf, "arn")),
+                    );
+                    terraform.output(
+                        &format!("{prefix}_role_name"),
+                        value(&reference("aws_iam_role", &tf, "name")),
+                    );
+                }
+                Change::UpdateTrust(role) => {
+                    return Err(RenderError::NotACreate {
+                        resource: format!("IamRole {}", role.name),
+                        action: "a trust policy's update",
+                    })
+                }
+                Change::PutPolicy { role, .. } => {
+                    let tf = tf_name(&role.name);
+                    terraform.resource(
+                        "aws_iam_role_policy",
+                        &tf,
+                        TfResource::new()
+                            .attr("name", POLICY_NAME)
+                            .attr("policy", role.policy.as_str())
+                            .attr("role", value(&reference("aws_iam_role", &tf, "name"))),
+                    )?;
+                }
+                Change::Profile { role, .. } => {
+                    let tf = tf_name(&role.name);
+                    terraform.resource(
+                        "aws_iam_instance_profile",
+                        &tf,
+                        TfResource::new()
+                            .attr("name", role.name.as_str())
+                            .attr("role", value(&reference("aws_iam_role", &tf, "name"))),
+                    )?;
+                    known
+                        .profile_arns
+                        .insert(role.role, reference("aws_iam_instance_profile", &tf, "arn"));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

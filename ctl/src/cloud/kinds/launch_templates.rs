@@ -11,15 +11,19 @@ use base64::Engine as _;
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
-use super::{Known, Target};
+use super::{tags_named, ActualState, Known, Target};
 use crate::cloud::aws::{
     call, ec2_tags, filter, find as find_optional, owned_launch_templates, tag_map, tag_spec,
     GROUP_TAG, NODE_SPEC_HASH_TAG,
 };
 use crate::cloud::error::UpdateError;
+use crate::cloud::kinds::task::{Finder, Task, Wanted};
 use crate::cloud::model::{ClusterModel, GroupModel};
 use crate::cloud::plan::{
     or_known_after_apply, Action, Change as PlanChange, Kind, Planned, Stage, KNOWN_AFTER_APPLY,
+};
+use crate::cloud::terraform::{
+    reference, string_map, tf_name, value, values, RenderError, Resource as TfResource, Terraform,
 };
 use crate::cloud::Cloud;
 
@@ -643,4 +647,147 @@ pub async fn delete(
             .send()
     })
     .await
+}
+
+/// The groups' launch templates, as a [`Task`].
+pub struct LaunchTemplatesTask;
+
+impl Task for LaunchTemplatesTask {
+    type Actual = Actual;
+    type Change = Change;
+
+    fn recorded<'s>(&self, state: &'s ActualState) -> &'s Actual {
+        &state.launch_templates
+    }
+
+    fn keep(&self, state: &mut ActualState, actual: Actual) {
+        state.launch_templates = actual;
+    }
+
+    async fn find(&self, finder: &Finder<'_>, wanted: Wanted<'_>) -> Result<Actual, UpdateError> {
+        find(finder.cloud, wanted.model).await
+    }
+
+    fn learn(
+        &self,
+        wanted: Wanted<'_>,
+        actual: &Actual,
+        known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        learn(wanted.model, actual, known);
+        Ok(())
+    }
+
+    fn diff(
+        &self,
+        wanted: Wanted<'_>,
+        known: &Known,
+        actual: &Actual,
+    ) -> Result<Vec<Change>, UpdateError> {
+        diff(wanted.model, known, actual)
+    }
+
+    async fn apply(
+        &self,
+        target: &Target<'_>,
+        changes: &[Change],
+        known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        apply(target, changes, known).await
+    }
+
+    fn render_terraform(
+        &self,
+        wanted: Wanted<'_>,
+        changes: &[Change],
+        known: &mut Known,
+        terraform: &mut Terraform,
+    ) -> Result<(), RenderError> {
+        for change in changes {
+            if change.id.is_some() {
+                return Err(RenderError::NotACreate {
+                    resource: format!("LaunchTemplate {}", change.name),
+                    action: "a new version",
+                });
+            }
+            let spec = &change.spec;
+            // The user-data names the node spec by its hash, and the node spec names the load balancer's DNS
+            // name: until the load balancer exists, the group waits (Terraform::defer).
+            let Some(user_data) = &spec.user_data else {
+                terraform.defer(&change.group);
+                continue;
+            };
+            let tf = tf_name(&change.name);
+            let mut ebs = TfResource::new()
+                .attr("delete_on_termination", true)
+                .attr("encrypted", spec.encrypted);
+            if let Some(key) = &spec.kms_key {
+                ebs = ebs.attr("kms_key_id", key.as_str());
+            }
+            ebs = ebs
+                .attr("volume_size", i64::from(spec.volume_size))
+                .attr("volume_type", spec.volume_type.as_str());
+            let profile = spec.instance_profile.clone().unwrap_or_default();
+            let profile_attr = if profile.starts_with("arn:") || profile.starts_with("${") {
+                "arn"
+            } else {
+                "name"
+            };
+            let mut tags = tags_named(wanted.model, &change.name);
+            tags.insert(GROUP_TAG.to_string(), change.group.clone());
+            let tagged = |resource: &str, tags: &BTreeMap<String, String>| {
+                TfResource::new()
+                    .attr("resource_type", resource)
+                    .attr("tags", string_map(tags))
+            };
+            terraform.resource(
+                "aws_launch_template",
+                &tf,
+                TfResource::new()
+                    .attr("image_id", value(&spec.image_id))
+                    .attr("instance_type", spec.instance_type.as_str())
+                    .attr("name", change.name.as_str())
+                    .attr("tags", string_map(&tags))
+                    .attr(
+                        "user_data",
+                        base64::engine::general_purpose::STANDARD.encode(user_data),
+                    )
+                    .attr(
+                        "vpc_security_group_ids",
+                        values(&[spec.security_group.clone().unwrap_or_default()]),
+                    )
+                    .block(
+                        "block_device_mappings",
+                        TfResource::new()
+                            .attr("device_name", value(&spec.root_device))
+                            .block("ebs", ebs),
+                    )
+                    .block(
+                        "iam_instance_profile",
+                        TfResource::new().attr(profile_attr, value(&profile)),
+                    )
+                    .block(
+                        "metadata_options",
+                        TfResource::new()
+                            .attr("http_endpoint", "enabled")
+                            .attr("http_put_response_hop_limit", i64::from(spec.hop_limit))
+                            .attr("http_tokens", spec.http_tokens.as_str()),
+                    )
+                    .block(
+                        "tag_specifications",
+                        tagged("instance", &spec.instance_tags),
+                    )
+                    .block("tag_specifications", tagged("volume", &spec.instance_tags))
+                    .block(
+                        "tag_specifications",
+                        tagged("network-interface", &spec.network_interface_tags),
+                    ),
+            )?;
+            known.launch_template_ids.insert(
+                change.group.clone(),
+                reference("aws_launch_template", &tf, "id"),
+            );
+        }
+        Ok(())
+    }
 }

@@ -5,11 +5,13 @@ use std::collections::BTreeSet;
 
 use ballast_state::layout::ClusterPaths;
 
-use super::{launch_templates, Target};
+use super::{launch_templates, ActualState, Known, Target};
 use crate::cloud::aws::{call, find as find_optional, GROUP_TAG};
 use crate::cloud::error::UpdateError;
+use crate::cloud::kinds::task::{Finder, RunOptions, Task, Wanted};
 use crate::cloud::model::ClusterModel;
 use crate::cloud::plan::{Action, Change as PlanChange, Kind, Planned, Stage};
+use crate::cloud::terraform::{RenderError, Terraform};
 
 /// A group to delete.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,4 +105,68 @@ pub async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), Update
         target.store.delete(&paths.node_spec(&change.group)).await?;
     }
     Ok(())
+}
+
+/// Owned groups the spec no longer has, as a [`Task`]: found among the launch templates already read, deleted
+/// only with `--prune`.
+pub struct LeftoversTask;
+
+impl Task for LeftoversTask {
+    type Actual = launch_templates::Actual;
+    type Change = Change;
+
+    fn recorded<'s>(&self, state: &'s ActualState) -> &'s launch_templates::Actual {
+        &state.launch_templates
+    }
+
+    fn keep(&self, _state: &mut ActualState, _actual: launch_templates::Actual) {
+        // Read from the launch templates' slot, which already holds it.
+    }
+
+    async fn find(
+        &self,
+        finder: &Finder<'_>,
+        _wanted: Wanted<'_>,
+    ) -> Result<launch_templates::Actual, UpdateError> {
+        Ok(finder.found.launch_templates.clone())
+    }
+
+    fn diff(
+        &self,
+        wanted: Wanted<'_>,
+        _known: &Known,
+        actual: &launch_templates::Actual,
+    ) -> Result<Vec<Change>, UpdateError> {
+        Ok(diff(wanted.model, actual))
+    }
+
+    fn applies(&self, options: RunOptions) -> bool {
+        options.apply && options.prune
+    }
+
+    async fn apply(
+        &self,
+        target: &Target<'_>,
+        changes: &[Change],
+        _known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        apply(target, changes).await
+    }
+
+    /// Terraform deletes what its configuration no longer declares: a leftover is never written.
+    fn render_terraform(
+        &self,
+        _wanted: Wanted<'_>,
+        changes: &[Change],
+        _known: &mut Known,
+        _terraform: &mut Terraform,
+    ) -> Result<(), RenderError> {
+        match changes.first() {
+            Some(change) => Err(RenderError::NotACreate {
+                resource: format!("AutoScalingGroup {}", change.name),
+                action: "a leftover group's deletion",
+            }),
+            None => Ok(()),
+        }
+    }
 }

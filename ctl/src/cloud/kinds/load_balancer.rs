@@ -6,11 +6,15 @@ use std::collections::BTreeMap;
 use aws_sdk_elasticloadbalancingv2::types as elb;
 use serde::{Deserialize, Serialize};
 
-use super::{Known, Target};
+use super::{tags_named, ActualState, Known, Target};
 use crate::cloud::aws::{call, find as find_optional, ownership_tag};
 use crate::cloud::error::UpdateError;
+use crate::cloud::kinds::task::{Finder, Task, Wanted};
 use crate::cloud::model::{elb_names, ClusterModel, LoadBalancerModel};
 use crate::cloud::plan::{Action, Change as PlanChange, Kind, Planned, Stage};
+use crate::cloud::terraform::{
+    reference, string_map, tf_name, value, values, RenderError, Resource as TfResource, Terraform,
+};
 use crate::cloud::Cloud;
 
 /// The load balancer as found.
@@ -481,6 +485,138 @@ pub async fn remove_tag(
             .send()
     })
     .await
+}
+
+/// The API's network load balancer, target group and listener, as a [`Task`].
+pub struct LoadBalancerTask;
+
+impl Task for LoadBalancerTask {
+    type Actual = Actual;
+    type Change = Change;
+
+    fn recorded<'s>(&self, state: &'s ActualState) -> &'s Actual {
+        &state.load_balancer
+    }
+
+    fn keep(&self, state: &mut ActualState, actual: Actual) {
+        state.load_balancer = actual;
+    }
+
+    async fn find(&self, finder: &Finder<'_>, wanted: Wanted<'_>) -> Result<Actual, UpdateError> {
+        find(finder.cloud, wanted.model).await
+    }
+
+    fn learn(
+        &self,
+        _wanted: Wanted<'_>,
+        actual: &Actual,
+        known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        learn(actual, known);
+        Ok(())
+    }
+
+    fn diff(
+        &self,
+        wanted: Wanted<'_>,
+        _known: &Known,
+        actual: &Actual,
+    ) -> Result<Vec<Change>, UpdateError> {
+        diff(wanted.model, actual)
+    }
+
+    async fn apply(
+        &self,
+        target: &Target<'_>,
+        changes: &[Change],
+        known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        apply(target, changes, known).await
+    }
+
+    fn render_terraform(
+        &self,
+        wanted: Wanted<'_>,
+        changes: &[Change],
+        known: &mut Known,
+        terraform: &mut Terraform,
+    ) -> Result<(), RenderError> {
+        let model = wanted.model;
+        for change in changes {
+            match change {
+                Change::CreateLoadBalancer(lb) => {
+                    let tf = tf_name(&lb.name);
+                    let subnets: Vec<String> = lb
+                        .subnets
+                        .iter()
+                        .filter_map(|s| known.subnet_ids.get(s).cloned())
+                        .collect();
+                    terraform.resource(
+                        "aws_lb",
+                        &tf,
+                        TfResource::new()
+                            .attr("internal", lb.internal)
+                            .attr("load_balancer_type", "network")
+                            .attr("name", lb.name.as_str())
+                            .attr("subnets", values(&subnets))
+                            .attr("tags", string_map(&tags_named(model, &lb.name))),
+                    )?;
+                    known.load_balancer_arn = Some(reference("aws_lb", &tf, "arn"));
+                    terraform.output(
+                        "api_lb_dns_name",
+                        value(&reference("aws_lb", &tf, "dns_name")),
+                    );
+                }
+                Change::CreateTargetGroup(lb) => {
+                    let tf = tf_name(&lb.target_group_name);
+                    terraform.resource(
+                        "aws_lb_target_group",
+                        &tf,
+                        TfResource::new()
+                            .attr("name", lb.target_group_name.as_str())
+                            .attr("port", 443)
+                            .attr("protocol", "TCP")
+                            .attr("tags", string_map(&tags_named(model, &lb.name)))
+                            .attr("target_type", "instance")
+                            .attr("vpc_id", value(known.vpc_id.as_deref().unwrap_or_default()))
+                            .block("health_check", TfResource::new().attr("protocol", "TCP")),
+                    )?;
+                    known.target_group_arn = Some(reference("aws_lb_target_group", &tf, "arn"));
+                }
+                Change::Listener { model: lb, arn } => {
+                    if arn.is_some() {
+                        return Err(RenderError::NotACreate {
+                            resource: format!("Listener {} TCP 443", lb.name),
+                            action: "a listener's update",
+                        });
+                    }
+                    terraform.resource(
+                        "aws_lb_listener",
+                        &tf_name(&format!("{}-443", lb.name)),
+                        TfResource::new()
+                            .attr(
+                                "load_balancer_arn",
+                                value(known.load_balancer_arn.as_deref().unwrap_or_default()),
+                            )
+                            .attr("port", 443)
+                            .attr("protocol", "TCP")
+                            .block(
+                                "default_action",
+                                TfResource::new()
+                                    .attr(
+                                        "target_group_arn",
+                                        value(
+                                            known.target_group_arn.as_deref().unwrap_or_default(),
+                                        ),
+                                    )
+                                    .attr("type", "forward"),
+                            ),
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,9 @@
 //!   done, not yet (retried next round) or failed ([`deletion`]: the resource, the call and its answer, which
 //!   the teardown uses too; no kind imports the teardown).
 //!
-//! The engine (`super::engine`) runs the kinds in [`Stage`](super::plan::Stage) order.
+//! Each module's task (`network::VpcTask`, ...) implements [`Task`](task::Task) with these verbs and
+//! `render_terraform` (`update cluster --target terraform`). The engine (`super::engine`) runs the tasks in
+//! [`Stage`](super::plan::Stage) order.
 
 pub mod auto_scaling_groups;
 pub mod deletion;
@@ -23,6 +25,7 @@ pub mod node_specs;
 pub mod routes;
 pub mod security_groups;
 pub mod subnets;
+pub mod task;
 pub mod volumes;
 
 use std::collections::BTreeMap;
@@ -36,6 +39,7 @@ use super::aws::{call, ownership_tag};
 use super::error::UpdateError;
 use super::model::ClusterModel;
 use super::plan::{Action, Change, Kind, Planned, Stage};
+use super::terraform::{tf_name, RenderError, Resource as TfResource, Terraform};
 use super::Cloud;
 
 /// Values that exist only once resources do: found, or made by this run. Later kinds' wanted state uses them.
@@ -65,9 +69,7 @@ pub struct Target<'a> {
 impl Target<'_> {
     /// The cluster's tags and `Name`.
     pub fn tags_named(&self, name: &str) -> BTreeMap<String, String> {
-        let mut tags = self.model.tags.clone();
-        tags.insert("Name".to_string(), name.to_string());
-        tags
+        tags_named(self.model, name)
     }
 }
 
@@ -158,4 +160,25 @@ impl Planned for SharedTag {
                 .field(&self.key, None, "shared"),
         ]
     }
+}
+
+impl SharedTag {
+    /// The tag as Terraform: an `aws_ec2_tag` on the shared resource's id (the resource itself is not Terraform's).
+    pub fn render_terraform(&self, terraform: &mut Terraform) -> Result<(), RenderError> {
+        terraform.resource(
+            "aws_ec2_tag",
+            &tf_name(&format!("{}-shared-tag", self.id)),
+            TfResource::new()
+                .attr("key", self.key.as_str())
+                .attr("resource_id", self.id.as_str())
+                .attr("value", "shared"),
+        )
+    }
+}
+
+/// The cluster's tags and `Name`, as [`Target::tags_named`] gives them to AWS.
+pub fn tags_named(model: &ClusterModel, name: &str) -> BTreeMap<String, String> {
+    let mut tags = model.tags.clone();
+    tags.insert("Name".to_string(), name.to_string());
+    tags
 }

@@ -5,11 +5,15 @@ use aws_sdk_ec2::types as ec2;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-use super::{Known, SharedTag, Target};
+use super::{tags_named, ActualState, Known, SharedTag, Target};
 use crate::cloud::aws::{call, find as find_optional, owned_filter, tag_map, tag_spec};
 use crate::cloud::error::UpdateError;
+use crate::cloud::kinds::task::{Finder, Task, Wanted};
 use crate::cloud::model::{ClusterModel, VpcModel};
 use crate::cloud::plan::{Action, Change as PlanChange, Kind, Planned, Stage};
+use crate::cloud::terraform::{
+    reference, string_map, tf_name, value, RenderError, Resource as TfResource, Terraform,
+};
 use crate::cloud::Cloud;
 
 /// A VPC as found.
@@ -195,4 +199,90 @@ pub async fn delete(
         cloud.ec2.delete_vpc().vpc_id(&vpc.id).send()
     })
     .await
+}
+
+/// The VPC as a [`Task`].
+pub struct VpcTask;
+
+impl Task for VpcTask {
+    type Actual = Actual;
+    type Change = Change;
+
+    fn recorded<'s>(&self, state: &'s ActualState) -> &'s Actual {
+        &state.network
+    }
+
+    fn keep(&self, state: &mut ActualState, actual: Actual) {
+        state.network = actual;
+    }
+
+    async fn find(&self, finder: &Finder<'_>, wanted: Wanted<'_>) -> Result<Actual, UpdateError> {
+        find(finder.cloud, wanted.model).await
+    }
+
+    fn learn(
+        &self,
+        wanted: Wanted<'_>,
+        actual: &Actual,
+        known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        known.vpc_id = vpc_id(wanted.model, actual);
+        Ok(())
+    }
+
+    fn diff(
+        &self,
+        wanted: Wanted<'_>,
+        _known: &Known,
+        actual: &Actual,
+    ) -> Result<Vec<Change>, UpdateError> {
+        diff(wanted.model, actual)
+    }
+
+    async fn apply(
+        &self,
+        target: &Target<'_>,
+        changes: &[Change],
+        known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        apply(target, changes, known).await
+    }
+
+    fn render_terraform(
+        &self,
+        wanted: Wanted<'_>,
+        changes: &[Change],
+        known: &mut Known,
+        terraform: &mut Terraform,
+    ) -> Result<(), RenderError> {
+        let model = wanted.model;
+        for change in changes {
+            match change {
+                Change::TagShared(tag) => tag.render_terraform(terraform)?,
+                Change::Create { name, cidr } => {
+                    let tf = tf_name(name);
+                    terraform.resource(
+                        "aws_vpc",
+                        &tf,
+                        TfResource::new()
+                            .attr("cidr_block", cidr.as_str())
+                            .attr("enable_dns_hostnames", true)
+                            .attr("enable_dns_support", true)
+                            .attr("tags", string_map(&tags_named(model, name))),
+                    )?;
+                    known.vpc_id = Some(reference("aws_vpc", &tf, "id"));
+                    terraform.output(
+                        "vpc_cidr_block",
+                        value(&reference("aws_vpc", &tf, "cidr_block")),
+                    );
+                }
+            }
+        }
+        terraform.output("cluster_name", value(&model.cluster));
+        terraform.output("region", value(&model.region));
+        if let Some(id) = &known.vpc_id {
+            terraform.output("vpc_id", value(id));
+        }
+        Ok(())
+    }
 }

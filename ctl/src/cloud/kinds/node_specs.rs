@@ -12,10 +12,12 @@ use ballast_state::spec::ClusterConfig;
 use ballast_store::store::{Precondition, StateStore, Version};
 use serde::{Deserialize, Serialize};
 
-use super::{Known, Target};
+use super::{ActualState, Known, Target};
 use crate::cloud::error::UpdateError;
+use crate::cloud::kinds::task::{Finder, Home, Task, Wanted};
 use crate::cloud::model::ClusterModel;
 use crate::cloud::plan::{Action, Change as PlanChange, Kind, Planned, Stage, KNOWN_AFTER_APPLY};
+use crate::cloud::terraform::{RenderError, Terraform};
 
 /// A group's node spec object as found.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -202,4 +204,91 @@ pub async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), Update
             .await?;
     }
     Ok(())
+}
+
+/// The node specs, as a [`Task`] whose home is the state store: written by Ballast whatever the target. Read
+/// and rendered only once the load balancer they name exists.
+pub struct NodeSpecsTask;
+
+impl NodeSpecsTask {
+    fn rendered(
+        wanted: Wanted<'_>,
+        known: &Known,
+        actual: &Actual,
+    ) -> Result<Option<Vec<RenderedNodeSpec>>, UpdateError> {
+        known
+            .load_balancer_dns
+            .as_deref()
+            .map(|dns| render(wanted.completed, wanted.model, dns, &actual.keys))
+            .transpose()
+    }
+}
+
+impl Task for NodeSpecsTask {
+    type Actual = Actual;
+    type Change = Change;
+
+    fn home(&self) -> Home {
+        Home::StateStore
+    }
+
+    fn recorded<'s>(&self, state: &'s ActualState) -> &'s Actual {
+        &state.node_specs
+    }
+
+    fn keep(&self, state: &mut ActualState, actual: Actual) {
+        state.node_specs = actual;
+    }
+
+    async fn find(&self, finder: &Finder<'_>, wanted: Wanted<'_>) -> Result<Actual, UpdateError> {
+        // A new cluster's plan: the specs name the load balancer, which does not exist yet.
+        if finder.known.load_balancer_dns.is_none() {
+            return Ok(Actual::default());
+        }
+        find(finder.store, wanted.model).await
+    }
+
+    fn learn(
+        &self,
+        wanted: Wanted<'_>,
+        actual: &Actual,
+        known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        if let Some(rendered) = Self::rendered(wanted, known, actual)? {
+            learn(wanted.model, &rendered, known);
+        }
+        Ok(())
+    }
+
+    fn diff(
+        &self,
+        wanted: Wanted<'_>,
+        known: &Known,
+        actual: &Actual,
+    ) -> Result<Vec<Change>, UpdateError> {
+        Ok(match Self::rendered(wanted, known, actual)? {
+            Some(rendered) => diff(wanted.model, Some(&rendered), actual),
+            None => diff(wanted.model, None, &Actual::default()),
+        })
+    }
+
+    async fn apply(
+        &self,
+        target: &Target<'_>,
+        changes: &[Change],
+        _known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        apply(target, changes).await
+    }
+
+    /// Node specs are state-store objects, not AWS resources: nothing of theirs is Terraform's.
+    fn render_terraform(
+        &self,
+        _wanted: Wanted<'_>,
+        _changes: &[Change],
+        _known: &mut Known,
+        _terraform: &mut Terraform,
+    ) -> Result<(), RenderError> {
+        Ok(())
+    }
 }

@@ -7,12 +7,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use aws_sdk_ec2::types as ec2;
 use serde::{Deserialize, Serialize};
 
-use super::{Known, Target};
+use super::{tags_named, ActualState, Known, Target};
 use crate::cloud::aws::{call, filter, owned_filter, ownership_tag, tag_map, tag_spec};
 use crate::cloud::error::UpdateError;
+use crate::cloud::kinds::task::{Finder, Task, Wanted};
 use crate::cloud::model::ClusterModel;
 use crate::cloud::plan::{
     or_known_after_apply, Action, Change as PlanChange, Kind, Planned, Stage, KNOWN_AFTER_APPLY,
+};
+use crate::cloud::terraform::{
+    reference, string_map, tf_name, value, RenderError, Resource as TfResource, Terraform,
 };
 use crate::cloud::Cloud;
 
@@ -707,4 +711,183 @@ pub async fn delete_internet_gateway(
             .send()
     })
     .await
+}
+
+/// The internet gateway, NAT gateways and route tables as a [`Task`].
+pub struct RoutesTask;
+
+impl Task for RoutesTask {
+    type Actual = Actual;
+    type Change = Change;
+
+    fn recorded<'s>(&self, state: &'s ActualState) -> &'s Actual {
+        &state.routes
+    }
+
+    fn keep(&self, state: &mut ActualState, actual: Actual) {
+        state.routes = actual;
+    }
+
+    async fn find(&self, finder: &Finder<'_>, wanted: Wanted<'_>) -> Result<Actual, UpdateError> {
+        find(finder.cloud, wanted.model, finder.known.vpc_id.as_deref()).await
+    }
+
+    fn learn(
+        &self,
+        wanted: Wanted<'_>,
+        actual: &Actual,
+        known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        learn(wanted.model, actual, known);
+        Ok(())
+    }
+
+    fn diff(
+        &self,
+        wanted: Wanted<'_>,
+        known: &Known,
+        actual: &Actual,
+    ) -> Result<Vec<Change>, UpdateError> {
+        Ok(diff(wanted.model, known, actual))
+    }
+
+    async fn apply(
+        &self,
+        target: &Target<'_>,
+        changes: &[Change],
+        known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        apply(target, changes, known).await
+    }
+
+    fn render_terraform(
+        &self,
+        wanted: Wanted<'_>,
+        changes: &[Change],
+        known: &mut Known,
+        terraform: &mut Terraform,
+    ) -> Result<(), RenderError> {
+        let model = wanted.model;
+        let vpc = known.vpc_id.clone().unwrap_or_default();
+        for change in changes {
+            match change {
+                Change::CreateInternetGateway { name } => {
+                    let tf = tf_name(name);
+                    terraform.resource(
+                        "aws_internet_gateway",
+                        &tf,
+                        TfResource::new()
+                            .attr("tags", string_map(&tags_named(model, name)))
+                            .attr("vpc_id", value(&vpc)),
+                    )?;
+                    known.internet_gateway_id = Some(reference("aws_internet_gateway", &tf, "id"));
+                }
+                Change::AttachInternetGateway { name, id, .. } => {
+                    terraform.resource(
+                        "aws_internet_gateway_attachment",
+                        &tf_name(name),
+                        TfResource::new()
+                            .attr("internet_gateway_id", id.as_str())
+                            .attr("vpc_id", value(&vpc)),
+                    )?;
+                }
+                Change::CreateNatGateway {
+                    zone,
+                    name,
+                    public_subnet,
+                } => {
+                    let tf = tf_name(name);
+                    let tags = string_map(&tags_named(model, name));
+                    terraform.resource(
+                        "aws_eip",
+                        &tf,
+                        TfResource::new()
+                            .attr("domain", "vpc")
+                            .attr("tags", tags.clone()),
+                    )?;
+                    let subnet = known
+                        .subnet_ids
+                        .get(public_subnet)
+                        .cloned()
+                        .unwrap_or_default();
+                    terraform.resource(
+                        "aws_nat_gateway",
+                        &tf,
+                        TfResource::new()
+                            .attr("allocation_id", value(&reference("aws_eip", &tf, "id")))
+                            .attr("subnet_id", value(&subnet))
+                            .attr("tags", tags),
+                    )?;
+                    known
+                        .nat_gateway_ids
+                        .insert(zone.clone(), reference("aws_nat_gateway", &tf, "id"));
+                }
+                Change::RouteTable(table) => {
+                    render_route_table(model, table, known, &vpc, terraform)?
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A route table, its default route and its subnets' associations, as kops writes them.
+fn render_route_table(
+    model: &ClusterModel,
+    table: &RouteTableChange,
+    known: &Known,
+    vpc: &str,
+    terraform: &mut Terraform,
+) -> Result<(), RenderError> {
+    let tf = tf_name(&table.name);
+    let table_id = match &table.id {
+        Some(id) => id.clone(),
+        None => {
+            terraform.resource(
+                "aws_route_table",
+                &tf,
+                TfResource::new()
+                    .attr("tags", string_map(&tags_named(model, &table.name)))
+                    .attr("vpc_id", value(vpc)),
+            )?;
+            if matches!(table.target, RouteTarget::InternetGateway(_)) {
+                terraform.output(
+                    "route_table_public_id",
+                    value(&reference("aws_route_table", &tf, "id")),
+                );
+            }
+            reference("aws_route_table", &tf, "id")
+        }
+    };
+    if table.add_default_route {
+        let gateway = table.target.resolve(known);
+        let via = match table.target {
+            RouteTarget::InternetGateway(_) => "gateway_id",
+            RouteTarget::Nat { .. } => "nat_gateway_id",
+        };
+        terraform.resource(
+            "aws_route",
+            &tf_name(&format!("route-{}-0-0-0-0--0", table.name)),
+            TfResource::new()
+                .attr("destination_cidr_block", "0.0.0.0/0")
+                .attr(via, value(&gateway))
+                .attr("route_table_id", value(&table_id)),
+        )?;
+    }
+    for name in &table.associate {
+        let resource_name = model
+            .subnets
+            .iter()
+            .find(|s| &s.name == name)
+            .map_or_else(|| name.clone(), |s| s.resource_name.clone());
+        let subnet = known.subnet_ids.get(name).cloned().unwrap_or_default();
+        terraform.resource(
+            "aws_route_table_association",
+            &tf_name(&resource_name),
+            TfResource::new()
+                .attr("route_table_id", value(&table_id))
+                .attr("subnet_id", value(&subnet)),
+        )?;
+    }
+    Ok(())
 }

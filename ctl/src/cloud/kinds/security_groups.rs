@@ -7,12 +7,16 @@ use aws_sdk_ec2::types as ec2;
 use ballast_state::spec::Role;
 use serde::{Deserialize, Serialize};
 
-use super::{Known, Target};
+use super::{tags_named, ActualState, Known, Target};
 use crate::cloud::aws::{call, filter, owned_filter, tag_spec};
 use crate::cloud::error::UpdateError;
+use crate::cloud::kinds::task::{Finder, Task, Wanted};
 use crate::cloud::model::{ClusterModel, IngressRule, SecurityGroupModel, Source};
 use crate::cloud::plan::{
     or_known_after_apply, Action, Change as PlanChange, Kind, Planned, Stage,
+};
+use crate::cloud::terraform::{
+    reference, string_map, tf_name, value, values, RenderError, Resource as TfResource, Terraform,
 };
 use crate::cloud::Cloud;
 
@@ -458,6 +462,228 @@ async fn attempt_describe(cloud: &Cloud, ids: &[String]) -> Vec<ec2::SecurityGro
             );
             Vec::new()
         }
+    }
+}
+
+/// The security groups themselves, as a [`Task`]: made before their rules, which name each other.
+pub struct SecurityGroupsTask;
+
+impl Task for SecurityGroupsTask {
+    type Actual = Actual;
+    type Change = Change;
+
+    fn recorded<'s>(&self, state: &'s ActualState) -> &'s Actual {
+        &state.security_groups
+    }
+
+    fn keep(&self, state: &mut ActualState, actual: Actual) {
+        state.security_groups = actual;
+    }
+
+    async fn find(&self, finder: &Finder<'_>, wanted: Wanted<'_>) -> Result<Actual, UpdateError> {
+        find(finder.cloud, wanted.model, finder.known.vpc_id.as_deref()).await
+    }
+
+    fn learn(
+        &self,
+        wanted: Wanted<'_>,
+        actual: &Actual,
+        known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        learn(wanted.model, actual, known);
+        Ok(())
+    }
+
+    fn diff(
+        &self,
+        wanted: Wanted<'_>,
+        _known: &Known,
+        actual: &Actual,
+    ) -> Result<Vec<Change>, UpdateError> {
+        Ok(diff_groups(wanted.model, actual))
+    }
+
+    async fn apply(
+        &self,
+        target: &Target<'_>,
+        changes: &[Change],
+        known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        apply(target, changes, known).await
+    }
+
+    fn render_terraform(
+        &self,
+        wanted: Wanted<'_>,
+        changes: &[Change],
+        known: &mut Known,
+        terraform: &mut Terraform,
+    ) -> Result<(), RenderError> {
+        for change in changes {
+            let Change::CreateGroup(group) = change else {
+                return Err(RenderError::NotACreate {
+                    resource: "security group rules".to_string(),
+                    action: "rules in the groups' step",
+                });
+            };
+            let tf = tf_name(&group.name);
+            terraform.resource(
+                "aws_security_group",
+                &tf,
+                TfResource::new()
+                    .attr("description", group.description.as_str())
+                    .attr("name", group.name.as_str())
+                    .attr("tags", string_map(&tags_named(wanted.model, &group.name)))
+                    .attr("vpc_id", value(known.vpc_id.as_deref().unwrap_or_default())),
+            )?;
+            let id = reference("aws_security_group", &tf, "id");
+            // EC2 gives a new group an egress rule allowing everything; Terraform removes it unless it is
+            // declared, so it is declared (as kops does): the same group as the direct apply's.
+            terraform.resource(
+                "aws_security_group_rule",
+                &tf_name(&format!("{}-egress-all-0to0-0-0-0-0--0", group.name)),
+                TfResource::new()
+                    .attr("cidr_blocks", values(&["0.0.0.0/0"]))
+                    .attr("from_port", 0)
+                    .attr("protocol", "-1")
+                    .attr("security_group_id", value(&id))
+                    .attr("to_port", 0)
+                    .attr("type", "egress"),
+            )?;
+            let output = match group.role {
+                Role::ControlPlane => "master_security_group_ids",
+                Role::Node => "node_security_group_ids",
+            };
+            terraform.output(output, values(&[&id]));
+            known.security_group_ids.insert(group.role, id);
+        }
+        Ok(())
+    }
+}
+
+/// The security groups' ingress rules, as a [`Task`]: diffed once every group's id is known. Reads what
+/// [`SecurityGroupsTask`] found.
+pub struct SecurityGroupRulesTask;
+
+impl Task for SecurityGroupRulesTask {
+    type Actual = Actual;
+    type Change = Change;
+
+    fn recorded<'s>(&self, state: &'s ActualState) -> &'s Actual {
+        &state.security_groups
+    }
+
+    fn keep(&self, state: &mut ActualState, actual: Actual) {
+        state.security_groups = actual;
+    }
+
+    async fn find(&self, finder: &Finder<'_>, _wanted: Wanted<'_>) -> Result<Actual, UpdateError> {
+        Ok(finder.found.security_groups.clone())
+    }
+
+    fn diff(
+        &self,
+        wanted: Wanted<'_>,
+        known: &Known,
+        actual: &Actual,
+    ) -> Result<Vec<Change>, UpdateError> {
+        Ok(diff_rules(wanted.model, known, actual))
+    }
+
+    async fn apply(
+        &self,
+        target: &Target<'_>,
+        changes: &[Change],
+        known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        apply(target, changes, known).await
+    }
+
+    fn render_terraform(
+        &self,
+        _wanted: Wanted<'_>,
+        changes: &[Change],
+        known: &mut Known,
+        terraform: &mut Terraform,
+    ) -> Result<(), RenderError> {
+        for change in changes {
+            let Change::Rules {
+                role,
+                name,
+                add,
+                remove,
+                ..
+            } = change
+            else {
+                return Err(RenderError::NotACreate {
+                    resource: "security groups".to_string(),
+                    action: "groups in the rules' step",
+                });
+            };
+            if !remove.is_empty() {
+                return Err(RenderError::NotACreate {
+                    resource: format!("SecurityGroup {name}"),
+                    action: "a rule's removal",
+                });
+            }
+            let group_id = known
+                .security_group_ids
+                .get(role)
+                .cloned()
+                .unwrap_or_default();
+            for (_, rule) in add {
+                let ports = carries_ports(&rule.protocol);
+                let (from, to) = if ports {
+                    (rule.from_port, rule.to_port)
+                } else {
+                    (0, 0)
+                };
+                let (source_name, source_attr, source) = match &rule.source {
+                    Source::Cidr(cidr) if cidr.contains(':') => {
+                        (cidr.clone(), "ipv6_cidr_blocks", values(&[cidr]))
+                    }
+                    Source::Cidr(cidr) => (cidr.clone(), "cidr_blocks", values(&[cidr])),
+                    Source::Group(from_role) => (
+                        role_resource_name_of(from_role),
+                        "source_security_group_id",
+                        value(
+                            known
+                                .security_group_ids
+                                .get(from_role)
+                                .map_or("", String::as_str),
+                        ),
+                    ),
+                };
+                let protocol = if rule.protocol == "-1" {
+                    "all"
+                } else {
+                    rule.protocol.as_str()
+                };
+                let rule_name = tf_name(&format!(
+                    "from-{source_name}-ingress-{protocol}-{from}to{to}-{name}"
+                ));
+                terraform.resource(
+                    "aws_security_group_rule",
+                    &rule_name,
+                    TfResource::new()
+                        .attr(source_attr, source)
+                        .attr("from_port", i64::from(from))
+                        .attr("protocol", rule.protocol.as_str())
+                        .attr("security_group_id", value(&group_id))
+                        .attr("to_port", i64::from(to))
+                        .attr("type", "ingress"),
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How a rule's Terraform name calls a role's group.
+fn role_resource_name_of(role: &Role) -> String {
+    match role {
+        Role::ControlPlane => "control-plane".to_string(),
+        Role::Node => "nodes".to_string(),
     }
 }
 

@@ -6,11 +6,15 @@ use std::collections::BTreeMap;
 use aws_sdk_ec2::types as ec2;
 use serde::{Deserialize, Serialize};
 
-use super::{Known, SharedTag, Target};
+use super::{tags_named, ActualState, Known, SharedTag, Target};
 use crate::cloud::aws::{call, owned_filter, tag_map, tag_spec};
 use crate::cloud::error::UpdateError;
+use crate::cloud::kinds::task::{Finder, Task, Wanted};
 use crate::cloud::model::{ClusterModel, SubnetModel};
 use crate::cloud::plan::{Action, Change as PlanChange, Kind, Planned, Stage};
+use crate::cloud::terraform::{
+    reference, string_map, tf_name, value, values, RenderError, Resource as TfResource, Terraform,
+};
 use crate::cloud::Cloud;
 
 /// A subnet as found.
@@ -191,12 +195,7 @@ pub async fn apply(
         let vpc_id = known.vpc_id.clone().unwrap_or_default();
         let cidr = subnet.cidr.clone().unwrap_or_default();
         let mut tags = target.tags_named(&subnet.resource_name);
-        let role_tag = if subnet.public {
-            "kubernetes.io/role/elb"
-        } else {
-            "kubernetes.io/role/internal-elb"
-        };
-        tags.insert(role_tag.into(), "1".into());
+        tags.insert(role_tag(subnet.public).into(), "1".into());
         let created = call(&resource, "CreateSubnet", || {
             ec2c.create_subnet()
                 .vpc_id(&vpc_id)
@@ -225,4 +224,108 @@ pub async fn delete(
         cloud.ec2.delete_subnet().subnet_id(&subnet.id).send()
     })
     .await
+}
+
+/// The subnets as a [`Task`].
+pub struct SubnetsTask;
+
+impl Task for SubnetsTask {
+    type Actual = Actual;
+    type Change = Change;
+
+    fn recorded<'s>(&self, state: &'s ActualState) -> &'s Actual {
+        &state.subnets
+    }
+
+    fn keep(&self, state: &mut ActualState, actual: Actual) {
+        state.subnets = actual;
+    }
+
+    async fn find(&self, finder: &Finder<'_>, wanted: Wanted<'_>) -> Result<Actual, UpdateError> {
+        find(finder.cloud, wanted.model).await
+    }
+
+    fn learn(
+        &self,
+        wanted: Wanted<'_>,
+        actual: &Actual,
+        known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        known.subnet_ids = subnet_ids(wanted.model, actual);
+        Ok(())
+    }
+
+    fn diff(
+        &self,
+        wanted: Wanted<'_>,
+        _known: &Known,
+        actual: &Actual,
+    ) -> Result<Vec<Change>, UpdateError> {
+        diff(wanted.model, actual)
+    }
+
+    async fn apply(
+        &self,
+        target: &Target<'_>,
+        changes: &[Change],
+        known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        apply(target, changes, known).await
+    }
+
+    fn render_terraform(
+        &self,
+        wanted: Wanted<'_>,
+        changes: &[Change],
+        known: &mut Known,
+        terraform: &mut Terraform,
+    ) -> Result<(), RenderError> {
+        let model = wanted.model;
+        for change in changes {
+            let subnet = match change {
+                Change::TagShared(tag) => {
+                    tag.render_terraform(terraform)?;
+                    continue;
+                }
+                Change::Create(subnet) => subnet,
+            };
+            let tf = tf_name(&subnet.resource_name);
+            let mut tags = tags_named(model, &subnet.resource_name);
+            tags.insert(role_tag(subnet.public).into(), "1".into());
+            terraform.resource(
+                "aws_subnet",
+                &tf,
+                TfResource::new()
+                    .attr("availability_zone", subnet.zone.as_str())
+                    .attr("cidr_block", subnet.cidr.clone().unwrap_or_default())
+                    .attr("tags", string_map(&tags))
+                    .attr("vpc_id", value(known.vpc_id.as_deref().unwrap_or_default())),
+            )?;
+            known
+                .subnet_ids
+                .insert(subnet.name.clone(), reference("aws_subnet", &tf, "id"));
+        }
+        // kops's outputs: every subnet's id, and each by the spec's name.
+        let ids: Vec<&String> = model
+            .subnets
+            .iter()
+            .filter_map(|s| known.subnet_ids.get(&s.name))
+            .collect();
+        terraform.output("subnet_ids", values(&ids));
+        for subnet in &model.subnets {
+            if let Some(id) = known.subnet_ids.get(&subnet.name) {
+                terraform.output(&format!("subnet_{}_id", tf_name(&subnet.name)), value(id));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The tag that tells Kubernetes's load balancer controllers which subnets are for which load balancers.
+fn role_tag(public: bool) -> &'static str {
+    if public {
+        "kubernetes.io/role/elb"
+    } else {
+        "kubernetes.io/role/internal-elb"
+    }
 }

@@ -16,11 +16,15 @@ use ballast_state::etcd_volume::{
 use ballast_state::spec::ClusterConfig;
 use serde::{Deserialize, Serialize};
 
-use super::Target;
+use super::{ActualState, Known, Target};
 use crate::cloud::aws::{call, failure, filter, owned_filter, tag_map, tag_spec};
 use crate::cloud::error::UpdateError;
+use crate::cloud::kinds::task::{Finder, Task, Wanted};
 use crate::cloud::model::ClusterModel;
 use crate::cloud::plan::{Action, Change as PlanChange, Kind, Planned, Stage};
+use crate::cloud::terraform::{
+    string_map, tf_name, RenderError, Resource as TfResource, Terraform,
+};
 use crate::cloud::Cloud;
 
 /// A member's volume as the spec wants it.
@@ -400,3 +404,73 @@ pub async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), Update
 
 #[cfg(test)]
 mod tests;
+
+/// etcd's volumes as a [`Task`].
+pub struct EtcdVolumesTask;
+
+impl Task for EtcdVolumesTask {
+    type Actual = Actual;
+    type Change = Change;
+
+    fn recorded<'s>(&self, state: &'s ActualState) -> &'s Actual {
+        &state.etcd_volumes
+    }
+
+    fn keep(&self, state: &mut ActualState, actual: Actual) {
+        state.etcd_volumes = actual;
+    }
+
+    async fn find(&self, finder: &Finder<'_>, wanted: Wanted<'_>) -> Result<Actual, UpdateError> {
+        find(finder.cloud, wanted.model).await
+    }
+
+    fn diff(
+        &self,
+        wanted: Wanted<'_>,
+        _known: &Known,
+        actual: &Actual,
+    ) -> Result<Vec<Change>, UpdateError> {
+        diff(&self::wanted(wanted.completed, wanted.model)?, actual)
+    }
+
+    async fn apply(
+        &self,
+        target: &Target<'_>,
+        changes: &[Change],
+        _known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        apply(target, changes).await
+    }
+
+    fn render_terraform(
+        &self,
+        _wanted: Wanted<'_>,
+        changes: &[Change],
+        _known: &mut Known,
+        terraform: &mut Terraform,
+    ) -> Result<(), RenderError> {
+        for change in changes {
+            let want = match change {
+                Change::Create(want) => want,
+                Change::Modify { wanted, .. } | Change::Tag { wanted, .. } => {
+                    return Err(RenderError::NotACreate {
+                        resource: format!("EtcdVolume {}", wanted.name),
+                        action: "an update",
+                    })
+                }
+            };
+            let mut volume = TfResource::new()
+                .attr("availability_zone", want.zone.as_str())
+                .attr("encrypted", want.encrypted);
+            if let Some(key) = &want.kms_key_id {
+                volume = volume.attr("kms_key_id", key.as_str());
+            }
+            volume = volume
+                .attr("size", i64::from(want.size_gib))
+                .attr("tags", string_map(&want.tags))
+                .attr("type", want.volume_type.as_str());
+            terraform.resource("aws_ebs_volume", &tf_name(&want.name), volume)?;
+        }
+        Ok(())
+    }
+}
