@@ -16,8 +16,9 @@ use ballast_state::pki::EncryptionKeys;
 use nodeup::render::types::{EncryptionConfiguration, Kubeconfig, KubeletConfiguration};
 use nodeup::render::{self, ControlPlaneSecrets, NodeFacts, Rendered, Secrets};
 
-const CASES: [&str; 12] = [
+const CASES: [&str; 13] = [
     "control-plane",
+    "control-plane-irsa",
     "control-plane-ssh",
     "worker-ssh",
     "control-plane-encryption-off",

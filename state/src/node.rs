@@ -145,6 +145,12 @@ pub struct ControlPlaneSettings {
     pub audit_log_path: String,
     pub audit_log_max_age_days: u32,
     pub etcd: EtcdSettings,
+    /// The published service-account issuer (IRSA, `docs/irsa.md`); absent: the in-cluster issuer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_issuer: Option<crate::irsa::node::IssuerSettings>,
+    /// Roles of Ballast's AWS-calling add-ons on IRSA; absent: they use the instance role.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addon_roles: Option<crate::irsa::node::AddonRoles>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -248,6 +254,8 @@ pub fn render_node_spec_with_keys(
                 .then(|| encryption.provider.unwrap_or(EncryptionProvider::Secretbox)),
             audit_log_path: "/var/log/kubernetes/audit.log".to_string(),
             audit_log_max_age_days: 30,
+            service_account_issuer: None,
+            addon_roles: None,
             etcd: EtcdSettings {
                 member_name,
                 members: etcd

@@ -256,6 +256,34 @@ anonymous:
     - path: /healthz
 ";
 
+/// `--flag` of `--flag=value`.
+fn flag_name(arg: &str) -> &str {
+    arg.split_once('=').map_or(arg, |(name, _)| name)
+}
+
+/// The issuer flags. Without discovery, the in-cluster issuer alone (kube-apiserver's defaults do the rest).
+/// With it (IRSA, `docs/irsa.md`): the published issuer first (tokens are signed as the first), the old one
+/// still accepted so tokens issued before the switch work until they expire, the published JWKS's URL, and the
+/// API audiences (`ballast_state::irsa::node::IssuerSettings`).
+fn service_account_issuer_args(spec: &NodeSpec, settings: &ControlPlaneSettings) -> Vec<String> {
+    let Some(issuer) = &settings.service_account_issuer else {
+        return vec![format!(
+            "--service-account-issuer=https://kubernetes.default.svc.{}",
+            spec.cluster_domain
+        )];
+    };
+    let mut args: Vec<String> = std::iter::once(&issuer.issuer)
+        .chain(&issuer.previous_issuers)
+        .map(|i| format!("--service-account-issuer={i}"))
+        .collect();
+    args.push(format!("--service-account-jwks-uri={}", issuer.jwks_uri));
+    args.push(format!(
+        "--api-audiences={}",
+        issuer.api_audiences.join(",")
+    ));
+    args
+}
+
 fn api_server(spec: &NodeSpec, settings: &ControlPlaneSettings, node: &NodeFacts) -> Pod {
     let mut args = vec![
         format!("--advertise-address={}", node.private_ip),
@@ -286,10 +314,6 @@ fn api_server(spec: &NodeSpec, settings: &ControlPlaneSettings, node: &NodeFacts
             pki::KUBERNETES_CA_CERT
         ),
         "--kubelet-preferred-address-types=InternalIP,Hostname".to_string(),
-        format!(
-            "--service-account-issuer=https://kubernetes.default.svc.{}",
-            spec.cluster_domain
-        ),
         format!("--service-account-key-file={}", pki::SERVICE_ACCOUNT_PUB),
         format!(
             "--service-account-signing-key-file={}",
@@ -311,7 +335,10 @@ fn api_server(spec: &NodeSpec, settings: &ControlPlaneSettings, node: &NodeFacts
             paths::ENCRYPTION_CONFIG
         ));
     }
-    args.sort();
+    args.extend(service_account_issuer_args(spec, settings));
+    // By flag name only, and stable: a repeated flag keeps its order, which matters for
+    // --service-account-issuer (the first is the one tokens are signed as).
+    args.sort_by(|a, b| flag_name(a).cmp(flag_name(b)));
     let log_dir = std::path::Path::new(&settings.audit_log_path)
         .parent()
         .map(|p| p.display().to_string())

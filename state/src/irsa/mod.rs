@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod discovery;
 pub mod naming;
+pub mod node;
 pub mod store;
 pub mod trust;
 pub mod validate;
