@@ -599,6 +599,55 @@ def patch_resource_tag_conditions_of_volume_attachment() -> None:
     IAMRequestBase.check_action_permitted = check_action_permitted
 
 
+def patch_policy_variable_userid() -> None:
+    """The policy variable `${aws:userid}` in an assumed role's policies (moto.iam.access_control).
+
+    moto gap (5.2.5): policy variables are never substituted; `${aws:userid}` stays literal text (and its `$`
+    becomes a regex anchor in moto's resource match), so a statement naming it never applies. On AWS, for a
+    role's session it is `<role-id>:<session-name>`, and EC2 names an instance role's session after the
+    instance ("IAM identifiers", aws:userid), which is how Ballast lets each node write its own log tail and no
+    other (`logs/${aws:userid}.json`, docs/toolbox.md). Fix: the policies an assumed role's access key collects
+    are returned with `${aws:userid}` replaced by that session's user id (moto's own AssumedRole.user_id, what
+    sts:GetCallerIdentity answers). IAM users' policies are left as they are (no statement Ballast writes for a
+    user names the variable; left literal it matches nothing, which fails closed).
+    Internals: AssumedRoleAccessKey (_access_key_id, collect_policies), sts_backends[..][..].assumed_roles,
+    Policy.versions / is_default / document, get_role_policy's (name, document).
+    """
+    import json
+
+    from moto.iam.access_control import AssumedRoleAccessKey
+    from moto.iam.models import Policy
+    from moto.sts.models import sts_backends
+
+    original = AssumedRoleAccessKey.collect_policies
+    variable = "${aws:userid}"
+
+    def document_of(policy):  # type: ignore[no-untyped-def]
+        if isinstance(policy, Policy):
+            return next(v.document for v in policy.versions if v.is_default)
+        if isinstance(policy, dict):
+            return policy["policy_document"]
+        return policy
+
+    def collect_policies(self):  # type: ignore[no-untyped-def]
+        policies = original(self)
+        user_id = None
+        for assumed in sts_backends[self.account_id][self.partition].assumed_roles:
+            if assumed.access_key_id == self._access_key_id:
+                user_id = assumed.user_id
+        if user_id is None:
+            return policies
+        out = []
+        for policy in policies:
+            document = document_of(policy)
+            if not isinstance(document, str):
+                document = json.dumps(document)
+            out.append(document.replace(variable, user_id))
+        return out
+
+    AssumedRoleAccessKey.collect_policies = collect_policies
+
+
 # Instance shutdowns: what the instance runner must know and cannot read from moto's state.
 # Instance id -> whether its last TerminateInstances/StopInstances asked SkipOsShutdown (a power cut).
 POWER_CUTS: dict[str, bool] = {}
@@ -1238,6 +1287,7 @@ PATCHES = [
     patch_asg_instance_reports_its_version,
     patch_launch_template_profile_and_metadata_options,
     patch_resource_tag_conditions_of_volume_attachment,
+    patch_policy_variable_userid,
     patch_bucket_versioning_root_element,
     patch_s3_conditional_writes_atomic,
     patch_register_image_root_device_name,

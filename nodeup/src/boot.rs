@@ -10,6 +10,7 @@ use ballast_etcd::peers::Ec2Peers;
 use ballast_etcd::process::EtcdTls;
 use ballast_etcd::supervisor::{PeerNames, Supervisor as EtcdSupervisor, SupervisorConfig};
 use ballast_state::addon_report::AddonsReport;
+use ballast_state::log_tail::TailReason;
 use ballast_state::node::{BootConfig, ControlPlaneSettings, NodeSpec};
 use ballast_state::node_bootstrap::NodeBootstrapService;
 use ballast_state::report::{NodeReport, Phase, ServiceState, Step};
@@ -28,6 +29,7 @@ use crate::model::{paths, pki, ControlPlaneSecrets, NodeFacts, RenderedFile, Sec
 use crate::render::{self, Rendered};
 use crate::report::{self, step, ReportDestination};
 use crate::services::{self, ServiceManager, ServiceMode, Supervisor, Systemd};
+use crate::tail_publish::TailPublisher;
 use crate::volume::attach::{attach_and_mount, VolumeError, VolumeRequest};
 use crate::write::{self, WriteOutcome};
 use crate::{bootstrap, cert_plan, certs, notify};
@@ -90,6 +92,21 @@ pub async fn run(
     state.report.finished_at = report::now_rfc3339();
     state.report.log_tail = tail.lines();
     report::publish(&cli.root, &state.report, state.report_destination()).await;
+    // The log tail (crate::tail_publish): a failed boot's at once; a control-plane node's kept published.
+    let wants_tail = result.is_err() || state.etcd.is_some();
+    let tails = match (&state.store, &state.cluster, wants_tail) {
+        (Some(store), Some(cluster), true) => {
+            Some(TailPublisher::new(store.clone(), cluster, &state.report.instance_id).await)
+        }
+        _ => None,
+    };
+    if let (Err(_), Some(tails)) = (&result, &tails) {
+        tails.publish(tail, TailReason::BootFailed).await;
+    }
+    let tail_keeper = match (&result, tails, state.etcd.is_some()) {
+        (Ok(()), Some(tails), true) => Some(tokio::spawn(tails.keep_published(tail.clone()))),
+        _ => None,
+    };
     if result.is_ok() {
         notify::notify_ready();
     }
@@ -111,6 +128,9 @@ pub async fn run(
     }
     if let Some(publisher) = state.bootstrap_publisher.take() {
         publisher.abort();
+    }
+    if let Some(keeper) = tail_keeper {
+        keeper.abort();
     }
     result
 }

@@ -43,6 +43,7 @@ pub mod render;
 pub mod report;
 pub mod retry;
 pub mod services;
+pub mod tail_publish;
 pub mod volume;
 pub mod write;
 

@@ -1,30 +1,46 @@
-//! nodeup's log, teed: to stderr as usual, and the last lines kept in memory for the boot report.
+//! nodeup's log, teed: to stderr as usual, and the last lines kept in memory, redacted
+//! (`ballast_state::redact`) and cut to a bound (`ballast_state::log_tail`), for the boot report and the
+//! published log tail (`crate::tail_publish`). The etcd supervisor runs inside nodeup on control-plane nodes;
+//! its lines (the `ballast_etcd` target) are kept apart, so that a busy supervisor never pushes out the boot's.
 
 use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-/// How many lines the boot report keeps.
-pub const TAIL_LINES: usize = 60;
+pub use ballast_state::log_tail::TAIL_LINES;
 
-/// The last [`TAIL_LINES`] lines logged.
+/// The tracing target prefix of the etcd supervisor's events.
+const ETCD_TARGET: &str = "ballast_etcd";
+
+/// The last [`TAIL_LINES`] lines logged by nodeup, and as many of the etcd supervisor's.
 #[derive(Debug, Clone, Default)]
 pub struct LogTail {
     lines: Arc<Mutex<VecDeque<String>>>,
+    etcd: Arc<Mutex<VecDeque<String>>>,
 }
 
 impl LogTail {
+    /// nodeup's own lines, oldest first.
     pub fn lines(&self) -> Vec<String> {
-        self.lines
-            .lock()
-            .map(|l| l.iter().cloned().collect())
-            .unwrap_or_default()
+        copy(&self.lines)
     }
+
+    /// The etcd supervisor's lines, oldest first.
+    pub fn etcd_lines(&self) -> Vec<String> {
+        copy(&self.etcd)
+    }
+}
+
+fn copy(lines: &Mutex<VecDeque<String>>) -> Vec<String> {
+    lines
+        .lock()
+        .map(|l| l.iter().cloned().collect())
+        .unwrap_or_default()
 }
 
 /// One event's writer: buffers the formatted event, pushes its lines on drop.
 pub struct TailWriter {
-    tail: LogTail,
+    lines: Arc<Mutex<VecDeque<String>>>,
     buf: Vec<u8>,
 }
 
@@ -41,13 +57,15 @@ impl Write for TailWriter {
 
 impl Drop for TailWriter {
     fn drop(&mut self) {
+        // Redacted as one event first (a PEM block spans lines), then line by line as kept.
         let text = String::from_utf8_lossy(&self.buf);
-        if let Ok(mut lines) = self.tail.lines.lock() {
+        let text = ballast_state::redact::redact(&text);
+        if let Ok(mut lines) = self.lines.lock() {
             for line in text.lines().filter(|l| !l.is_empty()) {
                 if lines.len() == TAIL_LINES {
                     lines.pop_front();
                 }
-                lines.push_back(line.to_string());
+                lines.push_back(ballast_state::log_tail::kept_line(line));
             }
         }
     }
@@ -58,7 +76,19 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogTail {
 
     fn make_writer(&'a self) -> Self::Writer {
         TailWriter {
-            tail: self.clone(),
+            lines: self.lines.clone(),
+            buf: Vec::new(),
+        }
+    }
+
+    fn make_writer_for(&'a self, meta: &tracing::Metadata<'_>) -> Self::Writer {
+        let lines = if meta.target().starts_with(ETCD_TARGET) {
+            &self.etcd
+        } else {
+            &self.lines
+        };
+        TailWriter {
+            lines: lines.clone(),
             buf: Vec::new(),
         }
     }
@@ -123,5 +153,40 @@ mod tests {
         assert!(text.contains("another kube error"), "{text}");
         assert!(text.contains("configured"), "{text}");
         assert!(!text.contains("not at info"), "{text}");
+    }
+
+    /// The etcd supervisor's lines are kept apart from nodeup's, and a key logged by mistake is never kept.
+    #[test]
+    fn etcd_lines_apart_and_keys_redacted() {
+        let tail = super::LogTail::default();
+        let subscriber = tracing_subscriber::registry().with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(tail.clone())
+                .with_ansi(false),
+        );
+        let key = ballast_state::pki::generate_ca("x", "X")
+            .expect("ca")
+            .key_pem;
+        with_default(subscriber, || {
+            tracing::info!(target: "nodeup::boot", "booting");
+            for i in 0..2 * super::TAIL_LINES {
+                tracing::info!(target: "ballast_etcd::supervisor", "round {i}");
+            }
+            tracing::error!(target: "nodeup::fetch", "oops {key}");
+        });
+        let nodeup = tail.lines().join("\n");
+        assert!(nodeup.contains("booting"), "{nodeup}");
+        assert!(!nodeup.contains("round"), "{nodeup}");
+        assert!(
+            nodeup.contains(ballast_state::redact::REDACTED_KEY),
+            "{nodeup}"
+        );
+        assert!(!nodeup.contains("PRIVATE KEY-----"), "{nodeup}");
+        let etcd = tail.etcd_lines();
+        assert_eq!(etcd.len(), super::TAIL_LINES);
+        assert!(
+            etcd[0].ends_with(&format!("round {}", super::TAIL_LINES)),
+            "{etcd:?}"
+        );
     }
 }
