@@ -75,8 +75,7 @@ fn outcomes() -> BTreeMap<&'static str, Option<Vec<&'static str>>> {
         (
             "irsa",
             refused(&[
-                "Cluster/minimal.example.com spec.serviceAccountIssuerDiscovery",
-                "Cluster/minimal.example.com spec.iam.serviceAccountExternalPermissions",
+                "Cluster/minimal.example.com spec.certManager",
                 "Cluster/minimal.example.com spec.podIdentityWebhook",
             ]),
         ),
@@ -457,6 +456,22 @@ fn compare(case: &str, imported: &Import) -> Vec<String> {
         );
     }
     out
+}
+
+#[test]
+fn irsa_s_issuer_discovery_and_service_account_permissions_are_mapped() {
+    let imported = import_case("irsa", CHOICES);
+    for path in [
+        "spec.serviceAccountIssuerDiscovery",
+        "spec.iam.serviceAccountExternalPermissions",
+    ] {
+        let fate = imported
+            .fields
+            .iter()
+            .find(|f| f.path == path)
+            .unwrap_or_else(|| panic!("{path}: no fate"));
+        assert!(matches!(fate.fate, Fate::Mapped(_)), "{path}: {fate:?}");
+    }
 }
 
 #[test]

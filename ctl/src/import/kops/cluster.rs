@@ -398,12 +398,18 @@ fn spec_fields(
             addon(r, field, what, v);
         }
     }
-    if f.take("serviceAccountIssuerDiscovery").is_some() {
-        r.refused(
-            "spec.serviceAccountIssuerDiscovery",
-            "Ballast's import does not map service-account issuer discovery yet: remove the field, and give pods \
-             AWS permissions another way, or keep this cluster on kops",
-        );
+    if let Some(v) = f.take("serviceAccountIssuerDiscovery") {
+        let path = "spec.serviceAccountIssuerDiscovery";
+        match yaml_serde::from_value(v) {
+            Ok(discovery) => {
+                r.mapped(path, path);
+                mapped.spec.service_account_issuer_discovery = Some(Box::new(discovery));
+            }
+            Err(e) => r.refused(
+                path,
+                format!("not in the shape Ballast reads (kops's): {e}"),
+            ),
+        }
     }
     r.finish(f, NO_EQUIVALENT);
 }
@@ -526,17 +532,25 @@ fn iam(r: &mut Recorder<'_>, v: Value, spec: &mut ClusterSpec) {
             out.permissions_boundary = Some(arn);
         }
     }
-    for field in [
-        "serviceAccountExternalPermissions",
-        "useServiceAccountExternalPermissions",
-    ] {
-        if i.take(field).is_some() {
-            r.refused(
-                &format!("spec.iam.{field}"),
-                "Ballast's import does not map IAM roles for service accounts yet: remove the field and give \
-                 workloads AWS permissions another way, or keep this cluster on kops",
-            );
+    if let Some(v) = i.take("serviceAccountExternalPermissions") {
+        let path = "spec.iam.serviceAccountExternalPermissions";
+        match yaml_serde::from_value(v) {
+            Ok(permissions) => {
+                r.mapped(path, path);
+                out.service_account_external_permissions = permissions;
+            }
+            Err(e) => r.refused(
+                path,
+                format!("not in the shape Ballast reads (kops's): {e}"),
+            ),
         }
+    }
+    if i.take("useServiceAccountExternalPermissions").is_some() {
+        r.refused(
+            "spec.iam.useServiceAccountExternalPermissions",
+            "kops then gives its own add-ons IAM roles of their own; Ballast's add-ons keep their permissions on \
+             the node roles: remove the field",
+        );
     }
     r.finish(i, NO_EQUIVALENT);
     if out != ClusterIamSpec::default() {
