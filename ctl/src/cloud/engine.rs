@@ -13,7 +13,8 @@ use super::aws::{cluster_instances, tag_map, GROUP_TAG, NODE_SPEC_HASH_TAG};
 use super::kinds::task::{Finder, Home, RunOptions, Task, Wanted};
 use super::kinds::{
     auto_scaling_groups, iam, launch_templates, leftovers, load_balancer, network, node_specs,
-    routes, security_groups, subnets, volumes, ActualState, Known, Target,
+    oidc_discovery, oidc_provider, routes, security_groups, service_account_roles, subnets, volumes,
+    ActualState, Known, Target,
 };
 use super::model::ClusterModel;
 use super::plan::{Plan, Stage};
@@ -146,6 +147,10 @@ const STAGES: [(Stage, &[&dyn Step]); 9] = [
             &security_groups::SecurityGroupsTask,
             &security_groups::SecurityGroupRulesTask,
             &iam::IamTask,
+            // IRSA: the issuer's documents, the provider trusting it, the roles trusting the provider.
+            &oidc_discovery::OidcDiscoveryTask,
+            &oidc_provider::OidcProviderTask,
+            &service_account_roles::ServiceAccountRolesTask,
         ],
     ),
     (Stage::LoadBalancer, &[&load_balancer::LoadBalancerTask]),

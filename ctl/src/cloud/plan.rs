@@ -78,6 +78,10 @@ pub enum Kind {
     NodeSpec,
     LaunchTemplate,
     AutoScalingGroup,
+    /// A published service-account discovery document (IRSA).
+    OidcDocument,
+    /// The IAM OIDC provider trusting the cluster's issuer (IRSA).
+    OidcProvider,
 }
 
 impl Kind {
@@ -100,6 +104,8 @@ impl Kind {
             Kind::NodeSpec => "NodeSpec",
             Kind::LaunchTemplate => "LaunchTemplate",
             Kind::AutoScalingGroup => "AutoScalingGroup",
+            Kind::OidcDocument => "OidcDocument",
+            Kind::OidcProvider => "OidcProvider",
         }
     }
 }

@@ -21,9 +21,12 @@ pub mod launch_templates;
 pub mod leftovers;
 pub mod load_balancer;
 pub mod network;
+pub mod oidc_discovery;
+pub mod oidc_provider;
 pub mod node_specs;
 pub mod routes;
 pub mod security_groups;
+pub mod service_account_roles;
 pub mod subnets;
 pub mod task;
 pub mod volumes;
@@ -57,6 +60,12 @@ pub struct Known {
     pub target_group_arn: Option<String>,
     pub node_spec_hashes: BTreeMap<String, String>,
     pub launch_template_ids: BTreeMap<String, String>,
+    /// The published service-account issuer (IRSA, `oidc_discovery`): node specs carry it.
+    pub service_account_issuer: Option<ballast_state::irsa::node::IssuerSettings>,
+    /// The IAM OIDC provider's ARN, once it exists (`oidc_provider`).
+    pub oidc_provider_arn: Option<String>,
+    /// The roles of Ballast's add-ons on IRSA (`service_account_roles`): node specs carry them.
+    pub addon_roles: Option<ballast_state::irsa::node::AddonRoles>,
 }
 
 /// What the kinds' `apply` works on: the AWS clients, the state store and the model (for names and tags).
@@ -90,6 +99,12 @@ pub struct ActualState {
     pub security_groups: security_groups::Actual,
     #[serde(default)]
     pub iam: iam::Actual,
+    #[serde(default)]
+    pub oidc_discovery: oidc_discovery::Actual,
+    #[serde(default)]
+    pub oidc_provider: oidc_provider::Actual,
+    #[serde(default)]
+    pub service_account_roles: service_account_roles::Actual,
     #[serde(default)]
     pub load_balancer: load_balancer::Actual,
     #[serde(default)]

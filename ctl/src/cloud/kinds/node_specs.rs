@@ -220,6 +220,21 @@ impl NodeSpecsTask {
             .load_balancer_dns
             .as_deref()
             .map(|dns| render(wanted.completed, wanted.model, dns, &actual.keys))
+            .transpose()?
+            .map(|specs| {
+                specs
+                    .into_iter()
+                    .map(|spec| {
+                        let group = spec.spec.instance_group.clone();
+                        ballast_state::irsa::node::with_irsa(
+                            spec,
+                            known.service_account_issuer.as_ref(),
+                            known.addon_roles.as_ref(),
+                        )
+                        .map_err(|source| UpdateError::NodeSpec { group, source })
+                    })
+                    .collect()
+            })
             .transpose()
     }
 }

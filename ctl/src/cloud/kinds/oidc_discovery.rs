@@ -1,0 +1,356 @@
+//! The service-account issuer's discovery documents (IRSA, `docs/irsa.md`): `/.well-known/openid-configuration`
+//! and `/openid/v1/jwks` in `spec.serviceAccountIssuerDiscovery.discoveryStore`, public-read (object ACLs: those
+//! two objects only; the rest of the bucket, and the state store, stay private). Rendered purely by
+//! `ballast_state::irsa::discovery` from the service-account keyset's trusted keys, so a rotation's stage changes
+//! the JWKS at the next `update cluster`, and a second run finds nothing to change.
+//!
+//! `learn` puts the issuer in [`Known`]: the node specs (API server flags), the OIDC provider and the service
+//! accounts' trust policies follow it.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{ObjectCannedAcl, Permission, Type};
+use ballast_state::digest::sha256_hex;
+use ballast_state::irsa::discovery::{jwks, openid_configuration, published_public_keys, to_json};
+use ballast_state::irsa::node::IssuerSettings;
+use ballast_state::irsa::store::{DiscoveryStore, JWKS, OPENID_CONFIGURATION};
+use ballast_state::irsa::IrsaSettings;
+use ballast_state::layout::ClusterPaths;
+use serde::{Deserialize, Serialize};
+
+use super::task::{Finder, Home, Task, Wanted};
+use super::{ActualState, Known, Target};
+use crate::cloud::aws::{call, find as find_call};
+use crate::cloud::error::UpdateError;
+use crate::cloud::model::ClusterModel;
+use crate::cloud::plan::{Action, Change as PlanChange, Kind, Planned, Stage};
+use crate::cloud::terraform::{RenderError, Terraform};
+
+/// The group every ACL grant to "anyone" names.
+const ALL_USERS: &str = "http://acs.amazonaws.com/groups/global/AllUsers";
+const FIELD: &str = "spec.serviceAccountIssuerDiscovery.discoveryStore";
+
+/// One published document as found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PublishedObject {
+    pub sha256: String,
+    /// Whether its ACL lets anyone read it.
+    pub public: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Actual {
+    /// The custom S3 endpoint of this run (`AWS_ENDPOINT_URL`, the local cloud's), from which the issuer is built
+    /// path-style; none on AWS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3_endpoint: Option<String>,
+    /// The service-account public keys to publish (PEM), primary first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub public_keys: Vec<String>,
+    /// The documents found, by S3 key.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub objects: BTreeMap<String, PublishedObject>,
+}
+
+/// Writes one document, public-read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub bucket: String,
+    pub key: String,
+    pub body: String,
+    pub previous: Option<PublishedObject>,
+}
+
+impl Planned for Change {
+    fn planned(&self) -> Vec<PlanChange> {
+        let action = if self.previous.is_some() {
+            Action::Update
+        } else {
+            Action::Create
+        };
+        let mut change = PlanChange::new(
+            Stage::SecurityAndIam,
+            Kind::OidcDocument,
+            format!("s3://{}/{}", self.bucket, self.key),
+            action,
+        );
+        let sha = sha256_hex(self.body.as_bytes());
+        let previous_sha = self.previous.as_ref().map(|p| p.sha256.clone());
+        if previous_sha.as_deref() != Some(sha.as_str()) {
+            change = change.field(
+                "sha256",
+                previous_sha.map(|s| s[..12.min(s.len())].to_string()),
+                &sha[..12],
+            );
+        }
+        if !self.previous.as_ref().is_some_and(|p| p.public) {
+            change = change.field(
+                "acl",
+                self.previous.as_ref().map(|_| "private".to_string()),
+                "public-read",
+            );
+        }
+        vec![change]
+    }
+}
+
+/// The discovery store and issuer of a cluster with discovery on.
+pub struct Discovery {
+    pub store: DiscoveryStore,
+    pub issuer: String,
+}
+
+/// The parsed store and the issuer this run publishes (pure); `None` with discovery off.
+pub fn discovery(wanted: Wanted<'_>, actual: &Actual) -> Result<Option<Discovery>, UpdateError> {
+    let Some(irsa) = IrsaSettings::of(&wanted.completed.cluster.spec) else {
+        return Ok(None);
+    };
+    let store = DiscoveryStore::parse(&irsa.discovery.discovery_store).map_err(|e| {
+        UpdateError::Refused {
+            resource: format!("Cluster/{}", wanted.model.cluster),
+            field: FIELD,
+            message: e.to_string(),
+        }
+    })?;
+    let state = &wanted.model.state;
+    if store.overlaps_state_store(&state.bucket, &state.prefix) {
+        return Err(UpdateError::Refused {
+            resource: format!("Cluster/{}", wanted.model.cluster),
+            field: FIELD,
+            message: format!(
+                "{store} holds or is inside the state store (s3://{}/{}): its two documents are public, and the \
+                 state store holds the cluster's private keys; use another bucket, or a prefix of this bucket \
+                 beside the state store's (only the two documents there are made public)",
+                state.bucket, state.prefix
+            ),
+        });
+    }
+    let issuer = store.issuer(&wanted.model.region, actual.s3_endpoint.as_deref());
+    Ok(Some(Discovery { store, issuer }))
+}
+
+/// The documents wanted (pure): key -> body.
+pub fn documents(
+    store: &DiscoveryStore,
+    issuer: &str,
+    public_keys: &[String],
+) -> Result<Vec<(String, String)>, UpdateError> {
+    let set = jwks(public_keys).map_err(|e| UpdateError::Missing {
+        resource: "service-account keyset".to_string(),
+        message: format!(
+            "{e}: the JWKS cannot be published; `ballast get secrets service-account` lists the keys"
+        ),
+    })?;
+    Ok(vec![
+        (
+            store.key(OPENID_CONFIGURATION),
+            to_json(&openid_configuration(issuer, &set)),
+        ),
+        (store.key(JWKS), to_json(&set)),
+    ])
+}
+
+/// The S3 client for the discovery store: the standard configuration in the cluster's region, path-style with
+/// a custom endpoint (as the state store's client), and that endpoint.
+async fn s3(region: &str) -> (aws_sdk_s3::Client, Option<String>) {
+    let shared = aws_config::from_env()
+        .region(aws_config::Region::new(region.to_string()))
+        .load()
+        .await;
+    let endpoint = shared.endpoint_url().map(str::to_string);
+    let mut builder = aws_sdk_s3::config::Builder::from(&shared);
+    if endpoint.is_some() {
+        builder = builder.force_path_style(true);
+    }
+    (aws_sdk_s3::Client::from_conf(builder.build()), endpoint)
+}
+
+async fn find(finder: &Finder<'_>, wanted: Wanted<'_>) -> Result<Actual, UpdateError> {
+    if IrsaSettings::of(&wanted.completed.cluster.spec).is_none() {
+        return Ok(Actual::default());
+    }
+    let model: &ClusterModel = wanted.model;
+    let (client, s3_endpoint) = s3(&model.region).await;
+    let mut actual = Actual {
+        s3_endpoint,
+        ..Default::default()
+    };
+    let keys = ballast_store::keystore::node_keys(finder.store, &model.cluster)
+        .await
+        .map_err(|source| UpdateError::Keys {
+            cluster: model.cluster.clone(),
+            source: Box::new(source),
+        })?;
+    let paths = ClusterPaths::new(&model.cluster);
+    for key in published_public_keys(&paths, keys.service_account.as_ref()) {
+        let object = finder
+            .store
+            .get(&key)
+            .await?
+            .ok_or_else(|| UpdateError::Missing {
+                resource: format!("state store object {key}"),
+                message:
+                    "a trusted service-account public key is missing: restore it from the bucket's \
+                          versions"
+                        .to_string(),
+            })?;
+        actual
+            .public_keys
+            .push(String::from_utf8_lossy(&object.data).into_owned());
+    }
+    let Some(discovery) = discovery(wanted, &actual)? else {
+        return Ok(actual);
+    };
+    let bucket = &discovery.store.bucket;
+    for key in [
+        discovery.store.key(OPENID_CONFIGURATION),
+        discovery.store.key(JWKS),
+    ] {
+        let resource = format!("s3://{bucket}/{key}");
+        let Some(object) = find_call(&resource, "GetObject", &["NoSuchKey", "NotFound"], || {
+            client.get_object().bucket(bucket).key(&key).send()
+        })
+        .await?
+        else {
+            continue;
+        };
+        let body = object
+            .body
+            .collect()
+            .await
+            .map(|data| data.into_bytes())
+            .unwrap_or_default();
+        let acl = call(&resource, "GetObjectAcl", || {
+            client.get_object_acl().bucket(bucket).key(&key).send()
+        })
+        .await?;
+        let public = acl.grants().iter().any(|grant| {
+            grant
+                .grantee()
+                .is_some_and(|g| g.r#type() == &Type::Group && g.uri() == Some(ALL_USERS))
+                && matches!(
+                    grant.permission(),
+                    Some(Permission::Read | Permission::FullControl)
+                )
+        });
+        actual.objects.insert(
+            key,
+            PublishedObject {
+                sha256: sha256_hex(&body),
+                public,
+            },
+        );
+    }
+    Ok(actual)
+}
+
+fn diff(wanted: Wanted<'_>, actual: &Actual) -> Result<Vec<Change>, UpdateError> {
+    let Some(discovery) = discovery(wanted, actual)? else {
+        return Ok(Vec::new());
+    };
+    let documents = documents(&discovery.store, &discovery.issuer, &actual.public_keys)?;
+    Ok(documents
+        .into_iter()
+        .filter_map(|(key, body)| {
+            let previous = actual.objects.get(&key).cloned();
+            let same = previous
+                .as_ref()
+                .is_some_and(|p| p.public && p.sha256 == sha256_hex(body.as_bytes()));
+            (!same).then(|| Change {
+                bucket: discovery.store.bucket.clone(),
+                key,
+                body,
+                previous,
+            })
+        })
+        .collect())
+}
+
+async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), UpdateError> {
+    if changes.is_empty() {
+        return Ok(());
+    }
+    let (client, _) = s3(&target.model.region).await;
+    for change in changes {
+        let resource = format!("s3://{}/{}", change.bucket, change.key);
+        call(&resource, "PutObject", || {
+            client
+                .put_object()
+                .bucket(&change.bucket)
+                .key(&change.key)
+                .content_type("application/json")
+                .acl(ObjectCannedAcl::PublicRead)
+                .body(ByteStream::from(change.body.clone().into_bytes()))
+                .send()
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// The discovery documents as a [`Task`].
+pub struct OidcDiscoveryTask;
+
+impl Task for OidcDiscoveryTask {
+    type Actual = Actual;
+    type Change = Change;
+
+    fn home(&self) -> Home {
+        // Published by Ballast whatever the target: Terraform cannot read the keyset.
+        Home::StateStore
+    }
+
+    fn recorded<'s>(&self, state: &'s ActualState) -> &'s Actual {
+        &state.oidc_discovery
+    }
+
+    fn keep(&self, state: &mut ActualState, actual: Actual) {
+        state.oidc_discovery = actual;
+    }
+
+    async fn find(&self, finder: &Finder<'_>, wanted: Wanted<'_>) -> Result<Actual, UpdateError> {
+        find(finder, wanted).await
+    }
+
+    fn learn(
+        &self,
+        wanted: Wanted<'_>,
+        actual: &Actual,
+        known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        known.service_account_issuer =
+            discovery(wanted, actual)?.map(|d| IssuerSettings::published(&d.issuer));
+        Ok(())
+    }
+
+    fn diff(
+        &self,
+        wanted: Wanted<'_>,
+        _known: &Known,
+        actual: &Actual,
+    ) -> Result<Vec<Change>, UpdateError> {
+        diff(wanted, actual)
+    }
+
+    async fn apply(
+        &self,
+        target: &Target<'_>,
+        changes: &[Change],
+        _known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        apply(target, changes).await
+    }
+
+    fn render_terraform(
+        &self,
+        _wanted: Wanted<'_>,
+        _changes: &[Change],
+        _known: &mut Known,
+        _terraform: &mut Terraform,
+    ) -> Result<(), RenderError> {
+        Ok(())
+    }
+}

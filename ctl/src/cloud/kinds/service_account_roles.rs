@@ -1,0 +1,486 @@
+//! IAM roles for service accounts (IRSA, `docs/irsa.md`): one role per entry of
+//! `spec.iam.serviceAccountExternalPermissions`, and, with the OIDC provider on, one each for Ballast's own
+//! AWS-calling add-ons (the cloud controller manager, the EBS CSI driver's controller), whose statements then
+//! leave the control-plane role. Each role's trust policy lets only its service account's tokens from this
+//! cluster's issuer assume it (`ballast_state::irsa::trust`); names are kops's
+//! (`ballast_state::irsa::naming`); managed policies are attached, the inline policy is put as `irsa`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use aws_sdk_iam::types::Tag;
+use ballast_state::irsa::naming::service_account_role_name;
+use ballast_state::irsa::node::AddonRoles;
+use ballast_state::irsa::trust::{inline_policy_document, service_account_trust_policy};
+use ballast_state::irsa::{
+    addons_on_irsa, IrsaSettings, ServiceAccountRef, CLOUD_CONTROLLER_MANAGER_ACCOUNT,
+    EBS_CSI_CONTROLLER_ACCOUNT,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::task::{Finder, Task, Wanted};
+use super::{ActualState, Known, Target};
+use crate::cloud::aws::{call, find as find_call, ownership_tag};
+use crate::cloud::error::UpdateError;
+use crate::cloud::plan::{Action, Change as PlanChange, Kind, Planned, Stage, KNOWN_AFTER_APPLY};
+use crate::cloud::terraform::{RenderError, Terraform};
+
+/// The name of each role's inline policy.
+pub const INLINE_POLICY_NAME: &str = "irsa";
+/// Tag naming the service account a role is for (`namespace/name`): what `delete cluster` finds them by, with
+/// the ownership tag.
+pub const SERVICE_ACCOUNT_TAG: &str = "ballast.dev/service-account";
+
+/// One role the cluster wants (pure).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WantedRole {
+    pub name: String,
+    pub namespace: String,
+    pub service_account: String,
+    pub trust: Value,
+    pub policy_arns: Vec<String>,
+    pub inline: Option<Value>,
+}
+
+/// Every role wanted, in the spec's order, the add-ons' last; empty without the OIDC provider. `provider_arn`
+/// is the OIDC provider's (`None` before it exists: the plan shows the trust as known after apply).
+pub fn wanted_roles(
+    wanted: Wanted<'_>,
+    issuer: &str,
+    provider_arn: Option<&str>,
+) -> Result<Vec<WantedRole>, UpdateError> {
+    let spec = &wanted.completed.cluster.spec;
+    let Some(irsa) = IrsaSettings::of(spec).filter(|i| i.oidc_provider) else {
+        return Ok(Vec::new());
+    };
+    let cluster = &wanted.model.cluster;
+    let provider = provider_arn.unwrap_or(KNOWN_AFTER_APPLY);
+    let role =
+        |namespace: &str, name: &str, policy_arns: Vec<String>, inline: Option<Value>| WantedRole {
+            name: service_account_role_name(name, namespace, cluster),
+            namespace: namespace.to_string(),
+            service_account: name.to_string(),
+            trust: service_account_trust_policy(provider, issuer, namespace, name),
+            policy_arns,
+            inline,
+        };
+    let mut roles = Vec::new();
+    for (i, permission) in irsa.permissions.iter().enumerate() {
+        let aws = permission.aws.clone().unwrap_or_default();
+        let inline = aws
+            .inline_policy
+            .as_deref()
+            .map(inline_policy_document)
+            .transpose()
+            .map_err(|e| UpdateError::Refused {
+                resource: format!("Cluster/{cluster}"),
+                field: "spec.iam.serviceAccountExternalPermissions",
+                message: format!("[{i}].aws.inlinePolicy: {e}"),
+            })?;
+        roles.push(role(
+            &permission.namespace,
+            &permission.name,
+            aws.policy_arns,
+            inline,
+        ));
+    }
+    if addons_on_irsa(spec) {
+        for (account, statements) in addon_statements(cluster) {
+            roles.push(role(
+                account.namespace,
+                account.name,
+                Vec::new(),
+                Some(json!({"Version": "2012-10-17", "Statement": statements})),
+            ));
+        }
+    }
+    Ok(roles)
+}
+
+/// The add-ons on IRSA and their statements (the same `ctl/src/cloud/ccm.rs` and `ctl/src/cloud/ebs_csi.rs`
+/// give the control-plane role without IRSA).
+pub fn addon_statements(cluster: &str) -> [(ServiceAccountRef, Vec<Value>); 2] {
+    [
+        (
+            CLOUD_CONTROLLER_MANAGER_ACCOUNT,
+            crate::cloud::ccm::ccm_iam_statements(cluster),
+        ),
+        (
+            EBS_CSI_CONTROLLER_ACCOUNT,
+            crate::cloud::ebs_csi::ebs_csi_iam_statements(cluster),
+        ),
+    ]
+}
+
+/// The add-ons' role ARNs, from the account and partition of the cluster's instance profiles (`Known`):
+/// known before the roles exist, so the node specs name them in the same run.
+pub fn addon_roles(wanted: Wanted<'_>, known: &Known) -> Option<AddonRoles> {
+    if !addons_on_irsa(&wanted.completed.cluster.spec) {
+        return None;
+    }
+    let profile = known.profile_arns.values().next()?;
+    // arn:PARTITION:iam::ACCOUNT:instance-profile/NAME
+    let mut parts = profile.split(':');
+    let (partition, account) = (parts.nth(1)?, parts.nth(2)?);
+    let arn = |account_ref: ServiceAccountRef| {
+        format!(
+            "arn:{partition}:iam::{account}:role/{}",
+            service_account_role_name(
+                account_ref.name,
+                account_ref.namespace,
+                &wanted.model.cluster
+            )
+        )
+    };
+    Some(AddonRoles {
+        cloud_controller_manager: Some(arn(CLOUD_CONTROLLER_MANAGER_ACCOUNT)),
+        ebs_csi_controller: Some(arn(EBS_CSI_CONTROLLER_ACCOUNT)),
+    })
+}
+
+/// One role as found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FoundRole {
+    pub arn: String,
+    /// The trust policy, decoded.
+    pub trust: String,
+    #[serde(default)]
+    pub policy_arns: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline: Option<String>,
+    pub owned: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Actual {
+    /// By role name.
+    #[serde(default)]
+    pub roles: BTreeMap<String, FoundRole>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub role: WantedRole,
+    /// `None`: the role is created.
+    pub found: Option<FoundRole>,
+    pub trust: bool,
+    pub attach: Vec<String>,
+    pub detach: Vec<String>,
+    pub inline: bool,
+}
+
+impl Planned for Change {
+    fn planned(&self) -> Vec<PlanChange> {
+        let account = format!("{}/{}", self.role.namespace, self.role.service_account);
+        let mut change = PlanChange::new(
+            Stage::SecurityAndIam,
+            Kind::IamRole,
+            &self.role.name,
+            if self.found.is_some() {
+                Action::Update
+            } else {
+                Action::Create
+            },
+        );
+        if self.found.is_none() {
+            change = change.field("serviceAccount", None, account);
+        }
+        if self.trust {
+            change = change.field(
+                "trust",
+                self.found.as_ref().map(|_| "(other)".to_string()),
+                "sts:AssumeRoleWithWebIdentity",
+            );
+        }
+        if !self.attach.is_empty() || !self.detach.is_empty() {
+            change = change.field(
+                "policyARNs",
+                (!self.detach.is_empty()).then(|| format!("-[{}]", self.detach.join(","))),
+                format!("+[{}]", self.attach.join(",")),
+            );
+        }
+        if self.inline {
+            let hash = self
+                .role
+                .inline
+                .as_ref()
+                .map(|v| ballast_state::digest::sha256_hex(v.to_string().as_bytes()))
+                .unwrap_or_else(|| "(none)".to_string());
+            change = change.field(
+                INLINE_POLICY_NAME,
+                self.found
+                    .as_ref()
+                    .and_then(|f| f.inline.as_ref())
+                    .map(|_| "(other)".to_string()),
+                &hash[..12.min(hash.len())],
+            );
+        }
+        vec![change]
+    }
+}
+
+fn parse(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or(Value::String(text.to_string()))
+}
+
+fn decode(text: &str) -> String {
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+fn issuer_and_provider(known: &Known) -> Option<(String, Option<String>)> {
+    let issuer = known.service_account_issuer.as_ref()?.issuer.clone();
+    Some((issuer, known.oidc_provider_arn.clone()))
+}
+
+async fn find(finder: &Finder<'_>, wanted: Wanted<'_>) -> Result<Actual, UpdateError> {
+    let Some((issuer, provider)) = issuer_and_provider(finder.known) else {
+        return Ok(Actual::default());
+    };
+    let iam = &finder.cloud.iam;
+    let key = ownership_tag(&wanted.model.cluster);
+    let mut actual = Actual::default();
+    for role in wanted_roles(wanted, &issuer, provider.as_deref())? {
+        let name = &role.name;
+        let Some(found) = find_call(name, "GetRole", &["NoSuchEntity"], || {
+            iam.get_role().role_name(name).send()
+        })
+        .await?
+        else {
+            continue;
+        };
+        let Some(aws_role) = found.role() else {
+            continue;
+        };
+        let attached = call(name, "ListAttachedRolePolicies", || {
+            iam.list_attached_role_policies().role_name(name).send()
+        })
+        .await?;
+        let inline = find_call(name, "GetRolePolicy", &["NoSuchEntity"], || {
+            iam.get_role_policy()
+                .role_name(name)
+                .policy_name(INLINE_POLICY_NAME)
+                .send()
+        })
+        .await?;
+        actual.roles.insert(
+            name.clone(),
+            FoundRole {
+                arn: aws_role.arn().to_string(),
+                trust: aws_role
+                    .assume_role_policy_document()
+                    .map(decode)
+                    .unwrap_or_default(),
+                policy_arns: attached
+                    .attached_policies()
+                    .iter()
+                    .filter_map(|p| p.policy_arn().map(str::to_string))
+                    .collect(),
+                inline: inline.map(|p| decode(p.policy_document())),
+                owned: aws_role
+                    .tags()
+                    .iter()
+                    .any(|t| t.key() == key && t.value() == "owned"),
+            },
+        );
+    }
+    Ok(actual)
+}
+
+fn diff(wanted: Wanted<'_>, known: &Known, actual: &Actual) -> Result<Vec<Change>, UpdateError> {
+    let Some((issuer, provider)) = issuer_and_provider(known) else {
+        return Ok(Vec::new());
+    };
+    let mut changes = Vec::new();
+    for role in wanted_roles(wanted, &issuer, provider.as_deref())? {
+        let Some(found) = actual.roles.get(&role.name) else {
+            changes.push(Change {
+                attach: role.policy_arns.clone(),
+                detach: Vec::new(),
+                trust: true,
+                inline: role.inline.is_some(),
+                found: None,
+                role,
+            });
+            continue;
+        };
+        if !found.owned {
+            return Err(UpdateError::Refused {
+                resource: format!("IamRole {}", role.name),
+                field: "spec.iam.serviceAccountExternalPermissions",
+                message: "exists without this cluster's ownership tag: Ballast changes only roles it made; \
+                          delete or rename that role"
+                    .to_string(),
+            });
+        }
+        let have: BTreeSet<&String> = found.policy_arns.iter().collect();
+        let want: BTreeSet<&String> = role.policy_arns.iter().collect();
+        let change = Change {
+            trust: parse(&found.trust) != role.trust,
+            attach: want.difference(&have).map(|s| s.to_string()).collect(),
+            detach: have.difference(&want).map(|s| s.to_string()).collect(),
+            inline: found.inline.as_deref().map(parse) != role.inline,
+            found: Some(found.clone()),
+            role,
+        };
+        if change.trust || change.inline || !change.attach.is_empty() || !change.detach.is_empty() {
+            changes.push(change);
+        }
+    }
+    Ok(changes)
+}
+
+async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), UpdateError> {
+    let iam = &target.cloud.iam;
+    let boundary = target
+        .model
+        .roles
+        .iter()
+        .find_map(|r| r.permissions_boundary.clone());
+    for change in changes {
+        let role = &change.role;
+        let name = &role.name;
+        let trust = role.trust.to_string();
+        match &change.found {
+            None => {
+                let mut tags = target.tags_named(name);
+                tags.insert(
+                    SERVICE_ACCOUNT_TAG.to_string(),
+                    format!("{}/{}", role.namespace, role.service_account),
+                );
+                let tags: Vec<Tag> = tags
+                    .into_iter()
+                    .filter_map(|(k, v)| Tag::builder().key(k).value(v).build().ok())
+                    .collect();
+                call(name, "CreateRole", || {
+                    iam.create_role()
+                        .role_name(name)
+                        .assume_role_policy_document(&trust)
+                        .description(format!(
+                            "IRSA: service account {}/{} of cluster {}",
+                            role.namespace, role.service_account, target.model.cluster
+                        ))
+                        .set_permissions_boundary(boundary.clone())
+                        .set_tags(Some(tags.clone()))
+                        .send()
+                })
+                .await?;
+            }
+            Some(_) if change.trust => {
+                call(name, "UpdateAssumeRolePolicy", || {
+                    iam.update_assume_role_policy()
+                        .role_name(name)
+                        .policy_document(&trust)
+                        .send()
+                })
+                .await?;
+            }
+            Some(_) => {}
+        }
+        for arn in &change.attach {
+            call(name, "AttachRolePolicy", || {
+                iam.attach_role_policy()
+                    .role_name(name)
+                    .policy_arn(arn)
+                    .send()
+            })
+            .await?;
+        }
+        for arn in &change.detach {
+            call(name, "DetachRolePolicy", || {
+                iam.detach_role_policy()
+                    .role_name(name)
+                    .policy_arn(arn)
+                    .send()
+            })
+            .await?;
+        }
+        if change.inline {
+            match &role.inline {
+                Some(document) => {
+                    let document = document.to_string();
+                    call(name, "PutRolePolicy", || {
+                        iam.put_role_policy()
+                            .role_name(name)
+                            .policy_name(INLINE_POLICY_NAME)
+                            .policy_document(&document)
+                            .send()
+                    })
+                    .await?;
+                }
+                None => {
+                    call(name, "DeleteRolePolicy", || {
+                        iam.delete_role_policy()
+                            .role_name(name)
+                            .policy_name(INLINE_POLICY_NAME)
+                            .send()
+                    })
+                    .await?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The service accounts' roles as a [`Task`].
+pub struct ServiceAccountRolesTask;
+
+impl Task for ServiceAccountRolesTask {
+    type Actual = Actual;
+    type Change = Change;
+
+    fn recorded<'s>(&self, state: &'s ActualState) -> &'s Actual {
+        &state.service_account_roles
+    }
+
+    fn keep(&self, state: &mut ActualState, actual: Actual) {
+        state.service_account_roles = actual;
+    }
+
+    async fn find(&self, finder: &Finder<'_>, wanted: Wanted<'_>) -> Result<Actual, UpdateError> {
+        find(finder, wanted).await
+    }
+
+    fn learn(
+        &self,
+        wanted: Wanted<'_>,
+        _actual: &Actual,
+        known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        known.addon_roles = addon_roles(wanted, known);
+        Ok(())
+    }
+
+    fn diff(
+        &self,
+        wanted: Wanted<'_>,
+        known: &Known,
+        actual: &Actual,
+    ) -> Result<Vec<Change>, UpdateError> {
+        diff(wanted, known, actual)
+    }
+
+    async fn apply(
+        &self,
+        target: &Target<'_>,
+        changes: &[Change],
+        _known: &mut Known,
+    ) -> Result<(), UpdateError> {
+        apply(target, changes).await
+    }
+
+    fn render_terraform(
+        &self,
+        _wanted: Wanted<'_>,
+        _changes: &[Change],
+        _known: &mut Known,
+        _terraform: &mut Terraform,
+    ) -> Result<(), RenderError> {
+        // Not rendered yet: IRSA's resources are made with `--target direct` (docs/irsa.md says so).
+        Ok(())
+    }
+}
