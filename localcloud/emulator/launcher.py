@@ -1203,10 +1203,20 @@ def patch_assume_role_with_web_identity() -> None:
     from moto.utilities.utils import get_partition
 
     class NotAuthorized(_RESTError):
+        """403 AccessDenied in STS's own error shape (one <Error> under <ErrorResponse>): moto's generic
+        <Errors><Error> wrapper is read by botocore but not by the Rust SDK, which then sees no error code."""
+
         code = 403
 
         def __init__(self) -> None:
-            super().__init__("AccessDenied", "Not authorized to perform sts:AssumeRoleWithWebIdentity")
+            message = "Not authorized to perform sts:AssumeRoleWithWebIdentity"
+            super().__init__("AccessDenied", message)
+            self.description = (
+                '<?xml version="1.0" encoding="UTF-8"?>\n'
+                '<ErrorResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">'
+                f"<Error><Type>Sender</Type><Code>AccessDenied</Code><Message>{message}</Message></Error>"
+                "</ErrorResponse>"
+            )
 
     original_auth = TokenResponse._authenticate_and_authorize_normal_action
 
