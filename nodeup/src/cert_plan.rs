@@ -237,6 +237,31 @@ pub fn kubelet_serving(hostname: &str, ips: &[IpAddr]) -> CertPlan {
     .names(&[hostname], ips)
 }
 
+/// The Pod Identity Webhook's serving certificate (nodeup/src/addons/pod_identity_webhook.rs), on a control-plane
+/// node of a cluster with IAM roles for service accounts: the names the API server dials its `kube-system` Service
+/// `service` by, server authentication only, signed by the Kubernetes CA (the webhook's `caBundle`). Written as
+/// `tls.crt` and `tls.key` in a directory of its own ([`pki::POD_IDENTITY_WEBHOOK_DIR`]).
+pub fn pod_identity_webhook(service: &str, cluster_domain: &str) -> CertPlan {
+    let svc = format!("{service}.kube-system.svc");
+    CertPlan::new(
+        &format!("{}/tls", pki::POD_IDENTITY_WEBHOOK_DIR),
+        Signer::Kubernetes,
+        &svc,
+        None,
+        true,
+        false,
+    )
+    .names(
+        &[
+            service,
+            &format!("{service}.kube-system"),
+            &svc,
+            &format!("{svc}.{cluster_domain}"),
+        ],
+        &[],
+    )
+}
+
 /// A worker's kubelet client certificate, as the bootstrap service issues it (crate::bootstrap::issue): what a
 /// certificate already on the node must say to be kept.
 pub fn worker_kubelet_client(hostname: &str) -> CertPlan {
@@ -298,6 +323,22 @@ mod tests {
 
     fn ips(list: &[&str]) -> Vec<IpAddr> {
         list.iter().map(|ip| ip.parse().expect("an ip")).collect()
+    }
+
+    #[test]
+    fn the_pod_identity_webhook_certificate_names_its_service_in_a_directory_of_its_own() {
+        let plan = pod_identity_webhook("pod-identity-webhook", "cluster.local");
+        assert_eq!(
+            plan.summary(),
+            "/etc/kubernetes/pki/pod-identity-webhook/tls.crt signer=Kubernetes \
+             cn=pod-identity-webhook.kube-system.svc o=- server=true client=false \
+             dns=[pod-identity-webhook,pod-identity-webhook.kube-system,pod-identity-webhook.kube-system.svc,\
+             pod-identity-webhook.kube-system.svc.cluster.local] ip=[]"
+        );
+        assert_eq!(
+            plan.key_path,
+            "/etc/kubernetes/pki/pod-identity-webhook/tls.key"
+        );
     }
 
     #[test]

@@ -68,6 +68,9 @@ pub mod pki {
     pub const KUBELET_SERVING: &str = "/var/lib/kubelet/pki/kubelet-server";
     /// The node bootstrap service's serving certificate (control plane; crate::bootstrap).
     pub const NODE_BOOTSTRAP: &str = "/etc/kubernetes/pki/node-bootstrap";
+    /// The Pod Identity Webhook's serving certificate, `tls.crt` and `tls.key` (control plane, with IAM roles for
+    /// service accounts): a directory of its own, the only host path the webhook's pods mount.
+    pub const POD_IDENTITY_WEBHOOK_DIR: &str = "/etc/kubernetes/pki/pod-identity-webhook";
 
     /// A stem's certificate path.
     pub fn cert(stem: &str) -> String {

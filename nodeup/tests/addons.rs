@@ -117,6 +117,70 @@ fn each_networking_choice_renders_its_golden_addon_set() {
     assert_golden(&dir.join("summary.txt"), summary(&set));
 }
 
+/// The Pod Identity Webhook's objects for the control-plane spec's cluster with two service accounts with IAM
+/// roles and three control-plane nodes (`tests/data/addons/pod-identity-webhook/`), with the test CA certificate
+/// (`tests/data/secrets/kubernetes-ca.crt`, a placeholder) as its `caBundle`.
+#[test]
+fn the_pod_identity_webhook_renders_its_golden_objects() {
+    use nodeup::addons::pod_identity_webhook::{PodIdentityWebhookConfig, ServiceAccountRole};
+    let spec = spec(Networking::Cilium);
+    let (minor, release) = test_release(&spec.kubernetes_version);
+    let role = |namespace: &str, name: &str| ServiceAccountRole {
+        namespace: namespace.into(),
+        name: name.into(),
+        role_arn: format!(
+            "arn:aws:iam::111122223333:role/{name}.{namespace}.sa.{}",
+            spec.cluster_name
+        ),
+    };
+    let config = PodIdentityWebhookConfig {
+        region: "us-west-2".into(),
+        token_audience: "amazonaws.com".into(),
+        ca_certificate_pem: std::fs::read_to_string(data().join("secrets/kubernetes-ca.crt"))
+            .expect("the test CA"),
+        control_plane_nodes: 3,
+        service_accounts: vec![role("team-a", "reader"), role("default", "uploader")],
+    };
+    let set = addons::set::pod_identity_webhook_set(&release, &minor, &config).expect("renders");
+    let dir = data().join("addons/pod-identity-webhook");
+    assert_golden(&dir.join("objects.yaml"), objects_yaml(&set));
+    assert_golden(&dir.join("summary.txt"), summary(&set));
+    // The image is the pinned one, by digest, never pulled; the webhook configuration comes last.
+    let text = objects_yaml(&set);
+    let images: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("image:"))
+        .collect();
+    assert_eq!(images.len(), 1, "{images:?}");
+    assert!(
+        images[0].contains("amazon-eks-pod-identity-webhook:v0.5.7@sha256:"),
+        "{}",
+        images[0]
+    );
+    assert!(!text.contains("imagePullPolicy: Always"));
+    assert_eq!(
+        set.objects.last().map(|o| o.kind().to_string()),
+        Some("MutatingWebhookConfiguration".to_string())
+    );
+    // With the embedded manifest's real pins the image is unpinned, and rendering says so, naming it.
+    let manifest = ComponentManifest::embedded().expect("the embedded manifest");
+    let (minor, real) = manifest
+        .release_exact(&spec.kubernetes_version)
+        .expect("pinned");
+    match addons::set::pod_identity_webhook_set(real, minor, &config) {
+        Err(AddonError::ImageUnpinned { reference, .. }) => {
+            assert_eq!(
+                reference,
+                "docker.io/amazon/amazon-eks-pod-identity-webhook:v0.5.7"
+            )
+        }
+        other => panic!(
+            "expected ImageUnpinned, got {:?}",
+            other.map(|s| s.versions)
+        ),
+    }
+}
+
 #[test]
 fn kube_proxy_is_installed_unless_cilium_replaces_it() {
     for (networking, name) in CHOICES {

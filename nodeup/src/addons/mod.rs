@@ -3,7 +3,8 @@
 //! - [`set`] (pure): the add-on set of a node spec's release and networking: Ballast's own typed objects
 //!   ([`objects`]: CoreDNS, kube-proxy unless the CNI replaces it, the AWS cloud controller manager, the
 //!   certificate-rotation binding; [`cilium`]: Cilium; [`ebs_csi`]: the EBS CSI driver and the default
-//!   StorageClass) and, for amazon-vpc and calico, the CNI's objects parsed from its baked upstream manifest
+//!   StorageClass; [`pod_identity_webhook`]: the Pod Identity Webhook, with IAM roles for service accounts) and,
+//!   for amazon-vpc and calico, the CNI's objects parsed from its baked upstream manifest
 //!   ([`cni`]), every image pinned by digest (`images/manifest.yaml`).
 //! - [`apply`] (I/O): server-side apply through `kube`, field manager `ballast`, conflicts retried with a
 //!   bounded backoff; an object whose applied hash annotation already matches is left alone, so a second run
@@ -16,6 +17,7 @@ pub mod cilium;
 pub mod cni;
 pub mod ebs_csi;
 pub mod objects;
+pub mod pod_identity_webhook;
 pub mod runner;
 pub mod set;
 

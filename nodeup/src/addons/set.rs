@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use ballast_state::components::addons::{
     self as pins, cni_addon, cni_replaces_kube_proxy, AWS_CLOUD_CONTROLLER_MANAGER,
-    AWS_EBS_CSI_DRIVER, CILIUM, COREDNS, KUBE_PROXY,
+    AWS_EBS_CSI_DRIVER, CILIUM, COREDNS, KUBE_PROXY, POD_IDENTITY_WEBHOOK,
 };
 use ballast_state::components::{Addon, Release};
 use ballast_state::node::NodeSpec;
@@ -13,6 +13,7 @@ use ballast_state::spec::Networking;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use super::pod_identity_webhook::{pod_identity_webhook, PodIdentityWebhookConfig};
 use super::{cilium, cni, ebs_csi, objects, AddonError, AddonObject};
 
 /// Certificate rotation's binding belongs to no upstream add-on; it is named this in the report.
@@ -189,6 +190,56 @@ pub fn render(
     })
 }
 
+/// The Pod Identity Webhook's objects (IAM roles for service accounts), in apply order, with the release's pinned
+/// image: its add-on version and objects, to be added to a cluster's set when the node spec turns it on.
+pub fn pod_identity_webhook_set(
+    release: &Release,
+    minor: &str,
+    config: &PodIdentityWebhookConfig,
+) -> Result<AddonSet, AddonError> {
+    let addon =
+        release
+            .addons
+            .get(POD_IDENTITY_WEBHOOK)
+            .ok_or_else(|| AddonError::AddonNotPinned {
+                addon: POD_IDENTITY_WEBHOOK.to_string(),
+                minor: minor.to_string(),
+            })?;
+    let pinned =
+        addon
+            .images
+            .get(POD_IDENTITY_WEBHOOK)
+            .ok_or_else(|| AddonError::ImageNotPinned {
+                addon: POD_IDENTITY_WEBHOOK.to_string(),
+                image: POD_IDENTITY_WEBHOOK.to_string(),
+                minor: minor.to_string(),
+            })?;
+    let image = pinned
+        .pinned_reference()
+        .ok_or_else(|| AddonError::ImageUnpinned {
+            addon: POD_IDENTITY_WEBHOOK.to_string(),
+            image: POD_IDENTITY_WEBHOOK.to_string(),
+            reference: pinned.reference.clone(),
+        })?;
+    let w = pod_identity_webhook(config, &image);
+    let mut out = Vec::new();
+    push(&mut out, POD_IDENTITY_WEBHOOK, &w.service_account)?;
+    push(&mut out, POD_IDENTITY_WEBHOOK, &w.role)?;
+    push(&mut out, POD_IDENTITY_WEBHOOK, &w.cluster_role)?;
+    push(&mut out, POD_IDENTITY_WEBHOOK, &w.role_binding)?;
+    push(&mut out, POD_IDENTITY_WEBHOOK, &w.cluster_role_binding)?;
+    push(&mut out, POD_IDENTITY_WEBHOOK, &w.config)?;
+    push(&mut out, POD_IDENTITY_WEBHOOK, &w.service)?;
+    push(&mut out, POD_IDENTITY_WEBHOOK, &w.disruption_budget)?;
+    push(&mut out, POD_IDENTITY_WEBHOOK, &w.deployment)?;
+    push(&mut out, POD_IDENTITY_WEBHOOK, &w.webhook)?;
+    out.sort_by_key(|o| apply_rank(o.kind()));
+    Ok(AddonSet {
+        versions: BTreeMap::from([(POD_IDENTITY_WEBHOOK.to_string(), addon.version.clone())]),
+        objects: out,
+    })
+}
+
 fn push<T: Serialize + k8s_openapi::Resource>(
     out: &mut Vec<AddonObject>,
     addon: &str,
@@ -216,6 +267,8 @@ fn apply_rank(kind: &str) -> u8 {
         "ConfigMap" | "Secret" => 6,
         "Service" => 7,
         "DaemonSet" | "Deployment" | "StatefulSet" | "Job" => 9,
+        // An admission webhook once the workload that serves it is applied.
+        "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration" => 10,
         _ => 8,
     }
 }

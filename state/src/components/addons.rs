@@ -27,11 +27,15 @@ pub const CILIUM: &str = "cilium";
 pub const CALICO: &str = "calico";
 /// The EBS CSI driver (rendered by Ballast): without it no PersistentVolume works on AWS.
 pub const AWS_EBS_CSI_DRIVER: &str = "aws-ebs-csi-driver";
+/// The Amazon EKS Pod Identity Webhook (rendered by Ballast): gives pods of service accounts with an IAM role
+/// their web-identity credentials; installed when `spec.serviceAccountIssuerDiscovery` creates the IAM OIDC
+/// provider (docs/irsa.md).
+pub const POD_IDENTITY_WEBHOOK: &str = "pod-identity-webhook";
 /// Not an add-on: the sandbox (pause) image containerd starts for every pod. Pinned and baked like the add-on
 /// images, and named in containerd's configuration by nodeup, so no pod start pulls it.
 pub const PAUSE: &str = "pause";
 /// Every add-on a release with add-ons must pin (and the sandbox image, [`PAUSE`]).
-pub const ADDONS: [&str; 8] = [
+pub const ADDONS: [&str; 9] = [
     COREDNS,
     KUBE_PROXY,
     AWS_CLOUD_CONTROLLER_MANAGER,
@@ -39,10 +43,16 @@ pub const ADDONS: [&str; 8] = [
     CILIUM,
     CALICO,
     AWS_EBS_CSI_DRIVER,
+    POD_IDENTITY_WEBHOOK,
     PAUSE,
 ];
 /// The add-ons Ballast renders itself (typed objects), each running its one image.
-pub const BALLAST_RENDERED: [&str; 3] = [COREDNS, KUBE_PROXY, AWS_CLOUD_CONTROLLER_MANAGER];
+pub const BALLAST_RENDERED: [&str; 4] = [
+    COREDNS,
+    KUBE_PROXY,
+    AWS_CLOUD_CONTROLLER_MANAGER,
+    POD_IDENTITY_WEBHOOK,
+];
 /// The CNIs installed from their upstream manifest, baked into the image. Cilium is not one: upstream publishes
 /// a Helm chart, and Ballast renders Cilium's objects itself, as kops does (nodeup/src/addons/cilium.rs).
 pub const FROM_UPSTREAM_MANIFEST: [&str; 2] = [AMAZON_VPC, CALICO];

@@ -56,8 +56,8 @@ fn no_provenance_no_pin_over_the_embedded_manifest() {
             assert!(reason.contains("images/pin.sh"), "{at}: {reason}");
         }
     }
-    // What is still unpinned is exactly what upstream names by tag only: the images of Calico and of the
-    // Amazon VPC CNI (docs/addons.md). A public record covers everything else.
+    // What is still unpinned is exactly what upstream names by tag only: the images of Calico, of the Amazon VPC
+    // CNI and the Pod Identity Webhook's (docs/addons.md). A public record covers everything else.
     let unpinned: BTreeSet<String> = pins
         .iter()
         .filter(|p| !p.pinned)
@@ -76,6 +76,9 @@ fn no_provenance_no_pin_over_the_embedded_manifest() {
         ] {
             expected.insert(format!("{minor} {ecr}/{image}"));
         }
+        expected.insert(format!(
+            "{minor} docker.io/amazon/amazon-eks-pod-identity-webhook:v0.5.7"
+        ));
     }
     assert_eq!(unpinned, expected);
     assert_eq!(manifest.unpinned(), Vec::<String>::new());
@@ -543,9 +546,11 @@ fn the_embedded_manifest_pins_every_addon_and_invents_no_digest() {
         assert_eq!(pause.reference, crate::node::PAUSE_IMAGE, "{minor}");
         assert!(pause.pinned_reference().is_some(), "{minor}");
     }
-    // What upstream names by tag only stays unpinned, never invented: the images of Calico and the VPC CNI.
+    // What upstream names by tag only stays unpinned, never invented: the images of Calico, the VPC CNI and the
+    // Pod Identity Webhook.
     let unpinned = manifest.unpinned_addons();
-    assert_eq!(unpinned.len(), 12, "{unpinned:?}");
+    assert_eq!(unpinned.len(), 14, "{unpinned:?}");
+    assert!(unpinned.contains(&"1.33/pod-identity-webhook/pod-identity-webhook".to_string()));
     assert!(unpinned.contains(&"1.33/calico/node".to_string()));
     assert!(unpinned.contains(&"1.32/amazon-vpc/aws-network-policy-agent".to_string()));
     let image = &manifest.releases["1.33"].addons[addons::COREDNS].images[addons::COREDNS];
