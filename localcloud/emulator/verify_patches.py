@@ -544,6 +544,7 @@ def verify_iam_enforcement() -> None:
         check("trust: account-root trust still needs the caller's own sts:AssumeRole permission", code == "AccessDenied", code)
 
         verify_volume_attachment_conditions(url, admin_ec2, admin_iam, admin_sts, trust)
+        verify_policy_variable_userid(url, client("s3", url, ak, sk), admin_iam, admin_sts, trust)
 
         # Under enforcement, ASG launches still work for the admin and apply the patches.
         asg = client("autoscaling", url, ak, sk)
@@ -604,6 +605,27 @@ def verify_volume_attachment_conditions(url: str, admin_ec2: Any, admin_iam: Any
     check("volumes: ... detaches its own cluster's volume", code == "OK", code)
     code = error_code(lambda: cp_ec2.attach_volume(VolumeId=mine, InstanceId=worker, Device="/dev/sdf"))
     check("volumes: ... and is refused attaching it to a worker", code in ("AccessDenied", "UnauthorizedOperation"), code)
+
+
+def verify_policy_variable_userid(url: str, admin_s3: Any, admin_iam: Any, admin_sts: Any, trust: dict) -> None:
+    """`${aws:userid}` in a role's policy is `<role-id>:<session>`: a session writes its own key only."""
+    admin_s3.create_bucket(Bucket="userid-check", CreateBucketConfiguration={"LocationConstraint": REGION})
+    role_id = admin_iam.create_role(RoleName="tails.c1", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["RoleId"]
+    admin_iam.put_role_policy(RoleName="tails.c1", PolicyName="tails", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": ["s3:PutObject"],
+             "Resource": ["arn:aws:s3:::userid-check/c1/logs/${aws:userid}.json"]}]}))
+    creds = admin_sts.assume_role(RoleArn=f"arn:aws:iam::{ACCOUNT}:role/tails.c1",
+                                  RoleSessionName="i-0aaa")["Credentials"]
+    s3 = client("s3", url, creds["AccessKeyId"], creds["SecretAccessKey"], creds["SessionToken"])
+    sts = client("sts", url, creds["AccessKeyId"], creds["SecretAccessKey"], creds["SessionToken"])
+    user_id = sts.get_caller_identity()["UserId"]
+    check("userid: GetCallerIdentity's UserId is <role-id>:<session>", user_id == f"{role_id}:i-0aaa", user_id)
+    code = error_code(lambda: s3.put_object(Bucket="userid-check", Key=f"c1/logs/{user_id}.json", Body=b"{}"))
+    check("userid: a session writes the key its ${aws:userid} names", code == "OK", code)
+    for other in [f"c1/logs/{role_id}:i-0bbb.json", "c1/logs/i-0aaa.json", "c1/logs/${aws:userid}.json"]:
+        code = error_code(lambda: s3.put_object(Bucket="userid-check", Key=other, Body=b"{}"))
+        check(f"userid: ... and is refused {other}", code == "AccessDenied", code)
 
 
 def verify_iam_count_is_exact() -> None:
