@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// Exit codes: 0 success; 1 failure (state store or AWS); 2 usage error (bad flag or argument);
 /// 3 invalid spec (nothing was changed); 4 conflict (a concurrent change, the object already exists, a refused
 /// etcd restore, or a `delete cluster --unregister` refused while AWS resources remain); 5 not found; 6 not ready
-/// (`validate cluster` found a failing check, or a --wait ran out).
+/// (`validate cluster` found a failing check, or a --wait ran out); 7 partial (`toolbox dump` wrote what it could).
 #[derive(Debug, Parser)]
 #[command(name = "ballast", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
@@ -81,6 +81,9 @@ pub enum Command {
     /// stage only after that roll. A stage out of order is refused with the reason (exit 4) and changes
     /// nothing; a stage already done changes nothing and says so.
     Rotate(RotateArgs),
+    /// Diagnostics without SSH: `toolbox dump` gathers a cluster's spec (secrets redacted), the cloud's view,
+    /// boot reports, etcd's health, markers and the nodes' log tails (docs/toolbox.md).
+    Toolbox(ToolboxArgs),
     /// Print a shell completion script.
     Completion {
         #[arg(value_enum)]
@@ -533,6 +536,47 @@ pub struct UpdateClusterArgs {
     /// Print the AWS calls made, by operation, on stderr.
     #[arg(long)]
     pub stats: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ToolboxArgs {
+    #[command(subcommand)]
+    pub what: ToolboxWhat,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ToolboxWhat {
+    /// Everything needed to diagnose a cluster, in one run and bounded in size (docs/toolbox.md): with --out,
+    /// files by kind and an index; without, one document on stdout. Progress on stderr. Exit 7 when the dump is
+    /// partial (AWS unreachable, a node silent): what is missing and why is in the index, and the rest is
+    /// written.
+    Dump(ToolboxDumpArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ToolboxDumpArgs {
+    #[arg(value_name = "CLUSTER")]
+    pub cluster_name: Option<String>,
+    /// Write files by kind and an index into this directory (created 0700; it must be new or empty).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    #[arg(short, long, value_enum, default_value = "yaml")]
+    pub output: SpecFormat,
+    /// How long to wait for the control-plane nodes to publish fresh log tails after the dump asks: 0s to 5m.
+    #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = parse_log_wait)]
+    pub log_wait: Duration,
+}
+
+/// `toolbox dump --log-wait`: the duration grammar, at most 5 minutes.
+pub fn parse_log_wait(text: &str) -> Result<Duration, ArgError> {
+    let wait = parse_wait(text)?;
+    if wait > Duration::from_secs(300) {
+        return Err(ArgError::OutOfRange {
+            text: text.to_string(),
+            range: "0s to 5m",
+        });
+    }
+    Ok(wait)
 }
 
 #[derive(Debug, Args)]

@@ -16,6 +16,8 @@ pub mod exit_code {
     pub const NOT_FOUND: i32 = 5;
     /// `validate cluster` found a failing check, or a `--wait` ran out.
     pub const NOT_READY: i32 = 6;
+    /// `toolbox dump` wrote what it could; its index says what is missing and why.
+    pub const PARTIAL: i32 = 7;
 }
 
 /// Why a command failed.
@@ -99,6 +101,13 @@ pub enum CommandError {
         source: Box<CommandError>,
         advice: String,
     },
+    /// `toolbox dump` wrote a partial dump: these are missing (the index says why).
+    #[error(
+        "the dump is partial: {} missing ({}); {where_} says why, and holds the rest",
+        missing.len(),
+        missing.join(", ")
+    )]
+    PartialDump { missing: Vec<String>, where_: String },
     /// `get clusters` listed every cluster it could read; these could not be (each was reported above).
     #[error(
         "{} cluster(s) in {store} could not be read: {}; each is reported above with the object that is \
@@ -172,6 +181,7 @@ impl CommandError {
                 }
             }
             CommandError::NotReady(_) => NOT_READY,
+            CommandError::PartialDump { .. } => PARTIAL,
             CommandError::Roll(e) if e.not_ready() => NOT_READY,
             CommandError::Roll(crate::roll::RollError::ControlPlaneFirst { .. }) => USAGE,
             CommandError::Roll(_) => FAILURE,

@@ -13,6 +13,7 @@ mod output;
 pub mod progress;
 mod reports;
 pub mod roll;
+pub mod toolbox;
 
 use clap::{CommandFactory, Parser};
 use tracing_subscriber::EnvFilter;

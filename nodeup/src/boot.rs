@@ -92,19 +92,26 @@ pub async fn run(
     state.report.finished_at = report::now_rfc3339();
     state.report.log_tail = tail.lines();
     report::publish(&cli.root, &state.report, state.report_destination()).await;
-    // The log tail (crate::tail_publish): a failed boot's at once; a control-plane node's kept published.
-    let wants_tail = result.is_err() || state.etcd.is_some();
-    let tails = match (&state.store, &state.cluster, wants_tail) {
-        (Some(store), Some(cluster), true) => {
-            Some(TailPublisher::new(store.clone(), cluster, &state.report.instance_id).await)
+    // The log tail (crate::tail_publish): a failed boot's at once; a configured control-plane node's kept
+    // published by a task of its own, so that asking STS who the node is never delays READY=1.
+    let instance_id = state.report.instance_id.clone();
+    let tail_keeper = match (&result, state.store.clone(), state.cluster.clone()) {
+        (Err(_), Some(store), Some(cluster)) => {
+            TailPublisher::new(store, &cluster, &instance_id)
+                .await
+                .publish(tail, TailReason::BootFailed)
+                .await;
+            None
         }
-        _ => None,
-    };
-    if let (Err(_), Some(tails)) = (&result, &tails) {
-        tails.publish(tail, TailReason::BootFailed).await;
-    }
-    let tail_keeper = match (&result, tails, state.etcd.is_some()) {
-        (Ok(()), Some(tails), true) => Some(tokio::spawn(tails.keep_published(tail.clone()))),
+        (Ok(()), Some(store), Some(cluster)) if state.etcd.is_some() => {
+            let tail = tail.clone();
+            Some(tokio::spawn(async move {
+                TailPublisher::new(store, &cluster, &instance_id)
+                    .await
+                    .keep_published(tail)
+                    .await
+            }))
+        }
         _ => None,
     };
     if result.is_ok() {

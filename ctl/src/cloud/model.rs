@@ -309,6 +309,11 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
     let spec = &completed.cluster.spec;
     let iam = spec.iam.clone().unwrap_or_default();
     let object = |key: &str| state.object_arn(&format!("{cluster}/{key}"));
+    // A node writes its own log tail and no other's: `${aws:userid}` is `<role-id>:<instance-id>` for an instance
+    // role's session (IAM's policy variables), so the one key each node may write names its instance. No node
+    // reads a tail (the control plane reads the state store as a whole; workers read none).
+    let own_log_tail = serde_json::json!({"Sid": "WriteOwnLogTail", "Effect": "Allow", "Action": ["s3:PutObject"],
+        "Resource": [object("logs/${aws:userid}.json")]});
     let control_plane = serde_json::json!({
         "Version": "2012-10-17",
         "Statement": [
@@ -317,6 +322,8 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
             // (ballast_state::node_bootstrap; workers may read it, not write it).
             {"Sid": "WriteReportsAndEtcd", "Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"],
              "Resource": [object("reports/*"), object("etcd/*"), object("control-plane/node-bootstrap.json")]},
+            // Its own log tail only (ballast_state::log_tail): the key is the role session's aws:userid.
+            own_log_tail.clone(),
             {"Sid": "ListClusterState", "Effect": "Allow", "Action": ["s3:ListBucket"],
              "Resource": [format!("arn:aws:s3:::{}", state.bucket)],
              "Condition": {"StringLike": {"s3:prefix": [state.key_prefix(&format!("{cluster}/*"))]}}},
@@ -359,6 +366,7 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
     let mut node_statements = vec![
         serde_json::json!({"Sid": "ReadNodeSpecs", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": node_specs}),
         serde_json::json!({"Sid": "WriteReports", "Effect": "Allow", "Action": ["s3:PutObject"], "Resource": [object("reports/*")]}),
+        own_log_tail,
         serde_json::json!({"Sid": "DescribeSelf", "Effect": "Allow", "Action": ["ec2:DescribeInstances"], "Resource": "*"}),
     ];
     if iam.allow_container_registry.unwrap_or(true) {
@@ -700,10 +708,14 @@ mod tests {
                 "{resource}"
             );
         }
-        // A node writes its report and nothing else: not where workers find the bootstrap service.
+        // A node writes its report and its own log tail, nothing else: not where workers find the bootstrap
+        // service, not another node's tail.
         assert_eq!(
             resources_of("s3:Put"),
-            ["arn:aws:s3:::state/clusters/demo.example.com/reports/*"]
+            [
+                "arn:aws:s3:::state/clusters/demo.example.com/reports/*",
+                "arn:aws:s3:::state/clusters/demo.example.com/logs/${aws:userid}.json"
+            ]
         );
         assert!(
             !nodes.policy.contains("nodes/control-plane"),

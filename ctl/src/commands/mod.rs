@@ -11,6 +11,7 @@ mod import;
 mod keys;
 mod rewrite;
 mod rolling_update;
+mod toolbox;
 mod update;
 mod validate;
 mod validate_kube;
@@ -49,6 +50,7 @@ pub async fn dispatch(cli: Cli, command_line: &str) -> Result<(), CommandError> 
         Command::Export(args) => export::run(&context, args).await,
         Command::Import(args) => import::run(&context, args).await,
         Command::Rotate(args) => keys::rotate(&context, args).await,
+        Command::Toolbox(args) => toolbox::run(&context, args).await,
         Command::Completion { shell } => {
             let mut command = crate::command();
             clap_complete::generate(shell, &mut command, "ballast", &mut std::io::stdout());
