@@ -24,6 +24,7 @@
 //! on it and never on [`boot`], which alone knows their order.
 
 pub mod addons;
+pub mod audit;
 pub mod boot;
 pub mod bootstrap;
 pub mod cert_plan;

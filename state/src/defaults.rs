@@ -128,9 +128,12 @@ fn complete_cluster(spec: &mut ClusterSpec, instance_groups: &[InstanceGroup]) {
     audit
         .chunk_max_bytes
         .get_or_insert(DEFAULT_AUDIT_CHUNK_MAX_BYTES);
-    audit
-        .retention_days
-        .get_or_insert(DEFAULT_AUDIT_RETENTION_DAYS);
+    // Retention is a lifecycle rule Ballast sets on the state bucket only: a bucket the spec names is its owner's.
+    if audit.destination.is_none() {
+        audit
+            .retention_days
+            .get_or_insert(DEFAULT_AUDIT_RETENTION_DAYS);
+    }
 
     let networking = *spec.networking.get_or_insert(Networking::Cilium);
     // Cilium's settings belong to Cilium: another CNI's spec keeps what the operator wrote, so validation can

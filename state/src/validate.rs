@@ -301,6 +301,15 @@ fn check_audit_log(report: &mut Report<'_>, audit: &AuditLogSpec) {
             );
         }
     }
+    if let (Some(_), Some(url)) = (audit.retention_days, &audit.destination) {
+        report.error(
+            "spec.auditLog.retentionDays",
+            format!(
+                "applies to the state bucket only: {url} is not Ballast's, so its retention is its owner's (an S3 \
+                 lifecycle rule on the bucket, docs/audit.md); remove retentionDays"
+            ),
+        );
+    }
     if let Some(days) = audit.retention_days {
         if !AUDIT_RETENTION_DAYS.contains(&days) {
             report.error(

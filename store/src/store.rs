@@ -25,6 +25,7 @@ use sha2::{Digest, Sha256};
 
 use ballast_state::limits::ReadLimit;
 
+pub mod lifecycle;
 pub mod posture;
 
 /// Environment variable naming the state store, like kops's KOPS_STATE_STORE.
