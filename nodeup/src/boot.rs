@@ -10,6 +10,7 @@ use ballast_etcd::peers::Ec2Peers;
 use ballast_etcd::process::EtcdTls;
 use ballast_etcd::supervisor::{PeerNames, Supervisor as EtcdSupervisor, SupervisorConfig};
 use ballast_state::addon_report::AddonsReport;
+use ballast_state::audit::AuditShipping;
 use ballast_state::log_tail::TailReason;
 use ballast_state::node::{BootConfig, ControlPlaneSettings, NodeSpec};
 use ballast_state::node_bootstrap::NodeBootstrapService;
@@ -17,6 +18,7 @@ use ballast_state::report::{NodeReport, Phase, ServiceState, Step};
 use ballast_store::store::StateStore;
 
 use crate::addons::runner::AddonJob;
+use crate::audit::shipper::{Shipper, ShipperConfig};
 use crate::cli::{Cli, EtcdData};
 use crate::credentials::check_credentials;
 use crate::error::{BootConfigError, FailedService, NodeupError};
@@ -48,6 +50,8 @@ struct Run {
     bootstrap_publisher: Option<tokio::task::JoinHandle<()>>,
     /// On a control-plane node: the add-on applier, started once configured (crate::addons).
     addons: Option<AddonJob>,
+    /// On a control-plane node: the audit log's shipper and where it ships (crate::audit).
+    audit: Option<(ShipperConfig, AuditShipping)>,
 }
 
 impl Run {
@@ -75,6 +79,7 @@ pub async fn run(
         bootstrap_service: None,
         bootstrap_publisher: None,
         addons: None,
+        audit: None,
     };
     let result = configure(cli, &mut state).await;
     match &result {
@@ -151,6 +156,17 @@ async fn stay_up(state: &mut Run, configured: bool, root: &Path) {
     // The handlers go in before anything else runs: a SIGTERM during the supervisor's first round would otherwise
     // meet the default action and kill nodeup outright, leaving etcd to the group's SIGKILL without a handoff.
     let signals = TerminationSignals::register();
+    // The audit shipper runs beside the etcd supervisor and flushes its last chunk when SIGTERM comes
+    // (crate::audit); nodeup waits for that flush before it exits.
+    let (stopping, stopped) = tokio::sync::watch::channel(false);
+    let audit = match (configured, state.audit.take()) {
+        (true, Some((config, shipping))) => start_audit_shipper(config, &shipping, stopped).await,
+        _ => None,
+    };
+    let termination = async {
+        wait_for_termination(signals, state.manager.as_mut()).await;
+        let _ = stopping.send(true);
+    };
     let supervisor = match (configured, state.etcd.take(), &state.store) {
         (true, Some((config, region)), Some(store)) => {
             start_etcd_supervisor(config, &region, store.clone()).await
@@ -160,15 +176,50 @@ async fn stay_up(state: &mut Run, configured: bool, root: &Path) {
     match supervisor {
         // The supervisor stops etcd when SIGTERM comes (etcd is in nodeup's process group, so a power cut
         // takes it down too).
-        Some(supervisor) => {
-            supervisor
-                .run(wait_for_termination(signals, state.manager.as_mut()))
-                .await
+        Some(supervisor) => supervisor.run(termination).await,
+        None => termination.await,
+    }
+    if let Some(task) = audit {
+        // The shipper bounds its own flush (crate::audit::shipper::FLUSH_DEADLINE).
+        if let Err(e) = task.await {
+            tracing::error!(error = %e, "the audit shipper ended abnormally");
         }
-        None => wait_for_termination(signals, state.manager.as_mut()).await,
     }
     if let Some(task) = addons {
         task.abort();
+    }
+}
+
+/// The audit shipper of this control-plane node, until `stopped` turns true; `None` (logged) when its
+/// destination or position cannot be opened: the node runs on, and its log stays on disk for the next start.
+async fn start_audit_shipper(
+    config: ShipperConfig,
+    shipping: &AuditShipping,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let started = match crate::audit::shipper::open_destination(shipping).await {
+        Ok(store) => Shipper::new(config, store),
+        Err(e) => Err(e),
+    };
+    match started {
+        Ok(shipper) => {
+            tracing::info!(
+                destination = %shipping.destination,
+                interval = %shipping.chunk_interval,
+                next_sequence = shipper.position().next_sequence,
+                "shipping the audit log"
+            );
+            Some(tokio::spawn(async move {
+                let stop = async move {
+                    let _ = stopped.wait_for(|stop| *stop).await;
+                };
+                shipper.run(stop).await;
+            }))
+        }
+        Err(e) => {
+            tracing::error!(error = %ballast_common::error_chain(&e), "the audit log cannot be shipped");
+            None
+        }
     }
 }
 
@@ -305,6 +356,18 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
     if let Some(cp) = &spec.control_plane {
         let config = etcd_supervisor_config(cli, &boot, &identity, cp)?;
         state.etcd = Some((config, identity.region.clone()));
+        // And the audit shipper (crate::audit), beside it.
+        if let Some(shipping) = &cp.audit_shipping {
+            let config = ShipperConfig::from_node_spec(
+                &cli.root,
+                &cp.audit_log_path,
+                shipping,
+                &boot.cluster_name,
+                &identity.instance_id,
+            )
+            .map_err(NodeupError::AuditSettings)?;
+            state.audit = Some((config, shipping.clone()));
+        }
     }
 
     // 7. On a control-plane node, the add-on applier (it starts once the report is out, and waits for the API).

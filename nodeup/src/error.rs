@@ -127,6 +127,9 @@ pub enum NodeupError {
     /// The node spec's etcd settings are unusable (e.g. a backup interval that does not parse).
     #[error("the node spec's etcd settings: {0}")]
     EtcdSettings(#[source] ballast_etcd::backup::BackupError),
+    /// The node spec's audit shipping settings are unusable (a chunk interval that does not parse).
+    #[error("the node spec's audit shipping settings: {0}")]
+    AuditSettings(#[source] crate::audit::shipper::AuditError),
     /// A worker's kubelet client certificate (docs/node-identity.md).
     #[error("the kubelet's client certificate: {0}")]
     NodeCertificate(#[from] crate::bootstrap::client::NodeCertificateError),
@@ -148,9 +151,10 @@ impl NodeupError {
             NodeupError::BadBootConfig(_) => ExitCode::BadBootConfig,
             NodeupError::Fetch(FetchError::Tampered { .. }) => ExitCode::TamperedNodeSpec,
             NodeupError::Fetch(_) => ExitCode::StateStore,
-            NodeupError::Render(_) | NodeupError::Certs(_) | NodeupError::EtcdSettings(_) => {
-                ExitCode::Render
-            }
+            NodeupError::Render(_)
+            | NodeupError::Certs(_)
+            | NodeupError::EtcdSettings(_)
+            | NodeupError::AuditSettings(_) => ExitCode::Render,
             NodeupError::Services { .. } => ExitCode::Services,
             NodeupError::Image(_) => ExitCode::Image,
             NodeupError::NodeCertificate(_) | NodeupError::BootstrapService(_) => {

@@ -144,6 +144,9 @@ pub struct ControlPlaneSettings {
     pub encryption_provider: Option<EncryptionProvider>,
     pub audit_log_path: String,
     pub audit_log_max_age_days: u32,
+    /// Where the node ships the audit log (docs/audit.md). Absent in node specs written before shipping existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_shipping: Option<crate::audit::AuditShipping>,
     pub etcd: EtcdSettings,
     /// The published service-account issuer (IRSA, `docs/irsa.md`); absent: the in-cluster issuer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -162,6 +165,33 @@ pub struct EtcdSettings {
     pub members: BTreeMap<String, String>,
     pub backup_interval: String,
     pub backup_retention: String,
+}
+
+/// Where and how a control-plane node ships its audit log, from the completed spec: the named destination, or
+/// the state store; the named key, or (in the state store) the store's own key.
+fn audit_shipping(
+    cluster: &crate::spec::ClusterSpec,
+    state_store: &str,
+) -> crate::audit::AuditShipping {
+    let audit = cluster.audit_log.clone().unwrap_or_default();
+    let store_key = cluster
+        .state_store
+        .as_ref()
+        .and_then(|s| s.kms_key_id.clone());
+    let (destination, kms_key_id) = match audit.destination {
+        Some(url) => (url.trim_end_matches('/').to_string(), audit.kms_key_id),
+        None => (state_store.to_string(), audit.kms_key_id.or(store_key)),
+    };
+    crate::audit::AuditShipping {
+        destination,
+        kms_key_id,
+        chunk_interval: audit
+            .chunk_interval
+            .unwrap_or_else(|| crate::defaults::DEFAULT_AUDIT_CHUNK_INTERVAL.to_string()),
+        chunk_max_bytes: audit
+            .chunk_max_bytes
+            .unwrap_or(crate::defaults::DEFAULT_AUDIT_CHUNK_MAX_BYTES),
+    }
 }
 
 /// Failures rendering what a node is told.
@@ -254,6 +284,7 @@ pub fn render_node_spec_with_keys(
                 .then(|| encryption.provider.unwrap_or(EncryptionProvider::Secretbox)),
             audit_log_path: "/var/log/kubernetes/audit.log".to_string(),
             audit_log_max_age_days: 30,
+            audit_shipping: Some(audit_shipping(cluster, state_store)),
             service_account_issuer: None,
             addon_roles: None,
             etcd: EtcdSettings {
