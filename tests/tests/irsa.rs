@@ -12,10 +12,14 @@
 //! policy (Federated principal, StringEquals on `:sub` and `:aud`). What only AWS checks: the issuer's TLS
 //! certificate and the provider's thumbprints (the local cloud serves plain HTTP), and AWS caches the JWKS.
 //!
-//! This test publishes the discovery documents and creates the provider and the role through the SDK, as
-//! `update cluster` would: it proves the emulator and the trust-policy shape (`docs/irsa.md`); the spec-driven
-//! flow (`ballast update cluster` and `ballast rotate service-account`) is not in this test yet. One cloud.
-//! Needs the emulator's venv; fails (never skips) without it.
+//! Two tests. `spec_driven` is the issue's scenario on one cluster: `ballast create -f` with
+//! `spec.serviceAccountIssuerDiscovery` (the AWS OIDC provider on) and one `spec.iam.serviceAccountExternalPermissions`
+//! entry, `ballast update cluster --yes`, tokens signed with the cluster's own service-account key from the store,
+//! the role Ballast made, and `ballast rotate service-account` through add, promote and drop, each followed by
+//! `update cluster --yes`. The other test needs no cluster: it publishes documents and creates the provider and a
+//! role through the SDK, and proves the refusals the cluster test does not repeat (another namespace, a forged key
+//! under the published kid, an object that is not public read anonymously). Needs the emulator's venv; fails
+//! (never skips) without it.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -302,10 +306,20 @@ fn s3_as(cloud: &LocalCloud, credentials: Credentials) -> aws_sdk_s3::Client {
 
 /// The role's credentials read what its policy allows, and nothing else.
 async fn assert_role_permissions(cloud: &LocalCloud, credentials: Credentials, stage: &str) {
+    assert_role_permissions_in(cloud, credentials, DATA_BUCKET, stage).await
+}
+
+/// The role's credentials read `allowed/report.txt` of `bucket`, and nothing else of it.
+async fn assert_role_permissions_in(
+    cloud: &LocalCloud,
+    credentials: Credentials,
+    bucket: &str,
+    stage: &str,
+) {
     let s3 = s3_as(cloud, credentials);
     let allowed = s3
         .get_object()
-        .bucket(DATA_BUCKET)
+        .bucket(bucket)
         .key("allowed/report.txt")
         .send()
         .await
@@ -319,7 +333,7 @@ async fn assert_role_permissions(cloud: &LocalCloud, credentials: Credentials, s
     assert_eq!(&body[..], b"allowed", "{stage}");
     let denied = s3
         .get_object()
-        .bucket(DATA_BUCKET)
+        .bucket(bucket)
         .key("other/secret.txt")
         .send()
         .await
@@ -332,7 +346,7 @@ async fn assert_role_permissions(cloud: &LocalCloud, credentials: Credentials, s
     );
     let denied = s3
         .put_object()
-        .bucket(DATA_BUCKET)
+        .bucket(bucket)
         .key("allowed/written.txt")
         .body(b"x".to_vec().into())
         .send()
@@ -464,4 +478,344 @@ async fn service_account_tokens_assume_their_role_and_nothing_else_across_a_key_
         Some("InvalidIdentityToken"),
         "a token of the retired key"
     );
+}
+
+/// The spec-driven flow: a cluster with `spec.serviceAccountIssuerDiscovery` (the AWS OIDC provider on) and one
+/// `spec.iam.serviceAccountExternalPermissions` entry (read `allowed/*` of the data bucket). After `update cluster
+/// --yes`: the published JWKS, read over HTTP from the issuer Ballast published, verifies a token signed with the
+/// cluster's service-account key from the store as the API server signs it; that token assumes the role Ballast
+/// made, whose credentials read what the entry allows and nothing else; another service account's, another
+/// audience's and a foreign key's tokens are refused. Then `rotate service-account` through its stages, each
+/// followed by `update cluster --yes`: the key that signs at that stage (the old one after `add`, the new one
+/// after `promote` and `drop`) still assumes the role, and after `drop` the old key's tokens no longer do.
+mod spec_driven {
+    use super::*;
+    use ballast_e2e::operator::{ballast_cli, ballast_cli_on, STATE_BUCKET};
+
+    const CLUSTER: &str = "irsa.example.com";
+    const OIDC_BUCKET: &str = "irsa-oidc";
+    const DATA: &str = "irsa-team-data";
+
+    fn spec() -> String {
+        format!(
+            "apiVersion: ballast.dev/v1alpha1
+kind: Cluster
+metadata:
+  name: {CLUSTER}
+spec:
+  kubernetesVersion: 1.33.4
+  subnets:
+  - {{name: us-west-2a, zone: us-west-2a}}
+  serviceAccountIssuerDiscovery:
+    discoveryStore: s3://{OIDC_BUCKET}/{CLUSTER}
+    enableAWSOIDCProvider: true
+  iam:
+    serviceAccountExternalPermissions:
+    - name: {ACCOUNT}
+      namespace: {NAMESPACE}
+      aws:
+        inlinePolicy: '[{{\"Effect\": \"Allow\", \"Action\": [\"s3:GetObject\"], \"Resource\": [\"arn:aws:s3:::{DATA}/allowed/*\"]}}]'
+---
+apiVersion: ballast.dev/v1alpha1
+kind: InstanceGroup
+metadata: {{name: control-plane}}
+spec: {{role: ControlPlane}}
+"
+        )
+    }
+
+    /// An object of the cluster in the state store (the operator's admin keys read it).
+    async fn stored(cloud: &LocalCloud, key: &str) -> String {
+        cloud
+            .s3_text(STATE_BUCKET, &format!("clusters/{CLUSTER}/{key}"))
+            .await
+    }
+
+    /// The service-account key `pki/service-account/...` as a signing key with the API server's kid.
+    async fn service_account_key(cloud: &LocalCloud, dir: &str) -> SigningKey {
+        let pem = stored(cloud, &format!("{dir}/key.pem")).await;
+        let pair = KeyPair::from_pem(&pem).expect("the service-account key is a PEM private key");
+        let kid = b64url(&Sha256::digest(pair.subject_public_key_info()));
+        SigningKey { pair, kid }
+    }
+
+    /// The rotation's new key's directory (`pki/service-account/<id>`).
+    async fn added_key_dir(cloud: &LocalCloud) -> String {
+        let listed = cloud
+            .s3()
+            .list_objects_v2()
+            .bucket(STATE_BUCKET)
+            .prefix(format!("clusters/{CLUSTER}/pki/service-account/"))
+            .send()
+            .await
+            .expect("ListObjectsV2");
+        let dirs: Vec<String> = listed
+            .contents()
+            .iter()
+            .filter_map(|o| o.key())
+            .filter_map(|k| k.strip_prefix(&format!("clusters/{CLUSTER}/")))
+            .filter_map(|k| k.strip_suffix("/key.pem"))
+            .filter(|d| *d != "pki/service-account")
+            .map(str::to_string)
+            .collect();
+        assert_eq!(dirs.len(), 1, "one added service-account key: {dirs:?}");
+        dirs[0].clone()
+    }
+
+    /// The published documents, read over HTTP as STS reads them: the discovery document at the issuer, then the
+    /// JWKS its `jwks_uri` names. The issuer on the local cloud is the emulator's path-style S3 URL.
+    fn published_jwks(cloud: &LocalCloud, issuer: &str) -> JwkSet {
+        let addr = endpoint_addr(&cloud.record.endpoint);
+        let path_of = |url: &str| {
+            url.strip_prefix(&cloud.record.endpoint)
+                .unwrap_or_else(|| panic!("{url} is not on the local cloud's S3"))
+                .to_string()
+        };
+        let (status, body) = http(
+            addr,
+            "GET",
+            &path_of(&format!("{issuer}/.well-known/openid-configuration")),
+            &[],
+        )
+        .expect("GET");
+        assert_eq!(status, 200, "discovery document: {body}");
+        let discovery: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(discovery["issuer"], issuer);
+        let (status, body) = http(
+            addr,
+            "GET",
+            &path_of(discovery["jwks_uri"].as_str().expect("jwks_uri")),
+            &[],
+        )
+        .expect("GET");
+        assert_eq!(status, 200, "JWKS: {body}");
+        serde_json::from_str(&body).expect("a JWK set")
+    }
+
+    /// A token as the API server signs it, for `issuer`.
+    fn api_server_token(
+        key: &SigningKey,
+        issuer: &str,
+        namespace: &str,
+        name: &str,
+        aud: &str,
+    ) -> String {
+        let now = now();
+        let claims = Claims {
+            iss: issuer.to_string(),
+            sub: format!("system:serviceaccount:{namespace}:{name}"),
+            aud: vec![aud.to_string()],
+            exp: now + 3600,
+            iat: now,
+            nbf: now,
+            kubernetes: serde_json::json!({
+                "namespace": namespace,
+                "pod": {"name": format!("{name}-0"), "uid": "4c2f7a51-0000-4000-8000-000000000003"},
+                "serviceaccount": {"name": name, "uid": "4c2f7a51-0000-4000-8000-000000000004"},
+            }),
+        };
+        let mut header = Header::new(Algorithm::ES256);
+        header.kid = Some(key.kid.clone());
+        jsonwebtoken::encode(
+            &header,
+            &claims,
+            &EncodingKey::from_ec_der(&key.pair.serialize_der()),
+        )
+        .expect("sign")
+    }
+
+    fn verifies(jwks: &JwkSet, token: &str, issuer: &str) -> Result<(), String> {
+        let kid = jsonwebtoken::decode_header(token)
+            .map_err(|e| e.to_string())?
+            .kid
+            .ok_or("no kid")?;
+        let jwk = jwks
+            .find(&kid)
+            .ok_or_else(|| format!("no key {kid} in the published JWKS"))?;
+        let mut validation = Validation::new(Algorithm::ES256);
+        validation.set_audience(&[AUDIENCE]);
+        validation.set_issuer(&[issuer]);
+        let key = DecodingKey::from_jwk(jwk).map_err(|e| e.to_string())?;
+        jsonwebtoken::decode::<Claims>(token, &key, &validation)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    fn update(cloud: &LocalCloud, what: &str) {
+        let out = ballast_cli_on(cloud, CLUSTER)
+            .args(["update", "cluster", "--yes"])
+            .output()
+            .expect("ballast update cluster");
+        assert!(
+            out.status.success(),
+            "update cluster ({what}): {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn rotate(cloud: &LocalCloud, stage: &str) {
+        let out = ballast_cli_on(cloud, CLUSTER)
+            .args(["rotate", "service-account", "--stage", stage])
+            .output()
+            .expect("ballast rotate");
+        assert!(
+            out.status.success(),
+            "rotate service-account --stage {stage}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The issuer Ballast published: the discovery store's path-style URL on the local cloud's S3.
+    fn issuer(cloud: &LocalCloud) -> String {
+        format!("{}/{OIDC_BUCKET}/{CLUSTER}", cloud.record.endpoint)
+    }
+
+    async fn role_arn(cloud: &LocalCloud) -> String {
+        let name = format!("{ACCOUNT}.{NAMESPACE}.sa.{CLUSTER}");
+        cloud
+            .iam()
+            .get_role()
+            .role_name(&name)
+            .send()
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "GetRole {name}: {}",
+                    aws_sdk_iam::error::DisplayErrorContext(e)
+                )
+            })
+            .role
+            .expect("role")
+            .arn
+    }
+
+    /// A token of `signer` verifies against the published JWKS and assumes the role, whose credentials do what
+    /// the entry allows and nothing else.
+    async fn signer_assumes(cloud: &LocalCloud, signer: &SigningKey, stage: &str) {
+        let issuer = issuer(cloud);
+        let jwks = published_jwks(cloud, &issuer);
+        let token = api_server_token(signer, &issuer, NAMESPACE, ACCOUNT, AUDIENCE);
+        verifies(&jwks, &token, &issuer).unwrap_or_else(|e| panic!("{stage}: {e}"));
+        let credentials = assume(&anonymous_sts(cloud), &role_arn(cloud).await, &token)
+            .await
+            .unwrap_or_else(|e| panic!("{stage}: AssumeRoleWithWebIdentity: {e}"));
+        assert_role_permissions_in(cloud, credentials, DATA, stage).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn update_cluster_publishes_keys_whose_tokens_assume_the_service_accounts_role_through_a_rotation(
+    ) {
+        let cloud = LocalCloud::start();
+        cloud.prepare_for_ballast(STATE_BUCKET).await;
+        create_bucket(&cloud, OIDC_BUCKET).await;
+        create_bucket(&cloud, DATA).await;
+        for (key, body) in [
+            ("allowed/report.txt", "allowed"),
+            ("other/secret.txt", "secret"),
+        ] {
+            cloud
+                .s3()
+                .put_object()
+                .bucket(DATA)
+                .key(key)
+                .body(body.as_bytes().to_vec().into())
+                .send()
+                .await
+                .expect("PutObject");
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("cluster.yaml");
+        std::fs::write(&file, spec()).expect("spec file");
+        let out = ballast_cli(&cloud)
+            .args(["create", "-f"])
+            .arg(&file)
+            .output()
+            .expect("ballast create -f");
+        assert!(
+            out.status.success(),
+            "create -f: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        update(&cloud, "create");
+
+        let old = service_account_key(&cloud, "pki/service-account").await;
+        let issuer = issuer(&cloud);
+        let jwks = published_jwks(&cloud, &issuer);
+        assert_eq!(jwks.keys.len(), 1, "one key before any rotation");
+        assert!(
+            jwks.find(&old.kid).is_some(),
+            "the JWKS names the key by the API server's kid"
+        );
+        signer_assumes(&cloud, &old, "created").await;
+
+        let role = role_arn(&cloud).await;
+        let sts = anonymous_sts(&cloud);
+        let stranger = SigningKey::generate();
+        let refusals = [
+            (
+                "another service account",
+                api_server_token(&old, &issuer, NAMESPACE, "writer", AUDIENCE),
+                "AccessDenied",
+            ),
+            (
+                "another audience",
+                api_server_token(&old, &issuer, NAMESPACE, ACCOUNT, "sts.amazonaws.com"),
+                "InvalidIdentityToken",
+            ),
+            (
+                "a key not in the JWKS",
+                api_server_token(&stranger, &issuer, NAMESPACE, ACCOUNT, AUDIENCE),
+                "InvalidIdentityToken",
+            ),
+        ];
+        for (what, bad, expected) in &refusals {
+            assert_eq!(
+                assume(&sts, &role, bad).await.err().as_deref(),
+                Some(*expected),
+                "{what}"
+            );
+        }
+        assert!(
+            verifies(&jwks, &refusals[2].1, &issuer).is_err(),
+            "a foreign key does not verify"
+        );
+
+        rotate(&cloud, "add");
+        update(&cloud, "add");
+        let new = service_account_key(&cloud, &added_key_dir(&cloud).await).await;
+        let jwks = published_jwks(&cloud, &issuer);
+        assert!(
+            jwks.find(&old.kid).is_some() && jwks.find(&new.kid).is_some(),
+            "both keys published after add"
+        );
+        signer_assumes(&cloud, &old, "add (the old key signs)").await;
+
+        rotate(&cloud, "promote");
+        update(&cloud, "promote");
+        signer_assumes(&cloud, &new, "promote (the new key signs)").await;
+        signer_assumes(
+            &cloud,
+            &old,
+            "promote (tokens of the old key, still trusted)",
+        )
+        .await;
+
+        rotate(&cloud, "drop");
+        update(&cloud, "drop");
+        signer_assumes(&cloud, &new, "drop (the new key signs)").await;
+        let jwks = published_jwks(&cloud, &issuer);
+        assert!(
+            jwks.find(&old.kid).is_none(),
+            "the dropped key leaves the JWKS"
+        );
+        let retired = api_server_token(&old, &issuer, NAMESPACE, ACCOUNT, AUDIENCE);
+        assert_eq!(
+            assume(&sts, &role, &retired).await.err().as_deref(),
+            Some("InvalidIdentityToken"),
+            "a token of the dropped key"
+        );
+    }
 }
