@@ -392,6 +392,16 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
                 if role == Role::ControlPlane {
                     statements.extend(super::ccm::ccm_iam_statements(cluster));
                     statements.extend(super::ebs_csi::ebs_csi_iam_statements(cluster));
+                    // The audit shipper (super::audit).
+                    let state_bucket = ballast_state::audit::AuditDestination {
+                        bucket: state.bucket.clone(),
+                        prefix: state.prefix.clone(),
+                    };
+                    statements.extend(super::audit::audit_iam_statements(
+                        cluster,
+                        completed,
+                        &state_bucket,
+                    ));
                 }
             }
             (role, policy)

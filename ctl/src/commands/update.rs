@@ -53,6 +53,13 @@ pub async fn update_cluster(
         eprintln!("{}", calls.summary());
     }
     let report = result?;
+    if apply {
+        // The audit log's retention in the state bucket (docs/audit.md).
+        crate::cloud::audit::apply_retention(registry.store(), &completed, &|step| {
+            eprintln!("update: {step}")
+        })
+        .await?;
+    }
     print!("{}", report.plan);
     for (group, instances) in &report.out_of_date {
         println!(
