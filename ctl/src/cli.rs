@@ -536,6 +536,24 @@ pub struct UpdateClusterArgs {
     /// Print the AWS calls made, by operation, on stderr.
     #[arg(long)]
     pub stats: bool,
+    /// Where the resources go: `direct` (made in AWS with --yes) or `terraform` (written as HCL to --out with
+    /// --yes; node specs still go to the state store, and the cluster is marked Terraform-managed).
+    #[arg(long, value_enum, default_value_t = UpdateTarget::Direct)]
+    pub target: UpdateTarget,
+    /// With --target terraform: the directory written (default out/terraform).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<std::path::PathBuf>,
+    /// With --yes: apply directly to a cluster whose resources Terraform manages (Terraform's next apply
+    /// may undo what this one does).
+    #[arg(long)]
+    pub force_direct: bool,
+}
+
+/// `update cluster --target`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum UpdateTarget {
+    Direct,
+    Terraform,
 }
 
 #[derive(Debug, Args)]

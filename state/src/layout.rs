@@ -208,6 +208,13 @@ impl ClusterPaths {
         format!("{}/control-plane/node-bootstrap.json", self.name)
     }
 
+    /// Present while the cluster's AWS resources are Terraform's (`update cluster --target terraform --yes`
+    /// wrote them): a direct `update cluster --yes` is refused unless asked, and `delete cluster` asks for
+    /// `terraform destroy` while the cluster's resources exist.
+    pub fn terraform_managed(&self) -> String {
+        format!("{}/terraform-managed.json", self.name)
+    }
+
     /// Every node's published log tail is under this prefix (`ballast_state::log_tail`).
     pub fn log_tails_prefix(&self) -> String {
         format!("{}/logs/", self.name)

@@ -23,6 +23,7 @@ pub mod plan;
 pub mod rules;
 pub mod teardown;
 pub mod terraform;
+pub mod to_terraform;
 
 use aws_config::SdkConfig;
 

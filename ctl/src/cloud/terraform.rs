@@ -267,7 +267,11 @@ impl Terraform {
                 )
                 .build(),
         );
-        let text = hcl::format::to_string(&body.build())?;
+        // Lists on one line, as kops's files have them (`subnets = [a, b]`); objects one item a line.
+        let mut formatter = hcl::format::Formatter::builder()
+            .compact_arrays(true)
+            .build_vec();
+        let text = hcl::format::Format::format_string(&body.build(), &mut formatter)?;
         Ok(vec![(FILE_NAME.to_string(), fmt(&text))])
     }
 }

@@ -143,6 +143,7 @@ async fn delete_cluster(context: &Context, args: DeleteClusterArgs) -> Result<()
     if inventory.is_empty() && store.remove.is_empty() {
         return Err(not_found());
     }
+    refuse_while_terraform_owns(&registry, &name, &inventory).await?;
     if args.unregister {
         refuse_while_owned(&name, &inventory)?;
         return unregister(&registry, &name, &store, &context.writer, args.yes).await;
@@ -282,4 +283,25 @@ async fn remove_store_objects(
         cache.clear();
     }
     Ok(removed)
+}
+
+/// A Terraform-managed cluster's AWS resources are Terraform's to delete (kops: `terraform destroy` first):
+/// while any exist, `delete cluster` deletes nothing and says so. Once they are gone it removes the rest (the
+/// state-store objects, the marker among them).
+async fn refuse_while_terraform_owns(
+    registry: &Registry,
+    name: &str,
+    inventory: &Inventory,
+) -> Result<(), CommandError> {
+    let marker = ClusterPaths::new(name).terraform_managed();
+    if inventory.is_empty() || registry.store().get(&marker).await?.is_none() {
+        return Ok(());
+    }
+    Err(CommandError::Usage(format!(
+        "cluster {name} is managed by Terraform and {} of its AWS resources exist: nothing was deleted. Run \
+         `terraform destroy` in the directory `ballast update cluster {name} --target terraform --yes` wrote \
+         (its path is in {}/{marker}), then `ballast delete cluster {name} --yes` deletes what is left",
+        inventory.resources.len(),
+        registry.store().url()
+    )))
 }

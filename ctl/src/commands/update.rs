@@ -2,18 +2,164 @@
 
 use ballast_store::registry::Registry;
 
+use std::path::{Path, PathBuf};
+
+use ballast_state::layout::ClusterPaths;
+use ballast_store::store::Precondition;
+
 use super::Context;
-use crate::cli::{UpdateArgs, UpdateWhat};
+use crate::cli::{UpdateArgs, UpdateClusterArgs, UpdateTarget, UpdateWhat};
 use crate::cloud::engine::{update, UpdateOptions};
+use crate::cloud::kinds::{load_balancer, node_specs, Target};
 use crate::cloud::model::{cluster_model, StateLocation};
+use crate::cloud::to_terraform::render_terraform;
 use crate::cloud::{CallLog, Cloud};
 use crate::error::CommandError;
+
+/// kops's default `--out` for `--target terraform`.
+pub const DEFAULT_TERRAFORM_OUT: &str = "out/terraform";
 
 pub async fn run(context: &Context, args: UpdateArgs) -> Result<(), CommandError> {
     let UpdateWhat::Cluster(args) = args.what;
     let name = context.cluster_name(args.cluster_name.as_deref())?;
     let registry = context.registry().await?;
-    update_cluster(&registry, &name, args.yes, args.prune, args.stats).await
+    match args.target {
+        UpdateTarget::Direct => {
+            if args.out.is_some() {
+                return Err(CommandError::Usage(
+                    "--out is for --target terraform: the direct target writes no files"
+                        .to_string(),
+                ));
+            }
+            if args.yes && !args.force_direct {
+                refuse_if_terraform_managed(&registry, &name).await?;
+            }
+            update_cluster_unchecked(&registry, &name, args.yes, args.prune, args.stats).await
+        }
+        UpdateTarget::Terraform => update_terraform(&registry, &name, &args).await,
+    }
+}
+
+/// A direct apply to a cluster whose resources Terraform manages would be undone (or fought) by Terraform's
+/// next apply: refused unless `--force-direct`.
+async fn refuse_if_terraform_managed(registry: &Registry, name: &str) -> Result<(), CommandError> {
+    let marker = ClusterPaths::new(name).terraform_managed();
+    if registry.store().get(&marker).await?.is_some() {
+        return Err(CommandError::Usage(format!(
+            "cluster {name} is managed by Terraform (`ballast update cluster {name} --target terraform --yes` \
+             wrote its resources; {}/{marker} records it): nothing was changed. Run `ballast update cluster \
+             {name} --target terraform --yes` and `terraform apply`, or add --force-direct to change AWS \
+             directly (Terraform's next apply may undo it)",
+            registry.store().url()
+        )));
+    }
+    Ok(())
+}
+
+/// `update cluster --target terraform`: the plan as for the direct target; with `--yes`, the Terraform written
+/// to `--out`, the node specs written to the state store (once the load balancer they name exists), and the
+/// cluster marked Terraform-managed.
+async fn update_terraform(
+    registry: &Registry,
+    name: &str,
+    args: &UpdateClusterArgs,
+) -> Result<(), CommandError> {
+    if args.prune {
+        return Err(CommandError::Usage(
+            "--prune is for --target direct: Terraform deletes what its files no longer declare"
+                .to_string(),
+        ));
+    }
+    if args.force_direct {
+        return Err(CommandError::Usage(
+            "--force-direct is for --target direct".to_string(),
+        ));
+    }
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_TERRAFORM_OUT));
+    let state = require_s3(registry)?;
+    let completed = registry.load_completed(name).await?;
+    let model = cluster_model(&completed, &state);
+    let calls = CallLog::new();
+    let cloud = Cloud::connect(&model.region, calls.clone()).await;
+    // Read-only: the load balancer Terraform made, whose DNS name the node specs carry.
+    let lb = load_balancer::find(&cloud, &model).await?;
+    let api_dns = lb.load_balancer.as_ref().map(|l| l.dns_name.clone());
+    let stored = node_specs::find(registry.store(), &model).await?;
+    let rendered = render_terraform(&model, &completed, api_dns.as_deref(), &stored.keys).await?;
+    if args.stats {
+        eprintln!("{}", calls.summary());
+    }
+    print!("{}", rendered.plan);
+    if !args.yes {
+        eprintln!(
+            "Nothing was written. Run `ballast update cluster {name} --target terraform --yes` to write the \
+             Terraform to {}.",
+            out.display()
+        );
+        return Ok(());
+    }
+    for (file, text) in &rendered.files {
+        write_file(&out.join(file), text)?;
+    }
+    let paths = ClusterPaths::new(name);
+    let marker = serde_json::json!({"managedBy": "terraform", "out": out.display().to_string()});
+    registry
+        .store()
+        .put(
+            &paths.terraform_managed(),
+            marker.to_string().as_bytes(),
+            &Precondition::None,
+        )
+        .await?;
+    match &api_dns {
+        Some(dns) => {
+            let specs = node_specs::render(&completed, &model, dns, &stored.keys)?;
+            let changes = node_specs::diff(&model, Some(&specs), &stored);
+            let target = Target {
+                cloud: &cloud,
+                store: registry.store(),
+                model: &model,
+            };
+            node_specs::apply(&target, &changes).await?;
+            eprintln!(
+                "Wrote {} and {} node spec(s) to the state store. Run `terraform init` and `terraform apply` in \
+                 {}.",
+                rendered
+                    .files
+                    .iter()
+                    .map(|(f, _)| out.join(f).display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                changes.len(),
+                out.display()
+            );
+        }
+        None => eprintln!(
+            "Wrote {}. The launch templates and Auto Scaling Groups of {} wait for the API load balancer (their \
+             node specs name its DNS name): run `terraform init` and `terraform apply` in {}, then `ballast \
+             update cluster {name} --target terraform --yes` again and `terraform apply` again.",
+            out.join(crate::cloud::terraform::FILE_NAME).display(),
+            rendered.terraform.deferred().join(", "),
+            out.display()
+        ),
+    }
+    Ok(())
+}
+
+/// Writes one output file (0644: Terraform files hold no secret), creating the directory.
+fn write_file(path: &Path, text: &str) -> Result<(), CommandError> {
+    ballast_common::durable::write(
+        path,
+        text.as_bytes(),
+        &ballast_common::durable::Options::mode(0o644).create_parents(0o755),
+    )
+    .map_err(|source| CommandError::Io {
+        what: format!("writing {}", path.display()),
+        source: std::io::Error::other(source),
+    })
 }
 
 /// The S3 location of the registry's store: nodes fetch their specs from S3, so clusters are built from one.
@@ -27,8 +173,22 @@ pub fn require_s3(registry: &Registry) -> Result<StateLocation, CommandError> {
     })
 }
 
-/// Plans, and with `apply` applies, the cluster's resources; prints the plan on stdout.
+/// Plans, and with `apply` applies, the cluster's resources; prints the plan on stdout. An apply to a
+/// Terraform-managed cluster is refused.
 pub async fn update_cluster(
+    registry: &Registry,
+    name: &str,
+    apply: bool,
+    prune: bool,
+    stats: bool,
+) -> Result<(), CommandError> {
+    if apply {
+        refuse_if_terraform_managed(registry, name).await?;
+    }
+    update_cluster_unchecked(registry, name, apply, prune, stats).await
+}
+
+async fn update_cluster_unchecked(
     registry: &Registry,
     name: &str,
     apply: bool,

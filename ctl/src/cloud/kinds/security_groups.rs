@@ -544,6 +544,10 @@ impl Task for SecurityGroupsTask {
                 &tf_name(&format!("{}-egress-all-0to0-0-0-0-0--0", group.name)),
                 TfResource::new()
                     .attr("cidr_blocks", values(&["0.0.0.0/0"]))
+                    .attr(
+                        "description",
+                        "all outbound traffic, as EC2 gives every new group",
+                    )
                     .attr("from_port", 0)
                     .attr("protocol", "-1")
                     .attr("security_group_id", value(&id))
@@ -667,6 +671,10 @@ impl Task for SecurityGroupRulesTask {
                     &rule_name,
                     TfResource::new()
                         .attr(source_attr, source)
+                        .attr(
+                            "description",
+                            format!("{protocol} {from}-{to} from {source_name}"),
+                        )
                         .attr("from_port", i64::from(from))
                         .attr("protocol", rule.protocol.as_str())
                         .attr("security_group_id", value(&group_id))
