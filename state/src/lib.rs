@@ -31,6 +31,7 @@ pub mod etcd;
 pub mod etcd_volume;
 pub mod generate;
 pub mod irsa;
+pub mod issuer;
 pub mod key_material;
 pub mod keyset;
 pub mod layout;

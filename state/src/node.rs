@@ -150,10 +150,10 @@ pub struct ControlPlaneSettings {
     pub etcd: EtcdSettings,
     /// The published service-account issuer (IRSA, `docs/irsa.md`); absent: the in-cluster issuer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service_account_issuer: Option<crate::irsa::node::IssuerSettings>,
+    pub service_account_issuer: Option<crate::irsa::IssuerSettings>,
     /// Roles of Ballast's AWS-calling add-ons on IRSA; absent: they use the instance role.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub addon_roles: Option<crate::irsa::node::AddonRoles>,
+    pub addon_roles: Option<crate::irsa::AddonRoles>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

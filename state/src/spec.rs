@@ -83,7 +83,7 @@ pub struct ClusterSpec {
     /// Publish the service-account issuer's OIDC discovery documents and make it the API server's issuer
     /// (IAM roles for service accounts; `docs/irsa.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service_account_issuer_discovery: Option<Box<crate::irsa::ServiceAccountIssuerDiscovery>>,
+    pub service_account_issuer_discovery: Option<Box<ServiceAccountIssuerDiscovery>>,
     /// Tags added to every AWS resource the cluster owns.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cloud_labels: BTreeMap<String, String>,
@@ -280,7 +280,53 @@ pub struct ClusterIamSpec {
     /// One IAM role per service account, assumable only with that service account's tokens (IRSA; needs
     /// `serviceAccountIssuerDiscovery` with `enableAWSOIDCProvider`; `docs/irsa.md`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub service_account_external_permissions: Vec<crate::irsa::ServiceAccountExternalPermission>,
+    pub service_account_external_permissions: Vec<ServiceAccountExternalPermission>,
+}
+
+/// `spec.serviceAccountIssuerDiscovery`: publish the service-account issuer's OIDC discovery documents, and
+/// make the API server's issuer their public location.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServiceAccountIssuerDiscovery {
+    /// `s3://bucket[/prefix]`: where `/.well-known/openid-configuration` and `/openid/v1/jwks` are published
+    /// (public-read, those two objects only).
+    pub discovery_store: String,
+    /// Create the IAM OIDC provider trusting the issuer (default false, as in kops). Needed for
+    /// `spec.iam.serviceAccountExternalPermissions`.
+    #[serde(
+        default,
+        rename = "enableAWSOIDCProvider",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub enable_aws_oidc_provider: Option<bool>,
+    /// Client ids the OIDC provider lists besides [`AWS_AUDIENCE`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_audiences: Vec<String>,
+}
+
+/// One entry of `spec.iam.serviceAccountExternalPermissions`: the AWS permissions of one service account.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServiceAccountExternalPermission {
+    /// The service account's name.
+    pub name: String,
+    /// The service account's namespace.
+    pub namespace: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aws: Option<AwsPermission>,
+}
+
+/// What a service account may do in AWS: managed policies attached to its role, and/or an inline policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AwsPermission {
+    /// Managed policies attached to the role, by ARN.
+    #[serde(default, rename = "policyARNs", skip_serializing_if = "Vec::is_empty")]
+    pub policy_arns: Vec<String>,
+    /// IAM policy statements as JSON: an array of statements (kops's shape) or one statement object. Put on
+    /// the role as its inline policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline_policy: Option<String>,
 }
 
 /// A group of identical instances: one launch template and one Auto Scaling Group.

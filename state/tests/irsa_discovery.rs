@@ -5,7 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use ballast_state::irsa::discovery::{jwks, openid_configuration, published_public_keys, to_json};
+use ballast_state::issuer::discovery::{
+    jwks, openid_configuration, published_public_keys, to_json,
+};
 use ballast_state::keyset::{KeyState, Keyset, KeysetItem, KeysetName, Stage, StageOutcome};
 use ballast_state::layout::ClusterPaths;
 

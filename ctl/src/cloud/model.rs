@@ -390,8 +390,12 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
                 // The cloud controller manager and the EBS CSI driver's controller run on control-plane nodes
                 // only (super::ccm, super::ebs_csi).
                 if role == Role::ControlPlane {
-                    statements.extend(super::ccm::ccm_iam_statements(cluster));
-                    statements.extend(super::ebs_csi::ebs_csi_iam_statements(cluster));
+                    // With IRSA they run on roles of their own (kinds::service_account_roles), and their
+                    // statements leave the instance role.
+                    if !ballast_state::irsa::addons_on_irsa(spec) {
+                        statements.extend(super::ccm::ccm_iam_statements(cluster));
+                        statements.extend(super::ebs_csi::ebs_csi_iam_statements(cluster));
+                    }
                     // The audit shipper (super::audit).
                     let state_bucket = ballast_state::audit::AuditDestination {
                         bucket: state.bucket.clone(),

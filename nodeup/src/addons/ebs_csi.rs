@@ -251,6 +251,32 @@ fn controller(spec: &NodeSpec, images: &EbsCsiImages) -> Deployment {
             ..Default::default()
         },
     ];
+    let mut pod = PodSpec {
+        containers,
+        // On control-plane nodes: with IRSA off their instance role holds the driver's EC2 permissions, and
+        // no worker's does.
+        affinity: Some(one_per_control_plane_node(selector(CONTROLLER))),
+        security_context: Some(PodSecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(1000),
+            run_as_group: Some(1000),
+            fs_group: Some(1000),
+            ..Default::default()
+        }),
+        priority_class_name: Some("system-cluster-critical".into()),
+        service_account_name: Some(CONTROLLER_ACCOUNT.into()),
+        tolerations: Some(vec![tolerate(CONTROL_PLANE_LABEL)]),
+        volumes: Some(vec![Volume {
+            name: "socket-dir".into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    // With IRSA the driver (not its sidecars, which call no AWS API) runs on a role of its own.
+    if let Some(role) = super::objects::addon_role(spec, |r| &r.ebs_csi_controller) {
+        super::objects::on_web_identity(&mut pod, &["ebs-plugin"], role);
+    }
     Deployment {
         metadata: named(CONTROLLER, Some(KUBE_SYSTEM)),
         spec: Some(DeploymentSpec {
@@ -261,28 +287,7 @@ fn controller(spec: &NodeSpec, images: &EbsCsiImages) -> Deployment {
                     labels: Some(labels(CONTROLLER)),
                     ..Default::default()
                 }),
-                spec: Some(PodSpec {
-                    containers,
-                    // On control-plane nodes: their instance role holds the driver's EC2 permissions, and no
-                    // worker's does.
-                    affinity: Some(one_per_control_plane_node(selector(CONTROLLER))),
-                    security_context: Some(PodSecurityContext {
-                        run_as_non_root: Some(true),
-                        run_as_user: Some(1000),
-                        run_as_group: Some(1000),
-                        fs_group: Some(1000),
-                        ..Default::default()
-                    }),
-                    priority_class_name: Some("system-cluster-critical".into()),
-                    service_account_name: Some(CONTROLLER_ACCOUNT.into()),
-                    tolerations: Some(vec![tolerate(CONTROL_PLANE_LABEL)]),
-                    volumes: Some(vec![Volume {
-                        name: "socket-dir".into(),
-                        empty_dir: Some(EmptyDirVolumeSource::default()),
-                        ..Default::default()
-                    }]),
-                    ..Default::default()
-                }),
+                spec: Some(pod),
             },
             ..Default::default()
         }),

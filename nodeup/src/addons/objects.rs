@@ -510,6 +510,81 @@ pub struct CloudControllerManager {
 const CCM: &str = "aws-cloud-controller-manager";
 const CCM_ACCOUNT: &str = "cloud-controller-manager";
 
+/// Where the projected web-identity token is mounted (kops's path) and its file.
+const WEB_IDENTITY_DIR: &str = "/var/run/secrets/amazonaws.com/";
+const WEB_IDENTITY_FILE: &str = "token";
+
+/// An add-on pod on its own IAM role (IRSA, `docs/irsa.md`), as kops sets up its own add-ons so they need no
+/// webhook: a projected service-account token for the audience `amazonaws.com` (a day, rotated by the
+/// kubelet), mounted read-only into `containers` (every container when empty), with `AWS_ROLE_ARN` and
+/// `AWS_WEB_IDENTITY_TOKEN_FILE`, which the AWS SDKs' default credential chain reads. The pod's `fsGroup` is
+/// kept when set (the token file is group-readable by it), else set to 10001 (kops's).
+pub fn on_web_identity(pod: &mut PodSpec, containers: &[&str], role_arn: &str) {
+    use k8s_openapi::api::core::v1::{
+        PodSecurityContext, ProjectedVolumeSource, ServiceAccountTokenProjection, VolumeProjection,
+    };
+    const VOLUME: &str = "aws-iam-token";
+    pod.volumes.get_or_insert_with(Vec::new).push(Volume {
+        name: VOLUME.into(),
+        projected: Some(ProjectedVolumeSource {
+            default_mode: Some(0o440),
+            sources: Some(vec![VolumeProjection {
+                service_account_token: Some(ServiceAccountTokenProjection {
+                    audience: Some(ballast_state::irsa::AWS_AUDIENCE.into()),
+                    expiration_seconds: Some(86_400),
+                    path: WEB_IDENTITY_FILE.into(),
+                }),
+                ..Default::default()
+            }]),
+        }),
+        ..Default::default()
+    });
+    for container in pod
+        .containers
+        .iter_mut()
+        .filter(|c| containers.is_empty() || containers.contains(&c.name.as_str()))
+    {
+        container
+            .volume_mounts
+            .get_or_insert_with(Vec::new)
+            .push(VolumeMount {
+                name: VOLUME.into(),
+                mount_path: WEB_IDENTITY_DIR.into(),
+                read_only: Some(true),
+                ..Default::default()
+            });
+        let env = container.env.get_or_insert_with(Vec::new);
+        for (name, value) in [
+            ("AWS_ROLE_ARN", role_arn.to_string()),
+            (
+                "AWS_WEB_IDENTITY_TOKEN_FILE",
+                format!("{WEB_IDENTITY_DIR}{WEB_IDENTITY_FILE}"),
+            ),
+        ] {
+            env.push(EnvVar {
+                name: name.into(),
+                value: Some(value),
+                ..Default::default()
+            });
+        }
+    }
+    pod.security_context
+        .get_or_insert_with(PodSecurityContext::default)
+        .fs_group
+        .get_or_insert(10_001);
+}
+
+/// The role an add-on runs on, when the node spec gives it one.
+pub fn addon_role<'s>(
+    spec: &'s NodeSpec,
+    pick: impl Fn(&'s ballast_state::irsa::AddonRoles) -> &'s Option<String>,
+) -> Option<&'s str> {
+    spec.control_plane
+        .as_ref()
+        .and_then(|c| c.addon_roles.as_ref())
+        .and_then(|roles| pick(roles).as_deref())
+}
+
 fn ccm_daemon_set(spec: &NodeSpec, image: &str) -> DaemonSet {
     const NAME: &str = CCM;
     const ACCOUNT: &str = CCM_ACCOUNT;
@@ -532,25 +607,26 @@ fn ccm_daemon_set(spec: &NodeSpec, image: &str) -> DaemonSet {
         }),
         ..Default::default()
     };
-    labelled_daemon_set(
-        NAME,
-        PodSpec {
-            containers: vec![container],
-            host_network: Some(true),
-            node_selector: Some(BTreeMap::from([(
-                CONTROL_PLANE_LABEL.to_string(),
-                String::new(),
-            )])),
-            priority_class_name: Some("system-node-critical".into()),
-            service_account_name: Some(ACCOUNT.into()),
-            tolerations: Some(vec![
-                tolerate(CONTROL_PLANE_LABEL),
-                tolerate("node.cloudprovider.kubernetes.io/uninitialized"),
-                tolerate("node.kubernetes.io/not-ready"),
-            ]),
-            ..Default::default()
-        },
-    )
+    let mut pod = PodSpec {
+        containers: vec![container],
+        host_network: Some(true),
+        node_selector: Some(BTreeMap::from([(
+            CONTROL_PLANE_LABEL.to_string(),
+            String::new(),
+        )])),
+        priority_class_name: Some("system-node-critical".into()),
+        service_account_name: Some(ACCOUNT.into()),
+        tolerations: Some(vec![
+            tolerate(CONTROL_PLANE_LABEL),
+            tolerate("node.cloudprovider.kubernetes.io/uninitialized"),
+            tolerate("node.kubernetes.io/not-ready"),
+        ]),
+        ..Default::default()
+    };
+    if let Some(role) = addon_role(spec, |r| &r.cloud_controller_manager) {
+        on_web_identity(&mut pod, &[], role);
+    }
+    labelled_daemon_set(NAME, pod)
 }
 
 pub fn cloud_controller_manager(spec: &NodeSpec, image: &str) -> CloudControllerManager {

@@ -264,7 +264,7 @@ fn flag_name(arg: &str) -> &str {
 /// The issuer flags. Without discovery, the in-cluster issuer alone (kube-apiserver's defaults do the rest).
 /// With it (IRSA, `docs/irsa.md`): the published issuer first (tokens are signed as the first), the old one
 /// still accepted so tokens issued before the switch work until they expire, the published JWKS's URL, and the
-/// API audiences (`ballast_state::irsa::node::IssuerSettings`).
+/// API audiences (`ballast_state::irsa::IssuerSettings`).
 fn service_account_issuer_args(spec: &NodeSpec, settings: &ControlPlaneSettings) -> Vec<String> {
     let Some(issuer) = &settings.service_account_issuer else {
         return vec![format!(

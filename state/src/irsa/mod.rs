@@ -3,14 +3,14 @@
 //! field for field (kops `pkg/apis/kops/cluster.go`: `ServiceAccountIssuerDiscoveryConfig`,
 //! `ServiceAccountExternalPermission`, `AWSPermission`), and the pure rules every part of Ballast derives from
 //! them: where the discovery documents live and the issuer URL they make ([`store`]), the names of the roles
-//! ([`naming`]), their trust policies ([`trust`]) and the published documents ([`discovery`]). Validation is in
-//! [`validate`]; `docs/irsa.md` is the reference.
+//! ([`naming`]), their trust policies ([`trust`]), and what a control-plane node spec carries ([`IssuerSettings`],
+//! [`AddonRoles`]). Validation is in [`validate`]; `docs/irsa.md` is the reference. The spec's types are in
+//! `spec` (re-exported here); what needs the keysets or the node spec is in `crate::issuer`. This module imports
+//! neither, so `validate` may use it without an import circle.
 
 use serde::{Deserialize, Serialize};
 
-pub mod discovery;
 pub mod naming;
-pub mod node;
 pub mod store;
 pub mod trust;
 pub mod validate;
@@ -41,50 +41,56 @@ pub struct ServiceAccountRef {
     pub name: &'static str,
 }
 
-/// `spec.serviceAccountIssuerDiscovery`: publish the service-account issuer's OIDC discovery documents, and
-/// make the API server's issuer their public location.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub use crate::spec::{
+    AwsPermission, ServiceAccountExternalPermission, ServiceAccountIssuerDiscovery,
+};
+
+/// The API server's issuer settings when discovery is on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ServiceAccountIssuerDiscovery {
-    /// `s3://bucket[/prefix]`: where `/.well-known/openid-configuration` and `/openid/v1/jwks` are published
-    /// (public-read, those two objects only).
-    pub discovery_store: String,
-    /// Create the IAM OIDC provider trusting the issuer (default false, as in kops). Needed for
-    /// `spec.iam.serviceAccountExternalPermissions`.
-    #[serde(
-        default,
-        rename = "enableAWSOIDCProvider",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub enable_aws_oidc_provider: Option<bool>,
-    /// Client ids the OIDC provider lists besides [`AWS_AUDIENCE`].
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub additional_audiences: Vec<String>,
+pub struct IssuerSettings {
+    /// The published issuer: the first `--service-account-issuer`, the one new tokens carry.
+    pub issuer: String,
+    /// `--service-account-jwks-uri`: where the published JWKS is.
+    pub jwks_uri: String,
+    /// Issuers still accepted (later `--service-account-issuer` flags): the in-cluster one, so tokens issued
+    /// before the switch keep working until they expire, as kops does.
+    pub previous_issuers: Vec<String>,
+    /// `--api-audiences`: the audiences the API server accepts, and gives tokens that ask for none.
+    pub api_audiences: Vec<String>,
 }
 
-/// One entry of `spec.iam.serviceAccountExternalPermissions`: the AWS permissions of one service account.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+/// Roles of Ballast's own AWS-calling add-ons, by ARN, when they run on IRSA.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ServiceAccountExternalPermission {
-    /// The service account's name.
-    pub name: String,
-    /// The service account's namespace.
-    pub namespace: String,
+pub struct AddonRoles {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub aws: Option<AwsPermission>,
+    pub cloud_controller_manager: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ebs_csi_controller: Option<String>,
 }
 
-/// What a service account may do in AWS: managed policies attached to its role, and/or an inline policy.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct AwsPermission {
-    /// Managed policies attached to the role, by ARN.
-    #[serde(default, rename = "policyARNs", skip_serializing_if = "Vec::is_empty")]
-    pub policy_arns: Vec<String>,
-    /// IAM policy statements as JSON: an array of statements (kops's shape) or one statement object. Put on
-    /// the role as its inline policy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub inline_policy: Option<String>,
+/// The issuer every cluster's API server had before discovery: kube-apiserver's in-cluster name for the cluster
+/// domain (`cluster.local`).
+pub fn in_cluster_issuer(cluster_domain: &str) -> String {
+    format!("https://kubernetes.default.svc.{cluster_domain}")
+}
+
+impl IssuerSettings {
+    /// The settings for a published `issuer`. The API audiences are the issuers themselves, new then old, which
+    /// is what kube-apiserver takes when `--api-audiences` is unset: tokens made before the switch carry the
+    /// old issuer as audience and keep authenticating. `amazonaws.com` is deliberately not an API audience: a
+    /// token minted for STS must not be accepted by the Kubernetes API (TokenRequest mints it whatever the API
+    /// audiences are, so IRSA needs none of them).
+    pub fn published(issuer: &str, cluster_domain: &str) -> Self {
+        let old = in_cluster_issuer(cluster_domain);
+        IssuerSettings {
+            issuer: issuer.to_string(),
+            jwks_uri: store::jwks_uri(issuer),
+            previous_issuers: vec![old.clone()],
+            api_audiences: vec![issuer.to_string(), old],
+        }
+    }
 }
 
 /// What the completed spec says of IRSA, in one place for the planners.

@@ -131,6 +131,11 @@ fn valid_prefix(prefix: &str) -> bool {
         })
 }
 
+/// The JWKS URI of an issuer (kube-apiserver's `--service-account-jwks-uri`).
+pub fn jwks_uri(issuer: &str) -> String {
+    format!("{issuer}/{JWKS}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -61,11 +61,11 @@ pub struct Known {
     pub node_spec_hashes: BTreeMap<String, String>,
     pub launch_template_ids: BTreeMap<String, String>,
     /// The published service-account issuer (IRSA, `oidc_discovery`): node specs carry it.
-    pub service_account_issuer: Option<ballast_state::irsa::node::IssuerSettings>,
+    pub service_account_issuer: Option<ballast_state::irsa::IssuerSettings>,
     /// The IAM OIDC provider's ARN, once it exists (`oidc_provider`).
     pub oidc_provider_arn: Option<String>,
     /// The roles of Ballast's add-ons on IRSA (`service_account_roles`): node specs carry them.
-    pub addon_roles: Option<ballast_state::irsa::node::AddonRoles>,
+    pub addon_roles: Option<ballast_state::irsa::AddonRoles>,
 }
 
 /// What the kinds' `apply` works on: the AWS clients, the state store and the model (for names and tags).

@@ -226,7 +226,7 @@ impl NodeSpecsTask {
                     .into_iter()
                     .map(|spec| {
                         let group = spec.spec.instance_group.clone();
-                        ballast_state::irsa::node::with_irsa(
+                        ballast_state::issuer::with_irsa(
                             spec,
                             known.service_account_issuer.as_ref(),
                             known.addon_roles.as_ref(),

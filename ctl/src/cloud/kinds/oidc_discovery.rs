@@ -1,7 +1,7 @@
 //! The service-account issuer's discovery documents (IRSA, `docs/irsa.md`): `/.well-known/openid-configuration`
 //! and `/openid/v1/jwks` in `spec.serviceAccountIssuerDiscovery.discoveryStore`, public-read (object ACLs: those
 //! two objects only; the rest of the bucket, and the state store, stay private). Rendered purely by
-//! `ballast_state::irsa::discovery` from the service-account keyset's trusted keys, so a rotation's stage changes
+//! `ballast_state::issuer::discovery` from the service-account keyset's trusted keys, so a rotation's stage changes
 //! the JWKS at the next `update cluster`, and a second run finds nothing to change.
 //!
 //! `learn` puts the issuer in [`Known`]: the node specs (API server flags), the OIDC provider and the service
@@ -12,10 +12,12 @@ use std::collections::BTreeMap;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{ObjectCannedAcl, Permission, Type};
 use ballast_state::digest::sha256_hex;
-use ballast_state::irsa::discovery::{jwks, openid_configuration, published_public_keys, to_json};
-use ballast_state::irsa::node::IssuerSettings;
 use ballast_state::irsa::store::{DiscoveryStore, JWKS, OPENID_CONFIGURATION};
 use ballast_state::irsa::IrsaSettings;
+use ballast_state::irsa::IssuerSettings;
+use ballast_state::issuer::discovery::{
+    jwks, openid_configuration, published_public_keys, to_json,
+};
 use ballast_state::layout::ClusterPaths;
 use serde::{Deserialize, Serialize};
 
@@ -321,8 +323,8 @@ impl Task for OidcDiscoveryTask {
         actual: &Actual,
         known: &mut Known,
     ) -> Result<(), UpdateError> {
-        known.service_account_issuer =
-            discovery(wanted, actual)?.map(|d| IssuerSettings::published(&d.issuer));
+        known.service_account_issuer = discovery(wanted, actual)?
+            .map(|d| IssuerSettings::published(&d.issuer, ballast_state::node::CLUSTER_DOMAIN));
         Ok(())
     }
 

@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use aws_sdk_iam::types::Tag;
 use ballast_state::irsa::naming::service_account_role_name;
-use ballast_state::irsa::node::AddonRoles;
 use ballast_state::irsa::trust::{inline_policy_document, service_account_trust_policy};
+use ballast_state::irsa::AddonRoles;
 use ballast_state::irsa::{
     addons_on_irsa, IrsaSettings, ServiceAccountRef, CLOUD_CONTROLLER_MANAGER_ACCOUNT,
     EBS_CSI_CONTROLLER_ACCOUNT,
@@ -482,5 +482,213 @@ impl Task for ServiceAccountRolesTask {
     ) -> Result<(), RenderError> {
         // Not rendered yet: IRSA's resources are made with `--target direct` (docs/irsa.md says so).
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use ballast_state::defaults::complete;
+    use ballast_state::document::{config_from_objects, parse_objects};
+    use ballast_state::irsa::IssuerSettings;
+    use ballast_state::spec::{ClusterConfig, Role};
+
+    use super::*;
+    use crate::cloud::model::{cluster_model, ClusterModel, StateLocation};
+
+    const SPEC: &str = "
+apiVersion: ballast.dev/v1alpha1
+kind: Cluster
+metadata: {name: demo.example.com}
+spec:
+  subnets: [{name: a, zone: us-west-2a}]
+  serviceAccountIssuerDiscovery: {discoveryStore: s3://demo-oidc/demo.example.com, enableAWSOIDCProvider: true}
+  iam:
+    serviceAccountExternalPermissions:
+    - name: reports
+      namespace: team-a
+      aws:
+        policyARNs: [arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess]
+        inlinePolicy: '[{\"Effect\": \"Allow\", \"Action\": [\"s3:PutObject\"], \"Resource\": [\"arn:aws:s3:::r/*\"]}]'
+---
+apiVersion: ballast.dev/v1alpha1
+kind: InstanceGroup
+metadata: {name: control-plane}
+spec: {role: ControlPlane}
+";
+
+    fn load(text: &str) -> (ClusterConfig, ClusterModel) {
+        let objects = parse_objects("spec", text).expect("parses");
+        let completed = complete(&config_from_objects("spec", objects).expect("a cluster"));
+        let state = StateLocation::from_url("s3://state/clusters").expect("s3");
+        let model = cluster_model(&completed, &state);
+        (completed, model)
+    }
+
+    fn statements(model: &ClusterModel, role: Role) -> Vec<Value> {
+        let policy = &model
+            .roles
+            .iter()
+            .find(|r| r.role == role)
+            .expect("role")
+            .policy;
+        let policy: Value = serde_json::from_str(policy).expect("JSON");
+        policy["Statement"].as_array().expect("statements").clone()
+    }
+
+    /// With the OIDC provider on, the control-plane instance role loses the cloud controller manager's and the
+    /// EBS CSI driver's statements, exactly those, and they are the add-on roles' inline policies; the nodes'
+    /// role is unchanged.
+    #[test]
+    fn the_addons_statements_move_from_the_instance_role_to_their_roles() {
+        let (completed, with_irsa) = load(SPEC);
+        let without = SPEC.replace(
+            "enableAWSOIDCProvider: true",
+            "enableAWSOIDCProvider: false",
+        );
+        let without = without.split("  iam:").next().expect("head").to_string()
+            + "---"
+            + SPEC.split("---").nth(1).expect("group");
+        let (_, without_irsa) = load(&without);
+        let moved: Vec<Value> = addon_statements("demo.example.com")
+            .into_iter()
+            .flat_map(|(_, statements)| statements)
+            .collect();
+        let mut expected = statements(&with_irsa, Role::ControlPlane);
+        let kept = statements(&without_irsa, Role::ControlPlane);
+        for statement in &moved {
+            assert!(
+                kept.contains(statement),
+                "without IRSA the role has {statement}"
+            );
+            assert!(
+                !expected.contains(statement),
+                "with IRSA the role still has {statement}"
+            );
+        }
+        expected.extend(moved.iter().cloned());
+        let sorted = |mut v: Vec<Value>| {
+            v.sort_by_key(|s| s.to_string());
+            v
+        };
+        assert_eq!(
+            sorted(expected),
+            sorted(kept),
+            "only the add-ons' statements move"
+        );
+        assert_eq!(
+            statements(&with_irsa, Role::Node),
+            statements(&without_irsa, Role::Node)
+        );
+
+        let wanted = Wanted {
+            model: &with_irsa,
+            completed: &completed,
+        };
+        let issuer = "https://demo-oidc.s3.us-west-2.amazonaws.com/demo.example.com";
+        let provider =
+            "arn:aws:iam::123456789012:oidc-provider/demo-oidc.s3.us-west-2.amazonaws.com/demo.example.com";
+        let roles = wanted_roles(wanted, issuer, Some(provider)).expect("roles");
+        let names: Vec<&str> = roles.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "reports.team-a.sa.demo.example.com",
+                "cloud-controller-manager.kube-system.sa.demo.example.com",
+                "ebs-csi-controller-sa.kube-system.sa.demo.example.com",
+            ]
+        );
+        let addon_inline: Vec<Value> = roles[1..]
+            .iter()
+            .flat_map(|r| {
+                r.inline.as_ref().expect("inline")["Statement"]
+                    .as_array()
+                    .expect("statements")
+                    .clone()
+            })
+            .collect();
+        assert_eq!(addon_inline, moved);
+
+        // Goldens of the trust policies and inline documents.
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/irsa-trust");
+        let mut failures = Vec::new();
+        for role in &roles {
+            let document =
+                json!({"trust": role.trust, "policyARNs": role.policy_arns, "inline": role.inline});
+            let text = serde_json::to_string_pretty(&document).expect("JSON") + "\n";
+            if let Err(e) = ballast_testutil::check(&dir.join(format!("{}.json", role.name)), &text)
+            {
+                failures.push(e.to_string());
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+        // Their ARNs, from the instance profiles' account, reach the node spec.
+        let mut known = Known::default();
+        known.profile_arns.insert(
+            Role::ControlPlane,
+            "arn:aws:iam::123456789012:instance-profile/control-plane.demo.example.com".into(),
+        );
+        let arns = addon_roles(wanted, &known).expect("add-ons on IRSA");
+        assert_eq!(
+            arns.cloud_controller_manager.as_deref(),
+            Some("arn:aws:iam::123456789012:role/cloud-controller-manager.kube-system.sa.demo.example.com")
+        );
+    }
+
+    /// A role found as wanted changes nothing; a changed trust, a detached policy and a different inline policy
+    /// are each one change; a role without the ownership tag is refused.
+    #[test]
+    fn a_second_run_changes_nothing_and_drift_is_repaired() {
+        let (completed, model) = load(SPEC);
+        let wanted = Wanted {
+            model: &model,
+            completed: &completed,
+        };
+        let mut known = Known {
+            service_account_issuer: Some(IssuerSettings::published(
+                "https://demo-oidc.s3.us-west-2.amazonaws.com/demo.example.com",
+                ballast_state::node::CLUSTER_DOMAIN,
+            )),
+            oidc_provider_arn: Some("arn:aws:iam::1:oidc-provider/x".into()),
+            ..Known::default()
+        };
+        let roles = wanted_roles(
+            wanted,
+            "https://demo-oidc.s3.us-west-2.amazonaws.com/demo.example.com",
+            known.oidc_provider_arn.as_deref(),
+        )
+        .expect("roles");
+        let mut actual = Actual::default();
+        for role in &roles {
+            actual.roles.insert(
+                role.name.clone(),
+                FoundRole {
+                    arn: format!("arn:aws:iam::1:role/{}", role.name),
+                    trust: role.trust.to_string(),
+                    policy_arns: role.policy_arns.clone(),
+                    inline: role.inline.as_ref().map(Value::to_string),
+                    owned: true,
+                },
+            );
+        }
+        assert!(diff(wanted, &known, &actual).expect("diff").is_empty());
+        let name = "reports.team-a.sa.demo.example.com";
+        let found = actual.roles.get_mut(name).expect("found");
+        found.policy_arns.clear();
+        found.inline = None;
+        found.trust = "{}".into();
+        let changes = diff(wanted, &known, &actual).expect("diff");
+        assert_eq!(changes.len(), 1);
+        assert!(changes[0].trust && changes[0].inline);
+        assert_eq!(
+            changes[0].attach,
+            ["arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess"]
+        );
+        actual.roles.get_mut(name).expect("found").owned = false;
+        assert!(diff(wanted, &known, &actual).is_err());
+        known.service_account_issuer = None;
+        assert!(diff(wanted, &known, &actual).expect("no issuer").is_empty());
     }
 }

@@ -71,10 +71,7 @@ pub enum JwkError {
     Unsupported { index: usize, kind: String },
 }
 
-/// The JWKS URI of an issuer (kube-apiserver's `--service-account-jwks-uri`).
-pub fn jwks_uri(issuer: &str) -> String {
-    format!("{issuer}/openid/v1/jwks")
-}
+pub use crate::irsa::store::jwks_uri;
 
 /// The discovery document of `issuer`, naming the algorithms of the keys in `jwks`.
 pub fn openid_configuration(issuer: &str, jwks: &Jwks) -> OpenIdConfiguration {

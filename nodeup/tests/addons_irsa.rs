@@ -1,0 +1,146 @@
+//! Ballast's AWS-calling add-ons on IRSA: with the node spec's `addonRoles` (the control-plane spec of
+//! `tests/data/control-plane-irsa`), the cloud controller manager's DaemonSet and the EBS CSI controller's
+//! Deployment carry the projected `amazonaws.com` token and `AWS_ROLE_ARN`/`AWS_WEB_IDENTITY_TOKEN_FILE` (the
+//! driver container only, not its sidecars), so they need no webhook; without roles they carry neither.
+//! Golden: `tests/data/addons/irsa/objects.yaml` (`BALLAST_BLESS=1 cargo test -p nodeup --test addons_irsa`).
+
+use std::path::{Path, PathBuf};
+
+use ballast_state::components::{ComponentManifest, ImageDigest};
+use ballast_state::node::NodeSpec;
+use ballast_testutil::assert_golden;
+use nodeup::addons::{self, AddonSet};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+fn data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+}
+
+fn spec(case: &str) -> NodeSpec {
+    let text = std::fs::read_to_string(data().join(case).join("spec.yaml")).expect("spec");
+    yaml_serde::from_str(&text).expect("a node spec")
+}
+
+/// Cilium (the specs' networking) reads no baked CNI manifest; digests are test values as in `addons.rs`.
+fn render(spec: &NodeSpec) -> AddonSet {
+    let manifest = ComponentManifest::embedded().expect("the embedded manifest");
+    let (minor, release) = manifest
+        .release_exact(&spec.kubernetes_version)
+        .expect("pinned");
+    let mut release = release.clone();
+    for addon in release.addons.values_mut() {
+        for image in addon.images.values_mut() {
+            image.digest =
+                ImageDigest::Pinned(hex::encode(Sha256::digest(image.reference.as_bytes())));
+        }
+    }
+    addons::render(spec, &release, minor, None).expect("renders")
+}
+
+fn pod<'a>(set: &'a AddonSet, describe: &str) -> &'a Value {
+    &set.objects
+        .iter()
+        .find(|o| o.describe() == describe)
+        .unwrap_or_else(|| panic!("no {describe}"))
+        .value["spec"]["template"]["spec"]
+}
+
+fn env_of<'a>(pod: &'a Value, container: &str) -> Vec<(&'a str, &'a str)> {
+    pod["containers"]
+        .as_array()
+        .expect("containers")
+        .iter()
+        .find(|c| c["name"] == container)
+        .unwrap_or_else(|| panic!("no container {container}"))["env"]
+        .as_array()
+        .map(|env| {
+            env.iter()
+                .filter_map(|e| Some((e["name"].as_str()?, e["value"].as_str().unwrap_or(""))))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+const CCM: &str = "DaemonSet kube-system/aws-cloud-controller-manager";
+const EBS: &str = "Deployment kube-system/ebs-csi-controller";
+
+#[test]
+fn the_addons_run_on_their_roles_with_a_projected_token() {
+    let set = render(&spec("control-plane-irsa"));
+    let token_file = "/var/run/secrets/amazonaws.com/token";
+    for (describe, container, role) in [
+        (
+            CCM,
+            "aws-cloud-controller-manager",
+            "arn:aws:iam::123456789012:role/cloud-controller-manager.kube-system.sa.demo.example.com",
+        ),
+        (
+            EBS,
+            "ebs-plugin",
+            "arn:aws:iam::123456789012:role/ebs-csi-controller-sa.kube-system.sa.demo.example.com",
+        ),
+    ] {
+        let pod = pod(&set, describe);
+        let env = env_of(pod, container);
+        assert!(env.contains(&("AWS_ROLE_ARN", role)), "{describe}: {env:?}");
+        assert!(
+            env.contains(&("AWS_WEB_IDENTITY_TOKEN_FILE", token_file)),
+            "{describe}: {env:?}"
+        );
+        let volume = pod["volumes"]
+            .as_array()
+            .expect("volumes")
+            .iter()
+            .find(|v| v["name"] == "aws-iam-token")
+            .unwrap_or_else(|| panic!("{describe}: no token volume"));
+        let projection = &volume["projected"]["sources"][0]["serviceAccountToken"];
+        assert_eq!(projection["audience"], "amazonaws.com", "{describe}");
+        assert_eq!(projection["path"], "token", "{describe}");
+    }
+    // The sidecars call no AWS API and get no credentials.
+    let ebs = pod(&set, EBS);
+    for sidecar in [
+        "csi-provisioner",
+        "csi-attacher",
+        "csi-resizer",
+        "liveness-probe",
+    ] {
+        assert!(
+            env_of(ebs, sidecar)
+                .iter()
+                .all(|(name, _)| !name.starts_with("AWS_")),
+            "{sidecar}"
+        );
+    }
+    let golden: String = [CCM, EBS]
+        .iter()
+        .map(|d| {
+            let object = &set
+                .objects
+                .iter()
+                .find(|o| o.describe() == *d)
+                .expect("object")
+                .value;
+            format!("---\n{}", yaml_serde::to_string(object).expect("yaml"))
+        })
+        .collect();
+    assert_golden(
+        &data().join("addons/irsa/objects.yaml"),
+        format!("# The IRSA add-ons' workloads (nodeup/tests/addons_irsa.rs); image digests are TEST values.\n{golden}"),
+    );
+}
+
+#[test]
+fn without_roles_the_addons_use_the_instance_role() {
+    let set = render(&spec("control-plane"));
+    for (describe, container) in [(CCM, "aws-cloud-controller-manager"), (EBS, "ebs-plugin")] {
+        let pod = pod(&set, describe);
+        assert!(env_of(pod, container)
+            .iter()
+            .all(|(name, _)| !name.starts_with("AWS_")));
+        assert!(pod["volumes"]
+            .as_array()
+            .is_none_or(|v| v.iter().all(|v| v["name"] != "aws-iam-token")));
+    }
+}

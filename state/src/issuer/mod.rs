@@ -1,0 +1,34 @@
+//! What publishing the service-account issuer needs of the keysets and the node spec (IRSA, `docs/irsa.md`):
+//! the discovery documents rendered from the trusted keys ([`discovery`]) and the node spec with the issuer
+//! and the add-ons' roles ([`with_irsa`]). Apart from `crate::irsa` so that validation, which uses that, does
+//! not reach the keysets and node specs through it.
+
+use crate::digest::sha256_hex;
+use crate::irsa::{AddonRoles, IssuerSettings};
+use crate::node::{NodeSpecError, RenderedNodeSpec};
+
+pub mod discovery;
+
+/// `rendered` with IRSA's settings on a control-plane node (a worker's spec is returned as it is), rendered
+/// again with its new hash.
+pub fn with_irsa(
+    mut rendered: RenderedNodeSpec,
+    issuer: Option<&IssuerSettings>,
+    roles: Option<&AddonRoles>,
+) -> Result<RenderedNodeSpec, NodeSpecError> {
+    let Some(control_plane) = rendered.spec.control_plane.as_mut() else {
+        return Ok(rendered);
+    };
+    if issuer.is_none() && roles.is_none() {
+        return Ok(rendered);
+    }
+    control_plane.service_account_issuer = issuer.cloned();
+    control_plane.addon_roles = roles.filter(|r| **r != AddonRoles::default()).cloned();
+    let yaml = yaml_serde::to_string(&rendered.spec).map_err(|source| NodeSpecError::Render {
+        group: rendered.spec.instance_group.clone(),
+        source,
+    })?;
+    rendered.sha256 = sha256_hex(yaml.as_bytes());
+    rendered.yaml = yaml;
+    Ok(rendered)
+}
