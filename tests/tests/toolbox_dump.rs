@@ -310,6 +310,47 @@ async fn a_dump_names_a_failed_boot_carries_its_tail_and_no_secret() {
         secrets.len()
     );
 
+    // AWS unreachable (EC2, Auto Scaling and ELB at a port nothing listens on; the state store still answers):
+    // the dump is partial, says what is missing and why, writes the rest, and exits 7.
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        format!("http://{}", listener.local_addr().expect("its address"))
+    };
+    let partial_dir = cloud.dir().join("dump-partial");
+    let output = cloud
+        .ballast_command(&state)
+        .args(["toolbox", "dump", CLUSTER, "-o", "json", "--out"])
+        .arg(&partial_dir)
+        .env("AWS_ENDPOINT_URL_EC2", &dead)
+        .env("AWS_ENDPOINT_URL_AUTO_SCALING", &dead)
+        .env("AWS_ENDPOINT_URL_ELASTIC_LOAD_BALANCING_V2", &dead)
+        .output()
+        .expect("running ballast toolbox dump without AWS");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(7), "a partial dump: {stderr}");
+    assert!(stderr.contains("the dump is partial"), "{stderr}");
+    let read_partial = |f: &str| std::fs::read_to_string(partial_dir.join(f)).expect(f);
+    let index: serde_json::Value =
+        serde_json::from_str(&read_partial("index.json")).expect("the index");
+    assert_eq!(index["partial"], true, "{index}");
+    let missing: Vec<&str> = index["missing"]
+        .as_array()
+        .expect("missing")
+        .iter()
+        .filter_map(|m| m["what"].as_str())
+        .collect();
+    for part in [
+        "cloud: instances",
+        "cloud: groups",
+        "cloud: volumes",
+        "cloud: security groups",
+    ] {
+        assert!(missing.contains(&part), "{part} not among {missing:?}");
+    }
+    // The rest is there: the failed node's report and tail, read from the state store.
+    assert!(read_partial("reports.json").contains(broken.as_str()));
+    assert!(read_partial("logs.json").contains("refusing the node spec"));
+
     // The configured worker's own credentials: its tail it may write, another's not, and none may it read.
     let record = cloud.instance(&worker);
     let imds = aws_config::imds::Client::builder()
