@@ -716,3 +716,19 @@ fn a_terraform_managed_cluster_refuses_direct_applies_unless_forced() {
         .failure()
         .stderr(predicate::str::contains("needs an S3 state store"));
 }
+
+/// What is not written as Terraform yet (IRSA's OIDC provider and roles) is refused, naming the resource, never
+/// left out of the file.
+#[tokio::test]
+async fn what_terraform_does_not_render_yet_is_refused() {
+    let (completed, model) = load("irsa-create");
+    let err = render_terraform(&model, &completed, Some(API_DNS), &NodeKeys::default())
+        .await
+        .expect_err("IRSA's resources are not rendered yet");
+    let message = err.to_string();
+    assert!(
+        message.contains("not written as Terraform yet"),
+        "{message}"
+    );
+    assert!(message.contains("--target direct"), "{message}");
+}

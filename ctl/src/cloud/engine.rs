@@ -13,8 +13,8 @@ use super::aws::{cluster_instances, tag_map, GROUP_TAG, NODE_SPEC_HASH_TAG};
 use super::kinds::task::{Finder, Home, RunOptions, Task, Wanted};
 use super::kinds::{
     auto_scaling_groups, iam, launch_templates, leftovers, load_balancer, network, node_specs,
-    oidc_discovery, oidc_provider, routes, security_groups, service_account_roles, subnets, volumes,
-    ActualState, Known, Target,
+    oidc_discovery, oidc_provider, routes, security_groups, service_account_roles, subnets,
+    volumes, ActualState, Known, Target,
 };
 use super::model::ClusterModel;
 use super::plan::{Plan, Stage};
@@ -110,7 +110,7 @@ pub async fn plan_recorded(
 /// `--target terraform`, pure: the plan against `actual` (a state in which the cluster's own resources do not
 /// exist yet) with every AWS kind's changes rendered as Terraform instead of applied. `known` starts with what
 /// the caller knows (the API load balancer's DNS name, when it exists: node specs name it). Node specs are
-/// rendered (their hashes go into the launch templates) but not written: see [`terraform_live`].
+/// rendered (their hashes go into the launch templates) but not written (`super::to_terraform`).
 pub async fn plan_terraform(
     model: &ClusterModel,
     completed: &ClusterConfig,

@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 use hcl::expr::{Traversal, Variable};
 use hcl::{Block, Body, Expression, Object, ObjectKey};
 
+use super::plan::Planned;
+
 /// A rendering that cannot be written as Terraform.
 #[derive(Debug, thiserror::Error)]
 pub enum RenderError {
@@ -27,6 +29,12 @@ pub enum RenderError {
         resource: String,
         action: &'static str,
     },
+    /// A kind whose resources are not written as Terraform yet: refused, never silently left out.
+    #[error(
+        "{resource}: not written as Terraform yet ({why}); make this cluster with `update cluster --target \
+         direct`, or leave the feature out of its spec"
+    )]
+    NotYet { resource: String, why: &'static str },
     /// hcl-rs could not print the document.
     #[error("printing HCL: {0}")]
     Hcl(#[from] hcl::Error),
@@ -38,6 +46,18 @@ pub const AWS_PROVIDER_VERSION: &str = ">= 5.0.0";
 pub const TERRAFORM_VERSION: &str = ">= 1.0.0";
 /// The one file written.
 pub const FILE_NAME: &str = "kubernetes.tf";
+
+/// For a kind not rendered as Terraform yet: nothing to write is fine, anything else is refused, naming the
+/// first resource.
+pub fn not_yet<P: Planned>(changes: &[P], why: &'static str) -> Result<(), RenderError> {
+    match changes.iter().flat_map(Planned::planned).next() {
+        Some(change) => Err(RenderError::NotYet {
+            resource: format!("{} {}", change.kind, change.name),
+            why,
+        }),
+        None => Ok(()),
+    }
+}
 
 /// A Terraform-safe resource name, as kops makes them: every character that is not a letter, digit, `_` or `-`
 /// becomes `-` (`nodes.demo.example.com` -> `nodes-demo-example-com`); a leading digit gets a `_` before it.

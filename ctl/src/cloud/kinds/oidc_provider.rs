@@ -266,11 +266,11 @@ impl Task for OidcProviderTask {
     fn render_terraform(
         &self,
         _wanted: Wanted<'_>,
-        _changes: &[Change],
+        changes: &[Change],
         _known: &mut Known,
         _terraform: &mut Terraform,
     ) -> Result<(), RenderError> {
-        // Not rendered yet: IRSA's resources are made with `--target direct` (docs/irsa.md says so).
-        Ok(())
+        // Not rendered yet (docs/irsa.md, docs/terraform.md): refused rather than left out of the Terraform.
+        crate::cloud::terraform::not_yet(changes, "IRSA's IAM OIDC provider")
     }
 }
