@@ -370,3 +370,90 @@ async fn audit_chunks_equal_the_lines_written_across_rotations_a_graceful_stop_a
         log.rotations.len()
     );
 }
+
+/// The retention rule `update cluster --yes` keeps on the state bucket (`store/src/store/lifecycle.rs`), against
+/// the emulator: added beside an operator's own rule, written once, read back as set.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_retention_rule_joins_the_buckets_rules_and_is_written_once() {
+    use aws_sdk_s3::types::{
+        BucketLifecycleConfiguration, ExpirationStatus, LifecycleExpiration, LifecycleRule,
+        LifecycleRuleFilter,
+    };
+    use ballast_store::store::lifecycle::{ExpirationRule, RuleOutcome};
+    use ballast_store::store::{StateStore, StoreOptions};
+
+    let client = aws::s3_client().await;
+    let bucket = aws::new_bucket("audit-retention").await;
+    let operators = LifecycleRule::builder()
+        .id("operator-tmp")
+        .filter(LifecycleRuleFilter::builder().prefix("tmp/").build())
+        .status(ExpirationStatus::Enabled)
+        .expiration(LifecycleExpiration::builder().days(7).build())
+        .build()
+        .expect("a rule");
+    client
+        .put_bucket_lifecycle_configuration()
+        .bucket(&bucket)
+        .lifecycle_configuration(
+            BucketLifecycleConfiguration::builder()
+                .rules(operators)
+                .build()
+                .expect("a configuration"),
+        )
+        .send()
+        .await
+        .expect("the operator's rule");
+    let store = StateStore::open(&format!("s3://{bucket}/clusters"), StoreOptions::default())
+        .await
+        .expect("the store");
+    let StateStore::S3(s3) = &store else {
+        panic!("an S3 store");
+    };
+    let rule = ExpirationRule {
+        id: format!("ballast-audit-{CLUSTER}"),
+        prefix: format!("{CLUSTER}/audit/"),
+        days: 90,
+    };
+    assert_eq!(
+        s3.ensure_expiration(&rule).await.expect("set"),
+        RuleOutcome::Set
+    );
+    assert_eq!(
+        s3.ensure_expiration(&rule).await.expect("again"),
+        RuleOutcome::Unchanged,
+        "a second update writes nothing"
+    );
+    let rules = client
+        .get_bucket_lifecycle_configuration()
+        .bucket(&bucket)
+        .send()
+        .await
+        .expect("the bucket's rules")
+        .rules()
+        .to_vec();
+    let summary: Vec<(Option<String>, Option<String>, Option<i32>)> = rules
+        .iter()
+        .map(|r| {
+            (
+                r.id().map(str::to_string),
+                r.filter().and_then(|f| f.prefix()).map(str::to_string),
+                r.expiration().and_then(|e| e.days()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (
+                Some("operator-tmp".to_string()),
+                Some("tmp/".to_string()),
+                Some(7)
+            ),
+            (
+                Some(format!("ballast-audit-{CLUSTER}")),
+                Some(format!("clusters/{CLUSTER}/audit/")),
+                Some(90)
+            ),
+        ]
+    );
+}
