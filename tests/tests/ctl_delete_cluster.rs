@@ -1,6 +1,7 @@
 //! `ballast delete cluster` end to end on the local cloud, with IAM enforced: the real binary deletes a
 //! private-topology cluster beside another one (killed with SIGKILL half way, then run again), and a cluster in
-//! a shared VPC. After each delete a scan of every kind Ballast creates, by tag and by name, finds nothing of
+//! a shared VPC, which is first handed to Terraform (`update cluster --target terraform --yes`: its Terraform
+//! written, its node specs unchanged, direct applies and the delete refused while its resources exist). After each delete a scan of every kind Ballast creates, by tag and by name, finds nothing of
 //! the deleted cluster; the cluster beside it is unchanged and still validates; kept etcd backups still list.
 
 use std::collections::BTreeMap;
@@ -478,6 +479,65 @@ async fn a_cluster_in_a_shared_vpc_leaves_the_vpc_and_subnets_without_its_tag() 
     );
     assert!(preview.contains(&ours), "{preview}");
     assert!(!preview.contains(&theirs), "{preview}");
+
+    // The same cluster handed to Terraform (docs/terraform.md): its Terraform is written from the load balancer
+    // that exists, its node specs are the ones the direct apply wrote (none rewritten), and it is marked.
+    let out = tempfile::tempdir().expect("tempdir");
+    let written = ballast_cli(&cloud)
+        .args([
+            "update",
+            "cluster",
+            SHARED,
+            "--target",
+            "terraform",
+            "--yes",
+            "--out",
+        ])
+        .arg(out.path())
+        .assert()
+        .success();
+    let stderr = String::from_utf8_lossy(&written.get_output().stderr).into_owned();
+    assert!(stderr.contains("and 0 node spec(s)"), "{stderr}");
+    let tf = std::fs::read_to_string(out.path().join("kubernetes.tf")).expect("kubernetes.tf");
+    for want in [
+        "resource \"aws_autoscaling_group\"",
+        "resource \"aws_launch_template\"",
+        &format!("resource \"aws_ec2_tag\" \"{}-shared-tag\"", network.vpc_id),
+    ] {
+        assert!(tf.contains(want), "{want} not in {tf}");
+    }
+    let marker = format!("clusters/{SHARED}/terraform-managed.json");
+    assert!(store_objects(&cloud, SHARED).await.contains_key(&marker));
+    // A direct apply is refused; so is the delete while the cluster's AWS resources exist.
+    ballast_cli(&cloud)
+        .args(["update", "cluster", SHARED, "--yes"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("is managed by Terraform"));
+    let before = store_objects(&cloud, SHARED).await;
+    ballast_cli(&cloud)
+        .args(["delete", "cluster", SHARED, "--delete-backups", "--yes"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("terraform destroy"));
+    assert!(
+        scan(&cloud.sdk_config(), SHARED).await.len() > 1,
+        "a refused delete deleted something"
+    );
+    assert_eq!(
+        store_objects(&cloud, SHARED).await.get(&marker),
+        before.get(&marker)
+    );
+    // `terraform destroy` cannot run here (no provider can be downloaded): the marker goes instead, and Ballast's
+    // own delete then deletes the resources, as below.
+    cloud
+        .s3()
+        .delete_object()
+        .bucket("ballast-state")
+        .key(&marker)
+        .send()
+        .await
+        .expect("delete the marker");
 
     ballast_cli(&cloud)
         .args(["delete", "cluster", SHARED, "--delete-backups", "--yes"])
