@@ -147,7 +147,7 @@ pub fn plan(spec: &NodeSpec, node: &NodeFacts) -> Vec<CertPlan> {
         .unwrap_or_default();
     use pki::*;
     use Signer::*;
-    vec![
+    let mut plans = vec![
         CertPlan::new(API_SERVER, Kubernetes, "kube-apiserver", None, true, false).names(
             &[
                 lb_name,
@@ -217,7 +217,19 @@ pub fn plan(spec: &NodeSpec, node: &NodeFacts) -> Vec<CertPlan> {
             false,
         )
         .names(&[host], &own_ips),
-    ]
+    ];
+    // The Pod Identity Webhook's serving certificate, when the node spec installs the webhook.
+    if spec
+        .control_plane
+        .as_ref()
+        .is_some_and(|cp| cp.pod_identity_webhook.is_some())
+    {
+        plans.push(pod_identity_webhook(
+            crate::addons::pod_identity_webhook::NAME,
+            &spec.cluster_domain,
+        ));
+    }
+    plans
 }
 
 /// A kubelet's serving certificate: the node's name and private IP, as EC2 gives them (the API server dials

@@ -2,13 +2,18 @@
 //! `tests/data/control-plane-irsa`), the cloud controller manager's DaemonSet and the EBS CSI controller's
 //! Deployment carry the projected `amazonaws.com` token and `AWS_ROLE_ARN`/`AWS_WEB_IDENTITY_TOKEN_FILE` (the
 //! driver container only, not its sidecars), so they need no webhook; without roles they carry neither.
-//! Golden: `tests/data/addons/irsa/objects.yaml` (`BALLAST_BLESS=1 cargo test -p nodeup --test addons_irsa`).
+//! With the node spec's `podIdentityWebhook`, the applier's set also carries the Pod Identity Webhook, configured
+//! from it (region, audience, each service account's role) with the node's Kubernetes CA as its `caBundle`;
+//! without it, the set is the same as before.
+//! Golden: `tests/data/addons/irsa/objects.yaml` and `tests/data/addons/irsa/applied.txt` (the applied set's
+//! objects in order) (`BALLAST_BLESS=1 cargo test -p nodeup --test addons_irsa`).
 
 use std::path::{Path, PathBuf};
 
-use ballast_state::components::{ComponentManifest, ImageDigest};
+use ballast_state::components::{ComponentManifest, ImageDigest, Release};
 use ballast_state::node::NodeSpec;
 use ballast_testutil::assert_golden;
+use nodeup::addons::set::with_pod_identity_webhook;
 use nodeup::addons::{self, AddonSet};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -22,8 +27,8 @@ fn spec(case: &str) -> NodeSpec {
     yaml_serde::from_str(&text).expect("a node spec")
 }
 
-/// Cilium (the specs' networking) reads no baked CNI manifest; digests are test values as in `addons.rs`.
-fn render(spec: &NodeSpec) -> AddonSet {
+/// The spec's release with every image digest a test value (as in `addons.rs`), and its minor.
+fn test_release(spec: &NodeSpec) -> (String, Release) {
     let manifest = ComponentManifest::embedded().expect("the embedded manifest");
     let (minor, release) = manifest
         .release_exact(&spec.kubernetes_version)
@@ -35,7 +40,20 @@ fn render(spec: &NodeSpec) -> AddonSet {
                 ImageDigest::Pinned(hex::encode(Sha256::digest(image.reference.as_bytes())));
         }
     }
-    addons::render(spec, &release, minor, None).expect("renders")
+    (minor.to_string(), release)
+}
+
+/// Cilium (the specs' networking) reads no baked CNI manifest.
+fn render(spec: &NodeSpec) -> AddonSet {
+    let (minor, release) = test_release(spec);
+    addons::render(spec, &release, &minor, None).expect("renders")
+}
+
+/// What the applier applies (`runner::AddonJob`): the set and, when the node spec installs it, the webhook.
+fn render_as_applied(spec: &NodeSpec, ca_pem: &str) -> AddonSet {
+    let (minor, release) = test_release(spec);
+    let set = addons::render(spec, &release, &minor, None).expect("renders");
+    with_pod_identity_webhook(set, spec, &release, &minor, ca_pem).expect("renders the webhook")
 }
 
 fn pod<'a>(set: &'a AddonSet, describe: &str) -> &'a Value {
@@ -143,4 +161,84 @@ fn without_roles_the_addons_use_the_instance_role() {
             .as_array()
             .is_none_or(|v| v.iter().all(|v| v["name"] != "aws-iam-token")));
     }
+}
+
+const TEST_CA: &str =
+    "-----BEGIN CERTIFICATE-----\nTEST-KUBERNETES-CA\n-----END CERTIFICATE-----\n";
+
+#[test]
+fn the_applied_set_carries_the_webhook_configured_from_the_node_spec() {
+    let spec = spec("control-plane-irsa");
+    let base = render(&spec);
+    let set = render_as_applied(&spec, TEST_CA);
+    assert_eq!(
+        set.versions.get("pod-identity-webhook").map(String::as_str),
+        Some("0.5.7")
+    );
+    // Every object of the set without it is still there, in the same order; the webhook's ten are added.
+    let others: Vec<_> = set
+        .objects
+        .iter()
+        .filter(|o| o.addon != "pod-identity-webhook")
+        .collect();
+    assert_eq!(others.len(), base.objects.len());
+    assert!(others.iter().zip(&base.objects).all(|(a, b)| *a == b));
+    assert_eq!(set.objects.len(), base.objects.len() + 10);
+    // The admission webhook is applied last, after the Deployment that serves it.
+    assert_eq!(
+        set.objects.last().map(|o| o.describe()).as_deref(),
+        Some("MutatingWebhookConfiguration pod-identity-webhook")
+    );
+    let object = |describe: &str| {
+        &set.objects
+            .iter()
+            .find(|o| o.describe() == describe)
+            .unwrap_or_else(|| panic!("no {describe}"))
+            .value
+    };
+    let config = object("ConfigMap kube-system/pod-identity-webhook")["data"]["config"]
+        .as_str()
+        .expect("the webhook's config");
+    let mappings: Value = serde_json::from_str(config).expect("json");
+    assert_eq!(
+        mappings["team-a/reports"]["RoleARN"],
+        "arn:aws:iam::123456789012:role/reports.team-a.sa.demo.example.com"
+    );
+    assert_eq!(mappings["team-a/reports"]["Audience"], "amazonaws.com");
+    assert_eq!(mappings.as_object().map(|m| m.len()), Some(1));
+    let args: Vec<&str> = object("Deployment kube-system/pod-identity-webhook")["spec"]["template"]
+        ["spec"]["containers"][0]["command"]
+        .as_array()
+        .expect("the command")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(args.contains(&"--aws-default-region=us-west-2"), "{args:?}");
+    assert!(args.contains(&"--token-audience=amazonaws.com"), "{args:?}");
+    let ca_bundle = object("MutatingWebhookConfiguration pod-identity-webhook")["webhooks"][0]
+        ["clientConfig"]["caBundle"]
+        .as_str()
+        .expect("caBundle");
+    use base64::Engine;
+    assert_eq!(
+        base64::engine::general_purpose::STANDARD
+            .decode(ca_bundle)
+            .expect("base64"),
+        TEST_CA.as_bytes()
+    );
+    let listing: String = set
+        .objects
+        .iter()
+        .map(|o| format!("{} {}\n", o.addon, o.describe()))
+        .collect();
+    assert_golden(
+        &data().join("addons/irsa/applied.txt"),
+        format!("# The applied set of tests/data/control-plane-irsa, in order (nodeup/tests/addons_irsa.rs).\n{listing}"),
+    );
+}
+
+#[test]
+fn without_webhook_settings_the_applied_set_is_the_rendered_one() {
+    let spec = spec("control-plane");
+    assert_eq!(render_as_applied(&spec, TEST_CA), render(&spec));
 }

@@ -154,6 +154,9 @@ pub struct ControlPlaneSettings {
     /// Roles of Ballast's AWS-calling add-ons on IRSA; absent: they use the instance role.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addon_roles: Option<crate::irsa::AddonRoles>,
+    /// The Pod Identity Webhook's settings (IRSA with the IAM OIDC provider); absent: it is not installed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_identity_webhook: Option<crate::irsa::PodIdentityWebhookSettings>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -287,6 +290,7 @@ pub fn render_node_spec_with_keys(
             audit_shipping: Some(audit_shipping(cluster, state_store)),
             service_account_issuer: None,
             addon_roles: None,
+            pod_identity_webhook: None,
             etcd: EtcdSettings {
                 member_name,
                 members: etcd

@@ -21,6 +21,7 @@ use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair,
 use time::OffsetDateTime;
 
 use super::apply::{apply_set, ObjectAction};
+use super::set::with_pod_identity_webhook;
 use super::{render, AddonError};
 
 /// The applier's identity in the API server's audit log.
@@ -168,6 +169,7 @@ impl AddonJob {
             }
         };
         let set = render(&self.spec, release, minor, text.as_deref())?;
+        let set = with_pod_identity_webhook(set, &self.spec, release, minor, &self.ca_cert_pem)?;
         let outcomes = apply_set(client, &set, crate::retry::ADDON_APPLY).await?;
         Ok(Some(AddonsReport {
             state: AddonsState::Applied,

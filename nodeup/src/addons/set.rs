@@ -13,7 +13,9 @@ use ballast_state::spec::Networking;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::pod_identity_webhook::{pod_identity_webhook, PodIdentityWebhookConfig};
+use super::pod_identity_webhook::{
+    pod_identity_webhook, PodIdentityWebhookConfig, ServiceAccountRole,
+};
 use super::{cilium, cni, ebs_csi, objects, AddonError, AddonObject};
 
 /// Certificate rotation's binding belongs to no upstream add-on; it is named this in the report.
@@ -238,6 +240,46 @@ pub fn pod_identity_webhook_set(
         versions: BTreeMap::from([(POD_IDENTITY_WEBHOOK.to_string(), addon.version.clone())]),
         objects: out,
     })
+}
+
+/// `set` with the Pod Identity Webhook added when the node spec turns it on (its `podIdentityWebhook`
+/// settings, written by `update cluster` with IRSA's OIDC provider on); `set` as it is otherwise. The webhook's
+/// `caBundle` is `ca_certificate_pem`, the Kubernetes CA that signs its serving certificate
+/// (`crate::cert_plan::pod_identity_webhook`).
+pub fn with_pod_identity_webhook(
+    mut set: AddonSet,
+    spec: &NodeSpec,
+    release: &Release,
+    minor: &str,
+    ca_certificate_pem: &str,
+) -> Result<AddonSet, AddonError> {
+    let Some(control_plane) = spec.control_plane.as_ref() else {
+        return Ok(set);
+    };
+    let Some(settings) = control_plane.pod_identity_webhook.as_ref() else {
+        return Ok(set);
+    };
+    let config = PodIdentityWebhookConfig {
+        region: settings.region.clone(),
+        token_audience: settings.audience.clone(),
+        ca_certificate_pem: ca_certificate_pem.to_string(),
+        control_plane_nodes: control_plane.etcd.members.len().max(1),
+        service_accounts: settings
+            .service_accounts
+            .iter()
+            .map(|a| ServiceAccountRole {
+                namespace: a.namespace.clone(),
+                name: a.name.clone(),
+                role_arn: a.role_arn.clone(),
+            })
+            .collect(),
+    };
+    let webhook = pod_identity_webhook_set(release, minor, &config)?;
+    set.versions.extend(webhook.versions);
+    set.objects.extend(webhook.objects);
+    // Stable: the webhook's objects follow the others of their rank, its configuration still comes last.
+    set.objects.sort_by_key(|o| apply_rank(o.kind()));
+    Ok(set)
 }
 
 fn push<T: Serialize + k8s_openapi::Resource>(

@@ -70,6 +70,71 @@ pub struct AddonRoles {
     pub ebs_csi_controller: Option<String>,
 }
 
+/// What the Pod Identity Webhook (`nodeup/src/addons/pod_identity_webhook.rs`) is configured with on a
+/// control-plane node: present exactly when the add-ons run on IRSA (discovery and the IAM OIDC provider on).
+/// Ballast writes it because the node knows neither the account id the role ARNs need nor the spec's entries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodIdentityWebhookSettings {
+    /// `--aws-default-region`: the cluster's region.
+    pub region: String,
+    /// `--token-audience`: [`AWS_AUDIENCE`], the client id every service-account role trusts.
+    pub audience: String,
+    /// Each `spec.iam.serviceAccountExternalPermissions` entry and its role, in the spec's order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub service_accounts: Vec<ServiceAccountRoleArn>,
+}
+
+/// One service account and the ARN of the role Ballast made for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServiceAccountRoleArn {
+    pub namespace: String,
+    pub name: String,
+    pub role_arn: String,
+}
+
+impl PodIdentityWebhookSettings {
+    /// The settings for `spec` (named `cluster`, in `region`) whose roles live in the account and partition of
+    /// `instance_profile_arn` (`arn:PARTITION:iam::ACCOUNT:instance-profile/NAME`, one of the cluster's own, so
+    /// the ARNs are known before the roles exist); `None` when the add-ons are not on IRSA or the ARN is not one.
+    pub fn of(
+        spec: &crate::spec::ClusterSpec,
+        cluster: &str,
+        region: &str,
+        instance_profile_arn: &str,
+    ) -> Option<Self> {
+        let irsa = IrsaSettings::of(spec).filter(|irsa| irsa.oidc_provider)?;
+        let mut parts = instance_profile_arn.split(':');
+        if parts.next() != Some("arn") {
+            return None;
+        }
+        let partition = parts.next()?;
+        // Past `iam` and the empty region.
+        let account = parts.nth(2)?;
+        if partition.is_empty() || account.is_empty() {
+            return None;
+        }
+        let service_accounts = irsa
+            .permissions
+            .iter()
+            .map(|p| ServiceAccountRoleArn {
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                role_arn: format!(
+                    "arn:{partition}:iam::{account}:role/{}",
+                    naming::service_account_role_name(&p.name, &p.namespace, cluster)
+                ),
+            })
+            .collect();
+        Some(PodIdentityWebhookSettings {
+            region: region.to_string(),
+            audience: AWS_AUDIENCE.to_string(),
+            service_accounts,
+        })
+    }
+}
+
 /// The issuer every cluster's API server had before discovery: kube-apiserver's in-cluster name for the cluster
 /// domain (`cluster.local`).
 pub fn in_cluster_issuer(cluster_domain: &str) -> String {
@@ -132,4 +197,76 @@ impl<'a> IrsaSettings<'a> {
 /// Whether Ballast's own AWS-calling add-ons run on roles of their own: discovery and the provider both on.
 pub fn addons_on_irsa(spec: &crate::spec::ClusterSpec) -> bool {
     IrsaSettings::of(spec).is_some_and(|irsa| irsa.oidc_provider)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(provider: bool) -> crate::spec::ClusterSpec {
+        yaml_serde::from_str(&format!(
+            "kubernetesVersion: 1.33.4
+subnets:
+- {{name: us-west-2a, zone: us-west-2a}}
+serviceAccountIssuerDiscovery:
+  discoveryStore: s3://demo-oidc/demo.example.com
+  enableAWSOIDCProvider: {provider}
+iam:
+  serviceAccountExternalPermissions:
+  - {{name: reports, namespace: team-a, aws: {{policyARNs: [arn:aws:iam::aws:policy/ReadOnlyAccess]}}}}
+  - {{name: uploader, namespace: team-b, aws: {{policyARNs: [arn:aws:iam::aws:policy/ReadOnlyAccess]}}}}
+"
+        ))
+        .expect("a cluster spec")
+    }
+
+    const PROFILE: &str = "arn:aws-cn:iam::210987654321:instance-profile/masters.demo.example.com";
+
+    #[test]
+    fn the_webhook_gets_each_service_accounts_role_in_the_profiles_account_and_partition() {
+        let settings =
+            PodIdentityWebhookSettings::of(&spec(true), "demo.example.com", "cn-north-1", PROFILE)
+                .expect("on with the provider");
+        assert_eq!(settings.region, "cn-north-1");
+        assert_eq!(settings.audience, AWS_AUDIENCE);
+        assert_eq!(
+            settings.service_accounts,
+            [
+                ServiceAccountRoleArn {
+                    namespace: "team-a".into(),
+                    name: "reports".into(),
+                    role_arn:
+                        "arn:aws-cn:iam::210987654321:role/reports.team-a.sa.demo.example.com"
+                            .into(),
+                },
+                ServiceAccountRoleArn {
+                    namespace: "team-b".into(),
+                    name: "uploader".into(),
+                    role_arn:
+                        "arn:aws-cn:iam::210987654321:role/uploader.team-b.sa.demo.example.com"
+                            .into(),
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn no_webhook_without_the_provider_or_without_a_usable_profile_arn() {
+        assert_eq!(
+            PodIdentityWebhookSettings::of(&spec(false), "demo.example.com", "us-west-2", PROFILE),
+            None
+        );
+        for profile in ["", "not-an-arn", "arn:aws:iam::"] {
+            assert_eq!(
+                PodIdentityWebhookSettings::of(
+                    &spec(true),
+                    "demo.example.com",
+                    "us-west-2",
+                    profile
+                ),
+                None,
+                "{profile}"
+            );
+        }
+    }
 }

@@ -4,26 +4,28 @@
 //! not reach the keysets and node specs through it.
 
 use crate::digest::sha256_hex;
-use crate::irsa::{AddonRoles, IssuerSettings};
+use crate::irsa::{AddonRoles, IssuerSettings, PodIdentityWebhookSettings};
 use crate::node::{NodeSpecError, RenderedNodeSpec};
 
 pub mod discovery;
 
-/// `rendered` with IRSA's settings on a control-plane node (a worker's spec is returned as it is), rendered
-/// again with its new hash.
+/// `rendered` with IRSA's settings on a control-plane node (a worker's spec is returned as it is): the issuer,
+/// the add-ons' roles and the Pod Identity Webhook's settings, rendered again with its new hash.
 pub fn with_irsa(
     mut rendered: RenderedNodeSpec,
     issuer: Option<&IssuerSettings>,
     roles: Option<&AddonRoles>,
+    webhook: Option<&PodIdentityWebhookSettings>,
 ) -> Result<RenderedNodeSpec, NodeSpecError> {
     let Some(control_plane) = rendered.spec.control_plane.as_mut() else {
         return Ok(rendered);
     };
-    if issuer.is_none() && roles.is_none() {
+    if issuer.is_none() && roles.is_none() && webhook.is_none() {
         return Ok(rendered);
     }
     control_plane.service_account_issuer = issuer.cloned();
     control_plane.addon_roles = roles.filter(|r| **r != AddonRoles::default()).cloned();
+    control_plane.pod_identity_webhook = webhook.cloned();
     let yaml = yaml_serde::to_string(&rendered.spec).map_err(|source| NodeSpecError::Render {
         group: rendered.spec.instance_group.clone(),
         source,

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use ballast_state::digest::sha256_hex;
+use ballast_state::irsa::PodIdentityWebhookSettings;
 use ballast_state::keyset::NodeKeys;
 use ballast_state::layout::ClusterPaths;
 use ballast_state::node::{render_node_spec_with_keys, RenderedNodeSpec};
@@ -216,6 +217,15 @@ impl NodeSpecsTask {
         known: &Known,
         actual: &Actual,
     ) -> Result<Option<Vec<RenderedNodeSpec>>, UpdateError> {
+        // The webhook's role ARNs in the account of the cluster's instance profiles, as the add-ons' roles are.
+        let webhook = known.profile_arns.values().next().and_then(|profile| {
+            PodIdentityWebhookSettings::of(
+                &wanted.completed.cluster.spec,
+                &wanted.model.cluster,
+                &wanted.model.region,
+                profile,
+            )
+        });
         known
             .load_balancer_dns
             .as_deref()
@@ -230,6 +240,7 @@ impl NodeSpecsTask {
                             spec,
                             known.service_account_issuer.as_ref(),
                             known.addon_roles.as_ref(),
+                            webhook.as_ref(),
                         )
                         .map_err(|source| UpdateError::NodeSpec { group, source })
                     })
