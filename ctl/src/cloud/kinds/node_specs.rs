@@ -318,3 +318,91 @@ impl Task for NodeSpecsTask {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use ballast_state::defaults::complete;
+    use ballast_state::document::{config_from_objects, parse_objects};
+    use ballast_state::spec::Role;
+
+    use super::*;
+    use crate::cloud::model::{cluster_model, StateLocation};
+
+    const SPEC: &str = "
+apiVersion: ballast.dev/v1alpha1
+kind: Cluster
+metadata: {name: demo.example.com}
+spec:
+  subnets: [{name: a, zone: us-west-2a}]
+  serviceAccountIssuerDiscovery: {discoveryStore: s3://demo-oidc/demo.example.com, enableAWSOIDCProvider: true}
+  iam:
+    serviceAccountExternalPermissions:
+    - {name: reports, namespace: team-a, aws: {policyARNs: [arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess]}}
+---
+apiVersion: ballast.dev/v1alpha1
+kind: InstanceGroup
+metadata: {name: control-plane}
+spec: {role: ControlPlane}
+---
+apiVersion: ballast.dev/v1alpha1
+kind: InstanceGroup
+metadata: {name: nodes}
+spec: {role: Node}
+";
+
+    /// With the OIDC provider on, the control-plane node spec carries the webhook's settings with each service
+    /// account's role ARN in the instance profiles' account; the workers' spec carries none.
+    #[test]
+    fn the_control_plane_spec_carries_the_webhook_settings() {
+        let objects = parse_objects("spec", SPEC).expect("parses");
+        let completed = complete(&config_from_objects("spec", objects).expect("a cluster"));
+        let state = StateLocation::from_url("s3://state/clusters").expect("s3");
+        let model = cluster_model(&completed, &state);
+        let wanted = Wanted {
+            model: &model,
+            completed: &completed,
+        };
+        let mut known = Known {
+            load_balancer_dns: Some("api.example.elb.amazonaws.com".into()),
+            ..Known::default()
+        };
+        known.profile_arns.insert(
+            Role::ControlPlane,
+            "arn:aws:iam::123456789012:instance-profile/control-plane.demo.example.com".into(),
+        );
+        let specs = NodeSpecsTask::rendered(wanted, &known, &Actual::default())
+            .expect("renders")
+            .expect("the load balancer is known");
+        let control_plane = specs
+            .iter()
+            .find(|s| s.spec.instance_group == "control-plane")
+            .expect("the control-plane spec");
+        let webhook = control_plane
+            .spec
+            .control_plane
+            .as_ref()
+            .and_then(|cp| cp.pod_identity_webhook.as_ref())
+            .expect("the webhook's settings");
+        assert_eq!(webhook.region, "us-west-2");
+        assert_eq!(webhook.audience, "amazonaws.com");
+        assert_eq!(
+            webhook
+                .service_accounts
+                .iter()
+                .map(|a| (a.namespace.as_str(), a.name.as_str(), a.role_arn.as_str()))
+                .collect::<Vec<_>>(),
+            [(
+                "team-a",
+                "reports",
+                "arn:aws:iam::123456789012:role/reports.team-a.sa.demo.example.com"
+            )]
+        );
+        assert!(control_plane.yaml.contains("podIdentityWebhook:"));
+        let nodes = specs
+            .iter()
+            .find(|s| s.spec.instance_group == "nodes")
+            .expect("the workers' spec");
+        assert!(nodes.spec.control_plane.is_none());
+        assert!(!nodes.yaml.contains("podIdentityWebhook"));
+    }
+}
