@@ -294,6 +294,30 @@ pub async fn scan(config: &aws_config::SdkConfig, cluster: &str) -> Vec<String> 
             add("instance-profile", p.instance_profile_name());
         }
     }
+    // IRSA's OIDC providers: by the cluster in the issuer's path or by its ownership tag.
+    for p in iam
+        .list_open_id_connect_providers()
+        .send()
+        .await
+        .expect("OIDC providers")
+        .open_id_connect_provider_list()
+    {
+        let arn = p.arn().unwrap_or_default();
+        let tagged = iam
+            .get_open_id_connect_provider()
+            .open_id_connect_provider_arn(arn)
+            .send()
+            .await
+            .map(|o| {
+                o.tags()
+                    .iter()
+                    .any(|t| t.key() == format!("kubernetes.io/cluster/{cluster}"))
+            })
+            .unwrap_or(false);
+        if tagged || arn.contains(cluster) {
+            add("oidc-provider", arn);
+        }
+    }
     for p in iam
         .list_policies()
         .send()

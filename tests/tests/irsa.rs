@@ -817,5 +817,136 @@ spec: {{role: ControlPlane}}
             Some("InvalidIdentityToken"),
             "a token of the dropped key"
         );
+
+        delete_cluster_removes_irsa(&cloud).await;
+    }
+
+    /// The IRSA resources of the cluster: its service-account roles (the entry's and the add-ons'), by the
+    /// `.sa.<cluster>` suffix of their names, and its OIDC provider, by the issuer in its ARN.
+    async fn irsa_resources(cloud: &LocalCloud) -> (Vec<String>, Vec<String>) {
+        let iam = cloud.iam();
+        let roles: Vec<String> = iam
+            .list_roles()
+            .send()
+            .await
+            .expect("ListRoles")
+            .roles()
+            .iter()
+            .map(|r| r.role_name().to_string())
+            .filter(|n| n.ends_with(&format!(".sa.{CLUSTER}")))
+            .collect();
+        let providers: Vec<String> = iam
+            .list_open_id_connect_providers()
+            .send()
+            .await
+            .expect("ListOpenIDConnectProviders")
+            .open_id_connect_provider_list()
+            .iter()
+            .filter_map(|p| p.arn())
+            .filter(|arn| arn.ends_with(&format!("/{OIDC_BUCKET}/{CLUSTER}")))
+            .map(str::to_string)
+            .collect();
+        (roles, providers)
+    }
+
+    async fn exists(cloud: &LocalCloud, bucket: &str, key: &str) -> bool {
+        cloud
+            .s3()
+            .head_object()
+            .bucket(bucket)
+            .key(key)
+            .send()
+            .await
+            .is_ok()
+    }
+
+    /// `delete cluster`'s preview lists the roles, the provider and the two documents; `--yes` deletes them all
+    /// (the roles with their policies) and nothing else of the two buckets; the leftovers scan finds nothing.
+    async fn delete_cluster_removes_irsa(cloud: &LocalCloud) {
+        let documents = [
+            format!("{CLUSTER}/.well-known/openid-configuration"),
+            format!("{CLUSTER}/openid/v1/jwks"),
+        ];
+        // Beside the documents: another object under the discovery prefix, one at the bucket's root, one in
+        // the state bucket outside the cluster's prefix. All must stay.
+        let kept = [
+            (OIDC_BUCKET, format!("{CLUSTER}/notes/keep.txt")),
+            (OIDC_BUCKET, "keep.txt".to_string()),
+            (STATE_BUCKET, "unrelated/keep.txt".to_string()),
+        ];
+        for (bucket, key) in &kept {
+            cloud
+                .s3()
+                .put_object()
+                .bucket(*bucket)
+                .key(key)
+                .body(b"keep".to_vec().into())
+                .send()
+                .await
+                .expect("PutObject");
+        }
+        let (roles, providers) = irsa_resources(cloud).await;
+        let account_role = format!("{ACCOUNT}.{NAMESPACE}.sa.{CLUSTER}");
+        assert!(roles.contains(&account_role), "roles before: {roles:?}");
+        assert_eq!(providers.len(), 1, "the cluster's provider: {providers:?}");
+        for key in &documents {
+            assert!(exists(cloud, OIDC_BUCKET, key).await, "{key} published");
+        }
+
+        let preview = ballast_cli_on(cloud, CLUSTER)
+            .args(["delete", "cluster"])
+            .output()
+            .expect("ballast delete cluster");
+        let listed = String::from_utf8_lossy(&preview.stdout);
+        assert!(preview.status.success(), "preview: {listed}");
+        for role in &roles {
+            assert!(
+                listed.contains(&format!("IamRole {role}")),
+                "{role} in: {listed}"
+            );
+        }
+        assert!(
+            listed.contains(&format!("OidcProvider {}", providers[0])),
+            "{listed}"
+        );
+        for key in &documents {
+            assert!(
+                listed.contains(&format!("DiscoveryDocument s3://{OIDC_BUCKET}/{key}")),
+                "{key} in: {listed}"
+            );
+        }
+        let (roles_after_preview, _) = irsa_resources(cloud).await;
+        assert_eq!(roles_after_preview, roles, "a preview deletes nothing");
+
+        let out = ballast_cli_on(cloud, CLUSTER)
+            .args(["delete", "cluster", "--yes"])
+            .output()
+            .expect("ballast delete cluster --yes");
+        assert!(
+            out.status.success(),
+            "delete cluster --yes: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            irsa_resources(cloud).await,
+            (Vec::new(), Vec::new()),
+            "roles and provider left"
+        );
+        for role in &roles {
+            let gone = cloud.iam().get_role().role_name(role).send().await;
+            assert!(gone.is_err(), "{role} still exists");
+        }
+        for key in &documents {
+            assert!(!exists(cloud, OIDC_BUCKET, key).await, "{key} still there");
+        }
+        for (bucket, key) in &kept {
+            assert!(
+                exists(cloud, bucket, key).await,
+                "s3://{bucket}/{key} was deleted"
+            );
+        }
+        let left = ballast_e2e::leftovers::scan(&cloud.sdk_config(), CLUSTER).await;
+        assert!(left.is_empty(), "left behind: {left:?}");
     }
 }

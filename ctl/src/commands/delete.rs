@@ -5,13 +5,17 @@
 //! only once AWS holds nothing of it: the CA keys and the spec are what a half-deleted cluster's next delete
 //! (or a restore) needs. etcd backups stay unless `--delete-backups`.
 
+use ballast_state::irsa::store::DiscoveryStore;
+use ballast_state::irsa::IrsaSettings;
 use ballast_state::layout::ClusterPaths;
 use ballast_store::registry::{Registry, RegistryError, SpecChange};
 
 use super::Context;
 use crate::cli::{DeleteArgs, DeleteClusterArgs, DeleteWhat};
 use crate::cloud::teardown::inventory::render_preview;
-use crate::cloud::teardown::{discover, teardown, Inventory, ResourceKind, TeardownProgress};
+use crate::cloud::teardown::{
+    discover, teardown, DiscoveryTarget, Inventory, ResourceKind, TeardownProgress,
+};
 use crate::cloud::{CallLog, Cloud};
 use crate::error::CommandError;
 use crate::progress::Progress;
@@ -139,7 +143,8 @@ async fn delete_cluster(context: &Context, args: DeleteClusterArgs) -> Result<()
         return unregister(&registry, &name, &store, &context.writer, args.yes).await;
     };
     let cloud = Cloud::connect(&region, CallLog::new()).await;
-    let inventory = discover(&cloud, &name).await?;
+    let discovery = discovery_target(&registry, &name, &region).await?;
+    let inventory = discover(&cloud, &name, discovery.as_ref()).await?;
     if inventory.is_empty() && store.remove.is_empty() {
         return Err(not_found());
     }
@@ -159,7 +164,7 @@ async fn delete_cluster(context: &Context, args: DeleteClusterArgs) -> Result<()
         "resources deleted",
         false,
     ));
-    let report = teardown(&cloud, &name, &progress).await?;
+    let report = teardown(&cloud, &name, discovery.as_ref(), &progress).await?;
     // The bar cleared before the summary goes to stdout.
     drop(progress);
     println!(
@@ -234,6 +239,32 @@ async fn region(
             registry.store().url()
         ))),
     }
+}
+
+/// Where the cluster's spec publishes IRSA's discovery documents (the spec stays in the store until AWS is
+/// empty), so the teardown deletes exactly those two. `None` without discovery, or with the spec gone (a
+/// finished delete removed the documents before it).
+async fn discovery_target(
+    registry: &Registry,
+    name: &str,
+    region: &str,
+) -> Result<Option<DiscoveryTarget>, CommandError> {
+    let completed = match registry.load_completed(name).await {
+        Ok(completed) => completed,
+        Err(RegistryError::ClusterNotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let Some(irsa) = IrsaSettings::of(&completed.cluster.spec) else {
+        return Ok(None);
+    };
+    let store = DiscoveryStore::parse(&irsa.discovery.discovery_store).map_err(|e| {
+        CommandError::Usage(format!(
+            "cluster {name}'s spec.serviceAccountIssuerDiscovery.discoveryStore: {e}; fix it with `ballast \
+             edit cluster {name}` so delete can find the discovery documents"
+        ))
+    })?;
+    let (s3, _) = crate::cloud::kinds::oidc_discovery::s3(region).await;
+    Ok(Some(DiscoveryTarget { store, s3 }))
 }
 
 /// `--unregister` must not orphan running, billing resources whose CA keys it is about to delete.

@@ -50,9 +50,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let calls = CallLog::new();
     let aws = Cloud::connect(&cloud.record.region, calls.clone()).await;
-    let found = discover(&aws, CLUSTER).await?;
-    let report = teardown(&aws, CLUSTER, &|line: &str| eprintln!("delete: {line}")).await?;
-    let left = discover(&aws, CLUSTER).await?;
+    let found = discover(&aws, CLUSTER, None).await?;
+    let report = teardown(&aws, CLUSTER, None, &|line: &str| {
+        eprintln!("delete: {line}")
+    })
+    .await?;
+    let left = discover(&aws, CLUSTER, None).await?;
     if !left.is_empty() {
         return Err(format!("left after the teardown: {:?}", left.resources).into());
     }

@@ -35,6 +35,10 @@ pub enum ResourceKind {
     InternetGateway,
     Subnet,
     Vpc,
+    /// IRSA's IAM OIDC provider (`teardown::irsa`).
+    OidcProvider,
+    /// One of IRSA's two public discovery documents in the discovery store (`teardown::irsa`).
+    DiscoveryDocument,
     /// A resource the cluster only uses (tagged `shared`), or one it owns that another cluster's tag also
     /// claims: only the cluster's tag is removed from it, the resource stays.
     SharedTag,
@@ -42,7 +46,7 @@ pub enum ResourceKind {
 
 impl ResourceKind {
     /// Every kind, in the order a teardown reports them (roughly the order they go in).
-    pub const ALL: [ResourceKind; 18] = [
+    pub const ALL: [ResourceKind; 20] = [
         ResourceKind::AutoScalingGroup,
         ResourceKind::LoadBalancer,
         ResourceKind::ClassicLoadBalancer,
@@ -60,6 +64,8 @@ impl ResourceKind {
         ResourceKind::InternetGateway,
         ResourceKind::Subnet,
         ResourceKind::Vpc,
+        ResourceKind::OidcProvider,
+        ResourceKind::DiscoveryDocument,
         ResourceKind::SharedTag,
     ];
 
@@ -82,6 +88,8 @@ impl ResourceKind {
             ResourceKind::InternetGateway => "InternetGateway",
             ResourceKind::Subnet => "Subnet",
             ResourceKind::Vpc => "Vpc",
+            ResourceKind::OidcProvider => "OidcProvider",
+            ResourceKind::DiscoveryDocument => "DiscoveryDocument",
             ResourceKind::SharedTag => "SharedTag",
         }
     }

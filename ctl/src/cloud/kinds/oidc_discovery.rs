@@ -157,7 +157,7 @@ pub fn documents(
 
 /// The S3 client for the discovery store: the standard configuration in the cluster's region, path-style with
 /// a custom endpoint (as the state store's client), and that endpoint.
-async fn s3(region: &str) -> (aws_sdk_s3::Client, Option<String>) {
+pub(crate) async fn s3(region: &str) -> (aws_sdk_s3::Client, Option<String>) {
     let shared = aws_config::from_env()
         .region(aws_config::Region::new(region.to_string()))
         .load()

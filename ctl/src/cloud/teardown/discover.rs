@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use aws_sdk_ec2::types as ec2;
 
 use super::inventory::{claim, Claim, Inventory, Resource, ResourceKind};
+use super::irsa::DiscoveryTarget;
 use crate::cloud::aws::{call, filter, find, owned_launch_templates, ownership_tag, tag_map};
 use crate::cloud::error::UpdateError;
 use crate::cloud::model::{elb_names, role_resource_name};
@@ -19,12 +20,22 @@ use ballast_state::spec::Role;
 const LIVE_INSTANCE_STATES: [&str; 5] =
     ["pending", "running", "shutting-down", "stopping", "stopped"];
 
-/// Every resource of `cluster` in the clients' region, found by tags and names.
-pub async fn discover(cloud: &Cloud, cluster: &str) -> Result<Inventory, UpdateError> {
+/// Every resource of `cluster` in the clients' region, found by tags and names; with `discovery`, IRSA's two
+/// documents in it (`super::irsa`).
+pub async fn discover(
+    cloud: &Cloud,
+    cluster: &str,
+    discovery: Option<&DiscoveryTarget>,
+) -> Result<Inventory, UpdateError> {
     let mut found = Vec::new();
     found.extend(auto_scaling_groups(cloud, cluster).await?);
     found.extend(load_balancing(cloud, cluster).await?);
     found.extend(iam(cloud, cluster).await?);
+    found.extend(super::irsa::service_account_roles(cloud, cluster).await?);
+    found.extend(super::irsa::oidc_providers(cloud, cluster).await?);
+    if let Some(target) = discovery {
+        found.extend(super::irsa::discovery_documents(target).await?);
+    }
     found.extend(launch_templates(cloud, cluster).await?);
     found.extend(ec2_resources(cloud, cluster).await?);
     // The VPCs the cluster owns or shares: where the VPC CNI's network interfaces of it may be.

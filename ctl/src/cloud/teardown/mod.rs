@@ -11,6 +11,7 @@
 
 pub mod discover;
 pub mod inventory;
+pub mod irsa;
 pub mod kubernetes_made;
 pub mod rounds;
 pub mod sweep;
@@ -22,6 +23,7 @@ use futures_util::future::join_all;
 
 pub use discover::discover;
 pub use inventory::{Inventory, Resource, ResourceKind};
+pub use irsa::DiscoveryTarget;
 use rounds::{plan_round, Outcome};
 
 use super::error::UpdateError;
@@ -144,10 +146,12 @@ const ROUND_PAUSES: ballast_common::retry::Policy = ballast_common::retry::Polic
 );
 
 /// Deletes every resource of `cluster` (the clients' region) and removes its tag from the shared ones, in
-/// rounds until nothing is left. `progress` gets a line when a kind starts and when it is done.
+/// rounds until nothing is left; with `discovery`, IRSA's two documents there too. `progress` gets a line when
+/// a kind starts and when it is done.
 pub async fn teardown(
     cloud: &Cloud,
     cluster: &str,
+    discovery: Option<&DiscoveryTarget>,
     progress: &dyn TeardownProgress,
 ) -> Result<TeardownReport, TeardownError> {
     let start = Instant::now();
@@ -159,13 +163,12 @@ pub async fn teardown(
     let mut last_errors: BTreeMap<String, String> = BTreeMap::new();
     let mut pauses = ROUND_PAUSES.pauses();
     loop {
-        let inventory =
-            discover(cloud, cluster)
-                .await
-                .map_err(|source| TeardownError::Discover {
-                    cluster: cluster.to_string(),
-                    source,
-                })?;
+        let inventory = discover(cloud, cluster, discovery)
+            .await
+            .map_err(|source| TeardownError::Discover {
+                cluster: cluster.to_string(),
+                source,
+            })?;
         note_progress(&mut report, &inventory, start.elapsed(), progress);
         found.extend(inventory.resources.iter().map(Resource::label));
         progress.tally(found.len(), inventory.resources.len());
@@ -203,7 +206,8 @@ pub async fn teardown(
             if *kind == ResourceKind::SharedTag {
                 report.untagged.extend(resources.iter().cloned());
             }
-            for (resource, result) in delete_kind(cloud, cluster, *kind, resources).await {
+            for (resource, result) in delete_kind(cloud, cluster, discovery, *kind, resources).await
+            {
                 match result {
                     Ok(()) => {
                         last_errors.remove(&resource.label());
@@ -267,6 +271,7 @@ fn note_progress(
 async fn delete_kind(
     cloud: &Cloud,
     cluster: &str,
+    discovery: Option<&DiscoveryTarget>,
     kind: ResourceKind,
     resources: &[Resource],
 ) -> Vec<(Resource, Result<(), Failed>)> {
@@ -320,6 +325,8 @@ async fn delete_kind(
             ResourceKind::NetworkInterface => sweep::delete_network_interface(cloud, r).await,
             ResourceKind::Subnet => subnets::delete(cloud, r).await,
             ResourceKind::Vpc => network::delete(cloud, r).await,
+            ResourceKind::OidcProvider => irsa::delete_oidc_provider(cloud, r).await,
+            ResourceKind::DiscoveryDocument => irsa::delete_discovery_document(discovery, r).await,
             ResourceKind::SharedTag => sweep::remove_cluster_tag(cloud, cluster, r).await,
             // Handled above, all at once.
             ResourceKind::SecurityGroup | ResourceKind::Instance => Ok(()),

@@ -68,6 +68,10 @@ pub fn blockers(kind: ResourceKind) -> &'static [ResourceKind] {
             InternetGateway,
             Subnet,
         ],
+        // The roles trusting the provider go first; the documents last, so a killed delete still finds the
+        // issuer of a provider that is left.
+        OidcProvider => &[IamRole],
+        DiscoveryDocument => &[IamRole, OidcProvider],
         // Shared resources lose the cluster's tag last: until then a run that was interrupted still finds them.
         SharedTag => &[
             AutoScalingGroup,
@@ -87,6 +91,8 @@ pub fn blockers(kind: ResourceKind) -> &'static [ResourceKind] {
             InternetGateway,
             Subnet,
             Vpc,
+            OidcProvider,
+            DiscoveryDocument,
         ],
     }
 }
@@ -195,7 +201,8 @@ mod tests {
                 vec![Instance, LaunchTemplate, TargetGroup, RouteTable],
                 vec![ElasticIp, InstanceProfile, Volume, NetworkInterface],
                 vec![IamRole, SecurityGroup, InternetGateway, Subnet],
-                vec![Vpc],
+                vec![Vpc, OidcProvider],
+                vec![DiscoveryDocument],
                 vec![SharedTag],
             ]
         );

@@ -1,0 +1,213 @@
+//! IRSA's resources at `delete cluster` (`docs/irsa.md`): the service-account roles (the operator's and the
+//! cloud controller manager's and EBS CSI controller's), the IAM OIDC provider and the two discovery documents.
+//! Roles and the provider are found by the cluster's ownership tag alone, so one left by an earlier spec is
+//! found too; the documents are exactly the two keys under the discovery store of the spec still in the state
+//! store (a delete removes the spec only once AWS is empty), and nothing else in that bucket is looked at.
+
+use std::collections::BTreeMap;
+
+use ballast_state::irsa::store::{DiscoveryStore, JWKS, OPENID_CONFIGURATION};
+use ballast_state::limits::IAM_MAX_ROLE_NAME_CHARS;
+
+use super::inventory::{claim, Claim, Resource, ResourceKind};
+use crate::cloud::aws::{call, find, ownership_tag};
+use crate::cloud::error::UpdateError;
+use crate::cloud::kinds::deletion::{attempt, Failed};
+use crate::cloud::kinds::service_account_roles::SERVICE_ACCOUNT_TAG;
+use crate::cloud::Cloud;
+
+/// Where the cluster's discovery documents are, when its spec publishes them: what the teardown deletes there.
+#[derive(Debug, Clone)]
+pub struct DiscoveryTarget {
+    pub store: DiscoveryStore,
+    pub s3: aws_sdk_s3::Client,
+}
+
+/// A role name that may be a service account's: `<name>.<namespace>.sa.<cluster>`, or one shortened to IAM's
+/// limit (its `.sa.` may be cut off). Only a candidate: its tags decide.
+fn may_be_service_account_role(name: &str) -> bool {
+    name.contains(".sa.") || name.len() == IAM_MAX_ROLE_NAME_CHARS
+}
+
+/// The service-account roles tagged as the cluster's (its ownership tag and Ballast's service-account tag),
+/// with their inline policy names and attached policy ARNs as parts (detached and deleted before the role).
+pub async fn service_account_roles(
+    cloud: &Cloud,
+    cluster: &str,
+) -> Result<Vec<Resource>, UpdateError> {
+    let iam = &cloud.iam;
+    let mut names = Vec::new();
+    let mut pages = iam.list_roles().into_paginator().send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| {
+            crate::cloud::aws::failure(&format!("IAM roles of {cluster}"), "ListRoles", e)
+        })?;
+        names.extend(
+            page.roles()
+                .iter()
+                .map(|r| r.role_name().to_string())
+                .filter(|n| may_be_service_account_role(n)),
+        );
+    }
+    let mut found = Vec::new();
+    for name in names {
+        let resource = format!("IamRole {name}");
+        let Some(listed) = find(&resource, "ListRoleTags", &["NoSuchEntity"], || {
+            iam.list_role_tags().role_name(&name).send()
+        })
+        .await?
+        else {
+            continue;
+        };
+        let tags: BTreeMap<String, String> = listed
+            .tags()
+            .iter()
+            .map(|t| (t.key().to_string(), t.value().to_string()))
+            .collect();
+        let Some(account) = tags.get(SERVICE_ACCOUNT_TAG) else {
+            continue;
+        };
+        match claim(&tags, cluster) {
+            Claim::None => continue,
+            Claim::Untag { others } => {
+                found.push(
+                    Resource::new(
+                        ResourceKind::SharedTag,
+                        &name,
+                        ResourceKind::IamRole.as_str(),
+                    )
+                    .with_parts(others),
+                );
+                continue;
+            }
+            Claim::Owned => {}
+        }
+        let mut parts: Vec<String> = call(&resource, "ListRolePolicies", || {
+            iam.list_role_policies().role_name(&name).send()
+        })
+        .await?
+        .policy_names()
+        .to_vec();
+        let attached = call(&resource, "ListAttachedRolePolicies", || {
+            iam.list_attached_role_policies().role_name(&name).send()
+        })
+        .await?;
+        parts.extend(
+            attached
+                .attached_policies()
+                .iter()
+                .filter_map(|p| p.policy_arn().map(str::to_string)),
+        );
+        found.push(
+            Resource::new(
+                ResourceKind::IamRole,
+                &name,
+                &format!("service account {account}"),
+            )
+            .with_parts(parts),
+        );
+    }
+    Ok(found)
+}
+
+/// The IAM OIDC providers tagged `owned` by the cluster (a provider of another cluster, or one the operator
+/// made, is never touched). An account holds at most 100 providers, so each is asked for its tags.
+pub async fn oidc_providers(cloud: &Cloud, cluster: &str) -> Result<Vec<Resource>, UpdateError> {
+    let iam = &cloud.iam;
+    let key = ownership_tag(cluster);
+    let listed = call("IAM OIDC providers", "ListOpenIDConnectProviders", || {
+        iam.list_open_id_connect_providers().send()
+    })
+    .await?;
+    let mut found = Vec::new();
+    for arn in listed
+        .open_id_connect_provider_list()
+        .iter()
+        .filter_map(|p| p.arn())
+    {
+        let Some(provider) = find(arn, "GetOpenIDConnectProvider", &["NoSuchEntity"], || {
+            iam.get_open_id_connect_provider()
+                .open_id_connect_provider_arn(arn)
+                .send()
+        })
+        .await?
+        else {
+            continue;
+        };
+        let owned = provider
+            .tags()
+            .iter()
+            .any(|t| t.key() == key && t.value() == "owned");
+        if owned {
+            let url = provider.url().unwrap_or(arn);
+            found.push(Resource::new(ResourceKind::OidcProvider, arn, url));
+        }
+    }
+    Ok(found)
+}
+
+/// The two discovery documents that exist: `s3://bucket/key` as id, bucket and key as parts.
+pub async fn discovery_documents(target: &DiscoveryTarget) -> Result<Vec<Resource>, UpdateError> {
+    let bucket = &target.store.bucket;
+    let mut found = Vec::new();
+    for key in [
+        target.store.key(OPENID_CONFIGURATION),
+        target.store.key(JWKS),
+    ] {
+        let id = format!("s3://{bucket}/{key}");
+        let head = find(
+            &id,
+            "HeadObject",
+            &["NotFound", "NoSuchKey", "NoSuchBucket"],
+            || target.s3.head_object().bucket(bucket).key(&key).send(),
+        )
+        .await?;
+        if head.is_some() {
+            found.push(
+                Resource::new(ResourceKind::DiscoveryDocument, &id, &key)
+                    .with_parts(vec![bucket.clone(), key]),
+            );
+        }
+    }
+    Ok(found)
+}
+
+/// Deletes an OIDC provider.
+pub async fn delete_oidc_provider(cloud: &Cloud, provider: &Resource) -> Result<(), Failed> {
+    attempt(&provider.label(), "DeleteOpenIDConnectProvider", || {
+        cloud
+            .iam
+            .delete_open_id_connect_provider()
+            .open_id_connect_provider_arn(&provider.id)
+            .send()
+    })
+    .await
+}
+
+/// Deletes one discovery document (its parts are its bucket and key).
+pub async fn delete_discovery_document(
+    target: Option<&DiscoveryTarget>,
+    document: &Resource,
+) -> Result<(), Failed> {
+    let (Some(target), [bucket, key]) = (target, document.parts.as_slice()) else {
+        // Found only through a target: without one there is nothing to call.
+        return Ok(());
+    };
+    attempt(&document.label(), "DeleteObject", || {
+        target.s3.delete_object().bucket(bucket).key(key).send()
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_be_service_account_role;
+
+    #[test]
+    fn service_account_role_names_and_shortened_ones_are_candidates() {
+        assert!(may_be_service_account_role("app.default.sa.c.example.com"));
+        assert!(may_be_service_account_role(&"x".repeat(64)));
+        assert!(!may_be_service_account_role("control-plane.c.example.com"));
+        assert!(!may_be_service_account_role("nodes.c.example.com"));
+    }
+}
