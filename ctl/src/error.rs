@@ -107,7 +107,10 @@ pub enum CommandError {
         missing.len(),
         missing.join(", ")
     )]
-    PartialDump { missing: Vec<String>, where_: String },
+    PartialDump {
+        missing: Vec<String>,
+        where_: String,
+    },
     /// `get clusters` listed every cluster it could read; these could not be (each was reported above).
     #[error(
         "{} cluster(s) in {store} could not be read: {}; each is reported above with the object that is \

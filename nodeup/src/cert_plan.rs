@@ -225,7 +225,7 @@ pub fn plan(spec: &NodeSpec, node: &NodeFacts) -> Vec<CertPlan> {
         .is_some_and(|cp| cp.pod_identity_webhook.is_some())
     {
         plans.push(pod_identity_webhook(
-            crate::addons::pod_identity_webhook::NAME,
+            pki::POD_IDENTITY_WEBHOOK_NAME,
             &spec.cluster_domain,
         ));
     }

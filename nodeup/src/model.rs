@@ -71,6 +71,9 @@ pub mod pki {
     /// The Pod Identity Webhook's serving certificate, `tls.crt` and `tls.key` (control plane, with IAM roles for
     /// service accounts): a directory of its own, the only host path the webhook's pods mount.
     pub const POD_IDENTITY_WEBHOOK_DIR: &str = "/etc/kubernetes/pki/pod-identity-webhook";
+    /// The Pod Identity Webhook's name: its Service's, so its serving certificate's names. Here, in the leaf,
+    /// because both the add-on (`crate::addons::pod_identity_webhook`) and the certificate plan need it.
+    pub const POD_IDENTITY_WEBHOOK_NAME: &str = "pod-identity-webhook";
 
     /// A stem's certificate path.
     pub fn cert(stem: &str) -> String {

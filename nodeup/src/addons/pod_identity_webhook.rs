@@ -48,7 +48,7 @@ use super::objects::{
 };
 
 /// The name of every object of the add-on, and its pods' `app` label (kops's and upstream's).
-pub const NAME: &str = "pod-identity-webhook";
+pub const NAME: &str = crate::model::pki::POD_IDENTITY_WEBHOOK_NAME;
 /// Where the pods see it: the webhook's default `--tls-cert` / `--tls-key` directory.
 const POD_CERT_DIR: &str = "/etc/webhook/certs";
 /// The annotations a pod or service account may carry (`eks.amazonaws.com/role-arn`, ...), as on EKS and kops.
