@@ -56,7 +56,7 @@ async fn aws_lost_in_the_middle_of_an_update_then_back_converges() {
     // Cut points counted from each run's start: during its first reads, early in the apply (network), and
     // late (launch templates and groups).
     let mut interrupted = Vec::new();
-    for cut_after in [12u64, 30, 34] {
+    for cut_after in [12u64, 30, 38] {
         let before = front.requests();
         front.cut_after(cut_after);
         let (ok, _, stderr) =

@@ -373,8 +373,9 @@ fn the_real_manifest_is_refused_naming_exactly_what_is_unpinned_and_bakes_once_i
     for (name, component) in &release.components {
         assert!(component.sha256.pinned().is_some(), "{name} is unpinned");
     }
-    // Exactly the real manifest's unpinned images (Calico's and the VPC CNI's three each), nothing else.
-    assert_eq!(expected.len(), 6, "{expected:#?}");
+    // Exactly the real manifest's unpinned images (Calico's and the VPC CNI's three each, the Pod Identity
+    // Webhook's one), nothing else.
+    assert_eq!(expected.len(), 7, "{expected:#?}");
     assert_eq!(problems, expected, "{report}");
     assert!(report.contains("nothing was installed"), "{report}");
     assert!(
