@@ -3,7 +3,8 @@
 //! during the control plane and again during the nodes, then finished by a third run, while a watcher polls etcd
 //! and a client writes to it throughout; refusals (etcd missing a member, an unknown group, an unpinned version,
 //! a downgrade) that change nothing; and `--instance-group nodes` rolling only that group. One cluster for all
-//! of it. No Kubernetes API runs here: every roll is `--cloudonly` (the drain is tested against a local fake
+//! of it. The control-plane instances' audit logs (written by the test as the API server writes them) are all
+//! in S3 after the roll. No Kubernetes API runs here: every roll is `--cloudonly` (the drain is tested against a local fake
 //! API server in ctl's unit tests).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -200,6 +201,56 @@ async fn kill_when(
     eprintln!("killed the roll ({status}) {what}");
 }
 
+/// Appends `count` audit events to the instance's API server audit log (`/var/log/kubernetes/audit.log` under its
+/// root), one write per JSON line as the API server writes them; returns the bytes written.
+fn write_audit_events(root: &std::path::Path, instance_id: &str, count: usize) -> Vec<u8> {
+    use std::io::Write;
+    let dir = root.join("var/log/kubernetes");
+    std::fs::create_dir_all(&dir).expect("the audit log's directory");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("audit.log"))
+        .expect("the audit log");
+    let mut written = Vec::new();
+    for i in 0..count {
+        let line = format!(
+            "{{\"kind\":\"Event\",\"apiVersion\":\"audit.k8s.io/v1\",\"level\":\"Metadata\",\
+             \"auditID\":\"{instance_id}-{i:04}\",\"stage\":\"ResponseComplete\",\
+             \"requestURI\":\"/api/v1/namespaces/default/configmaps/c{i}\",\"verb\":\"get\",\
+             \"user\":{{\"username\":\"system:admin\"}},\"responseStatus\":{{\"code\":200}}}}\n"
+        );
+        file.write_all(line.as_bytes()).expect("an audit event");
+        written.extend_from_slice(line.as_bytes());
+    }
+    file.sync_all().expect("fsync the audit log");
+    written
+}
+
+/// One instance's shipped audit log: its chunks in the state store, concatenated in key order.
+async fn shipped_audit_log(cloud: &LocalCloud, instance_id: &str) -> Vec<u8> {
+    let prefix = format!("clusters/{CLUSTER}/audit/{instance_id}/");
+    let listed = cloud
+        .s3()
+        .list_objects_v2()
+        .bucket(BUCKET)
+        .prefix(&prefix)
+        .send()
+        .await
+        .expect("ListObjectsV2 of the audit chunks");
+    let mut keys: Vec<String> = listed
+        .contents()
+        .iter()
+        .filter_map(|o| o.key().map(str::to_string))
+        .collect();
+    keys.sort();
+    let mut log = Vec::new();
+    for key in keys {
+        log.extend(cloud.s3_object(BUCKET, &key).await.expect("an audit chunk"));
+    }
+    log
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole() {
     let cloud = LocalCloud::start();
@@ -335,6 +386,22 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
         .cloned()
         .collect();
     assert_eq!(outdated.len(), 6);
+    // The API server's audit log, as it writes it (no kube-apiserver runs here): lines appended to each outdated
+    // control-plane instance's log. Their shippers flush them to S3 when the roll's graceful termination stops
+    // nodeup, whatever their chunk interval (30 s by default); checked after the roll (docs/audit.md).
+    let audit_written: BTreeMap<String, Vec<u8>> = control_plane(&cloud)
+        .into_iter()
+        .filter(|r| outdated.contains(&r.instance_id))
+        .map(|r| {
+            let log = write_audit_events(&r.root, &r.instance_id, 40);
+            (r.instance_id, log)
+        })
+        .collect();
+    assert_eq!(
+        audit_written.len(),
+        2,
+        "the two outdated control-plane instances"
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let writer = WriterControl::new();
     let roll_started = Instant::now();
@@ -425,6 +492,38 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
         sizes_before,
         "sizes back, no marker left"
     );
+
+    // update cluster --yes set the audit chunks' retention on the state bucket (365 days by default).
+    let rule_id = format!("ballast-audit-{CLUSTER}");
+    let rules = cloud
+        .s3()
+        .get_bucket_lifecycle_configuration()
+        .bucket(BUCKET)
+        .send()
+        .await
+        .expect("GetBucketLifecycleConfiguration");
+    let rule = rules
+        .rules()
+        .iter()
+        .find(|r| r.id() == Some(rule_id.as_str()))
+        .unwrap_or_else(|| panic!("no audit retention rule: {:?}", rules.rules()));
+    assert_eq!(
+        rule.expiration().and_then(|e| e.days()),
+        Some(365),
+        "{rule:?}"
+    );
+    // Nothing of the audit log lost across the graceful roll: each replaced control-plane instance's chunks, in key
+    // order, are exactly the lines written to its log.
+    for (id, written) in &audit_written {
+        let shipped = shipped_audit_log(&cloud, id).await;
+        assert!(
+            shipped == *written,
+            "{id}: {} bytes shipped, {} written; the shipped log:\n{}",
+            shipped.len(),
+            written.len(),
+            String::from_utf8_lossy(&shipped)
+        );
+    }
 
     // Every report names its group's new node spec, which is the new version's.
     for group in [
