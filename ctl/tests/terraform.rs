@@ -717,8 +717,8 @@ fn a_terraform_managed_cluster_refuses_direct_applies_unless_forced() {
         .stderr(predicate::str::contains("needs an S3 state store"));
 }
 
-/// What is not written as Terraform yet (IRSA's OIDC provider and roles) is refused, naming the resource, never
-/// left out of the file.
+/// What is not written as Terraform yet (IRSA's discovery documents, OIDC provider and roles) is refused, naming the
+/// resource, never left out of the file.
 #[tokio::test]
 async fn what_terraform_does_not_render_yet_is_refused() {
     let (completed, model) = load("irsa-create");
