@@ -22,6 +22,8 @@ pub const DEFAULT_ETCD_BACKUP_INTERVAL: &str = "15m";
 pub const DEFAULT_ETCD_BACKUP_RETENTION: &str = "7d";
 /// How long an audit line may wait on a control-plane node before it is shipped (docs/audit.md).
 pub const DEFAULT_AUDIT_CHUNK_INTERVAL: &str = "30s";
+/// The terminating lifecycle hooks' heartbeat timeout when termination handling is on: kops's (300 s).
+pub const DEFAULT_TERMINATION_HEARTBEAT: &str = "5m";
 /// The largest audit chunk: 8 MiB, about ten thousand metadata-level events.
 pub const DEFAULT_AUDIT_CHUNK_MAX_BYTES: u64 = 8 * 1024 * 1024;
 /// Days audit chunks are kept in the bucket.
@@ -120,6 +122,18 @@ fn complete_cluster(spec: &mut ClusterSpec, instance_groups: &[InstanceGroup]) {
     backup
         .retention
         .get_or_insert_with(|| DEFAULT_ETCD_BACKUP_RETENTION.to_string());
+
+    // Only a cluster that turns it on gets a heartbeat: a spec without the section completes without it, and one
+    // that turns it off keeps no number that would mean nothing.
+    if let Some(termination) = spec
+        .termination_handling
+        .as_mut()
+        .filter(|t| t.enabled == Some(true))
+    {
+        termination
+            .heartbeat_timeout
+            .get_or_insert_with(|| DEFAULT_TERMINATION_HEARTBEAT.to_string());
+    }
 
     let audit = spec.audit_log.get_or_insert_with(Default::default);
     audit

@@ -103,6 +103,10 @@ pub const AUDIT_CHUNK_MAX_BYTES: std::ops::RangeInclusive<u64> = 64 * 1024..=64 
 /// Days audit chunks are kept (`spec.auditLog.retentionDays`): ten years at most, like every duration.
 pub const AUDIT_RETENTION_DAYS: std::ops::RangeInclusive<u32> = 1..=3650;
 
+/// A terminating lifecycle hook's heartbeat timeout (`spec.terminationHandling.heartbeatTimeout`): Auto Scaling's
+/// own bounds for `HeartbeatTimeout`, 30 s to 7200 s (PutLifecycleHook's API reference).
+pub const TERMINATION_HEARTBEAT_SECS: std::ops::RangeInclusive<u64> = 30..=7200;
+
 /// AWS allows 50 tags on a resource ("Tag restrictions" in the EC2 user guide), the ones Ballast adds
 /// included.
 pub const AWS_MAX_TAGS_PER_RESOURCE: usize = 50;

@@ -93,6 +93,33 @@ pub struct ClusterSpec {
     /// Where control-plane nodes ship the API server's audit log (docs/audit.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit_log: Option<AuditLogSpec>,
+    /// Termination the cluster sees coming (docs/termination.md): an SQS queue, the EventBridge rules that feed
+    /// it, and a terminating lifecycle hook on every Auto Scaling group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_handling: Option<TerminationHandlingSpec>,
+}
+
+/// `spec.terminationHandling` (docs/termination.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TerminationHandlingSpec {
+    /// Make the queue, the rules and the hooks. Off when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// How long a terminating instance waits in `Terminating:Wait` for its lifecycle action to be completed
+    /// before Auto Scaling continues the termination by itself (the hooks' heartbeat timeout), e.g. `5m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_timeout: Option<String>,
+}
+
+impl TerminationHandlingSpec {
+    /// Whether the cluster's spec turns termination handling on.
+    pub fn enabled_in(spec: &ClusterSpec) -> bool {
+        spec.termination_handling
+            .as_ref()
+            .and_then(|t| t.enabled)
+            .unwrap_or(false)
+    }
 }
 
 /// The API server's audit log, shipped off each control-plane node to S3 in chunks (docs/audit.md).

@@ -254,6 +254,34 @@ fn check_cluster_spec(report: &mut Report<'_>, spec: &ClusterSpec) {
     if let Some(audit) = &spec.audit_log {
         check_audit_log(report, audit);
     }
+    if let Some(termination) = &spec.termination_handling {
+        check_termination_handling(report, termination);
+    }
+}
+
+/// `spec.terminationHandling`: the heartbeat within Auto Scaling's bounds, and only where there are hooks.
+fn check_termination_handling(report: &mut Report<'_>, termination: &TerminationHandlingSpec) {
+    let path = "spec.terminationHandling.heartbeatTimeout";
+    if termination.heartbeat_timeout.is_some() && termination.enabled != Some(true) {
+        report.error(
+            path,
+            "there are no lifecycle hooks for it to apply to unless spec.terminationHandling.enabled is true: set \
+             enabled: true, or remove heartbeatTimeout",
+        );
+    }
+    use crate::limits::TERMINATION_HEARTBEAT_SECS;
+    if let Some(secs) = check_duration(report, path, termination.heartbeat_timeout.as_deref()) {
+        if !TERMINATION_HEARTBEAT_SECS.contains(&secs) {
+            report.error(
+                path,
+                format!(
+                    "{secs} s is outside {}s..{}s (Auto Scaling's bounds for a lifecycle hook's heartbeat)",
+                    TERMINATION_HEARTBEAT_SECS.start(),
+                    TERMINATION_HEARTBEAT_SECS.end()
+                ),
+            );
+        }
+    }
 }
 
 /// `spec.auditLog`: an S3 destination, a key ARN (the control-plane role is granted it by ARN), and every number
