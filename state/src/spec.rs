@@ -398,6 +398,29 @@ pub struct InstanceGroupSpec {
     /// The pace of `ballast rolling-update cluster` for this group (node groups only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rolling_update: Option<crate::rolling_update::RollingUpdateSpec>,
+    /// Several instance types and spot instances: the Auto Scaling group's mixed instances policy (node groups
+    /// only; `crate::group_aws`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mixed_instances_policy: Option<crate::group_aws::MixedInstancesPolicySpec>,
+    /// The most to pay for a spot instance, US dollars an hour: with a mixed instances policy its spot max
+    /// price, else the group runs spot instances only (the launch template's market options).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_price: Option<String>,
+    /// New instances are protected from scale-in (Auto Scaling's NewInstancesProtectedFromScaleIn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_protection: Option<bool>,
+    /// Auto Scaling replaces an instance this old (`7d`; `0` or unset: never). 1d to 365d.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_instance_lifetime: Option<String>,
+    /// Security group ids (`sg-...`) of the cluster's VPC the instances have besides the cluster's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_security_groups: Vec<String>,
+    /// Classic load balancers and target groups the operator owns that the group's instances join.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub external_load_balancers: Vec<crate::group_aws::ExternalLoadBalancer>,
+    /// A public IP on each instance (default: true when every subnet of the group is public, as kops).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub associate_public_ip: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -520,6 +543,13 @@ impl InstanceGroupSpec {
             instance_metadata: None,
             iam: None,
             rolling_update: None,
+            mixed_instances_policy: None,
+            max_price: None,
+            instance_protection: None,
+            max_instance_lifetime: None,
+            additional_security_groups: Vec::new(),
+            external_load_balancers: Vec::new(),
+            associate_public_ip: None,
             node_labels: BTreeMap::new(),
             taints: None,
             cloud_labels: BTreeMap::new(),
