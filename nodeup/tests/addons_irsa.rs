@@ -242,3 +242,112 @@ fn without_webhook_settings_the_applied_set_is_the_rendered_one() {
     let spec = spec("control-plane");
     assert_eq!(render_as_applied(&spec, TEST_CA), render(&spec));
 }
+
+const AWS_NODE: &str = "DaemonSet kube-system/aws-node";
+const AWS_NODE_ROLE: &str =
+    "arn:aws:iam::123456789012:role/aws-node.kube-system.sa.demo.example.com";
+
+/// The VPC CNI's set (the upstream-shaped fixture `tests/data/addons/cni/amazon-vpc.yaml`) for `spec` turned to
+/// amazon-vpc, with `aws_node` as its role.
+fn amazon_vpc(spec: &NodeSpec, aws_node: Option<&str>) -> AddonSet {
+    let mut spec = spec.clone();
+    spec.networking = ballast_state::spec::Networking::AmazonVpc;
+    if let Some(roles) = spec
+        .control_plane
+        .as_mut()
+        .and_then(|c| c.addon_roles.as_mut())
+    {
+        roles.aws_node = aws_node.map(str::to_string);
+    }
+    let (minor, release) = test_release(&spec);
+    let fixture =
+        std::fs::read_to_string(data().join("addons/cni/amazon-vpc.yaml")).expect("fixture");
+    addons::render(&spec, &release, &minor, Some(&fixture)).expect("renders")
+}
+
+/// With `addonRoles.awsNode`, the `aws-node` container of upstream's DaemonSet carries the projected
+/// `amazonaws.com` token and `AWS_ROLE_ARN`/`AWS_WEB_IDENTITY_TOKEN_FILE` (rendered into the DaemonSet: aws-node
+/// runs before the webhook could), beside its `CLUSTER_NAME`; its init container and the network-policy agent get
+/// nothing; every other object of the set is unchanged. Without the role, the DaemonSet is upstream's plus
+/// `CLUSTER_NAME` only. Golden: `tests/data/addons/irsa/aws-node.yaml`.
+#[test]
+fn aws_node_runs_on_its_role_with_a_projected_token() {
+    let spec = spec("control-plane-irsa");
+    let with = amazon_vpc(&spec, Some(AWS_NODE_ROLE));
+    let without = amazon_vpc(&spec, None);
+    let pod_with = pod(&with, AWS_NODE);
+    let env = env_of(pod_with, "aws-node");
+    assert!(env.contains(&("AWS_ROLE_ARN", AWS_NODE_ROLE)), "{env:?}");
+    assert!(
+        env.contains(&(
+            "AWS_WEB_IDENTITY_TOKEN_FILE",
+            "/var/run/secrets/amazonaws.com/token"
+        )),
+        "{env:?}"
+    );
+    assert!(
+        env.contains(&("CLUSTER_NAME", "demo.example.com")),
+        "{env:?}"
+    );
+    assert_eq!(
+        env.iter().filter(|(n, _)| *n == "AWS_ROLE_ARN").count(),
+        1,
+        "{env:?}"
+    );
+    let volume = pod_with["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["name"] == "aws-iam-token")
+        .expect("the token volume");
+    let projection = &volume["projected"]["sources"][0]["serviceAccountToken"];
+    assert_eq!(projection["audience"], "amazonaws.com");
+    let mounted = pod_with["containers"]
+        .as_array()
+        .expect("containers")
+        .iter()
+        .find(|c| c["name"] == "aws-node")
+        .expect("aws-node")["volumeMounts"]
+        .as_array()
+        .expect("mounts")
+        .iter()
+        .any(|m| m["name"] == "aws-iam-token" && m["readOnly"] == true);
+    assert!(mounted, "the token is mounted read-only into aws-node");
+    assert!(env_of(pod_with, "aws-eks-nodeagent")
+        .iter()
+        .all(|(name, _)| !name.starts_with("AWS_ROLE") && !name.starts_with("AWS_WEB")));
+    for init in pod_with["initContainers"].as_array().into_iter().flatten() {
+        assert!(init["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .all(|e| e["name"] != "AWS_ROLE_ARN"));
+    }
+    // Without the role: no token, no role; only aws-node's DaemonSet differs between the two sets.
+    let pod_without = pod(&without, AWS_NODE);
+    assert!(env_of(pod_without, "aws-node")
+        .iter()
+        .all(|(name, _)| !name.starts_with("AWS_ROLE") && !name.starts_with("AWS_WEB")));
+    assert!(pod_without["volumes"]
+        .as_array()
+        .is_none_or(|v| v.iter().all(|v| v["name"] != "aws-iam-token")));
+    assert_eq!(with.objects.len(), without.objects.len());
+    for (a, b) in with.objects.iter().zip(&without.objects) {
+        if a.describe() != AWS_NODE {
+            assert_eq!(a, b, "{}", a.describe());
+        }
+    }
+    let object = &with
+        .objects
+        .iter()
+        .find(|o| o.describe() == AWS_NODE)
+        .expect("aws-node")
+        .value;
+    assert_golden(
+        &data().join("addons/irsa/aws-node.yaml"),
+        format!(
+            "# aws-node on its IRSA role (nodeup/tests/addons_irsa.rs), from the upstream-shaped fixture; image digests are TEST values.\n---\n{}",
+            yaml_serde::to_string(object).expect("yaml")
+        ),
+    );
+}

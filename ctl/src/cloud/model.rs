@@ -375,10 +375,12 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
     }
     let nodes = serde_json::json!({"Version": "2012-10-17", "Statement": node_statements});
     let kms = state_kms_statement(completed);
-    // What the CNI needs on every instance (super::cni): nothing unless it is amazon-vpc.
+    // What the CNI needs on every instance (super::cni): nothing unless it is amazon-vpc, and nothing when its
+    // aws-node runs on a role of its own with IRSA (kinds::service_account_roles).
     let cni: Vec<serde_json::Value> = spec
         .networking
         .into_iter()
+        .filter(|_| !ballast_state::irsa::aws_node_on_irsa(spec))
         .flat_map(|n| super::cni::cni_iam_statements(n, cluster))
         .collect();
     [(Role::ControlPlane, control_plane), (Role::Node, nodes)]

@@ -111,21 +111,10 @@ pub fn name_the_cluster_to_amazon_vpc(
     objects: &mut [AddonObject],
     cluster: &str,
 ) -> Result<(), AddonError> {
-    const DAEMON_SET: &str = "aws-node";
-    let container = objects
-        .iter_mut()
-        .filter(|o| {
-            o.value.get("kind").and_then(Value::as_str) == Some("DaemonSet")
-                && o.value.pointer("/metadata/name").and_then(Value::as_str) == Some(DAEMON_SET)
-        })
-        .filter_map(|o| o.value.pointer_mut("/spec/template/spec/containers"))
-        .filter_map(Value::as_array_mut)
-        .flatten()
-        .find(|c| c.get("name").and_then(Value::as_str) == Some(DAEMON_SET))
-        .ok_or_else(|| AddonError::ManifestObjectMissing {
-            addon: "amazon-vpc".to_string(),
-            what: "container aws-node in DaemonSet aws-node (it must carry CLUSTER_NAME)",
-        })?;
+    let container = aws_node_container(
+        objects,
+        "container aws-node in DaemonSet aws-node (it must carry CLUSTER_NAME)",
+    )?;
     let Some(fields) = container.as_object_mut() else {
         return Ok(()); // found by its name, so an object
     };
@@ -140,6 +129,131 @@ pub fn name_the_cluster_to_amazon_vpc(
         vars.push(serde_json::json!({"name": "CLUSTER_NAME", "value": cluster}));
     }
     Ok(())
+}
+
+const AWS_NODE: &str = "aws-node";
+
+/// The pod spec of the `aws-node` DaemonSet, or an error naming `what` was looked for.
+fn aws_node_pod<'a>(
+    objects: &'a mut [AddonObject],
+    what: &'static str,
+) -> Result<&'a mut Value, AddonError> {
+    objects
+        .iter_mut()
+        .filter(|o| {
+            o.value.get("kind").and_then(Value::as_str) == Some("DaemonSet")
+                && o.value.pointer("/metadata/name").and_then(Value::as_str) == Some(AWS_NODE)
+        })
+        .filter_map(|o| o.value.pointer_mut("/spec/template/spec"))
+        .find(|pod| {
+            pod.get("containers")
+                .and_then(Value::as_array)
+                .is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c.get("name").and_then(Value::as_str) == Some(AWS_NODE))
+                })
+        })
+        .ok_or_else(|| AddonError::ManifestObjectMissing {
+            addon: "amazon-vpc".to_string(),
+            what,
+        })
+}
+
+/// The `aws-node` container of the `aws-node` DaemonSet.
+fn aws_node_container<'a>(
+    objects: &'a mut [AddonObject],
+    what: &'static str,
+) -> Result<&'a mut Value, AddonError> {
+    aws_node_pod(objects, what)?
+        .get_mut("containers")
+        .and_then(Value::as_array_mut)
+        .and_then(|c| {
+            c.iter_mut()
+                .find(|c| c.get("name").and_then(Value::as_str) == Some(AWS_NODE))
+        })
+        .ok_or_else(|| AddonError::ManifestObjectMissing {
+            addon: "amazon-vpc".to_string(),
+            what,
+        })
+}
+
+/// With IRSA on (the node spec's `addonRoles.awsNode`), the `aws-node` container calls AWS as `role_arn`, not as
+/// the instance role, which then holds none of its ENI permissions (ctl's `cloud::cni`). The same projected
+/// `amazonaws.com` token, `AWS_ROLE_ARN` and `AWS_WEB_IDENTITY_TOKEN_FILE` the cloud controller manager gets
+/// (`objects::on_web_identity`, whose typed pieces are merged here into upstream's untyped DaemonSet), written
+/// into the DaemonSet itself: aws-node runs with the host network before any pod can, so the Pod Identity
+/// Webhook (and its `kube-system` exclusion) never sees it. Only the `aws-node` container: the init container
+/// and the network-policy agent call no AWS API.
+pub fn run_amazon_vpc_on_web_identity(
+    objects: &mut [AddonObject],
+    role_arn: &str,
+) -> Result<(), AddonError> {
+    use k8s_openapi::api::core::v1::{Container, PodSpec};
+    let mut typed = PodSpec {
+        containers: vec![Container {
+            name: AWS_NODE.into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    super::objects::on_web_identity(&mut typed, &[AWS_NODE], role_arn);
+    let serialize = |v: serde_json::Result<Value>| {
+        v.map_err(|source| AddonError::Serialize {
+            addon: "amazon-vpc".to_string(),
+            object: "DaemonSet".to_string(),
+            source,
+        })
+    };
+    let container = typed.containers.remove(0);
+    let volumes = serialize(serde_json::to_value(typed.volumes.unwrap_or_default()))?;
+    let mounts = serialize(serde_json::to_value(
+        container.volume_mounts.unwrap_or_default(),
+    ))?;
+    let env = serialize(serde_json::to_value(container.env.unwrap_or_default()))?;
+    let fs_group = typed.security_context.and_then(|c| c.fs_group);
+    const WHAT: &str = "container aws-node in DaemonSet aws-node (it gets the web identity token)";
+    let pod = aws_node_pod(objects, WHAT)?;
+    let Some(pod) = pod.as_object_mut() else {
+        return Ok(()); // found as an object with containers
+    };
+    append(pod, "volumes", volumes);
+    if let Some(fs_group) = fs_group {
+        let context = pod
+            .entry("securityContext")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(context) = context.as_object_mut() {
+            context.entry("fsGroup").or_insert(Value::from(fs_group));
+        }
+    }
+    let container = aws_node_container(objects, WHAT)?;
+    let Some(container) = container.as_object_mut() else {
+        return Ok(());
+    };
+    append(container, "volumeMounts", mounts);
+    if let Value::Array(new) = &env {
+        // Upstream's own AWS_ROLE_ARN or token file, if it ever sets one, gives way to the role's.
+        if let Some(Value::Array(vars)) = container.get_mut("env") {
+            vars.retain(|v| !new.iter().any(|n| n.get("name") == v.get("name")));
+        }
+    }
+    append(container, "env", env);
+    Ok(())
+}
+
+/// Appends the items of `items` (an array) to the array `key` of `object`, made when absent or not an array.
+fn append(object: &mut serde_json::Map<String, Value>, key: &str, items: Value) {
+    let Value::Array(items) = items else {
+        return;
+    };
+    let list = object
+        .entry(key)
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if !list.is_array() {
+        *list = Value::Array(Vec::new());
+    }
+    if let Value::Array(list) = list {
+        list.extend(items);
+    }
 }
 
 /// The pull policy of every container whose image is baked: present on the node, so never pulled.

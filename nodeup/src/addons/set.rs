@@ -118,6 +118,9 @@ pub fn render(
         let mut cni_objects = cni::parse(cni_name, text, &cni.images)?;
         if spec.networking == Networking::AmazonVpc {
             cni::name_the_cluster_to_amazon_vpc(&mut cni_objects, &spec.cluster_name)?;
+            if let Some(role) = objects::addon_role(spec, |r| &r.aws_node) {
+                cni::run_amazon_vpc_on_web_identity(&mut cni_objects, role)?;
+            }
         }
         out.extend(cni_objects);
     }

@@ -34,6 +34,13 @@ pub const EBS_CSI_CONTROLLER_ACCOUNT: ServiceAccountRef = ServiceAccountRef {
     name: "ebs-csi-controller-sa",
 };
 
+/// The Amazon VPC CNI's `aws-node` DaemonSet (amazon-vpc networking, on every node): with IRSA on, its ENI
+/// permissions leave both instance roles for a role of its own.
+pub const AMAZON_VPC_CNI_ACCOUNT: ServiceAccountRef = ServiceAccountRef {
+    namespace: "kube-system",
+    name: "aws-node",
+};
+
 /// A Kubernetes service account, by namespace and name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ServiceAccountRef {
@@ -68,6 +75,9 @@ pub struct AddonRoles {
     pub cloud_controller_manager: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ebs_csi_controller: Option<String>,
+    /// The Amazon VPC CNI's `aws-node` (amazon-vpc networking only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aws_node: Option<String>,
 }
 
 /// What the Pod Identity Webhook (`nodeup/src/addons/pod_identity_webhook.rs`) is configured with on a
@@ -197,6 +207,12 @@ impl<'a> IrsaSettings<'a> {
 /// Whether Ballast's own AWS-calling add-ons run on roles of their own: discovery and the provider both on.
 pub fn addons_on_irsa(spec: &crate::spec::ClusterSpec) -> bool {
     IrsaSettings::of(spec).is_some_and(|irsa| irsa.oidc_provider)
+}
+
+/// Whether the Amazon VPC CNI runs on a role of its own: the add-ons are on IRSA and the networking is
+/// amazon-vpc. Its ENI statements then leave both instance roles (ctl's `cloud::cni`).
+pub fn aws_node_on_irsa(spec: &crate::spec::ClusterSpec) -> bool {
+    addons_on_irsa(spec) && spec.networking == Some(crate::spec::Networking::AmazonVpc)
 }
 
 #[cfg(test)]

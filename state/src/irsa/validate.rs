@@ -9,8 +9,8 @@ use regex::Regex;
 use super::store::DiscoveryStore;
 use super::trust::inline_policy_document;
 use super::{
-    ServiceAccountExternalPermission, ServiceAccountIssuerDiscovery, AWS_AUDIENCE,
-    CLOUD_CONTROLLER_MANAGER_ACCOUNT, EBS_CSI_CONTROLLER_ACCOUNT,
+    ServiceAccountExternalPermission, ServiceAccountIssuerDiscovery, AMAZON_VPC_CNI_ACCOUNT,
+    AWS_AUDIENCE, CLOUD_CONTROLLER_MANAGER_ACCOUNT, EBS_CSI_CONTROLLER_ACCOUNT,
 };
 use crate::error::FieldError;
 use crate::spec::{ClusterConfig, KIND_CLUSTER};
@@ -176,7 +176,11 @@ fn check_permission<'p>(
         );
     }
     if names_valid {
-        for reserved in [CLOUD_CONTROLLER_MANAGER_ACCOUNT, EBS_CSI_CONTROLLER_ACCOUNT] {
+        for reserved in [
+            CLOUD_CONTROLLER_MANAGER_ACCOUNT,
+            EBS_CSI_CONTROLLER_ACCOUNT,
+            AMAZON_VPC_CNI_ACCOUNT,
+        ] {
             if (reserved.namespace, reserved.name) == (namespace, name) {
                 report.error(
                     path,

@@ -1,7 +1,7 @@
 //! IAM roles for service accounts (IRSA, `docs/irsa.md`): one role per entry of
 //! `spec.iam.serviceAccountExternalPermissions`, and, with the OIDC provider on, one each for Ballast's own
-//! AWS-calling add-ons (the cloud controller manager, the EBS CSI driver's controller), whose statements then
-//! leave the control-plane role. Each role's trust policy lets only its service account's tokens from this
+//! AWS-calling add-ons (the cloud controller manager, the EBS CSI driver's controller, and with amazon-vpc
+//! networking the VPC CNI's `aws-node`), whose statements then leave the instance roles. Each role's trust policy lets only its service account's tokens from this
 //! cluster's issuer assume it (`ballast_state::irsa::trust`); names are kops's
 //! (`ballast_state::irsa::naming`); managed policies are attached, the inline policy is put as `irsa`.
 
@@ -12,9 +12,10 @@ use ballast_state::irsa::naming::service_account_role_name;
 use ballast_state::irsa::trust::{inline_policy_document, service_account_trust_policy};
 use ballast_state::irsa::AddonRoles;
 use ballast_state::irsa::{
-    addons_on_irsa, IrsaSettings, ServiceAccountRef, CLOUD_CONTROLLER_MANAGER_ACCOUNT,
-    EBS_CSI_CONTROLLER_ACCOUNT,
+    addons_on_irsa, aws_node_on_irsa, IrsaSettings, ServiceAccountRef, AMAZON_VPC_CNI_ACCOUNT,
+    CLOUD_CONTROLLER_MANAGER_ACCOUNT, EBS_CSI_CONTROLLER_ACCOUNT,
 };
+use ballast_state::spec::{ClusterSpec, Networking};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -85,7 +86,7 @@ pub fn wanted_roles(
         ));
     }
     if addons_on_irsa(spec) {
-        for (account, statements) in addon_statements(cluster) {
+        for (account, statements) in addon_statements(spec, cluster) {
             roles.push(role(
                 account.namespace,
                 account.name,
@@ -98,9 +99,9 @@ pub fn wanted_roles(
 }
 
 /// The add-ons on IRSA and their statements (the same `ctl/src/cloud/ccm.rs` and `ctl/src/cloud/ebs_csi.rs`
-/// give the control-plane role without IRSA).
-pub fn addon_statements(cluster: &str) -> [(ServiceAccountRef, Vec<Value>); 2] {
-    [
+/// give the control-plane role without IRSA, and `ctl/src/cloud/cni.rs` both instance roles for amazon-vpc).
+pub fn addon_statements(spec: &ClusterSpec, cluster: &str) -> Vec<(ServiceAccountRef, Vec<Value>)> {
+    let mut addons = vec![
         (
             CLOUD_CONTROLLER_MANAGER_ACCOUNT,
             crate::cloud::ccm::ccm_iam_statements(cluster),
@@ -109,7 +110,14 @@ pub fn addon_statements(cluster: &str) -> [(ServiceAccountRef, Vec<Value>); 2] {
             EBS_CSI_CONTROLLER_ACCOUNT,
             crate::cloud::ebs_csi::ebs_csi_iam_statements(cluster),
         ),
-    ]
+    ];
+    if aws_node_on_irsa(spec) {
+        addons.push((
+            AMAZON_VPC_CNI_ACCOUNT,
+            crate::cloud::cni::cni_iam_statements(Networking::AmazonVpc, cluster),
+        ));
+    }
+    addons
 }
 
 /// The add-ons' role ARNs, from the account and partition of the cluster's instance profiles (`Known`):
@@ -135,6 +143,8 @@ pub fn addon_roles(wanted: Wanted<'_>, known: &Known) -> Option<AddonRoles> {
     Some(AddonRoles {
         cloud_controller_manager: Some(arn(CLOUD_CONTROLLER_MANAGER_ACCOUNT)),
         ebs_csi_controller: Some(arn(EBS_CSI_CONTROLLER_ACCOUNT)),
+        aws_node: aws_node_on_irsa(&wanted.completed.cluster.spec)
+            .then(|| arn(AMAZON_VPC_CNI_ACCOUNT)),
     })
 }
 
@@ -551,7 +561,7 @@ spec: {role: ControlPlane}
             + "---"
             + SPEC.split("---").nth(1).expect("group");
         let (_, without_irsa) = load(&without);
-        let moved: Vec<Value> = addon_statements("demo.example.com")
+        let moved: Vec<Value> = addon_statements(&completed.cluster.spec, "demo.example.com")
             .into_iter()
             .flat_map(|(_, statements)| statements)
             .collect();
@@ -635,6 +645,94 @@ spec: {role: ControlPlane}
             arns.cloud_controller_manager.as_deref(),
             Some("arn:aws:iam::123456789012:role/cloud-controller-manager.kube-system.sa.demo.example.com")
         );
+    }
+
+    /// With amazon-vpc networking and the OIDC provider on, the VPC CNI's ENI statements leave both instance
+    /// roles (exactly those) for the role of `kube-system/aws-node`, whose ARN reaches the node spec; without the
+    /// provider both instance roles keep them. Golden: the aws-node role's trust and inline policy.
+    #[test]
+    fn the_vpc_cnis_statements_move_from_both_instance_roles_to_aws_nodes_role() {
+        let amazon_vpc = SPEC.replace(
+            "  subnets: [{name: a, zone: us-west-2a}]",
+            "  subnets: [{name: a, zone: us-west-2a}]\n  networking: amazon-vpc",
+        );
+        let (completed, with_irsa) = load(&amazon_vpc);
+        let (_, without_irsa) = load(&amazon_vpc.replace(
+            "enableAWSOIDCProvider: true",
+            "enableAWSOIDCProvider: false",
+        ));
+        let cni = crate::cloud::cni::cni_iam_statements(Networking::AmazonVpc, "demo.example.com");
+        assert!(!cni.is_empty());
+        for role in [Role::ControlPlane, Role::Node] {
+            let kept = statements(&without_irsa, role);
+            let left = statements(&with_irsa, role);
+            for statement in &cni {
+                assert!(
+                    kept.contains(statement),
+                    "{role:?} without IRSA lacks {statement}"
+                );
+                assert!(
+                    !left.contains(statement),
+                    "{role:?} with IRSA keeps {statement}"
+                );
+            }
+            if role == Role::Node {
+                // The node role loses the CNI's statements and nothing else.
+                let mut rest = kept.clone();
+                rest.retain(|s| !cni.contains(s));
+                assert_eq!(rest, left, "the node role keeps all but the CNI's");
+            }
+        }
+        let wanted = Wanted {
+            model: &with_irsa,
+            completed: &completed,
+        };
+        let issuer = "https://demo-oidc.s3.us-west-2.amazonaws.com/demo.example.com";
+        let provider =
+            "arn:aws:iam::123456789012:oidc-provider/demo-oidc.s3.us-west-2.amazonaws.com/demo.example.com";
+        let roles = wanted_roles(wanted, issuer, Some(provider)).expect("roles");
+        let aws_node = roles
+            .iter()
+            .find(|r| r.name == "aws-node.kube-system.sa.demo.example.com")
+            .expect("aws-node's role");
+        assert_eq!(
+            aws_node.inline.as_ref().expect("inline")["Statement"],
+            Value::Array(cni.clone())
+        );
+        assert_eq!(
+            aws_node.trust["Statement"][0]["Condition"]["StringEquals"]
+                ["demo-oidc.s3.us-west-2.amazonaws.com/demo.example.com:sub"],
+            "system:serviceaccount:kube-system:aws-node"
+        );
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/irsa-trust");
+        let document = json!({"trust": aws_node.trust, "policyARNs": aws_node.policy_arns, "inline": aws_node.inline});
+        let text = serde_json::to_string_pretty(&document).expect("JSON") + "\n";
+        ballast_testutil::check(&dir.join(format!("{}.json", aws_node.name)), &text)
+            .unwrap_or_else(|e| panic!("{e}"));
+
+        let mut known = Known::default();
+        known.profile_arns.insert(
+            Role::Node,
+            "arn:aws:iam::123456789012:instance-profile/nodes.demo.example.com".into(),
+        );
+        assert_eq!(
+            addon_roles(wanted, &known)
+                .expect("on IRSA")
+                .aws_node
+                .as_deref(),
+            Some("arn:aws:iam::123456789012:role/aws-node.kube-system.sa.demo.example.com")
+        );
+        // Cilium (SPEC's default): no aws-node role, no ARN.
+        let (completed, model) = load(SPEC);
+        let wanted = Wanted {
+            model: &model,
+            completed: &completed,
+        };
+        assert!(wanted_roles(wanted, issuer, Some(provider))
+            .expect("roles")
+            .iter()
+            .all(|r| r.service_account != "aws-node"));
+        assert_eq!(addon_roles(wanted, &known).expect("on IRSA").aws_node, None);
     }
 
     /// A role found as wanted changes nothing; a changed trust, a detached policy and a different inline policy
