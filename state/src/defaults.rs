@@ -71,6 +71,7 @@ pub fn complete(config: &ClusterConfig) -> ClusterConfig {
 }
 
 fn complete_cluster(spec: &mut ClusterSpec, instance_groups: &[InstanceGroup]) {
+    crate::autoscaler::complete(spec);
     spec.kubernetes_version
         .get_or_insert_with(|| DEFAULT_KUBERNETES_VERSION.to_string());
     if spec.region.is_none() {

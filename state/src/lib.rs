@@ -22,6 +22,7 @@
 
 pub mod addon_report;
 pub mod audit;
+pub mod autoscaler;
 pub mod ca_import;
 pub mod components;
 pub mod defaults;

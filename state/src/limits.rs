@@ -107,6 +107,14 @@ pub const AUDIT_RETENTION_DAYS: std::ops::RangeInclusive<u32> = 1..=3650;
 /// own bounds for `HeartbeatTimeout`, 30 s to 7200 s (PutLifecycleHook's API reference).
 pub const TERMINATION_HEARTBEAT_SECS: std::ops::RangeInclusive<u64> = 30..=7200;
 
+/// The cluster autoscaler's durations (`spec.clusterAutoscaler.scaleDownDelayAfterAdd`, `scaleDownUnneededTime`,
+/// `maxNodeProvisionTime`): a second to a day. Longer would leave unneeded nodes running, or a failed scale-up
+/// unnoticed, for days.
+pub const AUTOSCALER_DURATION_SECS: std::ops::RangeInclusive<u64> = 1..=86_400;
+/// The highest `autoscalePriority` of an instance group (the priority expander's tiers are compared, never
+/// summed; a million tiers is more than any cluster has groups).
+pub const MAX_AUTOSCALE_PRIORITY: u32 = 1_000_000;
+
 /// AWS allows 50 tags on a resource ("Tag restrictions" in the EC2 user guide), the ones Ballast adds
 /// included.
 pub const AWS_MAX_TAGS_PER_RESOURCE: usize = 50;

@@ -157,6 +157,9 @@ pub struct ControlPlaneSettings {
     /// The Pod Identity Webhook's settings (IRSA with the IAM OIDC provider); absent: it is not installed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_identity_webhook: Option<crate::irsa::PodIdentityWebhookSettings>,
+    /// The cluster autoscaler's settings (`spec.clusterAutoscaler.enabled`); absent: it is not installed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_autoscaler: Option<crate::autoscaler::ClusterAutoscalerSettings>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -291,6 +294,7 @@ pub fn render_node_spec_with_keys(
             service_account_issuer: None,
             addon_roles: None,
             pod_identity_webhook: None,
+            cluster_autoscaler: crate::autoscaler::settings(completed),
             etcd: EtcdSettings {
                 member_name,
                 members: etcd

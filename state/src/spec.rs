@@ -93,6 +93,10 @@ pub struct ClusterSpec {
     /// Where control-plane nodes ship the API server's audit log (docs/audit.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit_log: Option<AuditLogSpec>,
+    /// The cluster autoscaler add-on (`crate::autoscaler`, docs/addons.md): it sizes the node groups that
+    /// autoscale between their minSize and maxSize.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_autoscaler: Option<ClusterAutoscalerSpec>,
     /// Termination the cluster sees coming (docs/termination.md): an SQS queue, the EventBridge rules that feed
     /// it, and a terminating lifecycle hook on every Auto Scaling group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -119,6 +123,66 @@ impl TerminationHandlingSpec {
             .as_ref()
             .and_then(|t| t.enabled)
             .unwrap_or(false)
+    }
+}
+
+/// `spec.clusterAutoscaler`: the cluster autoscaler, run on the control plane, finds the node groups that
+/// autoscale by their Auto Scaling group tags and sets their desired capacity (docs/addons.md). Each option is
+/// one of the autoscaler's flags; completion fills kops's defaults when it is enabled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterAutoscalerSpec {
+    /// Install the autoscaler and tag the node groups for it. Off when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// How it picks the group to grow (`--expander`); default `random`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expander: Option<AutoscalerExpander>,
+    /// Keep similar groups the same size (`--balance-similar-node-groups`); default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub balance_similar_node_groups: Option<bool>,
+    /// Never remove a node with a pod using local storage (`--skip-nodes-with-local-storage`); default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_nodes_with_local_storage: Option<bool>,
+    /// Never remove a node running kube-system pods other than DaemonSets' (`--skip-nodes-with-system-pods`);
+    /// default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_nodes_with_system_pods: Option<bool>,
+    /// How long after a scale-up scale-down is considered again (`--scale-down-delay-after-add`); default `10m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_down_delay_after_add: Option<String>,
+    /// How long a node must be unneeded before it is removed (`--scale-down-unneeded-time`); default `10m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_down_unneeded_time: Option<String>,
+    /// How long a new instance may take to register before the scale-up counts as failed
+    /// (`--max-node-provision-time`); default `15m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_node_provision_time: Option<String>,
+}
+
+/// The cluster autoscaler's `--expander`: which group grows when several could.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AutoscalerExpander {
+    /// Any of them.
+    Random,
+    /// The one that schedules the most pending pods.
+    MostPods,
+    /// The one that leaves the least CPU (then memory) idle.
+    LeastWaste,
+    /// The one of the highest `autoscalePriority` (its groups listed in the priority expander's ConfigMap).
+    Priority,
+}
+
+impl AutoscalerExpander {
+    /// The flag's value.
+    pub fn flag_value(self) -> &'static str {
+        match self {
+            AutoscalerExpander::Random => "random",
+            AutoscalerExpander::MostPods => "most-pods",
+            AutoscalerExpander::LeastWaste => "least-waste",
+            AutoscalerExpander::Priority => "priority",
+        }
     }
 }
 
@@ -395,6 +459,14 @@ pub struct InstanceGroupSpec {
     pub taints: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cloud_labels: BTreeMap<String, String>,
+    /// Whether the cluster autoscaler may size this node group (default true when
+    /// `spec.clusterAutoscaler.enabled`): false leaves its Auto Scaling group untagged for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscale: Option<bool>,
+    /// The group's tier for the priority expander (`spec.clusterAutoscaler.expander: priority`): higher is tried
+    /// first; default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscale_priority: Option<u32>,
     /// The pace of `ballast rolling-update cluster` for this group (node groups only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rolling_update: Option<crate::rolling_update::RollingUpdateSpec>,
@@ -543,6 +615,8 @@ impl InstanceGroupSpec {
             instance_metadata: None,
             iam: None,
             rolling_update: None,
+            autoscale: None,
+            autoscale_priority: None,
             mixed_instances_policy: None,
             max_price: None,
             instance_protection: None,
