@@ -16,8 +16,10 @@ use ballast_state::pki::EncryptionKeys;
 use nodeup::render::types::{EncryptionConfiguration, Kubeconfig, KubeletConfiguration};
 use nodeup::render::{self, ControlPlaneSecrets, NodeFacts, Rendered, Secrets};
 
-const CASES: [&str; 13] = [
+const CASES: [&str; 15] = [
     "control-plane",
+    "control-plane-1.34",
+    "worker-1.34",
     "control-plane-irsa",
     "control-plane-ssh",
     "worker-ssh",

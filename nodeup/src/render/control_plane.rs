@@ -242,7 +242,7 @@ rules:
 /// Anonymous requests are authenticated only on the health endpoints (the kubelet's probes of this static pod
 /// and load balancers call them without credentials); any other anonymous request gets 401, as with kops's
 /// `anonymousAuth: false`, without breaking the probes. Needs Kubernetes 1.32+ (AnonymousAuthConfigurableEndpoints,
-/// beta and on by default there); Ballast pins 1.32 and 1.33.
+/// beta and on by default there); Ballast pins 1.32 to 1.34.
 const AUTHENTICATION_CONFIG: &str = "\
 # Written by nodeup: how the API server authenticates requests.
 apiVersion: apiserver.config.k8s.io/v1beta1

@@ -66,6 +66,18 @@ impl ComponentManifest {
             })
     }
 
+    /// The sandbox (pause) image the AMI of `version`'s release bakes, by tag (`registry.k8s.io/pause:3.10.1`):
+    /// the one a node spec names to containerd. `None` for a minor the manifest does not pin.
+    pub fn sandbox_image(&self, version: &str) -> Option<&str> {
+        let (_, release) = self.release_for_minor(version).ok()?;
+        release
+            .addons
+            .get(super::addons::PAUSE)?
+            .images
+            .get(super::addons::PAUSE)
+            .map(|image| image.reference.as_str())
+    }
+
     /// Like [`Self::release_for_minor`], and when `version` names a patch, it must be the one the manifest pins:
     /// the AMI carries exactly one kubelet per minor.
     pub fn release_exact(&self, version: &str) -> Result<(&str, &Release), LookupError> {

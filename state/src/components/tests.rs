@@ -65,7 +65,8 @@ fn no_provenance_no_pin_over_the_embedded_manifest() {
         .collect();
     let ecr = "602401143452.dkr.ecr.us-west-2.amazonaws.com";
     let mut expected = BTreeSet::new();
-    for minor in ["1.32", "1.33"] {
+    assert_eq!(manifest.minors(), ["1.32", "1.33", "1.34"]);
+    for minor in manifest.minors() {
         for image in ["cni", "node", "kube-controllers"] {
             expected.insert(format!("{minor} docker.io/calico/{image}:v3.30.2"));
         }
@@ -187,7 +188,7 @@ fn an_unknown_minor_lists_the_known_ones() {
     assert!(matches!(err, LookupError::UnknownMinor { .. }));
     let text = err.to_string();
     assert!(text.contains("Kubernetes 1.29"), "{text}");
-    assert!(text.contains("1.32, 1.33"), "{text}");
+    assert!(text.contains("1.32, 1.33, 1.34"), "{text}");
 }
 
 #[test]
@@ -212,6 +213,42 @@ fn release_exact_refuses_another_patch() {
     manifest
         .release_exact("1.33")
         .expect("a minor alone is fine");
+}
+
+/// Kubernetes 1.34 is pinned at 1.34.0 (what kops's cases ask for), with the kubelet and kubectl of that patch,
+/// etcd 3.6 and the sandbox image Kubernetes 1.34 moved to; a later 1.34 patch or 1.35 is refused, naming what
+/// is pinned.
+#[test]
+fn kubernetes_1_34_is_pinned_at_1_34_0() {
+    let manifest = embedded();
+    for version in ["1.34.0", "v1.34.0", "1.34"] {
+        let (minor, release) = manifest.release_exact(version).expect(version);
+        assert_eq!(minor, "1.34");
+        assert_eq!(release.kubernetes, "1.34.0");
+        assert_eq!(release.components["kubelet"].version, "1.34.0");
+        assert_eq!(release.components["kubectl"].version, "1.34.0");
+        assert!(release.components["etcd"].version.starts_with("3.6."));
+        assert_eq!(
+            release.addons[addons::PAUSE].images[addons::PAUSE].reference,
+            "registry.k8s.io/pause:3.10.1"
+        );
+        assert_eq!(release.addons[addons::KUBE_PROXY].version, "1.34.0");
+    }
+    assert_eq!(
+        manifest.sandbox_image("1.33.4"),
+        Some(crate::node::PAUSE_IMAGE)
+    );
+    assert_eq!(manifest.sandbox_image("1.29.1"), None);
+    let text = manifest
+        .release_exact("1.34.3")
+        .expect_err("1.34.3")
+        .to_string();
+    assert!(text.contains("pins 1.34.0 for 1.34"), "{text}");
+    let text = manifest
+        .release_for_minor("1.35.0")
+        .expect_err("1.35")
+        .to_string();
+    assert!(text.contains("1.32, 1.33, 1.34"), "{text}");
 }
 
 /// The one pinned value of [`SMALL`] (runc's sha256) names where it was read; each `unpinned` one says why.
@@ -542,14 +579,25 @@ fn the_embedded_manifest_pins_every_addon_and_invents_no_digest() {
             .map(String::as_str)
             .collect();
         assert_eq!(ebs, addons::EBS_CSI_IMAGES.into_iter().collect(), "{minor}");
-        let pause = &release.addons[addons::PAUSE].images[addons::PAUSE];
-        assert_eq!(pause.reference, crate::node::PAUSE_IMAGE, "{minor}");
+        let pause_addon = &release.addons[addons::PAUSE];
+        let pause = &pause_addon.images[addons::PAUSE];
+        assert_eq!(
+            pause.reference,
+            format!("registry.k8s.io/pause:{}", pause_addon.version),
+            "{minor}"
+        );
+        assert_eq!(
+            manifest.sandbox_image(&release.kubernetes),
+            Some(pause.reference.as_str()),
+            "{minor}"
+        );
         assert!(pause.pinned_reference().is_some(), "{minor}");
     }
     // What upstream names by tag only stays unpinned, never invented: the images of Calico, the VPC CNI and the
     // Pod Identity Webhook.
     let unpinned = manifest.unpinned_addons();
-    assert_eq!(unpinned.len(), 14, "{unpinned:?}");
+    assert_eq!(unpinned.len(), 7 * manifest.releases.len(), "{unpinned:?}");
+    assert!(unpinned.contains(&"1.34/calico/cni".to_string()));
     assert!(unpinned.contains(&"1.33/pod-identity-webhook/pod-identity-webhook".to_string()));
     assert!(unpinned.contains(&"1.33/calico/node".to_string()));
     assert!(unpinned.contains(&"1.32/amazon-vpc/aws-network-policy-agent".to_string()));
