@@ -14,7 +14,7 @@ use super::kinds::task::{Finder, Home, RunOptions, Task, Wanted};
 use super::kinds::{
     auto_scaling_groups, iam, launch_templates, leftovers, load_balancer, network, node_specs,
     oidc_discovery, oidc_provider, routes, security_groups, service_account_roles, subnets,
-    volumes, ActualState, Known, Target,
+    termination, volumes, ActualState, Known, Target,
 };
 use super::model::ClusterModel;
 use super::plan::{Plan, Stage};
@@ -151,6 +151,9 @@ const STAGES: [(Stage, &[&dyn Step]); 9] = [
             &oidc_discovery::OidcDiscoveryTask,
             &oidc_provider::OidcProviderTask,
             &service_account_roles::ServiceAccountRolesTask,
+            // Termination handling: the queue, then the rules that target it.
+            &termination::QueueTask,
+            &termination::RulesTask,
         ],
     ),
     (Stage::LoadBalancer, &[&load_balancer::LoadBalancerTask]),
@@ -161,7 +164,11 @@ const STAGES: [(Stage, &[&dyn Step]); 9] = [
     ),
     (
         Stage::AutoScalingGroups,
-        &[&auto_scaling_groups::AutoScalingGroupsTask],
+        // The hooks name their groups.
+        &[
+            &auto_scaling_groups::AutoScalingGroupsTask,
+            &termination::LifecycleHooksTask,
+        ],
     ),
     (Stage::Leftovers, &[&leftovers::LeftoversTask]),
 ];

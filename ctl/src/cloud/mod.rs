@@ -48,6 +48,10 @@ pub struct Cloud {
     /// Classic load balancers: Ballast makes none, the cloud controller manager does (`delete cluster` finds them).
     pub elb_classic: aws_sdk_elasticloadbalancing::Client,
     pub iam: aws_sdk_iam::Client,
+    /// The termination queue (`kinds/termination.rs`).
+    pub sqs: aws_sdk_sqs::Client,
+    /// The EventBridge rules feeding it.
+    pub events: aws_sdk_eventbridge::Client,
     pub calls: CallLog,
 }
 
@@ -83,6 +87,16 @@ impl Cloud {
             ),
             iam: aws_sdk_iam::Client::from_conf(
                 aws_sdk_iam::config::Builder::from(&shared)
+                    .interceptor(interceptor.clone())
+                    .build(),
+            ),
+            sqs: aws_sdk_sqs::Client::from_conf(
+                aws_sdk_sqs::config::Builder::from(&shared)
+                    .interceptor(interceptor.clone())
+                    .build(),
+            ),
+            events: aws_sdk_eventbridge::Client::from_conf(
+                aws_sdk_eventbridge::config::Builder::from(&shared)
                     .interceptor(interceptor)
                     .build(),
             ),

@@ -82,6 +82,12 @@ pub enum Kind {
     OidcDocument,
     /// The IAM OIDC provider trusting the cluster's issuer (IRSA).
     OidcProvider,
+    /// The cluster's termination queue (`spec.terminationHandling`).
+    SqsQueue,
+    /// An EventBridge rule putting AWS's warnings into the termination queue.
+    EventRule,
+    /// A group's terminating lifecycle hook.
+    LifecycleHook,
 }
 
 impl Kind {
@@ -106,6 +112,9 @@ impl Kind {
             Kind::AutoScalingGroup => "AutoScalingGroup",
             Kind::OidcDocument => "OidcDocument",
             Kind::OidcProvider => "OidcProvider",
+            Kind::SqsQueue => "SqsQueue",
+            Kind::EventRule => "EventRule",
+            Kind::LifecycleHook => "LifecycleHook",
         }
     }
 }

@@ -39,6 +39,10 @@ pub enum ResourceKind {
     OidcProvider,
     /// One of IRSA's two public discovery documents in the discovery store (`teardown::irsa`).
     DiscoveryDocument,
+    /// An EventBridge rule feeding the termination queue (`kinds::termination`).
+    EventRule,
+    /// The termination queue (`kinds::termination`).
+    SqsQueue,
     /// A resource the cluster only uses (tagged `shared`), or one it owns that another cluster's tag also
     /// claims: only the cluster's tag is removed from it, the resource stays.
     SharedTag,
@@ -46,7 +50,7 @@ pub enum ResourceKind {
 
 impl ResourceKind {
     /// Every kind, in the order a teardown reports them (roughly the order they go in).
-    pub const ALL: [ResourceKind; 20] = [
+    pub const ALL: [ResourceKind; 22] = [
         ResourceKind::AutoScalingGroup,
         ResourceKind::LoadBalancer,
         ResourceKind::ClassicLoadBalancer,
@@ -66,6 +70,8 @@ impl ResourceKind {
         ResourceKind::Vpc,
         ResourceKind::OidcProvider,
         ResourceKind::DiscoveryDocument,
+        ResourceKind::EventRule,
+        ResourceKind::SqsQueue,
         ResourceKind::SharedTag,
     ];
 
@@ -90,6 +96,8 @@ impl ResourceKind {
             ResourceKind::Vpc => "Vpc",
             ResourceKind::OidcProvider => "OidcProvider",
             ResourceKind::DiscoveryDocument => "DiscoveryDocument",
+            ResourceKind::EventRule => "EventRule",
+            ResourceKind::SqsQueue => "SqsQueue",
             ResourceKind::SharedTag => "SharedTag",
         }
     }

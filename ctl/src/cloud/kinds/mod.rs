@@ -29,6 +29,7 @@ pub mod security_groups;
 pub mod service_account_roles;
 pub mod subnets;
 pub mod task;
+pub mod termination;
 pub mod volumes;
 
 use std::collections::BTreeMap;
@@ -66,6 +67,9 @@ pub struct Known {
     pub oidc_provider_arn: Option<String>,
     /// The roles of Ballast's add-ons on IRSA (`service_account_roles`): node specs carry them.
     pub addon_roles: Option<ballast_state::irsa::AddonRoles>,
+    /// The termination queue's ARN and URL, once it exists (`termination`): its rules target it.
+    pub termination_queue_arn: Option<String>,
+    pub termination_queue_url: Option<String>,
 }
 
 /// What the kinds' `apply` works on: the AWS clients, the state store and the model (for names and tags).
@@ -113,6 +117,17 @@ pub struct ActualState {
     pub launch_templates: launch_templates::Actual,
     #[serde(default)]
     pub auto_scaling_groups: auto_scaling_groups::Actual,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub termination_queue: termination::QueueActual,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub termination_rules: termination::RulesActual,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub lifecycle_hooks: termination::HooksActual,
+}
+
+/// Kinds a cluster may not have leave no trace in a recorded state.
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 /// A shared resource (the VPC or a subnet the spec names by id) getting the cluster's `shared` tag.

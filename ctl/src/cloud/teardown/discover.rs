@@ -33,6 +33,7 @@ pub async fn discover(
     found.extend(iam(cloud, cluster).await?);
     found.extend(super::irsa::service_account_roles(cloud, cluster).await?);
     found.extend(super::irsa::oidc_providers(cloud, cluster).await?);
+    found.extend(crate::cloud::kinds::termination::discover(cloud, cluster).await?);
     if let Some(target) = discovery {
         found.extend(super::irsa::discovery_documents(target).await?);
     }

@@ -30,7 +30,7 @@ use super::error::UpdateError;
 pub use super::kinds::deletion::{attempt, Failed};
 use super::kinds::{
     auto_scaling_groups, iam, launch_templates, load_balancer, network, routes, security_groups,
-    subnets,
+    subnets, termination,
 };
 use super::Cloud;
 
@@ -327,6 +327,8 @@ async fn delete_kind(
             ResourceKind::Vpc => network::delete(cloud, r).await,
             ResourceKind::OidcProvider => irsa::delete_oidc_provider(cloud, r).await,
             ResourceKind::DiscoveryDocument => irsa::delete_discovery_document(discovery, r).await,
+            ResourceKind::EventRule => termination::delete_rule(cloud, r).await,
+            ResourceKind::SqsQueue => termination::delete_queue(cloud, r).await,
             ResourceKind::SharedTag => sweep::remove_cluster_tag(cloud, cluster, r).await,
             // Handled above, all at once.
             ResourceKind::SecurityGroup | ResourceKind::Instance => Ok(()),

@@ -72,6 +72,9 @@ pub fn blockers(kind: ResourceKind) -> &'static [ResourceKind] {
         // issuer of a provider that is left.
         OidcProvider => &[IamRole],
         DiscoveryDocument => &[IamRole, OidcProvider],
+        // The rules go first: a queue whose rules still send to it would only be refilled.
+        EventRule => &[],
+        SqsQueue => &[EventRule],
         // Shared resources lose the cluster's tag last: until then a run that was interrupted still finds them.
         SharedTag => &[
             AutoScalingGroup,
@@ -93,6 +96,8 @@ pub fn blockers(kind: ResourceKind) -> &'static [ResourceKind] {
             Vpc,
             OidcProvider,
             DiscoveryDocument,
+            EventRule,
+            SqsQueue,
         ],
     }
 }
@@ -167,10 +172,11 @@ mod tests {
                 AutoScalingGroup,
                 LoadBalancer,
                 ClassicLoadBalancer,
-                NatGateway
+                NatGateway,
+                EventRule
             ]
         );
-        assert_eq!(round.waiting, ResourceKind::ALL.len() - 4);
+        assert_eq!(round.waiting, ResourceKind::ALL.len() - 5);
     }
 
     #[test]
@@ -196,9 +202,10 @@ mod tests {
                     AutoScalingGroup,
                     LoadBalancer,
                     ClassicLoadBalancer,
-                    NatGateway
+                    NatGateway,
+                    EventRule
                 ],
-                vec![Instance, LaunchTemplate, TargetGroup, RouteTable],
+                vec![Instance, LaunchTemplate, TargetGroup, RouteTable, SqsQueue],
                 vec![ElasticIp, InstanceProfile, Volume, NetworkInterface],
                 vec![IamRole, SecurityGroup, InternetGateway, Subnet],
                 vec![Vpc, OidcProvider],
