@@ -15,8 +15,9 @@
 //! Two tests. `spec_driven` is the issue's scenario on one cluster: `ballast create -f` with
 //! `spec.serviceAccountIssuerDiscovery` (the AWS OIDC provider on) and one `spec.iam.serviceAccountExternalPermissions`
 //! entry, `ballast update cluster --yes`, tokens signed with the cluster's own service-account key from the store,
-//! the role Ballast made, and `ballast rotate service-account` through add, promote and drop, each followed by
-//! `update cluster --yes`. The other test needs no cluster: it publishes documents and creates the provider and a
+//! the role Ballast made, a second entry's role pruned once the entry leaves the spec (an operator's untagged
+//! role and another cluster's tagged one beside it stay), and `ballast rotate service-account` through add,
+//! promote and drop, each followed by `update cluster --yes`. The other test needs no cluster: it publishes documents and creates the provider and a
 //! role through the SDK, and proves the refusals the cluster test does not repeat (another namespace, a forged key
 //! under the published kid, an object that is not public read anonymously). Needs the emulator's venv; fails
 //! (never skips) without it.
@@ -496,7 +497,28 @@ mod spec_driven {
     const OIDC_BUCKET: &str = "irsa-oidc";
     const DATA: &str = "irsa-team-data";
 
+    /// A second entry, `team-a/gone`, with a managed and an inline policy: created, then removed from the
+    /// spec, its role pruned.
+    const GONE: &str = "gone";
+
     fn spec() -> String {
+        spec_with(None)
+    }
+
+    /// The spec, with `team-a/gone` when given the ARN of its managed policy.
+    fn spec_with(gone_policy: Option<&str>) -> String {
+        let extra = if let Some(policy) = gone_policy {
+            format!(
+                "    - name: {GONE}
+      namespace: {NAMESPACE}
+      aws:
+        policyARNs: [{policy}]
+        inlinePolicy: '[{{\"Effect\": \"Allow\", \"Action\": [\"s3:GetObject\"], \"Resource\": [\"arn:aws:s3:::{DATA}/other/*\"]}}]'
+"
+            )
+        } else {
+            String::new()
+        };
         format!(
             "apiVersion: ballast.dev/v1alpha1
 kind: Cluster
@@ -515,7 +537,7 @@ spec:
       namespace: {NAMESPACE}
       aws:
         inlinePolicy: '[{{\"Effect\": \"Allow\", \"Action\": [\"s3:GetObject\"], \"Resource\": [\"arn:aws:s3:::{DATA}/allowed/*\"]}}]'
----
+{extra}---
 apiVersion: ballast.dev/v1alpha1
 kind: InstanceGroup
 metadata: {{name: control-plane}}
@@ -727,7 +749,21 @@ spec: {{role: ControlPlane}}
         }
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("cluster.yaml");
-        std::fs::write(&file, spec()).expect("spec file");
+        // The emulator holds no AWS managed policy: the second entry's is the account's own.
+        let gone_policy = cloud
+            .iam()
+            .create_policy()
+            .policy_name("irsa-gone-extra")
+            .policy_document(
+                r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:ListBucket","Resource":"*"}]}"#,
+            )
+            .send()
+            .await
+            .expect("CreatePolicy")
+            .policy
+            .and_then(|p| p.arn)
+            .expect("the policy's ARN");
+        std::fs::write(&file, spec_with(Some(&gone_policy))).expect("spec file");
         let out = ballast_cli(&cloud)
             .args(["create", "-f"])
             .arg(&file)
@@ -740,6 +776,7 @@ spec: {{role: ControlPlane}}
             String::from_utf8_lossy(&out.stderr)
         );
         update(&cloud, "create");
+        prune_a_removed_service_accounts_role(&cloud, &file).await;
 
         let old = service_account_key(&cloud, "pki/service-account").await;
         let issuer = issuer(&cloud);
@@ -819,6 +856,124 @@ spec: {{role: ControlPlane}}
         );
 
         delete_cluster_removes_irsa(&cloud).await;
+    }
+
+    async fn role_exists(cloud: &LocalCloud, name: &str) -> bool {
+        cloud.iam().get_role().role_name(name).send().await.is_ok()
+    }
+
+    /// A role beside the cluster's, made by the test: tagged as a service account's (`tags`), trusting EC2.
+    async fn make_role(cloud: &LocalCloud, name: &str, tags: &[(&str, &str)]) {
+        let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+        let tags: Vec<aws_sdk_iam::types::Tag> = tags
+            .iter()
+            .map(|(k, v)| {
+                aws_sdk_iam::types::Tag::builder()
+                    .key(*k)
+                    .value(*v)
+                    .build()
+                    .expect("tag")
+            })
+            .collect();
+        cloud
+            .iam()
+            .create_role()
+            .role_name(name)
+            .assume_role_policy_document(trust)
+            .set_tags(Some(tags))
+            .send()
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "CreateRole {name}: {}",
+                    aws_sdk_iam::error::DisplayErrorContext(e)
+                )
+            });
+    }
+
+    /// `team-a/gone` was created with the cluster (its role with a managed and an inline policy). Beside it: an
+    /// operator's untagged role and another cluster's tagged role, both named like service-account roles. With
+    /// the entry removed from the spec (`replace -f`), `update cluster` plans the role's deletion and deletes
+    /// nothing; `--yes` deletes it (policies first), and the entry's role, the operator's and the other
+    /// cluster's stay. A second run plans nothing.
+    async fn prune_a_removed_service_accounts_role(cloud: &LocalCloud, file: &std::path::Path) {
+        let gone = format!("{GONE}.{NAMESPACE}.sa.{CLUSTER}");
+        let kept = format!("{ACCOUNT}.{NAMESPACE}.sa.{CLUSTER}");
+        let operators = format!("operator.{NAMESPACE}.sa.{CLUSTER}");
+        let neighbours = format!("{GONE}.{NAMESPACE}.sa.other.example.com");
+        make_role(cloud, &operators, &[]).await;
+        make_role(
+            cloud,
+            &neighbours,
+            &[
+                ("kubernetes.io/cluster/other.example.com", "owned"),
+                ("ballast.dev/service-account", "team-a/gone"),
+            ],
+        )
+        .await;
+        assert!(role_exists(cloud, &gone).await, "{gone} created");
+        let attached = cloud
+            .iam()
+            .list_attached_role_policies()
+            .role_name(&gone)
+            .send()
+            .await
+            .expect("ListAttachedRolePolicies");
+        assert_eq!(attached.attached_policies().len(), 1, "{attached:?}");
+
+        std::fs::write(file, spec()).expect("spec file");
+        let out = ballast_cli_on(cloud, CLUSTER)
+            .args(["replace", "-f"])
+            .arg(file)
+            .output()
+            .expect("ballast replace -f");
+        assert!(
+            out.status.success(),
+            "replace -f: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let preview = ballast_cli_on(cloud, CLUSTER)
+            .args(["update", "cluster"])
+            .output()
+            .expect("ballast update cluster");
+        let plan = String::from_utf8_lossy(&preview.stdout).to_string();
+        assert!(preview.status.success(), "preview: {plan}");
+        assert!(
+            plan.contains(&format!(
+                "  - IamRole {gone}\n        serviceAccount: {NAMESPACE}/{GONE} -> (no longer in spec.iam.serviceAccountExternalPermissions)"
+            )),
+            "{plan}"
+        );
+        for other in [&kept, &operators, &neighbours] {
+            assert!(
+                !plan.contains(&format!("IamRole {other}")),
+                "{other} in: {plan}"
+            );
+        }
+        assert!(role_exists(cloud, &gone).await, "a plan deletes nothing");
+
+        update(cloud, "the entry removed");
+        assert!(!role_exists(cloud, &gone).await, "{gone} pruned");
+        for other in [&kept, &operators, &neighbours] {
+            assert!(role_exists(cloud, other).await, "{other} was deleted");
+        }
+        let again = ballast_cli_on(cloud, CLUSTER)
+            .args(["update", "cluster"])
+            .output()
+            .expect("ballast update cluster");
+        let plan = String::from_utf8_lossy(&again.stdout);
+        assert!(!plan.contains("IamRole"), "a second run: {plan}");
+        // The test's own roles go, so the delete below finds exactly the cluster's.
+        for other in [&operators, &neighbours] {
+            cloud
+                .iam()
+                .delete_role()
+                .role_name(other)
+                .send()
+                .await
+                .expect("DeleteRole");
+        }
     }
 
     /// The IRSA resources of the cluster: its service-account roles (the entry's and the add-ons'), by the

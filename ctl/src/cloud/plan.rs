@@ -252,6 +252,9 @@ impl fmt::Display for Plan {
         }
         for change in self.sorted() {
             let suffix = match change.action {
+                // A service-account role whose entry left the spec goes with --yes
+                // (kinds::service_account_roles): nothing but that role's trust depends on it.
+                Action::Delete if change.kind == Kind::IamRole => "",
                 Action::Delete => "   (only with --prune)",
                 Action::TagShared => "   (shared: tagged, never modified)",
                 _ => "",

@@ -168,10 +168,92 @@ pub struct Actual {
     /// By role name.
     #[serde(default)]
     pub roles: BTreeMap<String, FoundRole>,
+    /// Roles this cluster made for a service account the spec no longer lists (tagged `owned` by the cluster
+    /// and with [`SERVICE_ACCOUNT_TAG`]), by name: each is deleted.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stale: BTreeMap<String, StaleRole>,
+}
+
+/// A role of a service account no longer in the spec, with what must go before it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StaleRole {
+    /// `namespace/name`, from its [`SERVICE_ACCOUNT_TAG`].
+    pub service_account: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inline_policies: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policy_arns: Vec<String>,
+}
+
+/// A role tagged with [`SERVICE_ACCOUNT_TAG`], and all its tags: what `update cluster` prunes and `delete
+/// cluster` deletes are among these, decided by the cluster's ownership tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaggedRole {
+    pub name: String,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// A role name that may be a service account's: `<name>.<namespace>.sa.<cluster>`, or one shortened to IAM's
+/// limit (its `.sa.` may be cut off). Only a candidate: its tags decide.
+fn may_be_service_account_role(name: &str) -> bool {
+    name.contains(".sa.") || name.len() == ballast_state::limits::IAM_MAX_ROLE_NAME_CHARS
+}
+
+/// Every role of the account that carries [`SERVICE_ACCOUNT_TAG`] (of any cluster, or none): IAM cannot list
+/// roles by tag, so the candidates by name are asked for their tags (`ListRoleTags`).
+pub async fn roles_tagged_for_service_accounts(
+    iam: &aws_sdk_iam::Client,
+    cluster: &str,
+) -> Result<Vec<TaggedRole>, UpdateError> {
+    let mut names = Vec::new();
+    let mut pages = iam.list_roles().into_paginator().send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| {
+            crate::cloud::aws::failure(&format!("IAM roles of {cluster}"), "ListRoles", e)
+        })?;
+        names.extend(
+            page.roles()
+                .iter()
+                .map(|r| r.role_name().to_string())
+                .filter(|n| may_be_service_account_role(n)),
+        );
+    }
+    let mut found = Vec::new();
+    for name in names {
+        let resource = format!("IamRole {name}");
+        let Some(listed) = find_call(&resource, "ListRoleTags", &["NoSuchEntity"], || {
+            iam.list_role_tags().role_name(&name).send()
+        })
+        .await?
+        else {
+            continue;
+        };
+        let tags: BTreeMap<String, String> = listed
+            .tags()
+            .iter()
+            .map(|t| (t.key().to_string(), t.value().to_string()))
+            .collect();
+        if tags.contains_key(SERVICE_ACCOUNT_TAG) {
+            found.push(TaggedRole { name, tags });
+        }
+    }
+    Ok(found)
+}
+
+/// A role to create or repair, or one to delete.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    Role(Box<RoleChange>),
+    /// Its service account left `spec.iam.serviceAccountExternalPermissions` (or the provider was turned off).
+    Delete {
+        name: String,
+        stale: StaleRole,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Change {
+pub struct RoleChange {
     pub role: WantedRole,
     /// `None`: the role is created.
     pub found: Option<FoundRole>,
@@ -182,6 +264,24 @@ pub struct Change {
 }
 
 impl Planned for Change {
+    fn planned(&self) -> Vec<PlanChange> {
+        match self {
+            Change::Role(change) => change.planned(),
+            Change::Delete { name, stale } => {
+                vec![
+                    PlanChange::new(Stage::SecurityAndIam, Kind::IamRole, name, Action::Delete)
+                        .field(
+                            "serviceAccount",
+                            Some(stale.service_account.clone()),
+                            "(no longer in spec.iam.serviceAccountExternalPermissions)",
+                        ),
+                ]
+            }
+        }
+    }
+}
+
+impl RoleChange {
     fn planned(&self) -> Vec<PlanChange> {
         let account = format!("{}/{}", self.role.namespace, self.role.service_account);
         let mut change = PlanChange::new(
@@ -297,6 +397,46 @@ async fn find(finder: &Finder<'_>, wanted: Wanted<'_>) -> Result<Actual, UpdateE
             },
         );
     }
+    // The cluster's roles of service accounts no longer wanted: owned by this cluster alone (a role another
+    // cluster also claims, or one without the ownership tag, is never touched).
+    let wanted_names: BTreeSet<String> = wanted_roles(wanted, &issuer, provider.as_deref())?
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    for tagged in roles_tagged_for_service_accounts(iam, &wanted.model.cluster).await? {
+        let others_claim = tagged
+            .tags
+            .keys()
+            .any(|k| k.starts_with("kubernetes.io/cluster/") && *k != key);
+        if tagged.tags.get(&key).map(String::as_str) != Some("owned")
+            || others_claim
+            || wanted_names.contains(&tagged.name)
+        {
+            continue;
+        }
+        let name = &tagged.name;
+        let resource = format!("IamRole {name}");
+        let inline = call(&resource, "ListRolePolicies", || {
+            iam.list_role_policies().role_name(name).send()
+        })
+        .await?;
+        let attached = call(&resource, "ListAttachedRolePolicies", || {
+            iam.list_attached_role_policies().role_name(name).send()
+        })
+        .await?;
+        actual.stale.insert(
+            name.clone(),
+            StaleRole {
+                service_account: tagged.tags[SERVICE_ACCOUNT_TAG].clone(),
+                inline_policies: inline.policy_names().to_vec(),
+                policy_arns: attached
+                    .attached_policies()
+                    .iter()
+                    .filter_map(|p| p.policy_arn().map(str::to_string))
+                    .collect(),
+            },
+        );
+    }
     Ok(actual)
 }
 
@@ -307,14 +447,14 @@ fn diff(wanted: Wanted<'_>, known: &Known, actual: &Actual) -> Result<Vec<Change
     let mut changes = Vec::new();
     for role in wanted_roles(wanted, &issuer, provider.as_deref())? {
         let Some(found) = actual.roles.get(&role.name) else {
-            changes.push(Change {
+            changes.push(Change::Role(Box::new(RoleChange {
                 attach: role.policy_arns.clone(),
                 detach: Vec::new(),
                 trust: true,
                 inline: role.inline.is_some(),
                 found: None,
                 role,
-            });
+            })));
             continue;
         };
         if !found.owned {
@@ -328,7 +468,7 @@ fn diff(wanted: Wanted<'_>, known: &Known, actual: &Actual) -> Result<Vec<Change
         }
         let have: BTreeSet<&String> = found.policy_arns.iter().collect();
         let want: BTreeSet<&String> = role.policy_arns.iter().collect();
-        let change = Change {
+        let change = RoleChange {
             trust: parse(&found.trust) != role.trust,
             attach: want.difference(&have).map(|s| s.to_string()).collect(),
             detach: have.difference(&want).map(|s| s.to_string()).collect(),
@@ -337,8 +477,14 @@ fn diff(wanted: Wanted<'_>, known: &Known, actual: &Actual) -> Result<Vec<Change
             role,
         };
         if change.trust || change.inline || !change.attach.is_empty() || !change.detach.is_empty() {
-            changes.push(change);
+            changes.push(Change::Role(Box::new(change)));
         }
+    }
+    for (name, stale) in &actual.stale {
+        changes.push(Change::Delete {
+            name: name.clone(),
+            stale: stale.clone(),
+        });
     }
     Ok(changes)
 }
@@ -351,6 +497,30 @@ async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), UpdateErro
         .iter()
         .find_map(|r| r.permissions_boundary.clone());
     for change in changes {
+        let change = match change {
+            Change::Role(change) => change,
+            Change::Delete { name, stale } => {
+                // Policies detached and deleted first, then the role (kinds::iam::delete_role, as delete
+                // cluster does); a role already gone is not an error.
+                let resource = super::deletion::Resource::new(
+                    super::deletion::ResourceKind::IamRole,
+                    name,
+                    &format!("service account {}", stale.service_account),
+                )
+                .with_parts(
+                    stale
+                        .inline_policies
+                        .iter()
+                        .chain(&stale.policy_arns)
+                        .cloned()
+                        .collect(),
+                );
+                super::iam::delete_role(target.cloud, &resource)
+                    .await
+                    .map_err(|failed| failed.error)?;
+                continue;
+            }
+        };
         let role = &change.role;
         let name = &role.name;
         let trust = role.trust.to_string();
@@ -735,6 +905,77 @@ spec: {role: ControlPlane}
         assert_eq!(addon_roles(wanted, &known).expect("on IRSA").aws_node, None);
     }
 
+    #[test]
+    fn service_account_role_names_and_shortened_ones_are_candidates() {
+        assert!(may_be_service_account_role("app.default.sa.c.example.com"));
+        assert!(may_be_service_account_role(&"x".repeat(64)));
+        assert!(!may_be_service_account_role("control-plane.c.example.com"));
+        assert!(!may_be_service_account_role("nodes.c.example.com"));
+    }
+
+    /// A role `find` reported stale (its service account left the spec) is one deletion in the plan, printed
+    /// with the service account it was for and without "only with --prune" (it goes with `--yes`); the wanted
+    /// roles are untouched.
+    #[test]
+    fn a_stale_role_is_planned_as_a_deletion() {
+        let (completed, model) = load(SPEC);
+        let wanted = Wanted {
+            model: &model,
+            completed: &completed,
+        };
+        let issuer = "https://demo-oidc.s3.us-west-2.amazonaws.com/demo.example.com";
+        let known = Known {
+            service_account_issuer: Some(IssuerSettings::published(
+                issuer,
+                ballast_state::node::CLUSTER_DOMAIN,
+            )),
+            oidc_provider_arn: Some("arn:aws:iam::1:oidc-provider/x".into()),
+            ..Known::default()
+        };
+        let mut actual = Actual::default();
+        for role in wanted_roles(wanted, issuer, known.oidc_provider_arn.as_deref()).expect("roles")
+        {
+            actual.roles.insert(
+                role.name.clone(),
+                FoundRole {
+                    arn: format!("arn:aws:iam::1:role/{}", role.name),
+                    trust: role.trust.to_string(),
+                    policy_arns: role.policy_arns.clone(),
+                    inline: role.inline.as_ref().map(Value::to_string),
+                    owned: true,
+                },
+            );
+        }
+        let stale = StaleRole {
+            service_account: "team-b/uploader".into(),
+            inline_policies: vec![INLINE_POLICY_NAME.into()],
+            policy_arns: vec!["arn:aws:iam::aws:policy/ReadOnlyAccess".into()],
+        };
+        actual
+            .stale
+            .insert("uploader.team-b.sa.demo.example.com".into(), stale.clone());
+        let changes = diff(wanted, &known, &actual).expect("diff");
+        assert_eq!(
+            changes,
+            [Change::Delete {
+                name: "uploader.team-b.sa.demo.example.com".into(),
+                stale
+            }]
+        );
+        let mut plan = crate::cloud::plan::Plan::default();
+        for change in &changes {
+            plan.changes.extend(change.planned());
+        }
+        let text = plan.to_string();
+        assert!(
+            text.contains(
+                "  - IamRole uploader.team-b.sa.demo.example.com\n        serviceAccount: team-b/uploader -> (no longer in spec.iam.serviceAccountExternalPermissions)\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("--prune"), "{text}");
+    }
+
     /// A role found as wanted changes nothing; a changed trust, a detached policy and a different inline policy
     /// are each one change; a role without the ownership tag is refused.
     #[test]
@@ -779,9 +1020,12 @@ spec: {role: ControlPlane}
         found.trust = "{}".into();
         let changes = diff(wanted, &known, &actual).expect("diff");
         assert_eq!(changes.len(), 1);
-        assert!(changes[0].trust && changes[0].inline);
+        let Change::Role(change) = &changes[0] else {
+            panic!("a repair: {changes:?}");
+        };
+        assert!(change.trust && change.inline);
         assert_eq!(
-            changes[0].attach,
+            change.attach,
             ["arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess"]
         );
         actual.roles.get_mut(name).expect("found").owned = false;

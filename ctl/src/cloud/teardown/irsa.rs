@@ -4,16 +4,15 @@
 //! found too; the documents are exactly the two keys under the discovery store of the spec still in the state
 //! store (a delete removes the spec only once AWS is empty), and nothing else in that bucket is looked at.
 
-use std::collections::BTreeMap;
-
 use ballast_state::irsa::store::{DiscoveryStore, JWKS, OPENID_CONFIGURATION};
-use ballast_state::limits::IAM_MAX_ROLE_NAME_CHARS;
 
 use super::inventory::{claim, Claim, Resource, ResourceKind};
 use crate::cloud::aws::{call, find, ownership_tag};
 use crate::cloud::error::UpdateError;
 use crate::cloud::kinds::deletion::{attempt, Failed};
-use crate::cloud::kinds::service_account_roles::SERVICE_ACCOUNT_TAG;
+use crate::cloud::kinds::service_account_roles::{
+    roles_tagged_for_service_accounts, TaggedRole, SERVICE_ACCOUNT_TAG,
+};
 use crate::cloud::Cloud;
 
 /// Where the cluster's discovery documents are, when its spec publishes them: what the teardown deletes there.
@@ -23,12 +22,6 @@ pub struct DiscoveryTarget {
     pub s3: aws_sdk_s3::Client,
 }
 
-/// A role name that may be a service account's: `<name>.<namespace>.sa.<cluster>`, or one shortened to IAM's
-/// limit (its `.sa.` may be cut off). Only a candidate: its tags decide.
-fn may_be_service_account_role(name: &str) -> bool {
-    name.contains(".sa.") || name.len() == IAM_MAX_ROLE_NAME_CHARS
-}
-
 /// The service-account roles tagged as the cluster's (its ownership tag and Ballast's service-account tag),
 /// with their inline policy names and attached policy ARNs as parts (detached and deleted before the role).
 pub async fn service_account_roles(
@@ -36,34 +29,9 @@ pub async fn service_account_roles(
     cluster: &str,
 ) -> Result<Vec<Resource>, UpdateError> {
     let iam = &cloud.iam;
-    let mut names = Vec::new();
-    let mut pages = iam.list_roles().into_paginator().send();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| {
-            crate::cloud::aws::failure(&format!("IAM roles of {cluster}"), "ListRoles", e)
-        })?;
-        names.extend(
-            page.roles()
-                .iter()
-                .map(|r| r.role_name().to_string())
-                .filter(|n| may_be_service_account_role(n)),
-        );
-    }
     let mut found = Vec::new();
-    for name in names {
+    for TaggedRole { name, tags } in roles_tagged_for_service_accounts(iam, cluster).await? {
         let resource = format!("IamRole {name}");
-        let Some(listed) = find(&resource, "ListRoleTags", &["NoSuchEntity"], || {
-            iam.list_role_tags().role_name(&name).send()
-        })
-        .await?
-        else {
-            continue;
-        };
-        let tags: BTreeMap<String, String> = listed
-            .tags()
-            .iter()
-            .map(|t| (t.key().to_string(), t.value().to_string()))
-            .collect();
         let Some(account) = tags.get(SERVICE_ACCOUNT_TAG) else {
             continue;
         };
@@ -197,17 +165,4 @@ pub async fn delete_discovery_document(
         target.s3.delete_object().bucket(bucket).key(key).send()
     })
     .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::may_be_service_account_role;
-
-    #[test]
-    fn service_account_role_names_and_shortened_ones_are_candidates() {
-        assert!(may_be_service_account_role("app.default.sa.c.example.com"));
-        assert!(may_be_service_account_role(&"x".repeat(64)));
-        assert!(!may_be_service_account_role("control-plane.c.example.com"));
-        assert!(!may_be_service_account_role("nodes.c.example.com"));
-    }
 }
