@@ -103,12 +103,7 @@ fn outcomes() -> BTreeMap<&'static str, Option<Vec<&'static str>>> {
                 "InstanceGroup/nodes spec.autoscale",
             ]),
         ),
-        (
-            "nth-imds-processor",
-            refused(&[
-                "Cluster/nthimdsprocessor.longclustername.example.com spec.nodeTerminationHandler",
-            ]),
-        ),
+        ("nth-imds-processor", None),
         (
             "minimal-ipv6",
             refused(&["Cluster/minimal-ipv6.example.com spec.subnets[0].ipv6CIDR"]),

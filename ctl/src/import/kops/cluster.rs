@@ -23,7 +23,7 @@ pub const NO_EQUIVALENT: &str = "Ballast has no equivalent of this kops field, s
      on kops";
 
 /// Add-ons kops installs when `enabled: true` and Ballast does not install at all.
-const ADDONS_BALLAST_LACKS: [(&str, &str); 9] = [
+const ADDONS_BALLAST_LACKS: [(&str, &str); 8] = [
     (
         "awsLoadBalancerController",
         "the AWS Load Balancer Controller",
@@ -32,7 +32,6 @@ const ADDONS_BALLAST_LACKS: [(&str, &str); 9] = [
     ("clusterAutoscaler", "the cluster autoscaler"),
     ("metricsServer", "metrics-server"),
     ("nodeProblemDetector", "the node problem detector"),
-    ("nodeTerminationHandler", "the AWS node termination handler"),
     ("podIdentityWebhook", "the pod identity webhook"),
     ("snapshotController", "the CSI snapshot controller"),
     ("karpenter", "Karpenter"),
@@ -392,6 +391,9 @@ fn spec_fields(
             }
             r.finish(ccm, NO_EQUIVALENT);
         }
+    }
+    if let Some(v) = f.take("nodeTerminationHandler") {
+        super::termination::node_termination_handler(r, v, spec);
     }
     for (field, what) in ADDONS_BALLAST_LACKS {
         if let Some(v) = f.take(field) {

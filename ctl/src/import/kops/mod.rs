@@ -9,6 +9,7 @@
 
 mod cluster;
 mod group;
+mod termination;
 mod walk;
 
 #[cfg(test)]
