@@ -747,6 +747,8 @@ pub enum RoleArg {
     ControlPlane,
     #[value(name = "Node", alias = "node")]
     Node,
+    #[value(name = "Bastion", alias = "bastion")]
+    Bastion,
 }
 
 /// A roll's timeout: at least 1s, at most a day (a roll that waits longer is stuck, not slow).

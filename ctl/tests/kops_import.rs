@@ -59,17 +59,8 @@ fn outcomes() -> BTreeMap<&'static str, Option<Vec<&'static str>>> {
                 "InstanceGroup/nodes spec.volumes",
             ]),
         ),
-        (
-            "privatecilium",
-            refused(&[
-                "Cluster/privatecilium.example.com spec.networking.cilium.agentPodAnnotations",
-                "InstanceGroup/bastion spec.role",
-            ]),
-        ),
-        (
-            "privatecalico",
-            refused(&["InstanceGroup/bastion spec.role"]),
-        ),
+        ("privatecilium", None),
+        ("privatecalico", None),
         (
             "existing_iam",
             refused(&["InstanceGroup/master-us-test-1a spec.iam.profile"]),
@@ -492,7 +483,7 @@ fn without_the_choices_kops_leaves_open_the_import_is_refused_naming_them() {
 #[test]
 fn a_refused_import_writes_nothing_and_an_accepted_one_stores_the_cluster() {
     let env = common::TempStore::new();
-    let refused = data().join("privatecalico/in.yaml");
+    let refused = data().join("privateflannel/in.yaml");
     let before = env.snapshot();
     env.ballast()
         .args([
@@ -506,7 +497,7 @@ fn a_refused_import_writes_nothing_and_an_accepted_one_stores_the_cluster() {
         .assert()
         .code(3)
         .stderr(predicates::str::contains(
-            "InstanceGroup/bastion: spec.role",
+            "Cluster/privateflannel.example.com: spec.networking.flannel",
         ));
     assert_eq!(env.snapshot(), before, "a refused import changed the store");
 

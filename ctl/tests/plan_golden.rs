@@ -147,7 +147,7 @@ async fn applied_state(model: &ClusterModel, completed: &ClusterConfig) -> Actua
                 launch_template_id: Some(format!("lt-{}", group.name)),
                 target_groups: match group.role {
                     Role::ControlPlane => vec![target_group.clone()],
-                    Role::Node => Vec::new(),
+                    Role::Node | Role::Bastion => Vec::new(),
                 },
                 tags: group.tags.clone(),
             },

@@ -15,6 +15,7 @@ use ballast_state::log_tail::TailReason;
 use ballast_state::node::{BootConfig, ControlPlaneSettings, NodeSpec};
 use ballast_state::node_bootstrap::NodeBootstrapService;
 use ballast_state::report::{NodeReport, Phase, ServiceState, Step};
+use ballast_state::spec::Role;
 use ballast_store::store::StateStore;
 
 use crate::addons::runner::AddonJob;
@@ -248,6 +249,12 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
 
     // 2. Node spec and secrets.
     let (spec, secrets, store) = fetch_spec_and_secrets(cli, state, &boot).await?;
+    let bastion = spec.role == Role::Bastion;
+    if bastion {
+        // A bastion's role may write nothing to the state store: its report stays on the node
+        // (ROOT/var/lib/nodeup/report.json and the journal; docs/nodeup.md, "Bastions").
+        state.cluster = None;
+    }
 
     // The AMI must carry what this node spec runs (a node downloads nothing at boot).
     match image::check_image(&cli.root, &spec)? {
@@ -292,7 +299,7 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
     .await?;
     // A worker's kubelet client certificate: kept while it fits, else from the control plane's bootstrap
     // service after proving which instance this is (crate::bootstrap).
-    if spec.control_plane.is_none() {
+    if spec.control_plane.is_none() && !bastion {
         let files = worker_certificate(cli, &boot, &identity, &secrets, &store).await?;
         rendered.files.extend(files);
         rendered.files.sort_by(|a, b| a.path.cmp(&b.path));

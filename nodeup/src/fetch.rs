@@ -218,6 +218,14 @@ pub async fn secrets(
         let data = get(store, &key, deadline).await?;
         text(&key, data)
     };
+    if spec.role == Role::Bastion {
+        // A bastion holds nothing of the cluster's trust: its role may read its own node spec and nothing else.
+        return Ok(Secrets {
+            kubernetes_ca_cert: String::new(),
+            kubernetes_ca_trusted: Vec::new(),
+            control_plane: None,
+        });
+    }
     if spec.role != Role::ControlPlane {
         // A worker's kubelet certificate comes from the bootstrap service (crate::bootstrap): it reads the CA
         // certificate only, even when an older node spec still names a bootstrap token.

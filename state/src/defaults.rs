@@ -17,6 +17,9 @@ pub const DEFAULT_NETWORK_CIDR: &str = "172.20.0.0/16";
 pub const DEFAULT_MACHINE_TYPE: &str = "t3.medium";
 pub const DEFAULT_CONTROL_PLANE_VOLUME_GIB: u32 = 64;
 pub const DEFAULT_NODE_VOLUME_GIB: u32 = 128;
+/// A bastion's instance type and root volume: kops's (an SSH jump host needs little).
+pub const DEFAULT_BASTION_MACHINE_TYPE: &str = "t3.micro";
+pub const DEFAULT_BASTION_VOLUME_GIB: u32 = 32;
 pub const DEFAULT_VOLUME_TYPE: &str = "gp3";
 pub const DEFAULT_ETCD_BACKUP_INTERVAL: &str = "15m";
 pub const DEFAULT_ETCD_BACKUP_RETENTION: &str = "7d";
@@ -208,14 +211,21 @@ fn complete_instance_group(ig: &mut InstanceGroup, cluster: &ClusterSpec) {
     let name = ig.metadata.name.clone();
     let spec = &mut ig.spec;
     let control_plane = spec.role == Role::ControlPlane;
-    spec.machine_type
-        .get_or_insert_with(|| DEFAULT_MACHINE_TYPE.to_string());
+    let bastion = spec.role == Role::Bastion;
+    spec.machine_type.get_or_insert_with(|| {
+        if bastion {
+            DEFAULT_BASTION_MACHINE_TYPE
+        } else {
+            DEFAULT_MACHINE_TYPE
+        }
+        .to_string()
+    });
     if spec.image.is_none() {
         spec.image = cluster.kubernetes_version.as_deref().map(default_image);
     }
     match (spec.min_size, spec.max_size) {
         (None, None) => {
-            let size = if control_plane { 1 } else { 2 };
+            let size = if control_plane || bastion { 1 } else { 2 };
             spec.min_size = Some(size);
             spec.max_size = Some(size);
         }
@@ -224,9 +234,10 @@ fn complete_instance_group(ig: &mut InstanceGroup, cluster: &ClusterSpec) {
         (Some(_), Some(_)) => {}
     }
     if spec.subnets.is_empty() {
-        // Instances go where the topology puts them: public subnets, or private ones behind NAT.
+        // Instances go where the topology puts them: public subnets, or private ones behind NAT. A bastion is
+        // reached from outside: public subnets always.
         let wanted = match cluster.topology {
-            Some(Topology::Private) => SubnetType::Private,
+            Some(Topology::Private) if !bastion => SubnetType::Private,
             _ => SubnetType::Public,
         };
         spec.subnets = cluster
@@ -239,6 +250,8 @@ fn complete_instance_group(ig: &mut InstanceGroup, cluster: &ClusterSpec) {
     let volume = spec.root_volume.get_or_insert_with(Default::default);
     volume.size.get_or_insert(if control_plane {
         DEFAULT_CONTROL_PLANE_VOLUME_GIB
+    } else if bastion {
+        DEFAULT_BASTION_VOLUME_GIB
     } else {
         DEFAULT_NODE_VOLUME_GIB
     });
@@ -249,6 +262,10 @@ fn complete_instance_group(ig: &mut InstanceGroup, cluster: &ClusterSpec) {
     let metadata = spec.instance_metadata.get_or_insert_with(Default::default);
     metadata.http_tokens.get_or_insert(HttpTokens::Required);
     metadata.http_put_response_hop_limit.get_or_insert(1);
+    // A bastion runs no kubelet: no labels or taints to give it.
+    if bastion {
+        return;
+    }
     if spec.taints.is_none() {
         spec.taints = Some(if control_plane {
             vec![CONTROL_PLANE_TAINT.to_string()]

@@ -85,6 +85,14 @@ pub const MAX_INSTANCE_GROUPS: usize = 100;
 pub const MAX_CONTROL_PLANE_COUNT: u32 = 5;
 /// The most instances one group may run (`--node-count`, an instance group's `maxSize`).
 pub const MAX_GROUP_SIZE: u32 = 1000;
+/// The most instances a bastion group may run: a jump host or two per zone is plenty, and every one is a door
+/// from the internet into the VPC.
+pub const MAX_BASTION_SIZE: u32 = 6;
+/// The most annotations `spec.cilium.agentPodAnnotations` (and `operatorPodAnnotations`) may hold.
+pub const MAX_POD_ANNOTATIONS: usize = 32;
+/// The longest annotation value Ballast passes on; Kubernetes caps all of an object's annotations together at
+/// 256 KiB, which [`MAX_POD_ANNOTATIONS`] values of this size stay well under.
+pub const MAX_POD_ANNOTATION_VALUE_BYTES: usize = 4096;
 
 /// Sizes in GiB an etcd member's volume may have: room for etcd's default 2 GiB quota with its WAL and
 /// snapshots at the low end, EBS's largest gp2/gp3 volume at the high end.

@@ -72,6 +72,13 @@ pub struct NodeSpec {
     /// and no instance is replaced for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cilium_routing_mode: Option<CiliumRoutingMode>,
+    /// `spec.cilium.agentPodAnnotations`, on control-plane nodes only (their add-on applier installs Cilium);
+    /// absent when empty, so a cluster without them keeps its node specs' hashes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cilium_agent_pod_annotations: BTreeMap<String, String>,
+    /// `spec.cilium.operatorPodAnnotations`, as `ciliumAgentPodAnnotations`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cilium_operator_pod_annotations: BTreeMap<String, String>,
     pub kubelet: KubeletSettings,
     pub containerd: ContainerdSettings,
     pub pki: PkiLocations,
@@ -337,6 +344,18 @@ pub fn render_node_spec_with_keys(
             .as_ref()
             .and_then(|c| c.routing_mode)
             .filter(|mode| *mode == CiliumRoutingMode::Native),
+        cilium_agent_pod_annotations: cluster
+            .cilium
+            .as_ref()
+            .filter(|_| control_plane)
+            .map(|c| c.agent_pod_annotations.clone())
+            .unwrap_or_default(),
+        cilium_operator_pod_annotations: cluster
+            .cilium
+            .as_ref()
+            .filter(|_| control_plane)
+            .map(|c| c.operator_pod_annotations.clone())
+            .unwrap_or_default(),
         kubelet: KubeletSettings {
             node_labels: ig.spec.node_labels.clone(),
             taints: ig.spec.taints.clone().unwrap_or_default(),

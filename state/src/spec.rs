@@ -326,6 +326,13 @@ pub struct CiliumSpec {
     /// How pod traffic crosses between nodes; default `tunnel`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routing_mode: Option<CiliumRoutingMode>,
+    /// Annotations on the Cilium agent's pods (its DaemonSet's pod template; kops's `agentPodAnnotations`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub agent_pod_annotations: BTreeMap<String, String>,
+    /// Annotations on the Cilium operator's pods (its Deployment's pod template; kops's
+    /// `operatorPodAnnotations`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub operator_pod_annotations: BTreeMap<String, String>,
 }
 
 /// Cilium's `routing-mode`.
@@ -499,6 +506,9 @@ pub struct InstanceGroupSpec {
 pub enum Role {
     ControlPlane,
     Node,
+    /// An SSH jump host in the public (utility) subnets of a private topology: nothing of Kubernetes runs on it,
+    /// and it holds none of the cluster's secrets (docs/spec.md, "Bastions").
+    Bastion,
 }
 
 impl Role {
@@ -507,6 +517,7 @@ impl Role {
         match self {
             Role::ControlPlane => "control-plane",
             Role::Node => "node",
+            Role::Bastion => "bastion",
         }
     }
 }

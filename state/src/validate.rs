@@ -13,7 +13,8 @@ use crate::error::FieldError;
 use crate::limits::{
     AUDIT_CHUNK_INTERVAL_SECS, AUDIT_CHUNK_MAX_BYTES, AUDIT_RETENTION_DAYS, ETCD_VOLUME_SIZE_GIB,
     ETCD_VOLUME_TYPES, IAM_MAX_ROLE_NAME_CHARS, IAM_ROLE_NAME_PREFIX, MAX_CLUSTER_NAME_CHARS,
-    MAX_GROUP_SIZE, MAX_INSTANCE_GROUPS,
+    MAX_BASTION_SIZE, MAX_GROUP_SIZE, MAX_INSTANCE_GROUPS, MAX_POD_ANNOTATIONS,
+    MAX_POD_ANNOTATION_VALUE_BYTES,
 };
 use crate::spec::*;
 
@@ -123,6 +124,54 @@ fn check_cilium(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
              which Ballast does not do, so pods on different nodes could not reach each other; use `tunnel` (the \
              default)",
         );
+    }
+    for (field, annotations) in [
+        ("agentPodAnnotations", &cilium.agent_pod_annotations),
+        ("operatorPodAnnotations", &cilium.operator_pod_annotations),
+    ] {
+        check_pod_annotations(&mut report, &format!("spec.cilium.{field}"), annotations);
+    }
+}
+
+/// Pod annotations as the API server takes them: at most [`MAX_POD_ANNOTATIONS`], each key a qualified name
+/// (an optional DNS-subdomain prefix of at most 253 characters and `/`, then a name of at most 63), each value at
+/// most [`MAX_POD_ANNOTATION_VALUE_BYTES`]. A key the API server would refuse fails here, not in the add-on
+/// applier on a control-plane node.
+fn check_pod_annotations(
+    report: &mut Report<'_>,
+    path: &str,
+    annotations: &BTreeMap<String, String>,
+) {
+    if annotations.len() > MAX_POD_ANNOTATIONS {
+        report.error(
+            path,
+            format!(
+                "{} annotations, more than {MAX_POD_ANNOTATIONS}: keep the ones a tool reads",
+                annotations.len()
+            ),
+        );
+        return;
+    }
+    for (key, value) in annotations {
+        let prefix_ok = key
+            .rsplit_once('/')
+            .is_none_or(|(prefix, _)| prefix.len() <= 253);
+        if !LABEL_NAME.is_match(key) || !prefix_ok {
+            report.error(
+                format!("{path}.{key}"),
+                "is not a valid annotation key: an optional DNS subdomain and `/`, then at most 63 letters, \
+                 digits, `-`, `_` or `.`, starting and ending with a letter or digit",
+            );
+        }
+        if value.len() > MAX_POD_ANNOTATION_VALUE_BYTES {
+            report.error(
+                format!("{path}.{key}"),
+                format!(
+                    "its value is {} bytes, more than {MAX_POD_ANNOTATION_VALUE_BYTES}",
+                    value.len()
+                ),
+            );
+        }
     }
 }
 
@@ -748,6 +797,9 @@ fn check_instance_groups(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
             control_plane_groups.insert(ig.metadata.name.as_str());
         }
         check_instance_group_spec(&mut report, &ig.spec, &subnet_names);
+        if ig.spec.role == Role::Bastion {
+            check_bastion(&mut report, &ig.spec, &cluster.spec);
+        }
         if let Some(message) = crate::limits::merged_cloud_labels_problem(
             &cluster.spec.cloud_labels,
             &ig.spec.cloud_labels,
@@ -849,6 +901,47 @@ fn check_machine_type_and_image(report: &mut Report<'_>, spec: &InstanceGroupSpe
                 format!("{image:?} is neither an AMI id (ami-...) nor a valid AMI name"),
             );
         }
+    }
+}
+
+/// A bastion is an SSH jump host into a private topology: in a public one every instance is reachable as it
+/// is (kops's `create cluster --bastion` asks for a private topology too). It lives in public subnets, is small
+/// and bounded, and runs no kubelet, so labels and taints would be accepted and ignored: they are refused.
+fn check_bastion(report: &mut Report<'_>, spec: &InstanceGroupSpec, cluster: &ClusterSpec) {
+    if cluster.topology != Some(Topology::Private) {
+        report.error(
+            "spec.role",
+            "a Bastion group needs spec.topology Private in the cluster (with Public, instances are reached \
+             directly through spec.sshAccess): change the topology or remove the group",
+        );
+    }
+    for (i, name) in spec.subnets.iter().enumerate() {
+        let subnet = cluster.subnets.iter().find(|s| &s.name == name);
+        if subnet.is_some_and(|s| s.subnet_type != Some(SubnetType::Public)) {
+            report.error(
+                format!("spec.subnets[{i}]"),
+                format!("{name:?} is a private subnet: a bastion is reached from outside, put it in public subnets"),
+            );
+        }
+    }
+    if let Some(max) = spec.max_size {
+        if max > MAX_BASTION_SIZE {
+            report.error(
+                "spec.maxSize",
+                format!("{max} bastions, more than {MAX_BASTION_SIZE}: each is a door into the VPC; use fewer"),
+            );
+        }
+    }
+    // The completed spec gives every kubelet the group label; a bastion has none to give it to.
+    if spec
+        .node_labels
+        .keys()
+        .any(|k| k != crate::defaults::INSTANCE_GROUP_LABEL)
+    {
+        report.error("spec.nodeLabels", "a bastion runs no kubelet: remove nodeLabels");
+    }
+    if spec.taints.as_ref().is_some_and(|t| !t.is_empty()) {
+        report.error("spec.taints", "a bastion runs no kubelet: remove taints");
     }
 }
 

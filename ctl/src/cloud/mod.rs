@@ -11,6 +11,7 @@
 
 pub mod audit;
 pub mod aws;
+pub mod bastions;
 pub mod calls;
 pub mod ccm;
 pub mod cni;

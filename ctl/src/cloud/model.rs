@@ -41,7 +41,7 @@ impl StateLocation {
     }
 
     /// `arn:aws:s3:::bucket/prefix/key`
-    fn object_arn(&self, key: &str) -> String {
+    pub(crate) fn object_arn(&self, key: &str) -> String {
         if self.prefix.is_empty() {
             format!("arn:aws:s3:::{}/{key}", self.bucket)
         } else {
@@ -226,6 +226,7 @@ pub fn role_resource_name(cluster: &str, role: Role) -> String {
     match role {
         Role::ControlPlane => format!("control-plane.{cluster}"),
         Role::Node => format!("nodes.{cluster}"),
+        Role::Bastion => format!("bastions.{cluster}"),
     }
 }
 
@@ -244,12 +245,17 @@ fn security_groups(
     network_cidr: &str,
 ) -> Vec<SecurityGroupModel> {
     let spec = &completed.cluster.spec;
-    let ssh: Vec<IngressRule> = spec
-        .ssh_access
-        .iter()
-        .flatten()
-        .map(|cidr| rule("tcp", 22, 22, Source::Cidr(cidr.clone())))
-        .collect();
+    // With bastions (super::bastions), sshAccess opens them, and the instances take SSH from them only.
+    let bastions = super::bastions::has_bastions(completed);
+    let ssh: Vec<IngressRule> = if bastions {
+        vec![super::bastions::ssh_to_instances()]
+    } else {
+        spec.ssh_access
+            .iter()
+            .flatten()
+            .map(|cidr| rule("tcp", 22, 22, Source::Cidr(cidr.clone())))
+            .collect()
+    };
     let mut control_plane = vec![
         // etcd (2379-2380), the API and everything else between control-plane members.
         rule("-1", -1, -1, Source::Group(Role::ControlPlane)),
@@ -283,7 +289,7 @@ fn security_groups(
         rules.sort();
         rules.dedup();
     }
-    vec![
+    let mut groups = vec![
         SecurityGroupModel {
             role: Role::ControlPlane,
             name: role_resource_name(cluster, Role::ControlPlane),
@@ -296,7 +302,11 @@ fn security_groups(
             description: format!("Nodes of the Kubernetes cluster {cluster}"),
             rules: nodes,
         },
-    ]
+    ];
+    if bastions {
+        groups.push(super::bastions::security_group(cluster, completed));
+    }
+    groups
 }
 
 const EC2_TRUST_POLICY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
@@ -383,12 +393,23 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
         .filter(|_| !ballast_state::irsa::aws_node_on_irsa(spec))
         .flat_map(|n| super::cni::cni_iam_statements(n, cluster))
         .collect();
-    [(Role::ControlPlane, control_plane), (Role::Node, nodes)]
+    let mut roles = vec![(Role::ControlPlane, control_plane), (Role::Node, nodes)];
+    if super::bastions::has_bastions(completed) {
+        let statements = super::bastions::iam_statements(cluster, completed, state);
+        roles.push((
+            Role::Bastion,
+            serde_json::json!({"Version": "2012-10-17", "Statement": statements}),
+        ));
+    }
+    roles
         .into_iter()
         .map(|(role, mut policy)| {
             if let Some(statements) = policy["Statement"].as_array_mut() {
                 statements.extend(kms.iter().cloned());
-                statements.extend(cni.iter().cloned());
+                // A bastion runs no pod network (super::bastions).
+                if role != Role::Bastion {
+                    statements.extend(cni.iter().cloned());
+                }
                 // The cloud controller manager and the EBS CSI driver's controller run on control-plane nodes
                 // only (super::ccm, super::ebs_csi).
                 if role == Role::ControlPlane {

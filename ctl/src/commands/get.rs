@@ -161,6 +161,7 @@ fn group_row(config: &ClusterConfig, ig: &InstanceGroup) -> Vec<String> {
         match ig.spec.role {
             Role::ControlPlane => "ControlPlane".to_string(),
             Role::Node => "Node".to_string(),
+            Role::Bastion => "Bastion".to_string(),
         },
         ig.spec.machine_type.clone().unwrap_or_default(),
         size(ig.spec.min_size),

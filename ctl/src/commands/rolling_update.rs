@@ -27,6 +27,7 @@ pub async fn run(context: &Context, args: RollingUpdateArgs) -> Result<(), Comma
         .map(|r| match r {
             RoleArg::ControlPlane => Role::ControlPlane,
             RoleArg::Node => Role::Node,
+            RoleArg::Bastion => Role::Bastion,
         })
         .collect();
     let known: Vec<(String, Role)> = completed

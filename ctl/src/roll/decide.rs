@@ -375,6 +375,13 @@ pub fn control_plane_step(
 
 /// Whether an instance's nodeup reported it Configured with its group's current node spec.
 fn configured_current(group: &GroupView, instance: &InstanceView) -> bool {
+    if group.role == Role::Bastion {
+        // A bastion writes no report to the state store (it may not: docs/security.md, "Bastions"): launched
+        // with the current node spec and in service is all there is to wait for.
+        return instance.in_service
+            && instance.node_spec_hash.is_some()
+            && instance.node_spec_hash == group.want_hash;
+    }
     instance.configured_hash.is_some() && instance.configured_hash == group.want_hash
 }
 

@@ -153,7 +153,8 @@ impl<'a> Roller<'a> {
             result = async {
                 match role {
                     Role::ControlPlane => self.control_plane(name, &mut outcome).await,
-                    Role::Node => self.nodes(name, &mut outcome).await,
+                    // A bastion is rolled as a node group is, without Kubernetes (roll::decide).
+                    Role::Node | Role::Bastion => self.nodes(name, &mut outcome).await,
                 }
             } => result,
             _ = tokio::signal::ctrl_c() => Err(RollError::Interrupted),
@@ -214,6 +215,10 @@ impl<'a> Roller<'a> {
         let Some(kube) = &self.settings.kubernetes else {
             return Ok(Vec::new());
         };
+        // A bastion is no Kubernetes node.
+        if group.role == Role::Bastion {
+            return Ok(Vec::new());
+        }
         let stale: BTreeSet<String> = outdated(group, force)
             .into_iter()
             .map(|(i, _)| i.id)
@@ -421,7 +426,8 @@ impl<'a> Roller<'a> {
                         tokio::time::sleep(POLL).await;
                         continue;
                     }
-                    for id in &ids {
+                    // A bastion runs no pods: nothing to drain.
+                    for id in ids.iter().filter(|_| group.role != Role::Bastion) {
                         let instance = group.instances.iter().find(|i| &i.id == id).cloned();
                         self.drain(name, instance.as_ref()).await?;
                     }

@@ -798,6 +798,7 @@ fn agent_daemon_set(spec: &NodeSpec, image: &str) -> DaemonSet {
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(app_labels(AGENT)),
+                    annotations: annotations(&spec.cilium_agent_pod_annotations),
                     ..Default::default()
                 }),
                 spec: Some(PodSpec {
@@ -827,6 +828,13 @@ fn agent_daemon_set(spec: &NodeSpec, image: &str) -> DaemonSet {
         }),
         ..Default::default()
     }
+}
+
+/// A pod template's annotations (`spec.cilium.*PodAnnotations`): none rather than an empty map, so a cluster
+/// without them renders the objects it rendered before the field existed. A change of them changes the pod
+/// template, and the DaemonSet or Deployment rolls its pods.
+fn annotations(wanted: &BTreeMap<String, String>) -> Option<BTreeMap<String, String>> {
+    (!wanted.is_empty()).then(|| wanted.clone())
 }
 
 fn operator_labels() -> BTreeMap<String, String> {
@@ -920,6 +928,7 @@ fn operator_deployment(spec: &NodeSpec, image: &str) -> Deployment {
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(operator_labels()),
+                    annotations: annotations(&spec.cilium_operator_pod_annotations),
                     ..Default::default()
                 }),
                 spec: Some(PodSpec {

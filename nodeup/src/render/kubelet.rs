@@ -27,10 +27,10 @@ pub const GROUP_LABEL: &str = "ballast.dev/instance-group";
 pub fn api_server_url(spec: &NodeSpec, node: &NodeFacts) -> String {
     match spec.role {
         Role::ControlPlane => format!("https://{}:443", node.private_ip),
-        Role::Node if spec.api_server_endpoint.contains(':') => {
+        Role::Node | Role::Bastion if spec.api_server_endpoint.contains(':') => {
             format!("https://{}", spec.api_server_endpoint)
         }
-        Role::Node => format!("https://{}:443", spec.api_server_endpoint),
+        Role::Node | Role::Bastion => format!("https://{}:443", spec.api_server_endpoint),
     }
 }
 

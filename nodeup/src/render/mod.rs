@@ -46,6 +46,15 @@ pub fn render(
             has_control_plane_settings: spec.control_plane.is_some(),
         });
     }
+    // A bastion is an SSH jump host: the operator's keys and nothing of Kubernetes (no containerd, no kubelet,
+    // no certificate; docs/nodeup.md, "Bastions").
+    if spec.role == Role::Bastion {
+        return Ok(Rendered {
+            files: authorized_keys(spec).into_iter().collect(),
+            services: Vec::new(),
+            certificates: Vec::new(),
+        });
+    }
     let mut files = vec![
         RenderedFile::new(paths::CONTAINERD_CONFIG, 0o644, containerd_config(spec)?),
         RenderedFile::new(

@@ -156,7 +156,7 @@ fn wanted(group: &GroupModel, known: &Known) -> Wanted {
         launch_template_id: known.launch_template_ids.get(&group.name).cloned(),
         target_groups: match group.role {
             Role::ControlPlane => vec![or_known_after_apply(known.target_group_arn.as_ref())],
-            Role::Node => Vec::new(),
+            Role::Node | Role::Bastion => Vec::new(),
         },
     }
 }

@@ -460,6 +460,7 @@ impl Task for IamTask {
                     let prefix = match role.role {
                         ballast_state::spec::Role::ControlPlane => "masters",
                         ballast_state::spec::Role::Node => "nodes",
+                        ballast_state::spec::Role::Bastion => "bastions",
                     };
                     terraform.output(
                         &format!("{prefix}_role_arn"),

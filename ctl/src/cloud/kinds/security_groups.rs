@@ -557,6 +557,7 @@ impl Task for SecurityGroupsTask {
             let output = match group.role {
                 Role::ControlPlane => "master_security_group_ids",
                 Role::Node => "node_security_group_ids",
+                Role::Bastion => "bastion_security_group_ids",
             };
             terraform.output(output, values(&[&id]));
             known.security_group_ids.insert(group.role, id);
@@ -692,6 +693,7 @@ fn role_resource_name_of(role: &Role) -> String {
     match role {
         Role::ControlPlane => "control-plane".to_string(),
         Role::Node => "nodes".to_string(),
+        Role::Bastion => "bastions".to_string(),
     }
 }
 

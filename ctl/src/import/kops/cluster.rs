@@ -700,11 +700,14 @@ fn networking(r: &mut Recorder<'_>, v: Value, choices: Choices, spec: &mut Clust
             }
         };
         if let Some(ballast) = ballast {
-            if let Some(inner) = r.fields(&path, value) {
+            if let Some(mut inner) = r.fields(&path, value) {
                 r.mapped(
                     &path,
                     format!("spec.networking: {}", networking_name(ballast)),
                 );
+                if ballast == Networking::Cilium {
+                    cilium_options(r, &mut inner, spec);
+                }
                 r.finish(
                     inner,
                     "Ballast renders this network with its own fixed settings and has no such option: remove it",
@@ -714,6 +717,32 @@ fn networking(r: &mut Recorder<'_>, v: Value, choices: Choices, spec: &mut Clust
         }
     }
     spec.networking = chosen;
+}
+
+/// kops's Cilium options Ballast has: the agent's and the operator's pod annotations (`spec.cilium`).
+fn cilium_options(r: &mut Recorder<'_>, inner: &mut Fields, spec: &mut ClusterSpec) {
+    for (kops, ballast) in [
+        ("agentPodAnnotations", "spec.cilium.agentPodAnnotations"),
+        (
+            "operatorPodAnnotations",
+            "spec.cilium.operatorPodAnnotations",
+        ),
+    ] {
+        let Some(value) = inner.take(kops) else {
+            continue;
+        };
+        let path = inner.path_of(kops);
+        let Some(annotations) = r.string_map(&path, value) else {
+            continue;
+        };
+        r.mapped(&path, ballast);
+        let cilium = spec.cilium.get_or_insert_with(Default::default);
+        if kops == "agentPodAnnotations" {
+            cilium.agent_pod_annotations = annotations;
+        } else {
+            cilium.operator_pod_annotations = annotations;
+        }
+    }
 }
 
 fn networking_name(n: Networking) -> &'static str {

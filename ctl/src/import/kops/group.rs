@@ -118,12 +118,9 @@ fn spec_fields(
                 true
             }
             "Bastion" => {
-                r.refused(
-                    "spec.role",
-                    "Bastion: Ballast makes no bastion; remove the group and reach nodes through spec.sshAccess \
-                     (or AWS Systems Manager)",
-                );
-                false
+                r.mapped("spec.role", "spec.role: Bastion");
+                spec.role = Role::Bastion;
+                true
             }
             "APIServer" => {
                 r.refused(
