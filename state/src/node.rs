@@ -24,8 +24,23 @@ pub const POD_CIDR: &str = "100.96.0.0/11";
 /// The cluster DNS service's IP, inside [`SERVICE_CIDR`].
 pub const CLUSTER_DNS_IP: &str = "100.64.0.10";
 pub const CLUSTER_DOMAIN: &str = "cluster.local";
-/// The sandbox image baked into the AMI, so pods start without a pull.
+/// The sandbox image the AMIs of Kubernetes 1.32 and 1.33 bake, so pods start without a pull; a node spec names
+/// its release's own ([`sandbox_image`]: 1.34 bakes pause 3.10.1).
 pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
+
+/// The sandbox image the AMI of `kubernetes_version`'s release bakes (`images/manifest.yaml`, its `pause` pin):
+/// nodeup refuses a node spec naming another, since every pod start would pull it. [`PAUSE_IMAGE`] for a version
+/// the manifest does not pin, which validation refuses before any node spec is written.
+pub fn sandbox_image(kubernetes_version: &str) -> String {
+    crate::components::ComponentManifest::embedded()
+        .ok()
+        .and_then(|manifest| {
+            manifest
+                .sandbox_image(kubernetes_version)
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| PAUSE_IMAGE.to_string())
+}
 
 /// The user-data of every instance of a group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -316,18 +331,22 @@ pub fn render_node_spec_with_keys(
     } else {
         None
     };
+    let kubernetes_version = cluster
+        .kubernetes_version
+        .clone()
+        .unwrap_or_default()
+        .trim_start_matches('v')
+        .to_string();
     let spec = NodeSpec {
         api_version: API_VERSION.to_string(),
         kind: KIND_NODE_SPEC.to_string(),
         cluster_name: completed.name().to_string(),
         instance_group: group.to_string(),
         role: ig.spec.role,
-        kubernetes_version: cluster
-            .kubernetes_version
-            .clone()
-            .unwrap_or_default()
-            .trim_start_matches('v')
-            .to_string(),
+        containerd: ContainerdSettings {
+            sandbox_image: sandbox_image(&kubernetes_version),
+        },
+        kubernetes_version,
         state_store: state_store.to_string(),
         state_store_kms_key: cluster
             .state_store
@@ -360,9 +379,6 @@ pub fn render_node_spec_with_keys(
             node_labels: ig.spec.node_labels.clone(),
             taints: ig.spec.taints.clone().unwrap_or_default(),
             cgroup_driver: "systemd".to_string(),
-        },
-        containerd: ContainerdSettings {
-            sandbox_image: PAUSE_IMAGE.to_string(),
         },
         pki,
         ssh_authorized_keys: keys.ssh_authorized_keys.clone(),
@@ -518,6 +534,27 @@ mod tests {
         let text = boot.to_user_data().expect("user data");
         assert_eq!(BootConfig::from_user_data(&text).expect("parse"), boot);
         assert_eq!(boot.node_spec, "demo.example.com/nodes/nodes/spec.yaml");
+    }
+
+    /// The node spec names the sandbox image its release's AMI bakes: pause 3.10 up to 1.33, 3.10.1 from 1.34 (what
+    /// Kubernetes 1.34 moved to), so an upgrade to 1.34 changes it (and the hash, so the roll carries it).
+    #[test]
+    fn the_sandbox_image_is_the_one_the_release_bakes() {
+        let config = completed();
+        let older = render_node_spec(&config, "nodes", "s3://b/p", "api.elb").expect("render");
+        assert_eq!(older.spec.kubernetes_version, "1.33.4");
+        assert_eq!(older.spec.containerd.sandbox_image, PAUSE_IMAGE);
+        let mut upgraded = config.clone();
+        upgraded.cluster.spec.kubernetes_version = Some("v1.34.0".into());
+        let newer = render_node_spec(&upgraded, "nodes", "s3://b/p", "api.elb").expect("render");
+        assert_eq!(newer.spec.kubernetes_version, "1.34.0");
+        assert_eq!(
+            newer.spec.containerd.sandbox_image,
+            "registry.k8s.io/pause:3.10.1"
+        );
+        assert_ne!(older.sha256, newer.sha256);
+        // A version the manifest does not pin (validation refuses it first) keeps the default.
+        assert_eq!(sandbox_image("1.29.1"), PAUSE_IMAGE);
     }
 
     /// The operator's SSH keys go into every node spec, workers' included, and change its hash (so a roll carries

@@ -286,6 +286,8 @@ mod tests {
     #[test]
     fn a_version_moves_one_minor_at_a_time_and_never_back() {
         assert_eq!(version_change_problem("1.32.8", "1.33.4"), None);
+        assert_eq!(version_change_problem("1.33.4", "1.34.0"), None);
+        assert!(version_change_problem("1.34.0", "1.33.4").is_some());
         assert_eq!(version_change_problem("1.33.4", "1.33.4"), None);
         assert_eq!(version_change_problem("1.33.4", "1.33.5"), None);
         let back = version_change_problem("1.33.4", "1.32.8").expect("refused");
