@@ -1292,3 +1292,81 @@ async fn clusters_whose_names_read_alike_never_share_a_load_balancer() {
         )))
         .stderr(predicate::str::contains("does not adopt"));
 }
+
+/// `spec.terminationHandling` against the emulator (docs/termination.md): `update cluster --yes` makes the queue,
+/// its policy, the five rules with their target and a hook on each group through the SDK, and the next plan finds
+/// every one of them as the spec wants it (no change: the find, the diff and what the apply made agree); `delete
+/// cluster` lists them and deletes them: the same cluster created again plans them all anew.
+#[tokio::test(flavor = "multi_thread")]
+async fn termination_handling_is_made_found_in_sync_and_deleted() {
+    let cluster = Cluster::new("termination").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = dir.path().join("cluster.yaml");
+    std::fs::write(
+        &spec,
+        format!(
+            "apiVersion: ballast.dev/v1alpha1\nkind: Cluster\nmetadata: {{name: {}}}\nspec:\n  subnets:\n  - {{name: us-west-2a, zone: us-west-2a}}\n  terminationHandling: {{enabled: true, heartbeatTimeout: 2m}}\n---\napiVersion: ballast.dev/v1alpha1\nkind: InstanceGroup\nmetadata: {{name: control-plane}}\nspec: {{role: ControlPlane, subnets: [us-west-2a]}}\n---\napiVersion: ballast.dev/v1alpha1\nkind: InstanceGroup\nmetadata: {{name: nodes}}\nspec: {{role: Node, minSize: 1, maxSize: 2, subnets: [us-west-2a]}}\n",
+            cluster.name
+        ),
+    )
+    .expect("spec file");
+    let create = |what: &str| {
+        cluster
+            .ballast()
+            .args(["create", "-f"])
+            .arg(&spec)
+            .assert()
+            .success();
+        let plan = cluster.plan();
+        let queue = format!(
+            "  + SqsQueue {}-termination\n",
+            cluster.name.replace('.', "-")
+        );
+        assert!(plan.contains(&queue), "{what}: {plan}");
+        for rule in [
+            "ASGLifecycle",
+            "SpotInterruption",
+            "RebalanceRecommendation",
+            "InstanceStateChange",
+            "InstanceScheduledChange",
+        ] {
+            assert!(
+                plan.contains(&format!("  + EventRule {}-{rule}\n", cluster.name)),
+                "{what}: {rule}: {plan}"
+            );
+        }
+        for group in ["control-plane", "nodes"] {
+            assert!(
+                plan.contains(&format!(
+                    "  + LifecycleHook {group}.{}/ballast-termination\n        transition: autoscaling:EC2_INSTANCE_TERMINATING\n        heartbeatTimeout: 120s\n",
+                    cluster.name
+                )),
+                "{what}: {group}: {plan}"
+            );
+        }
+    };
+    create("a new cluster");
+    cluster
+        .ballast()
+        .args(["update", "cluster", "--yes"])
+        .assert()
+        .success();
+    let plan = cluster.plan();
+    assert!(plan.starts_with("No changes"), "after the apply: {plan}");
+
+    let preview = cluster
+        .ballast()
+        .args(["delete", "cluster"])
+        .assert()
+        .success();
+    let preview = String::from_utf8(preview.get_output().stdout.clone()).expect("utf8");
+    assert!(preview.contains("  SqsQueue (1)\n"), "{preview}");
+    assert!(preview.contains("  EventRule (5)\n"), "{preview}");
+    cluster
+        .ballast()
+        .args(["delete", "cluster", "--yes"])
+        .assert()
+        .success();
+    // Nothing of it is left to be found: created again, every one is planned anew.
+    create("the same cluster after its delete");
+}
