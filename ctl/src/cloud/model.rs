@@ -304,7 +304,12 @@ fn security_groups(
         },
     ];
     if bastions {
-        groups.push(super::bastions::security_group(cluster, completed));
+        groups.push(SecurityGroupModel {
+            role: Role::Bastion,
+            name: role_resource_name(cluster, Role::Bastion),
+            description: format!("Bastions (SSH jump hosts) of the Kubernetes cluster {cluster}"),
+            rules: super::bastions::security_group_rules(completed),
+        });
     }
     groups
 }
@@ -395,7 +400,7 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
         .collect();
     let mut roles = vec![(Role::ControlPlane, control_plane), (Role::Node, nodes)];
     if super::bastions::has_bastions(completed) {
-        let statements = super::bastions::iam_statements(cluster, completed, state);
+        let statements = super::bastions::iam_statements(completed, object);
         roles.push((
             Role::Bastion,
             serde_json::json!({"Version": "2012-10-17", "Statement": statements}),
