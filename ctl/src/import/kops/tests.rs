@@ -107,6 +107,40 @@ fn an_unencrypted_etcd_default_is_written_out_and_a_mismatched_events_cluster_re
     ));
 }
 
+/// kops's `v1.34.0` (minimal-aws, privateflannel, apiservernodes) is the 1.34 release Ballast pins, mapped as is;
+/// another 1.34 patch maps to it, said in the table; 1.35 is refused naming the pinned minors.
+#[test]
+fn kubernetes_1_34_maps_to_the_pinned_1_34_0() {
+    let image =
+        |text: &str| text.replace("ballast-k8s-1.32-debian-12", "ballast-k8s-1.34-debian-12");
+    let imported = run(&image(&CLUSTER.replace("v1.32.0", "v1.34.0")));
+    let config = imported.config.as_ref().expect("imported");
+    assert_eq!(
+        config.cluster.spec.kubernetes_version.as_deref(),
+        Some("1.34.0")
+    );
+    assert!(matches!(
+        fate_of(&imported, "Cluster/t.example.com", "spec.kubernetesVersion"),
+        Fate::Mapped(m) if m == "spec.kubernetesVersion: 1.34.0"
+    ));
+    let imported = run(&image(&CLUSTER.replace("v1.32.0", "v1.34.2")));
+    let config = imported.config.as_ref().expect("imported");
+    assert_eq!(
+        config.cluster.spec.kubernetes_version.as_deref(),
+        Some("1.34.0")
+    );
+    assert!(matches!(
+        fate_of(&imported, "Cluster/t.example.com", "spec.kubernetesVersion"),
+        Fate::Mapped(m) if m.contains("kops asked for v1.34.2")
+    ));
+    let imported = run(&image(&CLUSTER.replace("v1.32.0", "v1.35.0")));
+    assert!(imported.config.is_none());
+    assert!(matches!(
+        fate_of(&imported, "Cluster/t.example.com", "spec.kubernetesVersion"),
+        Fate::Refused(r) if r.contains("1.32, 1.33, 1.34")
+    ));
+}
+
 #[test]
 fn an_unpinned_minor_a_foreign_image_and_a_spot_price_are_refused() {
     let text = CLUSTER.replace("v1.32.0", "v1.29.3").replace(
@@ -139,4 +173,91 @@ fn oversized_or_alias_bombed_input_is_refused_before_parsing() {
         ));
     }
     assert!(parse_documents("bomb.yaml", &bomb).is_err());
+}
+
+/// kops's IRSA add-on fields against the IAM OIDC provider: `podIdentityWebhook.enabled` and
+/// `iam.useServiceAccountExternalPermissions` map when they agree with it (true with the provider on) and are
+/// refused when they do not; `certManager` is refused when kops installs it, mapped with `managed: false`, and
+/// dropped when not enabled.
+#[test]
+fn irsa_add_on_fields_follow_the_oidc_provider_and_cert_manager_is_never_silently_dropped() {
+    let with = |provider: bool, extra: &str| {
+        let text = CLUSTER.replacen(
+            "  kubernetesVersion: v1.32.0\n",
+            &format!(
+                "  kubernetesVersion: v1.32.0\n  serviceAccountIssuerDiscovery: {{discoveryStore: s3://oidc/t, enableAWSOIDCProvider: {provider}}}\n{extra}"
+            ),
+            1,
+        );
+        run(&text)
+    };
+    let object = "Cluster/t.example.com";
+    let on = with(
+        true,
+        "  podIdentityWebhook: {enabled: true}\n  iam: {useServiceAccountExternalPermissions: true}\n",
+    );
+    assert!(on.config.is_some(), "{:#?}", on.fields);
+    for path in [
+        "spec.podIdentityWebhook.enabled",
+        "spec.iam.useServiceAccountExternalPermissions",
+    ] {
+        assert!(
+            matches!(fate_of(&on, object, path), Fate::Mapped(_)),
+            "{path}"
+        );
+    }
+    let off = with(
+        false,
+        "  podIdentityWebhook: {enabled: true}\n  iam: {useServiceAccountExternalPermissions: true}\n",
+    );
+    assert!(off.config.is_none());
+    for path in [
+        "spec.podIdentityWebhook.enabled",
+        "spec.iam.useServiceAccountExternalPermissions",
+    ] {
+        let Fate::Refused(why) = fate_of(&off, object, path) else {
+            panic!("{path} not refused without the provider");
+        };
+        assert!(why.contains("enableAWSOIDCProvider: true"), "{path}: {why}");
+    }
+    let disabled = with(
+        true,
+        "  podIdentityWebhook: {enabled: false}\n  iam: {useServiceAccountExternalPermissions: false}\n",
+    );
+    assert!(disabled.config.is_none());
+    for path in [
+        "spec.podIdentityWebhook.enabled",
+        "spec.iam.useServiceAccountExternalPermissions",
+    ] {
+        assert!(
+            matches!(fate_of(&disabled, object, path), Fate::Refused(_)),
+            "{path}"
+        );
+    }
+
+    let installed = with(true, "  certManager: {enabled: true}\n");
+    assert!(installed.config.is_none());
+    let Fate::Refused(why) = fate_of(&installed, object, "spec.certManager") else {
+        panic!("certManager enabled is not refused");
+    };
+    assert!(why.contains("managed: false"), "{why}");
+    let yours = with(true, "  certManager: {enabled: true, managed: false}\n");
+    assert!(yours.config.is_some(), "{:#?}", yours.fields);
+    assert!(matches!(
+        fate_of(&yours, object, "spec.certManager"),
+        Fate::Mapped(_)
+    ));
+    let configured = with(
+        true,
+        "  certManager: {enabled: true, managed: false, defaultIssuer: letsencrypt}\n",
+    );
+    assert!(matches!(
+        fate_of(&configured, object, "spec.certManager.defaultIssuer"),
+        Fate::Refused(_)
+    ));
+    let not_enabled = with(true, "  certManager: {enabled: false}\n");
+    assert!(matches!(
+        fate_of(&not_enabled, object, "spec.certManager"),
+        Fate::Dropped(_)
+    ));
 }
