@@ -3,7 +3,7 @@
 
 use aws_sdk_autoscaling::types::Tag;
 
-use super::decide::{RollMarker, Sizes};
+use super::decide::{GroupView, RollMarker, Sizes};
 use super::MARKER_TAG;
 use crate::cloud::aws::call;
 use crate::cloud::error::UpdateError;
@@ -63,6 +63,63 @@ pub async fn resize(cloud: &Cloud, resource: &str, sizes: Sizes) -> Result<(), U
     Ok(())
 }
 
+/// Instances this roll terminated (and so drained first) that wait in `Terminating:Wait` on a lifecycle hook: the
+/// roll completes their action itself (`spec.terminationHandling`'s hook, docs/termination.md) rather than leave
+/// each to its heartbeat. Pure.
+pub fn awaiting_completion(
+    group: &GroupView,
+    terminated: &std::collections::BTreeSet<String>,
+) -> Vec<String> {
+    group
+        .instances
+        .iter()
+        .filter(|i| i.lifecycle == "Terminating:Wait" && terminated.contains(&i.id))
+        .map(|i| i.id.clone())
+        .collect()
+}
+
+/// Completes the terminating lifecycle action of an instance this roll drained and terminated: `CONTINUE` on
+/// Ballast's hook. An action no longer there (completed by another, or timed out) is done already.
+pub async fn complete_termination(
+    cloud: &Cloud,
+    resource: &str,
+    instance: &str,
+) -> Result<(), UpdateError> {
+    let result = cloud
+        .autoscaling
+        .complete_lifecycle_action()
+        .auto_scaling_group_name(resource)
+        .lifecycle_hook_name(crate::cloud::kinds::termination::HOOK_NAME)
+        .instance_id(instance)
+        .lifecycle_action_result("CONTINUE")
+        .send()
+        .await;
+    match result {
+        Ok(_) => Ok(()),
+        Err(e) if no_active_action(&e) => Ok(()),
+        Err(e) => Err(crate::cloud::aws::failure(
+            &format!("instance {instance} of {resource}"),
+            "CompleteLifecycleAction",
+            e,
+        )),
+    }
+}
+
+/// Auto Scaling's answer when the instance has no action waiting on the hook any more.
+fn no_active_action<R>(
+    err: &aws_sdk_autoscaling::error::SdkError<
+        aws_sdk_autoscaling::operation::complete_lifecycle_action::CompleteLifecycleActionError,
+        R,
+    >,
+) -> bool {
+    use aws_sdk_autoscaling::error::ProvideErrorMetadata;
+    err.as_service_error().is_some_and(|s| {
+        s.code() == Some("ValidationError")
+            && s.message()
+                .is_some_and(|m| m.contains("No active Lifecycle Action"))
+    })
+}
+
 /// Terminates an instance of the group; with `decrement` the group's desired capacity shrinks by one instead
 /// of a replacement being launched.
 pub async fn terminate(
@@ -85,4 +142,59 @@ pub async fn terminate(
     )
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use ballast_state::spec::Role;
+
+    use super::*;
+    use crate::roll::decide::InstanceView;
+
+    fn instance(id: &str, lifecycle: &str) -> InstanceView {
+        InstanceView {
+            id: id.to_string(),
+            in_service: lifecycle == "InService",
+            lifecycle: lifecycle.to_string(),
+            node_spec_hash: None,
+            template_version: None,
+            launched: None,
+            configured_hash: None,
+            node_name: None,
+        }
+    }
+
+    #[test]
+    fn only_instances_this_roll_terminated_and_that_wait_on_the_hook_are_completed() {
+        let group = GroupView {
+            instances: vec![
+                instance("i-drained", "Terminating:Wait"),
+                instance("i-someone-elses", "Terminating:Wait"),
+                instance("i-going", "Terminating"),
+                instance("i-new", "Pending"),
+            ],
+            ..test_group()
+        };
+        let terminated: BTreeSet<String> = ["i-drained", "i-going"].map(String::from).into();
+        assert_eq!(awaiting_completion(&group, &terminated), vec!["i-drained"]);
+        assert!(awaiting_completion(&group, &BTreeSet::new()).is_empty());
+    }
+
+    fn test_group() -> GroupView {
+        GroupView {
+            name: "nodes".to_string(),
+            role: Role::Node,
+            sizes: Sizes {
+                min: 1,
+                max: 2,
+                desired: 1,
+            },
+            want_hash: None,
+            want_template_version: None,
+            instances: Vec::new(),
+            marker: None,
+        }
+    }
 }

@@ -55,6 +55,8 @@ pub struct Roller<'a> {
     clock: Instant,
     /// Instances this run terminated: never terminated again, whatever an eventually consistent read shows.
     terminated: BTreeSet<String>,
+    /// Of those, the ones whose terminating lifecycle action this run completed (`act::complete_termination`).
+    completed_actions: BTreeSet<String>,
     /// What never changes once seen, kept between looks (see [`observe::Kept`]).
     kept: tokio::sync::Mutex<observe::Kept>,
     last_progress: String,
@@ -78,6 +80,7 @@ impl<'a> Roller<'a> {
             started: unix_rfc3339(ballast_state::timestamp::now_stamp().1),
             clock: Instant::now(),
             terminated: BTreeSet::new(),
+            completed_actions: BTreeSet::new(),
             kept: tokio::sync::Mutex::new(observe::Kept::default()),
             last_progress: String::new(),
             out: Progress::lines(),
@@ -134,6 +137,21 @@ impl<'a> Roller<'a> {
                 resource: self.resource(name),
             })?;
         Ok((groups, group))
+    }
+
+    /// Completes the lifecycle actions of instances this run drained and terminated that wait on a hook, once each:
+    /// the roll's own drain is what the hook waits for, so it does not sit out the heartbeat.
+    async fn complete_waiting(
+        &mut self,
+        resource: &str,
+        group: &super::decide::GroupView,
+    ) -> Result<(), RollError> {
+        for id in act::awaiting_completion(group, &self.terminated) {
+            if self.completed_actions.insert(id.clone()) {
+                act::complete_termination(self.cloud, resource, &id).await?;
+            }
+        }
+        Ok(())
     }
 
     fn resource(&self, group: &str) -> String {
@@ -258,6 +276,7 @@ impl<'a> Roller<'a> {
         let mut replacing: Option<(String, Instant)> = None;
         loop {
             let (groups, group) = self.observe(name).await?;
+            self.complete_waiting(&resource, &group).await?;
             let force = self.force_since(&group);
             if group.marker.is_none() && !outdated(&group, force.as_deref()).is_empty() {
                 self.ensure_marker(&group).await?;
@@ -355,6 +374,7 @@ impl<'a> Roller<'a> {
         let mut replacing: Option<(Vec<String>, Instant)> = None;
         loop {
             let (_, group) = self.observe(name).await?;
+            self.complete_waiting(&resource, &group).await?;
             let force = self.force_since(&group);
             if group.marker.is_none() && outdated(&group, force.as_deref()).is_empty() {
                 return Ok(());
