@@ -80,20 +80,14 @@ fn outcomes() -> BTreeMap<&'static str, Option<Vec<&'static str>>> {
             "many-addons",
             refused(&[
                 "Cluster/many-addons.example.com spec.nonMasqueradeCIDR",
-                "Cluster/many-addons.example.com spec.clusterAutoscaler",
+                "Cluster/many-addons.example.com spec.clusterAutoscaler.podAnnotations",
             ]),
         ),
         (
             "aws-lb-controller",
             refused(&["Cluster/minimal.example.com spec.awsLoadBalancerController"]),
         ),
-        (
-            "cluster-autoscaler-priority-expander",
-            refused(&[
-                "Cluster/cas-priority-expander.example.com spec.clusterAutoscaler",
-                "InstanceGroup/nodes spec.autoscale",
-            ]),
-        ),
+        ("cluster-autoscaler-priority-expander", None),
         ("nth-imds-processor", None),
         (
             "minimal-ipv6",
@@ -250,7 +244,7 @@ fn every_case_imports_and_agrees_with_kops_or_is_refused_by_field() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert_eq!(imported_count, 6);
+    assert_eq!(imported_count, 10);
 }
 
 /// Compares a case's completed spec and plan model with kops's Terraform facts. Returns the disagreements.

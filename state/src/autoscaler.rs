@@ -260,7 +260,14 @@ pub fn check(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
             }
         }
         let autoscaler_tags = asg_tags(config.name(), spec, ig).len();
-        let cloud_labels = crate::defaults::merged_cloud_labels(spec, &ig.spec).len();
+        // The cluster's and the group's cloud labels together (as `defaults::merged_cloud_labels` merges them;
+        // not called, so that completion may use this module without an import circle).
+        let cloud_labels = spec
+            .cloud_labels
+            .keys()
+            .chain(ig.spec.cloud_labels.keys())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
         let total = autoscaler_tags + cloud_labels + BALLAST_TAGS_PER_RESOURCE;
         if autoscaler_tags > 0 && total > AWS_MAX_TAGS_PER_RESOURCE {
             error(

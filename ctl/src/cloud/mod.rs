@@ -10,6 +10,7 @@
 //! engine and the commands share; [`calls`] counts the calls.
 
 pub mod audit;
+pub mod autoscaler;
 pub mod aws;
 pub mod bastions;
 pub mod calls;

@@ -147,6 +147,34 @@ pub struct GroupModel {
     /// Tags of each instance's primary network interface, set at launch: the group's tags, and with amazon-vpc
     /// the CNI's cluster tag, which its permissions are held to (`super::cni`).
     pub network_interface_tags: BTreeMap<String, String>,
+    /// Tags of the Auto Scaling group alone, for the cluster autoscaler (`ballast_state::autoscaler::asg_tags`:
+    /// discovery and node template): not on the launch template, so turning the autoscaler on or off, or a
+    /// group's `autoscale`, replaces no instance.
+    pub autoscaler_tags: BTreeMap<String, String>,
+}
+
+impl GroupModel {
+    /// Every tag of its Auto Scaling group: the group's, and the autoscaler's.
+    pub fn asg_tags(&self) -> BTreeMap<String, String> {
+        let mut tags = self.tags.clone();
+        tags.extend(self.autoscaler_tags.clone());
+        tags
+    }
+}
+
+/// The groups with the cluster autoscaler's tags (`super::autoscaler`).
+fn with_autoscaler_tags(
+    mut groups: Vec<GroupModel>,
+    cluster: &str,
+    completed: &ClusterConfig,
+) -> Vec<GroupModel> {
+    for group in &mut groups {
+        if let Some(ig) = completed.instance_group(&group.name) {
+            group.autoscaler_tags =
+                ballast_state::autoscaler::asg_tags(cluster, &completed.cluster.spec, ig);
+        }
+    }
+    groups
 }
 
 /// Builds the model. `state` must be an S3 location: nodes fetch their specs from S3.
@@ -187,6 +215,7 @@ pub fn cluster_model(completed: &ClusterConfig, state: &StateLocation) -> Cluste
         .iter()
         .map(|ig| group_model(&name, ig, &tags, spec.networking))
         .collect();
+    let groups = with_autoscaler_tags(groups, &name, completed);
     ClusterModel {
         cluster: name,
         region: spec.region.clone().unwrap_or_default(),
@@ -424,6 +453,11 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
                         statements.extend(super::ccm::ccm_iam_statements(cluster));
                         statements.extend(super::ebs_csi::ebs_csi_iam_statements(cluster));
                     }
+                    // The cluster autoscaler (super::autoscaler): on the instance role even with IRSA, which
+                    // gives it no role of its own yet (docs/addons.md).
+                    if ballast_state::autoscaler::enabled(spec) {
+                        statements.extend(super::autoscaler::autoscaler_iam_statements(cluster));
+                    }
                     // The audit shipper (super::audit).
                     let state_bucket = ballast_state::audit::AuditDestination {
                         bucket: state.bucket.clone(),
@@ -560,6 +594,7 @@ fn group_model(
         shared_profile: spec.iam.as_ref().and_then(|i| i.profile.clone()),
         tags,
         network_interface_tags,
+        autoscaler_tags: BTreeMap::new(),
     }
 }
 

@@ -72,6 +72,9 @@ pub enum Change {
         attach: Vec<String>,
         /// Tags to set (missing or with another value).
         tags: BTreeMap<String, String>,
+        /// The cluster autoscaler's tags to take off: it must no longer find or size the group
+        /// (`autoscale: false`, the autoscaler turned off, a label or taint gone).
+        untag: Vec<String>,
     },
 }
 
@@ -227,8 +230,8 @@ fn diff_one(wanted: Wanted, current: &AutoScalingGroup) -> Option<Change> {
     if !attach.is_empty() {
         fields.push(("targetGroups", None, format!("+ {}", attach.join(", "))));
     }
-    let tags: BTreeMap<String, String> = group
-        .tags
+    let wanted_tags = group.asg_tags();
+    let tags: BTreeMap<String, String> = wanted_tags
         .iter()
         .filter(|(k, v)| current.tags.get(*k) != Some(*v))
         .map(|(k, v)| (k.clone(), v.clone()))
@@ -236,6 +239,18 @@ fn diff_one(wanted: Wanted, current: &AutoScalingGroup) -> Option<Change> {
     if !tags.is_empty() {
         let keys: Vec<&str> = tags.keys().map(String::as_str).collect();
         fields.push(("tags", None, keys.join(", ")));
+    }
+    // Only the autoscaler's tags are ever taken off: any other tag on the group may be the operator's.
+    let untag: Vec<String> = current
+        .tags
+        .keys()
+        .filter(|k| {
+            k.starts_with(ballast_state::autoscaler::TAG_PREFIX) && !wanted_tags.contains_key(*k)
+        })
+        .cloned()
+        .collect();
+    if !untag.is_empty() {
+        fields.push(("tags", None, format!("- {}", untag.join(", "))));
     }
     if fields.is_empty() {
         return None;
@@ -251,6 +266,7 @@ fn diff_one(wanted: Wanted, current: &AutoScalingGroup) -> Option<Change> {
         resize: resize.then_some(desired),
         attach,
         tags,
+        untag,
     })
 }
 
@@ -281,7 +297,7 @@ pub async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), Update
         match change {
             Change::Create(wanted) => {
                 let group = &wanted.group;
-                let tags = asg_tags(group, &group.tags);
+                let tags = asg_tags(group, &group.asg_tags());
                 let target_groups =
                     (!wanted.target_groups.is_empty()).then(|| wanted.target_groups.clone());
                 call(
@@ -308,8 +324,28 @@ pub async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), Update
                 resize,
                 attach,
                 tags,
+                untag,
                 ..
-            } => apply_update(target.cloud, wanted, *resize, attach, tags).await?,
+            } => {
+                apply_update(target.cloud, wanted, *resize, attach, tags).await?;
+                if !untag.is_empty() {
+                    let resource = format!("AutoScalingGroup {}", wanted.group.resource_name);
+                    let keys: Vec<asg::Tag> = untag
+                        .iter()
+                        .map(|key| {
+                            asg::Tag::builder()
+                                .key(key)
+                                .resource_id(&wanted.group.resource_name)
+                                .resource_type("auto-scaling-group")
+                                .build()
+                        })
+                        .collect();
+                    call(&resource, "DeleteTags", || {
+                        client.delete_tags().set_tags(Some(keys.clone())).send()
+                    })
+                    .await?;
+                }
+            }
         }
     }
     Ok(())
@@ -511,7 +547,7 @@ impl Task for AutoScalingGroupsTask {
                     .attr("id", value(template))
                     .attr("version", "$Default"),
             );
-            for (key, tag_value) in &group.tags {
+            for (key, tag_value) in &group.asg_tags() {
                 body = body.block(
                     "tag",
                     TfResource::new()

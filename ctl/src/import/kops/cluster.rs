@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use ballast_state::components::ComponentManifest;
 use ballast_state::node::{POD_CIDR, SERVICE_CIDR};
 use ballast_state::spec::{
-    ApiSpec, Cluster, ClusterConfig, ClusterIamSpec, ClusterSpec, ClusterSubnet,
-    EncryptionConfigSpec, EtcdMember, EtcdSpec, InstanceGroup, LoadBalancerSpec, LoadBalancerType,
-    Networking, SubnetType, Topology,
+    ApiSpec, AutoscalerExpander, Cluster, ClusterAutoscalerSpec, ClusterConfig, ClusterIamSpec,
+    ClusterSpec, ClusterSubnet, EncryptionConfigSpec, EtcdMember, EtcdSpec, InstanceGroup,
+    LoadBalancerSpec, LoadBalancerType, Networking, SubnetType, Topology,
 };
 use yaml_serde::Value;
 
@@ -23,13 +23,12 @@ pub const NO_EQUIVALENT: &str = "Ballast has no equivalent of this kops field, s
      on kops";
 
 /// Add-ons kops installs when `enabled: true` and Ballast does not install at all.
-const ADDONS_BALLAST_LACKS: [(&str, &str); 8] = [
+const ADDONS_BALLAST_LACKS: [(&str, &str); 7] = [
     (
         "awsLoadBalancerController",
         "the AWS Load Balancer Controller",
     ),
     ("certManager", "cert-manager"),
-    ("clusterAutoscaler", "the cluster autoscaler"),
     ("metricsServer", "metrics-server"),
     ("nodeProblemDetector", "the node problem detector"),
     ("podIdentityWebhook", "the pod identity webhook"),
@@ -394,6 +393,9 @@ fn spec_fields(
     }
     if let Some(v) = f.take("nodeTerminationHandler") {
         super::termination::node_termination_handler(r, v, spec);
+    }
+    if let Some(v) = f.take("clusterAutoscaler") {
+        cluster_autoscaler(r, v, spec);
     }
     for (field, what) in ADDONS_BALLAST_LACKS {
         if let Some(v) = f.take(field) {
@@ -1139,6 +1141,119 @@ fn cloud_config(r: &mut Recorder<'_>, v: Value) {
         }
     }
     r.finish(c, NO_EQUIVALENT);
+}
+
+/// kops's `spec.clusterAutoscaler`: the options Ballast's add-on takes mapped, the rest refused by path. Off
+/// (`enabled` not true), kops installs nothing, and neither does Ballast: dropped.
+fn cluster_autoscaler(r: &mut Recorder<'_>, v: Value, spec: &mut ClusterSpec) {
+    let path = "spec.clusterAutoscaler";
+    let Some(mut f) = r.fields(path, v) else {
+        return;
+    };
+    let enabled = match f.take("enabled") {
+        Some(v) => r.boolean(&format!("{path}.enabled"), v),
+        None => Some(false),
+    };
+    if enabled != Some(true) {
+        r.dropped(
+            path,
+            "not enabled: kops installs no cluster autoscaler, and Ballast installs none either",
+        );
+        f.drain();
+        return;
+    }
+    r.mapped(&format!("{path}.enabled"), "spec.clusterAutoscaler.enabled");
+    let mut out = ClusterAutoscalerSpec {
+        enabled: Some(true),
+        ..Default::default()
+    };
+    if let Some(v) = f.take("expander") {
+        let field = format!("{path}.expander");
+        if let Some(name) = r.string(&field, v) {
+            let expander = match name.as_str() {
+                "random" => Some(AutoscalerExpander::Random),
+                "most-pods" => Some(AutoscalerExpander::MostPods),
+                "least-waste" => Some(AutoscalerExpander::LeastWaste),
+                "priority" => Some(AutoscalerExpander::Priority),
+                _ => None,
+            };
+            match expander {
+                Some(e) => {
+                    r.mapped(&field, format!("spec.clusterAutoscaler.expander: {name}"));
+                    out.expander = Some(e);
+                }
+                None => r.refused(
+                    &field,
+                    format!(
+                        "{name:?}: Ballast's autoscaler takes one of random, most-pods, least-waste or priority \
+                         (price needs GCE's prices, grpc a server of yours, a list chains them): choose one"
+                    ),
+                ),
+            }
+        }
+    }
+    let booleans: [(&str, &mut Option<bool>); 3] = [
+        (
+            "balanceSimilarNodeGroups",
+            &mut out.balance_similar_node_groups,
+        ),
+        (
+            "skipNodesWithLocalStorage",
+            &mut out.skip_nodes_with_local_storage,
+        ),
+        (
+            "skipNodesWithSystemPods",
+            &mut out.skip_nodes_with_system_pods,
+        ),
+    ];
+    for (name, slot) in booleans {
+        if let Some(v) = f.take(name) {
+            let field = format!("{path}.{name}");
+            if let Some(b) = r.boolean(&field, v) {
+                r.mapped(&field, format!("spec.clusterAutoscaler.{name}"));
+                *slot = Some(b);
+            }
+        }
+    }
+    // kops writes Go durations (`10m0s`); Ballast's grammar reads them as they are (a sum of groups).
+    let durations: [(&str, &mut Option<String>); 3] = [
+        (
+            "scaleDownDelayAfterAdd",
+            &mut out.scale_down_delay_after_add,
+        ),
+        ("scaleDownUnneededTime", &mut out.scale_down_unneeded_time),
+        ("maxNodeProvisionTime", &mut out.max_node_provision_time),
+    ];
+    for (name, slot) in durations {
+        if let Some(v) = f.take(name) {
+            let field = format!("{path}.{name}");
+            if let Some(s) = r.string(&field, v) {
+                r.mapped(&field, format!("spec.clusterAutoscaler.{name}"));
+                *slot = Some(s);
+            }
+        }
+    }
+    if let Some(v) = f.take("createPriorityExpenderConfig") {
+        let field = format!("{path}.createPriorityExpenderConfig");
+        match r.boolean(&field, v) {
+            Some(true) => r.dropped(
+                &field,
+                "Ballast writes the priority expander's ConfigMap whenever the expander is priority",
+            ),
+            Some(false) => r.refused(
+                &field,
+                "false: Ballast always writes the priority expander's ConfigMap from the groups' autoscalePriority; \
+                 remove the field",
+            ),
+            None => {}
+        }
+    }
+    r.finish(
+        f,
+        "Ballast's cluster autoscaler does not take this option (docs/addons.md lists those it does): remove it, \
+         or keep this cluster on kops",
+    );
+    spec.cluster_autoscaler = Some(out);
 }
 
 /// An add-on Ballast does not install: refused when enabled, dropped when kops's own field says it is off.

@@ -249,6 +249,48 @@ fn spec_fields(
             spec.taints = Some(taints);
         }
     }
+    if let Some(v) = f.take("autoscale") {
+        if let Some(b) = r.boolean("spec.autoscale", v) {
+            if !ballast_state::autoscaler::enabled(&cluster.spec) {
+                r.dropped(
+                    "spec.autoscale",
+                    "the cluster's autoscaler is not enabled, so nothing sizes the group in kops either",
+                );
+            } else if spec.role != Role::Node {
+                r.dropped(
+                    "spec.autoscale",
+                    "only node groups are autoscaled, in kops as in Ballast",
+                );
+            } else {
+                r.mapped("spec.autoscale", "spec.autoscale");
+                spec.autoscale = Some(b);
+            }
+        }
+    }
+    if let Some(v) = f.take("autoscalePriority") {
+        if let Some(n) = r.number("spec.autoscalePriority", v) {
+            let priority_expander = cluster
+                .spec
+                .cluster_autoscaler
+                .as_ref()
+                .and_then(|c| c.expander)
+                == Some(ballast_state::spec::AutoscalerExpander::Priority);
+            if !ballast_state::autoscaler::enabled(&cluster.spec) || !priority_expander {
+                r.dropped(
+                    "spec.autoscalePriority",
+                    "only the priority expander reads it, and this cluster's autoscaler does not use it",
+                );
+            } else if spec.role != Role::Node || spec.autoscale == Some(false) {
+                r.dropped(
+                    "spec.autoscalePriority",
+                    "the group is not autoscaled, so no tier lists it, in kops as in Ballast",
+                );
+            } else {
+                r.mapped("spec.autoscalePriority", "spec.autoscalePriority");
+                spec.autoscale_priority = Some(n);
+            }
+        }
+    }
     if let Some(v) = f.take("cloudLabels") {
         if let Some(labels) = r.string_map("spec.cloudLabels", v) {
             r.mapped("spec.cloudLabels", "spec.cloudLabels");
