@@ -67,10 +67,7 @@ fn outcomes() -> BTreeMap<&'static str, Option<Vec<&'static str>>> {
         ),
         (
             "irsa",
-            refused(&[
-                "Cluster/minimal.example.com spec.certManager",
-                "Cluster/minimal.example.com spec.podIdentityWebhook",
-            ]),
+            refused(&["Cluster/minimal.example.com spec.certManager"]),
         ),
         (
             "mixed_instances",
@@ -446,6 +443,7 @@ fn irsa_s_issuer_discovery_and_service_account_permissions_are_mapped() {
     for path in [
         "spec.serviceAccountIssuerDiscovery",
         "spec.iam.serviceAccountExternalPermissions",
+        "spec.podIdentityWebhook.enabled",
     ] {
         let fate = imported
             .fields

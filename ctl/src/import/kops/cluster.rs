@@ -23,15 +23,13 @@ pub const NO_EQUIVALENT: &str = "Ballast has no equivalent of this kops field, s
      on kops";
 
 /// Add-ons kops installs when `enabled: true` and Ballast does not install at all.
-const ADDONS_BALLAST_LACKS: [(&str, &str); 7] = [
+const ADDONS_BALLAST_LACKS: [(&str, &str); 5] = [
     (
         "awsLoadBalancerController",
         "the AWS Load Balancer Controller",
     ),
-    ("certManager", "cert-manager"),
     ("metricsServer", "metrics-server"),
     ("nodeProblemDetector", "the node problem detector"),
-    ("podIdentityWebhook", "the pod identity webhook"),
     ("snapshotController", "the CSI snapshot controller"),
     ("karpenter", "Karpenter"),
 ];
@@ -331,7 +329,10 @@ fn spec_fields(
         kubelet(r, "spec.kubelet", v);
     }
     if let Some(v) = f.take("iam") {
-        iam(r, v, spec);
+        let provider_on = f
+            .get("serviceAccountIssuerDiscovery")
+            .is_some_and(aws_oidc_provider_on);
+        iam(r, v, spec, provider_on);
     }
     if let Some(v) = f.take("api") {
         api(r, v, spec);
@@ -415,7 +416,105 @@ fn spec_fields(
             ),
         }
     }
+    let provider_on = mapped
+        .spec
+        .service_account_issuer_discovery
+        .as_ref()
+        .is_some_and(|d| d.enable_aws_oidc_provider == Some(true));
+    if let Some(v) = f.take("podIdentityWebhook") {
+        pod_identity_webhook(r, v, provider_on);
+    }
+    if let Some(v) = f.take("certManager") {
+        cert_manager(r, v);
+    }
     r.finish(f, NO_EQUIVALENT);
+}
+
+/// Whether a kops `serviceAccountIssuerDiscovery` turns the IAM OIDC provider on.
+fn aws_oidc_provider_on(discovery: &Value) -> bool {
+    discovery
+        .get("enableAWSOIDCProvider")
+        .and_then(Value::as_bool)
+        == Some(true)
+}
+
+/// kops's `podIdentityWebhook`: Ballast installs the Pod Identity Webhook exactly when the IAM OIDC provider is
+/// on (`docs/irsa.md`), so `enabled` maps when it agrees with the provider and is refused when it does not.
+fn pod_identity_webhook(r: &mut Recorder<'_>, v: Value, provider_on: bool) {
+    let path = "spec.podIdentityWebhook";
+    let Some(mut w) = r.fields(path, v) else {
+        return;
+    };
+    if let Some(enabled) = w.take("enabled") {
+        let enabled_path = "spec.podIdentityWebhook.enabled";
+        match (r.boolean(enabled_path, enabled), provider_on) {
+            (Some(true), true) => r.mapped(
+                enabled_path,
+                "(Ballast installs the Pod Identity Webhook with serviceAccountIssuerDiscovery.enableAWSOIDCProvider, \
+                 its certificate issued by Ballast: docs/addons.md)",
+            ),
+            (Some(true), false) => r.refused(
+                enabled_path,
+                "Ballast installs the Pod Identity Webhook only with the IAM OIDC provider, which its tokens need: \
+                 set serviceAccountIssuerDiscovery (discoveryStore, enableAWSOIDCProvider: true), or remove the field",
+            ),
+            (Some(false), true) => r.refused(
+                enabled_path,
+                "with the IAM OIDC provider on, Ballast always installs the Pod Identity Webhook (pods of the \
+                 service accounts in iam.serviceAccountExternalPermissions get their role's credentials injected): \
+                 remove the field",
+            ),
+            (Some(false), false) => r.dropped(
+                enabled_path,
+                "enabled: false without the IAM OIDC provider; Ballast installs no webhook either",
+            ),
+            (None, _) => {}
+        }
+    }
+    r.finish(
+        w,
+        "Ballast runs the Pod Identity Webhook with kops's settings and one replica per control-plane node (at most \
+         two): remove the field",
+    );
+}
+
+/// kops's `certManager`. kops installs cert-manager (its `enabled`, `managed` by default), among other things for
+/// the Pod Identity Webhook's certificate; Ballast issues that certificate itself and does not install
+/// cert-manager. A user's own Certificates need cert-manager, so an installed one is refused rather than
+/// dropped; `managed: false` (kops's "installed by you") maps, as Ballast also leaves it to the user.
+fn cert_manager(r: &mut Recorder<'_>, v: Value) {
+    let path = "spec.certManager";
+    let Some(mut c) = r.fields(path, v) else {
+        return;
+    };
+    let enabled = c
+        .take("enabled")
+        .and_then(|v| r.boolean("spec.certManager.enabled", v));
+    let managed = c
+        .take("managed")
+        .and_then(|v| r.boolean("spec.certManager.managed", v));
+    match (enabled, managed) {
+        (Some(false) | None, _) if c.is_empty() => r.dropped(
+            path,
+            "not enabled: kops installs no cert-manager, and Ballast installs none",
+        ),
+        (Some(true), Some(false)) => r.mapped(
+            path,
+            "(managed: false: cert-manager is yours to install and keep, as on kops; Ballast installs none and \
+             issues the Pod Identity Webhook's certificate itself)",
+        ),
+        _ => r.refused(
+            path,
+            "kops installs cert-manager here and Ballast does not (it issues the Pod Identity Webhook's \
+             certificate itself); your own Certificates and Issuers would stop being served: install cert-manager \
+             yourself and set certManager.managed: false, or remove certManager if nothing of yours uses it",
+        ),
+    }
+    r.finish(
+        c,
+        "this configures the cert-manager kops installs and Ballast does not: remove it, and configure your own \
+         cert-manager directly",
+    );
 }
 
 fn kubernetes_version(r: &mut Recorder<'_>, version: &str, spec: &mut ClusterSpec) {
@@ -499,7 +598,7 @@ pub fn kubelet(r: &mut Recorder<'_>, path: &str, v: Value) {
     r.finish(k, NO_EQUIVALENT);
 }
 
-fn iam(r: &mut Recorder<'_>, v: Value, spec: &mut ClusterSpec) {
+fn iam(r: &mut Recorder<'_>, v: Value, spec: &mut ClusterSpec, provider_on: bool) {
     let Some(mut i) = r.fields("spec.iam", v) else {
         return;
     };
@@ -549,12 +648,31 @@ fn iam(r: &mut Recorder<'_>, v: Value, spec: &mut ClusterSpec) {
             ),
         }
     }
-    if i.take("useServiceAccountExternalPermissions").is_some() {
-        r.refused(
-            "spec.iam.useServiceAccountExternalPermissions",
-            "kops then gives its own add-ons IAM roles of their own; Ballast's add-ons keep their permissions on \
-             the node roles: remove the field",
-        );
+    if let Some(v) = i.take("useServiceAccountExternalPermissions") {
+        let path = "spec.iam.useServiceAccountExternalPermissions";
+        match (r.boolean(path, v), provider_on) {
+            (Some(true), true) => r.mapped(
+                path,
+                "(with serviceAccountIssuerDiscovery.enableAWSOIDCProvider on, Ballast's AWS-calling add-ons run on \
+                 IAM roles of their own, their statements off the instance roles: docs/irsa.md)",
+            ),
+            (Some(true), false) => r.refused(
+                path,
+                "kops's add-ons use IRSA only through the IAM OIDC provider, and so do Ballast's: set \
+                 serviceAccountIssuerDiscovery (discoveryStore, enableAWSOIDCProvider: true), or remove the field",
+            ),
+            (Some(false), true) => r.refused(
+                path,
+                "false keeps kops's add-ons on the instance roles; with the IAM OIDC provider on, Ballast's add-ons \
+                 always run on roles of their own (their permissions leave the instance roles): remove the field \
+                 or set it true",
+            ),
+            (Some(false), false) => r.dropped(
+                path,
+                "false without the IAM OIDC provider: the add-ons stay on the instance roles, as Ballast's do",
+            ),
+            (None, _) => {}
+        }
     }
     r.finish(i, NO_EQUIVALENT);
     if out != ClusterIamSpec::default() {

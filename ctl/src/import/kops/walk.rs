@@ -198,6 +198,11 @@ impl Fields {
         }
     }
 
+    /// A field's value, left in place (to decide another field's fate by it).
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.mapping.get(key)
+    }
+
     /// Takes a field out: it is then the caller's to give a fate.
     pub fn take(&mut self, key: &str) -> Option<Value> {
         self.mapping.remove(key)
