@@ -44,13 +44,7 @@ fn outcomes() -> BTreeMap<&'static str, Option<Vec<&'static str>>> {
                 "InstanceGroup/nodes spec.maxInstanceLifetime",
             ]),
         ),
-        (
-            "minimal-gp3",
-            refused(&[
-                "Cluster/minimal.example.com spec.etcdClusters[0].etcdMembers[0].volumeIops",
-                "InstanceGroup/master-us-test-1a spec.rootVolumeIops",
-            ]),
-        ),
+        ("minimal-gp3", None),
         (
             "complex",
             refused(&[
@@ -146,6 +140,11 @@ struct ExpectedGroup {
     root_volume_size: i32,
     root_volume_type: String,
     root_volume_encrypted: bool,
+    /// The root volume's IOPS and throughput kops renders (compared where listed).
+    #[serde(default)]
+    root_volume_iops: Option<u32>,
+    #[serde(default)]
+    root_volume_throughput: Option<u32>,
     http_tokens: String,
     associate_public_ip: bool,
 }
@@ -163,6 +162,11 @@ struct ExpectedVolume {
     size: u32,
     #[serde(rename = "type")]
     volume_type: String,
+    /// The IOPS and throughput kops renders (compared where listed).
+    #[serde(default)]
+    iops: Option<u32>,
+    #[serde(default)]
+    throughput: Option<u32>,
 }
 
 fn data() -> PathBuf {
@@ -246,6 +250,22 @@ fn every_case_imports_and_agrees_with_kops_or_is_refused_by_field() {
 
 /// Compares a case's completed spec and plan model with kops's Terraform facts. Returns the disagreements.
 /// Records a disagreement between kops's value and Ballast's.
+/// IOPS and throughput as a volume has them: what Ballast sets, or where it sets none, what AWS gives the type
+/// (gp3's baseline), which kops writes out.
+fn performance(volume_type: &str, iops: Option<u32>, throughput: Option<u32>) -> String {
+    format!(
+        "{:?}",
+        ballast_state::ebs::effective(volume_type, iops, throughput)
+    )
+}
+
+/// A number read back from Terraform's JSON, if any.
+fn tf_number(value: Option<&serde_json::Value>) -> Option<u32> {
+    value
+        .and_then(|v| v.as_u64())
+        .and_then(|v| u32::try_from(v).ok())
+}
+
 fn differ(out: &mut Vec<String>, what: String, kops: String, ballast: String) {
     if kops != ballast {
         out.push(format!("{what}: kops {kops}, Ballast {ballast}"));
@@ -354,6 +374,21 @@ fn compare(case: &str, imported: &Import) -> Vec<String> {
             group.root_volume_encrypted.to_string(),
             ours.root_volume_encrypted.to_string(),
         );
+        if group.root_volume_iops.is_some() || group.root_volume_throughput.is_some() {
+            differ(
+                &mut out,
+                format!("{g} root volume (iops, throughput)"),
+                format!(
+                    "{:?}",
+                    (group.root_volume_iops, group.root_volume_throughput)
+                ),
+                performance(
+                    &ours.root_volume_type,
+                    ours.root_volume_iops.map(|v| v as u32),
+                    ours.root_volume_throughput.map(|v| v as u32),
+                ),
+            );
+        }
         differ(
             &mut out,
             format!("{g} IMDSv2 http_tokens"),
@@ -433,6 +468,18 @@ fn compare(case: &str, imported: &Import) -> Vec<String> {
             volume.volume_type.clone(),
             etcd.volume_type.clone().unwrap_or_default(),
         );
+        if volume.iops.is_some() || volume.throughput.is_some() {
+            differ(
+                &mut out,
+                "etcd volume (iops, throughput)".into(),
+                format!("{:?}", (volume.iops, volume.throughput)),
+                performance(
+                    etcd.volume_type.as_deref().unwrap_or_default(),
+                    etcd.volume_iops,
+                    etcd.volume_throughput,
+                ),
+            );
+        }
     }
     out
 }
@@ -708,6 +755,21 @@ fn compare_terraform(
             group.root_volume_encrypted.to_string(),
             text(ebs.and_then(|e| e.get("encrypted"))),
         );
+        if group.root_volume_iops.is_some() || group.root_volume_throughput.is_some() {
+            differ(
+                &mut out,
+                format!("{g} root volume (iops, throughput)"),
+                format!(
+                    "{:?}",
+                    (group.root_volume_iops, group.root_volume_throughput)
+                ),
+                performance(
+                    &text(ebs.and_then(|e| e.get("volume_type"))),
+                    tf_number(ebs.and_then(|e| e.get("iops"))),
+                    tf_number(ebs.and_then(|e| e.get("throughput"))),
+                ),
+            );
+        }
         let metadata = block(template, "metadata_options");
         differ(
             &mut out,
@@ -757,18 +819,34 @@ fn compare_terraform(
         format!("{kops_lbs:?}"),
         format!("{lbs:?}"),
     );
-    let mut volumes: Vec<(String, String, String)> = of("aws_ebs_volume")
+    // IOPS and throughput are compared where expected.yaml lists them (as kops renders them).
+    let listed = expected
+        .etcd_main_volumes
+        .iter()
+        .any(|v| v.iops.is_some() || v.throughput.is_some());
+    let mut volumes: Vec<(String, String, String, String)> = of("aws_ebs_volume")
         .iter()
         .map(|v| {
+            let volume_type = text(v.get("type"));
+            let performance = if listed {
+                performance(
+                    &volume_type,
+                    tf_number(v.get("iops")),
+                    tf_number(v.get("throughput")),
+                )
+            } else {
+                String::new()
+            };
             (
                 text(v.get("encrypted")),
                 text(v.get("size")),
-                text(v.get("type")),
+                volume_type,
+                performance,
             )
         })
         .collect();
     volumes.sort();
-    let mut kops_volumes: Vec<(String, String, String)> = expected
+    let mut kops_volumes: Vec<(String, String, String, String)> = expected
         .etcd_main_volumes
         .iter()
         .map(|v| {
@@ -776,13 +854,18 @@ fn compare_terraform(
                 v.encrypted.to_string(),
                 v.size.to_string(),
                 v.volume_type.clone(),
+                if listed {
+                    format!("{:?}", (v.iops, v.throughput))
+                } else {
+                    String::new()
+                },
             )
         })
         .collect();
     kops_volumes.sort();
     differ(
         &mut out,
-        "etcd volumes (encrypted, size, type)".into(),
+        "etcd volumes (encrypted, size, type, (iops, throughput))".into(),
         format!("{kops_volumes:?}"),
         format!("{volumes:?}"),
     );

@@ -342,6 +342,8 @@ fn applied_etcd_volumes(model: &ClusterModel, completed: &ClusterConfig, state: 
                 zone: want.zone.clone(),
                 size_gib: want.size_gib,
                 volume_type: want.volume_type.clone(),
+                iops: want.iops,
+                throughput: want.throughput,
                 encrypted: want.encrypted,
                 tags: want.tags.clone(),
             }],

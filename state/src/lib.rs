@@ -29,6 +29,7 @@ pub mod defaults;
 pub mod digest;
 pub mod document;
 pub mod duration;
+pub mod ebs;
 pub mod error;
 pub mod etcd;
 pub mod etcd_volume;

@@ -101,6 +101,26 @@ pub const ETCD_VOLUME_SIZE_GIB: std::ops::RangeInclusive<u32> = 3..=16_384;
 /// does not carry; HDD types are too slow for etcd's fsyncs).
 pub const ETCD_VOLUME_TYPES: [&str; 2] = ["gp3", "gp2"];
 
+/// Provisioned IOPS a gp3 volume may have (the EC2 API reference's CreateVolume, ModifyVolume and launch
+/// templates' `Iops`: 3,000 - 16,000).
+pub const GP3_IOPS: std::ops::RangeInclusive<u32> = 3000..=16_000;
+/// Throughput in MiB/s a gp3 volume may have (CreateVolume's and launch templates' `Throughput`: 125 - 1,000).
+pub const GP3_THROUGHPUT_MIBS: std::ops::RangeInclusive<u32> = 125..=1000;
+/// What a gp3 volume has when no IOPS are set: AWS's baseline, whatever its size.
+pub const GP3_BASELINE_IOPS: u32 = 3000;
+/// What a gp3 volume has when no throughput is set: AWS's baseline.
+pub const GP3_BASELINE_THROUGHPUT_MIBS: u32 = 125;
+/// gp3's most IOPS per GiB of size (above its baseline).
+pub const GP3_MAX_IOPS_PER_GIB: u32 = 500;
+/// gp3's most throughput (MiB/s) per provisioned IOPS.
+pub const GP3_MAX_THROUGHPUT_PER_IOPS: f64 = 0.25;
+/// Provisioned IOPS an io1 volume may have (100 - 64,000), and at most 50 per GiB.
+pub const IO1_IOPS: std::ops::RangeInclusive<u32> = 100..=64_000;
+pub const IO1_MAX_IOPS_PER_GIB: u32 = 50;
+/// Provisioned IOPS an io2 volume may have (100 - 256,000, the Nitro instances' figure), and at most 1,000 per GiB.
+pub const IO2_IOPS: std::ops::RangeInclusive<u32> = 100..=256_000;
+pub const IO2_MAX_IOPS_PER_GIB: u32 = 1000;
+
 /// How long an audit line may wait on a control-plane node before it is shipped (`spec.auditLog.chunkInterval`):
 /// at least 5 s (a chunk is an S3 PUT; shorter would make a busy API server's log thousands of tiny objects a
 /// day per node), at most an hour (it is what a power cut may lose).

@@ -288,6 +288,13 @@ pub struct EtcdSpec {
     /// EBS type of each member's volume: `gp3` (the default) or `gp2`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_type: Option<String>,
+    /// Provisioned IOPS of each member's volume (gp3 only; gp3's baseline, 3000, when unset). A change is made
+    /// in place (ModifyVolume): the member's data stays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_iops: Option<u32>,
+    /// Throughput in MiB/s of each member's volume (gp3 only; gp3's baseline, 125, when unset). Changed in place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_throughput: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<EtcdBackupSpec>,
 }
@@ -530,6 +537,12 @@ pub struct RootVolumeSpec {
     pub size: Option<u32>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub volume_type: Option<String>,
+    /// Provisioned IOPS: gp3 (AWS's baseline, 3000, when unset), io1 and io2 (required there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iops: Option<u32>,
+    /// Throughput in MiB/s, gp3 only (AWS's baseline, 125, when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<u32>,
     /// Default true; Ballast refuses unencrypted root volumes only by default, not by force.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encrypted: Option<bool>,

@@ -708,6 +708,25 @@ fn check_etcd(report: &mut Report<'_>, etcd: &EtcdSpec) {
             );
         }
     }
+    // IOPS and throughput are judged against a type etcd may have; another type is refused above.
+    let etcd_type = etcd
+        .volume_type
+        .as_deref()
+        .filter(|t| ETCD_VOLUME_TYPES.contains(t));
+    for problem in etcd_type.into_iter().flat_map(|volume_type| {
+        crate::ebs::check(crate::ebs::Performance {
+            volume_type,
+            size_gib: etcd.volume_size.unwrap_or_default(),
+            iops: etcd.volume_iops,
+            throughput: etcd.volume_throughput,
+        })
+    }) {
+        let field = match problem.field {
+            "iops" => "spec.etcd.volumeIops",
+            _ => "spec.etcd.volumeThroughput",
+        };
+        report.error(field, problem.message);
+    }
     if let Some(backup) = &etcd.backup {
         let interval = check_duration(
             report,
@@ -1012,6 +1031,17 @@ fn check_root_volume(report: &mut Report<'_>, volume: &RootVolumeSpec) {
                 format!("{kind:?} cannot be a root volume: use gp3, gp2, io1, io2 or standard"),
             );
         }
+    }
+    for problem in crate::ebs::check(crate::ebs::Performance {
+        volume_type: volume.volume_type.as_deref().unwrap_or_default(),
+        size_gib: volume.size.unwrap_or_default(),
+        iops: volume.iops,
+        throughput: volume.throughput,
+    }) {
+        report.error(
+            format!("spec.rootVolume.{}", problem.field),
+            problem.message,
+        );
     }
     if let Some(key) = &volume.kms_key_id {
         if !KMS_KEY.is_match(key) {

@@ -139,6 +139,10 @@ pub struct GroupModel {
     pub root_volume_type: String,
     pub root_volume_encrypted: bool,
     pub root_volume_kms_key: Option<String>,
+    /// The root volume's provisioned IOPS and throughput (MiB/s) as the spec sets them; unset: the type's own
+    /// (gp3's baseline), left to AWS.
+    pub root_volume_iops: Option<i32>,
+    pub root_volume_throughput: Option<i32>,
     pub http_tokens_required: bool,
     pub hop_limit: i32,
     /// An existing instance profile to use instead of the role's own.
@@ -589,6 +593,10 @@ fn group_model(
         root_volume_type: volume.volume_type.unwrap_or_default(),
         root_volume_encrypted: volume.encrypted.unwrap_or(true),
         root_volume_kms_key: volume.kms_key_id,
+        root_volume_iops: volume.iops.map(|v| i32::try_from(v).unwrap_or(i32::MAX)),
+        root_volume_throughput: volume
+            .throughput
+            .map(|v| i32::try_from(v).unwrap_or(i32::MAX)),
         http_tokens_required: metadata.http_tokens != Some(HttpTokens::Optional),
         hop_limit: metadata.http_put_response_hop_limit.unwrap_or(1) as i32,
         shared_profile: spec.iam.as_ref().and_then(|i| i.profile.clone()),

@@ -68,6 +68,9 @@ pub struct LaunchSpec {
     root_device: String,
     volume_size: i32,
     volume_type: String,
+    /// Provisioned IOPS and throughput (MiB/s) when the spec sets them; else the type's own, left to AWS.
+    volume_iops: Option<i32>,
+    volume_throughput: Option<i32>,
     encrypted: bool,
     kms_key: Option<String>,
     user_data: Option<String>,
@@ -254,6 +257,7 @@ fn version_fields(data: &ec2::ResponseLaunchTemplateData) -> BTreeMap<String, St
                 root_volume_field(
                     ebs.volume_size().unwrap_or(0),
                     ebs.volume_type().map(|t| t.as_str()).unwrap_or(""),
+                    (ebs.iops(), ebs.throughput()),
                     ebs.encrypted() == Some(true),
                     mapping.device_name().unwrap_or(""),
                 ),
@@ -292,10 +296,21 @@ fn tags_field(tags: &BTreeMap<String, String>) -> String {
         .join(" ")
 }
 
-/// How a plan shows a root volume: size, type, encryption and the device it is mapped on.
-fn root_volume_field(size: i32, volume_type: &str, encrypted: bool, device: &str) -> String {
+/// How a plan shows a root volume: size, type, the IOPS and throughput set (none: the type's own), encryption
+/// and the device it is mapped on.
+fn root_volume_field(
+    size: i32,
+    volume_type: &str,
+    (iops, throughput): (Option<i32>, Option<i32>),
+    encrypted: bool,
+    device: &str,
+) -> String {
+    let iops = iops.map(|v| format!(" {v} IOPS")).unwrap_or_default();
+    let throughput = throughput
+        .map(|v| format!(" {v} MiB/s"))
+        .unwrap_or_default();
     let encrypted = if encrypted { " encrypted" } else { "" };
-    format!("{size} GiB {volume_type}{encrypted} on {device}")
+    format!("{size} GiB {volume_type}{iops}{throughput}{encrypted} on {device}")
 }
 
 /// The image id a group launches from: its `spec.image` when an id, else what that name resolved to.
@@ -458,6 +473,8 @@ fn launch_spec(
         root_device,
         volume_size: group.root_volume_size,
         volume_type: group.root_volume_type.clone(),
+        volume_iops: group.root_volume_iops,
+        volume_throughput: group.root_volume_throughput,
         encrypted: group.root_volume_encrypted,
         kms_key: group.root_volume_kms_key.clone(),
         user_data,
@@ -498,6 +515,7 @@ impl LaunchSpec {
                 root_volume_field(
                     self.volume_size,
                     &self.volume_type,
+                    (self.volume_iops, self.volume_throughput),
                     self.encrypted,
                     &self.root_device,
                 ),
@@ -521,6 +539,8 @@ impl LaunchSpec {
         let mut ebs = ec2::LaunchTemplateEbsBlockDeviceRequest::builder()
             .volume_size(self.volume_size)
             .volume_type(ec2::VolumeType::from(self.volume_type.as_str()))
+            .set_iops(self.volume_iops)
+            .set_throughput(self.volume_throughput)
             .encrypted(self.encrypted)
             .delete_on_termination(true);
         if let Some(key) = &self.kms_key {
@@ -721,8 +741,14 @@ impl Task for LaunchTemplatesTask {
             let mut ebs = TfResource::new()
                 .attr("delete_on_termination", true)
                 .attr("encrypted", spec.encrypted);
+            if let Some(iops) = spec.volume_iops {
+                ebs = ebs.attr("iops", i64::from(iops));
+            }
             if let Some(key) = &spec.kms_key {
                 ebs = ebs.attr("kms_key_id", key.as_str());
+            }
+            if let Some(throughput) = spec.volume_throughput {
+                ebs = ebs.attr("throughput", i64::from(throughput));
             }
             ebs = ebs
                 .attr("volume_size", i64::from(spec.volume_size))

@@ -3,8 +3,9 @@
 //! ownership tag (so `delete cluster` finds them), the member and its group. nodeup on the group's instance finds
 //! the volume by those tags and attaches it before etcd starts (`docs/etcd.md`, "Volumes").
 //!
-//! A volume holds a member's data, so nothing here ever replaces or shrinks one: a size may grow and a type
-//! change in place (ModifyVolume); a smaller size, another zone, encryption or key is refused, naming the spec
+//! A volume holds a member's data, so nothing here ever replaces or shrinks one: a size may grow, and a type,
+//! IOPS and throughput (`etcd.volumeIops`, `etcd.volumeThroughput`; unset: gp3's baseline) change in place
+//! (ModifyVolume); a smaller size, another zone, encryption or key is refused, naming the spec
 //! field. Volumes of members the spec no longer has are left alone: their data is the operator's to delete.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,6 +38,9 @@ pub struct WantedVolume {
     pub zone: String,
     pub size_gib: i32,
     pub volume_type: String,
+    /// `etcd.volumeIops` and `etcd.volumeThroughput` (MiB/s) as set; unset: the type's own, left to AWS.
+    pub iops: Option<i32>,
+    pub throughput: Option<i32>,
     pub encrypted: bool,
     /// The spec's `etcd.kmsKeyId`, as written.
     pub kms_key_id: Option<String>,
@@ -51,6 +55,11 @@ pub struct Volume {
     pub zone: String,
     pub size_gib: i32,
     pub volume_type: String,
+    /// The IOPS and throughput (MiB/s) EC2 reports; a gp3 volume reported without them has gp3's baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iops: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<i32>,
     pub encrypted: bool,
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
@@ -68,12 +77,15 @@ pub struct Actual {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
     Create(WantedVolume),
-    /// ModifyVolume: a larger size and/or another type (`None`: unchanged); the data stays.
+    /// ModifyVolume: a larger size, another type, IOPS or throughput (`None`: unchanged; each `(from, to)`); the
+    /// data stays.
     Modify {
         wanted: WantedVolume,
         id: String,
         size_gib: Option<(i32, i32)>,
         volume_type: Option<(String, String)>,
+        iops: Option<(i32, i32)>,
+        throughput: Option<(i32, i32)>,
     },
     /// Tags the volume lacks or that differ (CreateTags).
     Tag {
@@ -89,24 +101,35 @@ impl Planned for Change {
             PlanChange::new(Stage::EtcdVolumes, Kind::EtcdVolume, &wanted.name, action)
         };
         let change = match self {
-            Change::Create(wanted) => line(wanted, Action::Create)
-                .field("member", None, &wanted.member)
-                .field("zone", None, &wanted.zone)
-                .field("size", None, format!("{} GiB", wanted.size_gib))
-                .field("type", None, &wanted.volume_type)
-                .field("encrypted", None, wanted.encrypted.to_string())
-                .field(
-                    "kmsKeyId",
-                    None,
-                    wanted
-                        .kms_key_id
-                        .clone()
-                        .unwrap_or_else(|| "(the account's default EBS key)".to_string()),
-                ),
+            Change::Create(wanted) => {
+                let mut change = line(wanted, Action::Create)
+                    .field("member", None, &wanted.member)
+                    .field("zone", None, &wanted.zone)
+                    .field("size", None, format!("{} GiB", wanted.size_gib))
+                    .field("type", None, &wanted.volume_type);
+                if let Some(iops) = wanted.iops {
+                    change = change.field("iops", None, iops.to_string());
+                }
+                if let Some(throughput) = wanted.throughput {
+                    change = change.field("throughput", None, format!("{throughput} MiB/s"));
+                }
+                change
+                    .field("encrypted", None, wanted.encrypted.to_string())
+                    .field(
+                        "kmsKeyId",
+                        None,
+                        wanted
+                            .kms_key_id
+                            .clone()
+                            .unwrap_or_else(|| "(the account's default EBS key)".to_string()),
+                    )
+            }
             Change::Modify {
                 wanted,
                 size_gib,
                 volume_type,
+                iops,
+                throughput,
                 ..
             } => {
                 let mut change = line(wanted, Action::Update);
@@ -115,6 +138,16 @@ impl Planned for Change {
                 }
                 if let Some((from, to)) = volume_type {
                     change = change.field("type", Some(from.clone()), to);
+                }
+                if let Some((from, to)) = iops {
+                    change = change.field("iops", Some(from.to_string()), to.to_string());
+                }
+                if let Some((from, to)) = throughput {
+                    change = change.field(
+                        "throughput",
+                        Some(format!("{from} MiB/s")),
+                        format!("{to} MiB/s"),
+                    );
                 }
                 change
             }
@@ -189,6 +222,12 @@ pub fn wanted(
             zone,
             size_gib: i32::try_from(etcd.volume_size.unwrap_or_default()).unwrap_or(i32::MAX),
             volume_type: etcd.volume_type.clone().unwrap_or_default(),
+            iops: etcd
+                .volume_iops
+                .map(|v| i32::try_from(v).unwrap_or(i32::MAX)),
+            throughput: etcd
+                .volume_throughput
+                .map(|v| i32::try_from(v).unwrap_or(i32::MAX)),
             encrypted: etcd.encrypted_volume.unwrap_or(true),
             kms_key_id: etcd.kms_key_id.clone(),
             tags,
@@ -206,6 +245,8 @@ fn volume_of(volume: &ec2::Volume) -> Volume {
             .volume_type()
             .map(|t| t.as_str().to_string())
             .unwrap_or_default(),
+        iops: volume.iops(),
+        throughput: volume.throughput(),
         encrypted: volume.encrypted().unwrap_or(false),
         tags: tag_map(volume.tags()),
     }
@@ -274,12 +315,15 @@ pub fn diff(wanted: &[WantedVolume], actual: &Actual) -> Result<Vec<Change>, Upd
             (volume.size_gib < want.size_gib).then_some((volume.size_gib, want.size_gib));
         let volume_type = (volume.volume_type != want.volume_type)
             .then(|| (volume.volume_type.clone(), want.volume_type.clone()));
-        if size_gib.is_some() || volume_type.is_some() {
+        let (iops, throughput) = performance_changes(want, volume);
+        if size_gib.is_some() || volume_type.is_some() || iops.is_some() || throughput.is_some() {
             changes.push(Change::Modify {
                 wanted: want.clone(),
                 id: volume.id.clone(),
                 size_gib,
                 volume_type,
+                iops,
+                throughput,
             });
         }
         let tags: BTreeMap<String, String> = want
@@ -297,6 +341,35 @@ pub fn diff(wanted: &[WantedVolume], actual: &Actual) -> Result<Vec<Change>, Upd
         }
     }
     Ok(changes)
+}
+
+/// The IOPS and throughput to change, each `(from, to)`, compared as the volume will have them: the spec's or the
+/// wanted type's baseline, against what EC2 reports or (reported without, or of another type) the baseline a
+/// volume of the wanted type gets. A type whose performance is not set (gp2) changes neither.
+fn performance_changes(
+    want: &WantedVolume,
+    volume: &Volume,
+) -> (Option<(i32, i32)>, Option<(i32, i32)>) {
+    let as_i32 = |v: Option<u32>| v.map(|v| i32::try_from(v).unwrap_or(i32::MAX));
+    let (base_iops, base_throughput) = ballast_state::ebs::baseline(&want.volume_type);
+    let (base_iops, base_throughput) = (as_i32(base_iops), as_i32(base_throughput));
+    let same_type = volume.volume_type == want.volume_type;
+    let have = |reported: Option<i32>, base: Option<i32>| {
+        if same_type {
+            reported.or(base)
+        } else {
+            base
+        }
+    };
+    let change = |wanted: Option<i32>, reported: Option<i32>, base: Option<i32>| {
+        let wanted = wanted.or(base)?;
+        let have = have(reported, base)?;
+        (have != wanted).then_some((have, wanted))
+    };
+    (
+        change(want.iops, volume.iops, base_iops),
+        change(want.throughput, volume.throughput, base_throughput),
+    )
 }
 
 /// A member's volume is never replaced: what AWS cannot change in place is refused, by spec field.
@@ -360,6 +433,8 @@ pub async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), Update
                         .availability_zone(&want.zone)
                         .size(want.size_gib)
                         .volume_type(ec2::VolumeType::from(want.volume_type.as_str()))
+                        .set_iops(want.iops)
+                        .set_throughput(want.throughput)
                         .encrypted(want.encrypted)
                         .set_kms_key_id(want.kms_key_id.clone())
                         .tag_specifications(tag_spec(ec2::ResourceType::Volume, &want.tags))
@@ -372,6 +447,8 @@ pub async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), Update
                 id,
                 size_gib,
                 volume_type,
+                iops,
+                throughput,
             } => {
                 let resource = format!("EtcdVolume {} ({id})", wanted.name);
                 call(&resource, "ModifyVolume", || {
@@ -383,6 +460,8 @@ pub async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), Update
                                 .as_ref()
                                 .map(|(_, to)| ec2::VolumeType::from(to.as_str())),
                         )
+                        .set_iops(iops.map(|(_, to)| to))
+                        .set_throughput(throughput.map(|(_, to)| to))
                         .send()
                 })
                 .await?;
@@ -462,13 +541,19 @@ impl Task for EtcdVolumesTask {
             let mut volume = TfResource::new()
                 .attr("availability_zone", want.zone.as_str())
                 .attr("encrypted", want.encrypted);
+            if let Some(iops) = want.iops {
+                volume = volume.attr("iops", i64::from(iops));
+            }
             if let Some(key) = &want.kms_key_id {
                 volume = volume.attr("kms_key_id", key.as_str());
             }
             volume = volume
                 .attr("size", i64::from(want.size_gib))
-                .attr("tags", string_map(&want.tags))
-                .attr("type", want.volume_type.as_str());
+                .attr("tags", string_map(&want.tags));
+            if let Some(throughput) = want.throughput {
+                volume = volume.attr("throughput", i64::from(throughput));
+            }
+            volume = volume.attr("type", want.volume_type.as_str());
             terraform.resource("aws_ebs_volume", &tf_name(&want.name), volume)?;
         }
         Ok(())

@@ -1190,21 +1190,50 @@ fn etcd_member(
             }
         }
     }
+    // Ballast's one setting holds for every member: a member without the field (gp3's baseline) beside one with
+    // it would silently change, so that is refused too (`members` already holds this member when it is main's).
+    let later_member = out.members.len() > 1;
     for field in ["volumeIops", "volumeThroughput"] {
-        if m.take(field).is_some() {
-            let path = format!("{path}.{field}");
-            if main {
-                r.refused(
-                    &path,
-                    "Ballast sets no IOPS or throughput on etcd's volumes (gp3's baseline, 3000 IOPS and 125 MiB/s): \
-                     remove the field, or keep this cluster on kops",
-                );
-            } else {
-                r.dropped(
-                    &path,
-                    "Ballast makes no volume for events: they live on main's",
-                );
+        let field_path = format!("{path}.{field}");
+        let target = if field == "volumeIops" {
+            "spec.etcd.volumeIops"
+        } else {
+            "spec.etcd.volumeThroughput"
+        };
+        let slot = if field == "volumeIops" {
+            &mut out.volume_iops
+        } else {
+            &mut out.volume_throughput
+        };
+        match m.take(field) {
+            Some(_) if !main => r.dropped(
+                &field_path,
+                "Ballast makes no volume for events: they live on main's",
+            ),
+            Some(v) => {
+                if let Some(n) = r.number(&field_path, v) {
+                    if later_member && slot.is_none() {
+                        r.refused(
+                            &field_path,
+                            format!(
+                                "{n} while an earlier member has none (the volume type's own): Ballast's etcd \
+                                 members share one volume setting; make them equal"
+                            ),
+                        );
+                    } else {
+                        same_for_all(r, &field_path, slot, n, target);
+                    }
+                }
             }
+            None if main && slot.is_some() => r.refused(
+                &field_path,
+                format!(
+                    "is absent (the volume type's own) while an earlier member sets {}: Ballast's etcd members \
+                     share one volume setting; make them equal",
+                    slot.unwrap_or_default()
+                ),
+            ),
+            None => {}
         }
     }
     r.finish(m, NO_EQUIVALENT);

@@ -402,13 +402,16 @@ fn root_volume(r: &mut Recorder<'_>, f: &mut Fields, spec: &mut InstanceGroupSpe
             out.kms_key_id = Some(k);
         }
     }
-    for field in ["rootVolumeIops", "rootVolumeThroughput"] {
-        if f.take(field).is_some() {
-            r.refused(
-                &format!("spec.{field}"),
-                "Ballast sets no IOPS or throughput on root volumes (gp3's baseline, 3000 IOPS and 125 MiB/s): \
-                 remove the field, or keep this cluster on kops",
-            );
+    if let Some(v) = f.take("rootVolumeIops") {
+        if let Some(n) = r.number("spec.rootVolumeIops", v) {
+            r.mapped("spec.rootVolumeIops", "spec.rootVolume.iops");
+            out.iops = Some(n);
+        }
+    }
+    if let Some(v) = f.take("rootVolumeThroughput") {
+        if let Some(n) = r.number("spec.rootVolumeThroughput", v) {
+            r.mapped("spec.rootVolumeThroughput", "spec.rootVolume.throughput");
+            out.throughput = Some(n);
         }
     }
     if out != RootVolumeSpec::default() {

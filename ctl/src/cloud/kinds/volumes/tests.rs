@@ -37,6 +37,8 @@ fn created(want: &WantedVolume) -> Volume {
         zone: want.zone.clone(),
         size_gib: want.size_gib,
         volume_type: want.volume_type.clone(),
+        iops: want.iops,
+        throughput: want.throughput,
         encrypted: want.encrypted,
         tags: want.tags.clone(),
     }
@@ -214,4 +216,91 @@ fn missing_tags_are_added() {
     let changes = diff(&wanted, &actual).expect("diff");
     assert_eq!(changes.len(), 3);
     assert!(matches!(&changes[0], Change::Tag { tags, .. } if tags.len() == 1));
+}
+
+#[test]
+fn iops_and_throughput_change_in_place_and_gp3_s_baseline_is_no_change() {
+    let before = wanted_volumes();
+    // A volume made before the spec set any: EC2 reports gp3's baseline (or, as the local cloud, nothing).
+    let mut reported = applied(&before);
+    for volumes in reported.volumes.values_mut() {
+        volumes[0].iops = Some(3000);
+        volumes[0].throughput = Some(125);
+    }
+    assert_eq!(diff(&before, &reported).expect("diff"), Vec::new());
+    assert_eq!(diff(&before, &applied(&before)).expect("diff"), Vec::new());
+
+    let (completed, model) = config(|c| {
+        let etcd = c.cluster.spec.etcd.get_or_insert_with(Default::default);
+        etcd.volume_iops = Some(5000);
+        etcd.volume_throughput = Some(250);
+    });
+    let after = wanted(&completed, &model).expect("wanted");
+    let changes = diff(&after, &reported).expect("diff");
+    assert_eq!(changes.len(), 3, "{changes:?}");
+    let Change::Modify {
+        size_gib,
+        volume_type,
+        iops,
+        throughput,
+        ..
+    } = &changes[0]
+    else {
+        panic!("not a modify: {changes:?}");
+    };
+    assert_eq!((*size_gib, volume_type.clone()), (None, None));
+    assert_eq!(*iops, Some((3000, 5000)));
+    assert_eq!(*throughput, Some((125, 250)));
+    // Once applied, nothing more; unset again, back to the baseline (never a new volume).
+    assert_eq!(diff(&after, &applied(&after)).expect("diff"), Vec::new());
+    let back = diff(&before, &applied(&after)).expect("diff");
+    assert!(
+        matches!(
+            &back[0],
+            Change::Modify {
+                iops: Some((5000, 3000)),
+                throughput: Some((250, 125)),
+                ..
+            }
+        ),
+        "{back:?}"
+    );
+}
+
+#[test]
+fn a_gp2_volume_s_reported_iops_are_not_a_change() {
+    let (completed, model) = config(|c| {
+        let etcd = c.cluster.spec.etcd.get_or_insert_with(Default::default);
+        etcd.volume_type = Some("gp2".into());
+    });
+    let wanted = wanted(&completed, &model).expect("wanted");
+    let mut reported = applied(&wanted);
+    for volumes in reported.volumes.values_mut() {
+        // gp2's IOPS follow its size (3 per GiB, at least 100): EC2 reports them, the spec cannot set them.
+        volumes[0].iops = Some(100);
+    }
+    assert_eq!(diff(&wanted, &reported).expect("diff"), Vec::new());
+}
+
+#[test]
+fn a_created_volume_is_planned_and_rendered_with_the_iops_set() {
+    let (completed, model) = config(|c| {
+        let etcd = c.cluster.spec.etcd.get_or_insert_with(Default::default);
+        etcd.volume_iops = Some(4000);
+    });
+    let wanted = wanted(&completed, &model).expect("wanted");
+    let planned = Change::Create(wanted[0].clone()).planned();
+    let fields: Vec<(String, String)> = planned[0]
+        .fields
+        .iter()
+        .map(|f| (f.field.clone(), f.to.clone()))
+        .collect();
+    assert!(
+        fields.contains(&("iops".to_string(), "4000".to_string())),
+        "{fields:?}"
+    );
+    assert!(
+        !fields.iter().any(|(name, _)| name == "throughput"),
+        "{fields:?}"
+    );
 }
