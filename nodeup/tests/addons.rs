@@ -514,3 +514,66 @@ fn the_ebs_csi_driver_tags_its_volumes_for_the_cluster_and_is_the_default_storag
         .to_string()
         .contains("{\"mountPath\":\"/var/lib/kubelet\",\"mountPropagation\":\"Bidirectional\""));
 }
+
+/// `spec.cilium.agentPodAnnotations` and `operatorPodAnnotations` (in the control-plane node spec) land in the
+/// pod templates of the agent DaemonSet and the operator Deployment, and nowhere else: every other object of the
+/// set is the one rendered without them, and so is each of those two but for its template's annotations. A
+/// change of them changes the two objects' applied hash, so the add-on applier applies them again.
+#[test]
+fn cilium_pod_annotations_go_on_the_agent_s_and_operator_s_pod_templates_only() {
+    let plain = render(Networking::Cilium, "cilium");
+    let mut annotated_spec = spec(Networking::Cilium);
+    annotated_spec.cilium_agent_pod_annotations = BTreeMap::from([
+        ("test1".to_string(), "true".to_string()),
+        ("example.com/team".to_string(), "network".to_string()),
+    ]);
+    annotated_spec.cilium_operator_pod_annotations =
+        BTreeMap::from([("test3".to_string(), "cilium-operator".to_string())]);
+    let annotated = render_spec(&annotated_spec, "cilium");
+    assert_eq!(plain.objects.len(), annotated.objects.len());
+    let template = "/spec/template/metadata/annotations";
+    let mut seen = Vec::new();
+    for (before, after) in plain.objects.iter().zip(&annotated.objects) {
+        assert_eq!(before.describe(), after.describe());
+        let wanted = match (after.kind(), after.name()) {
+            ("DaemonSet", "cilium") => Some(&annotated_spec.cilium_agent_pod_annotations),
+            ("Deployment", "cilium-operator") => {
+                Some(&annotated_spec.cilium_operator_pod_annotations)
+            }
+            _ => None,
+        };
+        let Some(wanted) = wanted else {
+            assert_eq!(before, after, "{} changed", after.describe());
+            continue;
+        };
+        seen.push(after.describe());
+        assert_eq!(
+            before.value.pointer(template),
+            None,
+            "{}",
+            before.describe()
+        );
+        assert_eq!(
+            after.value.pointer(template),
+            Some(&serde_json::to_value(wanted).expect("json")),
+            "{}",
+            after.describe()
+        );
+        let mut stripped = after.value.clone();
+        if let Some(metadata) = stripped
+            .pointer_mut("/spec/template/metadata")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            metadata.remove("annotations");
+        }
+        assert_eq!(before.value, stripped, "{}", after.describe());
+        assert_ne!(before.content_sha256(), after.content_sha256());
+    }
+    assert_eq!(
+        seen,
+        vec![
+            "DaemonSet kube-system/cilium".to_string(),
+            "Deployment kube-system/cilium-operator".to_string()
+        ]
+    );
+}
