@@ -254,7 +254,7 @@ pub struct ImportKopsArgs {
     /// Use Ballast's image for the cluster's version in place of every group's kops image.
     #[arg(long)]
     pub ballast_images: bool,
-    /// Accept that groups kops gave public IPs (in public subnets) get none under Ballast.
+    /// Give no public IP to groups kops gives one (in public subnets): `associatePublicIp: false` on each.
     #[arg(long)]
     pub no_public_ips: bool,
     /// Output of --dry-run (and of the fate table otherwise: table).

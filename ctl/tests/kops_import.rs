@@ -24,7 +24,7 @@ use serde::Deserialize;
 const CHOICES: Choices = Choices {
     networking: Some(Networking::Cilium),
     ballast_images: true,
-    no_public_ips: true,
+    no_public_ips: false,
 };
 
 /// Every case's outcome: imported, or refused with these kops fields (object and path) among the refusals.
@@ -37,13 +37,7 @@ fn outcomes() -> BTreeMap<&'static str, Option<Vec<&'static str>>> {
         ("shared_vpc", None),
         ("shared_subnet", None),
         ("containerd", None),
-        (
-            "minimal-aws",
-            refused(&[
-                "Cluster/minimal-aws.example.com spec.kubernetesVersion",
-                "InstanceGroup/nodes spec.maxInstanceLifetime",
-            ]),
-        ),
+        ("minimal-aws", None),
         ("minimal-gp3", None),
         (
             "complex",
@@ -63,10 +57,7 @@ fn outcomes() -> BTreeMap<&'static str, Option<Vec<&'static str>>> {
             "irsa",
             refused(&["Cluster/minimal.example.com spec.certManager"]),
         ),
-        (
-            "mixed_instances",
-            refused(&["InstanceGroup/nodes spec.mixedInstancesPolicy"]),
-        ),
+        ("mixed_instances", None),
         (
             "many-addons",
             refused(&[
@@ -91,10 +82,7 @@ fn outcomes() -> BTreeMap<&'static str, Option<Vec<&'static str>>> {
                 "Cluster/privateflannel.example.com spec.kubernetesVersion",
             ]),
         ),
-        (
-            "externallb",
-            refused(&["InstanceGroup/nodes spec.externalLoadBalancers"]),
-        ),
+        ("externallb", None),
         (
             "apiservernodes",
             refused(&["InstanceGroup/apiserver spec.role"]),
@@ -147,6 +135,27 @@ struct ExpectedGroup {
     root_volume_throughput: Option<u32>,
     http_tokens: String,
     associate_public_ip: bool,
+    /// The Auto Scaling group's mixed instances policy, where kops writes one.
+    #[serde(default)]
+    mixed_instances_policy: Option<ExpectedPolicy>,
+    #[serde(default)]
+    protect_from_scale_in: bool,
+    /// Seconds (kops's `max_instance_lifetime`); 0 where kops writes none.
+    #[serde(default)]
+    max_instance_lifetime: i32,
+    /// Classic load balancers (`load_balancers`) and the operator's target groups (`target_group_arns`).
+    #[serde(default)]
+    load_balancers: Vec<String>,
+    #[serde(default)]
+    target_group_arns: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ExpectedPolicy {
+    instance_types: Vec<String>,
+    on_demand_above_base: i32,
+    spot_instance_pools: i32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -245,7 +254,7 @@ fn every_case_imports_and_agrees_with_kops_or_is_refused_by_field() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert_eq!(imported_count, 10);
+    assert_eq!(imported_count, outcomes.values().filter(|o| o.is_none()).count());
 }
 
 /// Compares a case's completed spec and plan model with kops's Terraform facts. Returns the disagreements.
@@ -400,20 +409,60 @@ fn compare(case: &str, imported: &Import) -> Vec<String> {
             }
             .to_string(),
         );
-        // Documented difference: kops gives instances in public subnets public IPs; Ballast sets none, which the
-        // import says by `replaced` under --no-public-ips.
-        if group.associate_public_ip {
-            let replaced = imported.fields.iter().any(|f| {
-                f.object == format!("InstanceGroup/{g}")
-                    && f.path.starts_with("spec.associatePublicIp")
-                    && matches!(f.fate, Fate::Replaced(_))
-            });
-            if !replaced {
-                out.push(format!(
-                    "{g}: kops gives it public IPs and the import does not say Ballast will not"
-                ));
-            }
-        }
+        differ(
+            &mut out,
+            format!("{g} associate_public_ip_address"),
+            group.associate_public_ip.to_string(),
+            ours.aws.public_ip.to_string(),
+        );
+        differ(
+            &mut out,
+            format!("{g} mixed instances policy"),
+            format!(
+                "{:?}",
+                group.mixed_instances_policy.as_ref().map(|p| (
+                    p.instance_types.clone(),
+                    p.on_demand_above_base,
+                    p.spot_instance_pools
+                ))
+            ),
+            format!(
+                "{:?}",
+                ours.aws.mixed.as_ref().map(|p| (
+                    p.instance_types.clone(),
+                    p.on_demand_above_base,
+                    p.spot_instance_pools.unwrap_or(0)
+                ))
+            ),
+        );
+        differ(
+            &mut out,
+            format!("{g} protect_from_scale_in"),
+            group.protect_from_scale_in.to_string(),
+            ours.aws.protect_from_scale_in.to_string(),
+        );
+        differ(
+            &mut out,
+            format!("{g} max_instance_lifetime"),
+            group.max_instance_lifetime.to_string(),
+            ours.aws.max_instance_lifetime.to_string(),
+        );
+        let mut lbs = group.load_balancers.clone();
+        lbs.sort();
+        differ(
+            &mut out,
+            format!("{g} load_balancers"),
+            format!("{lbs:?}"),
+            format!("{:?}", ours.aws.load_balancer_names),
+        );
+        let mut tgs = group.target_group_arns.clone();
+        tgs.sort();
+        differ(
+            &mut out,
+            format!("{g} target_group_arns (the operator's)"),
+            format!("{tgs:?}"),
+            format!("{:?}", ours.aws.target_group_arns),
+        );
     }
     let mut ours: Vec<&str> = model.groups.iter().map(|g| g.name.as_str()).collect();
     ours.sort();
@@ -513,7 +562,6 @@ fn without_the_choices_kops_leaves_open_the_import_is_refused_naming_them() {
         "Cluster/minimal.example.com spec.networking.cni",
         "InstanceGroup/nodes spec.image",
         "InstanceGroup/master-us-test-1a spec.image",
-        "InstanceGroup/nodes spec.associatePublicIp (absent: kops's default, true in public subnets)",
     ] {
         assert!(refused.iter().any(|r| r == field), "{field} not in {refused:?}");
     }
@@ -770,6 +818,13 @@ fn compare_terraform(
                 ),
             );
         }
+        let interface = block(template, "network_interfaces");
+        differ(
+            &mut out,
+            format!("{g} associate_public_ip_address"),
+            group.associate_public_ip.to_string(),
+            text(interface.and_then(|n| n.get("associate_public_ip_address"))),
+        );
         let metadata = block(template, "metadata_options");
         differ(
             &mut out,
@@ -799,6 +854,35 @@ fn compare_terraform(
                     format!("{g} max size"),
                     group.max_size.to_string(),
                     text(asg.get("max_size")),
+                );
+                differ(
+                    &mut out,
+                    format!("{g} protect_from_scale_in"),
+                    if group.protect_from_scale_in { "true" } else { "(unset)" }.to_string(),
+                    text(asg.get("protect_from_scale_in")),
+                );
+                let distribution = block(asg, "mixed_instances_policy")
+                    .and_then(|p| block(p, "instances_distribution"));
+                differ(
+                    &mut out,
+                    format!("{g} on_demand_percentage_above_base_capacity"),
+                    group
+                        .mixed_instances_policy
+                        .as_ref()
+                        .map_or("(unset)".to_string(), |p| p.on_demand_above_base.to_string()),
+                    text(distribution.and_then(|d| d.get("on_demand_percentage_above_base_capacity"))),
+                );
+                differ(
+                    &mut out,
+                    format!("{g} load_balancers"),
+                    if group.load_balancers.is_empty() {
+                        "(unset)".to_string()
+                    } else {
+                        let mut lbs = group.load_balancers.clone();
+                        lbs.sort();
+                        serde_json::to_string(&lbs).unwrap_or_default()
+                    },
+                    text(asg.get("load_balancers")),
                 );
             }
             None => out.push(format!("{g}: no Auto Scaling group")),

@@ -150,8 +150,19 @@ async fn applied_state(model: &ClusterModel, completed: &ClusterConfig) -> Actua
                     Role::Node | Role::Bastion => Vec::new(),
                 },
                 tags: group.tags.clone(),
+                mixed_policy: group.aws.mixed.as_ref().map(|p| p.summary()),
+                protected_from_scale_in: group.aws.protect_from_scale_in,
+                max_instance_lifetime: group.aws.max_instance_lifetime,
+                load_balancer_names: group.aws.load_balancer_names.clone(),
             },
         );
+        state
+            .auto_scaling_groups
+            .groups
+            .get_mut(&group.resource_name)
+            .expect("just inserted")
+            .target_groups
+            .extend(group.aws.target_group_arns.iter().cloned());
     }
     state
 }

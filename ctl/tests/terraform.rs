@@ -27,7 +27,12 @@ use hcl::{Body, Expression};
 use predicates::prelude::*;
 
 const STATE: &str = "s3://state/clusters";
-const CASES: [&str; 3] = ["create-from-nothing", "private-create", "shared-vpc-create"];
+const CASES: [&str; 4] = [
+    "create-from-nothing",
+    "group-aws-create",
+    "private-create",
+    "shared-vpc-create",
+];
 /// The API load balancer's DNS name once Terraform made it: node specs name it, and with it every group's
 /// launch template and Auto Scaling Group is rendered.
 const API_DNS: &str = "api-made-by-terraform.elb.us-west-2.amazonaws.com";
@@ -42,6 +47,7 @@ const CHECKOV_EXCEPTIONS: &[&str] = &[
     "CKV_AWS_189",
     "CKV_AWS_341",
     "CKV_AWS_355",
+    "CKV_AWS_88",
     "CKV_AWS_382",
 ];
 

@@ -19,6 +19,7 @@ pub mod cni;
 pub mod ebs_csi;
 pub mod engine;
 pub mod error;
+pub mod group_aws;
 pub mod kinds;
 pub mod model;
 pub mod plan;

@@ -151,6 +151,8 @@ pub struct GroupModel {
     /// Tags of each instance's primary network interface, set at launch: the group's tags, and with amazon-vpc
     /// the CNI's cluster tag, which its permissions are held to (`super::cni`).
     pub network_interface_tags: BTreeMap<String, String>,
+    /// Mixed instances and spot, protection, lifetime, extra security groups, external load balancers, public IP.
+    pub aws: super::group_aws::GroupAws,
     /// Tags of the Auto Scaling group alone, for the cluster autoscaler (`ballast_state::autoscaler::asg_tags`:
     /// discovery and node template): not on the launch template, so turning the autoscaler on or off, or a
     /// group's `autoscale`, replaces no instance.
@@ -217,7 +219,10 @@ pub fn cluster_model(completed: &ClusterConfig, state: &StateLocation) -> Cluste
     let groups = completed
         .instance_groups
         .iter()
-        .map(|ig| group_model(&name, ig, &tags, spec.networking))
+        .map(|ig| GroupModel {
+            aws: super::group_aws::group_aws(completed, &ig.spec),
+            ..group_model(&name, ig, &tags, spec.networking)
+        })
         .collect();
     let groups = with_autoscaler_tags(groups, &name, completed);
     ClusterModel {
@@ -602,6 +607,7 @@ fn group_model(
         shared_profile: spec.iam.as_ref().and_then(|i| i.profile.clone()),
         tags,
         network_interface_tags,
+        aws: Default::default(),
         autoscaler_tags: BTreeMap::new(),
     }
 }

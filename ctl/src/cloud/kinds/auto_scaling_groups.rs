@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use super::{ActualState, Known, Target};
 use crate::cloud::aws::{auto_scaling_groups, call};
 use crate::cloud::error::UpdateError;
+use crate::cloud::group_aws::{GroupAws, MixedPolicy};
+use ballast_state::group_aws::SpotAllocationStrategy;
 use crate::cloud::kinds::task::{Finder, Task, Wanted as ClusterWanted};
 use crate::cloud::model::{ClusterModel, GroupModel};
 use crate::cloud::plan::{
@@ -39,6 +41,21 @@ pub struct AutoScalingGroup {
     pub target_groups: Vec<String>,
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
+    /// Its mixed instances policy as a plan shows it (`GroupAws`'s `MixedPolicy::summary`); None: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mixed_policy: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub protected_from_scale_in: bool,
+    /// Seconds; 0: none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub max_instance_lifetime: i32,
+    /// Classic load balancers it is attached to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub load_balancer_names: Vec<String>,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,6 +87,8 @@ pub enum Change {
         resize: Option<i32>,
         /// Target groups to attach.
         attach: Vec<String>,
+        /// Classic load balancers to attach (the operator's: `externalLoadBalancers`).
+        attach_classic: Vec<String>,
         /// Tags to set (missing or with another value).
         tags: BTreeMap<String, String>,
         /// The cluster autoscaler's tags to take off: it must no longer find or size the group
@@ -92,6 +111,7 @@ impl Planned for Change {
                 .field("minSize", None, group.min_size.to_string())
                 .field("maxSize", None, group.max_size.to_string())
                 .field("subnets", None, group.subnets.join(", "))
+                .with_fields(settings_fields(&group.aws))
             }
             Change::Update { wanted, fields, .. } => {
                 let mut change = PlanChange::new(
@@ -125,10 +145,20 @@ pub async fn find(cloud: &Cloud, model: &ClusterModel) -> Result<Actual, UpdateE
                 max_size: g.max_size(),
                 desired_capacity: g.desired_capacity(),
                 subnets: g.vpc_zone_identifier().unwrap_or_default().to_string(),
+                // A mixed group names its template in its policy.
                 launch_template_id: g
                     .launch_template()
+                    .or_else(|| {
+                        g.mixed_instances_policy()
+                            .and_then(|p| p.launch_template())
+                            .and_then(|l| l.launch_template_specification())
+                    })
                     .and_then(|l| l.launch_template_id())
                     .map(str::to_string),
+                mixed_policy: g.mixed_instances_policy().map(found_policy_summary),
+                protected_from_scale_in: g.new_instances_protected_from_scale_in() == Some(true),
+                max_instance_lifetime: g.max_instance_lifetime().unwrap_or(0),
+                load_balancer_names: g.load_balancer_names().to_vec(),
                 target_groups: g.target_group_arns().to_vec(),
                 tags: g
                     .tags()
@@ -157,11 +187,111 @@ fn wanted(group: &GroupModel, known: &Known) -> Wanted {
         group: group.clone(),
         zone_identifier: subnet_ids.join(","),
         launch_template_id: known.launch_template_ids.get(&group.name).cloned(),
-        target_groups: match group.role {
+        // The operator's target groups, after (for control-plane groups) the cluster's own API target group.
+        target_groups: [match group.role {
             Role::ControlPlane => vec![or_known_after_apply(known.target_group_arn.as_ref())],
             Role::Node | Role::Bastion => Vec::new(),
         },
+    }, group.aws.target_group_arns.clone()]
+        .concat(),
     }
+}
+
+/// Plan lines of a created group's settings.
+trait WithFields {
+    fn with_fields(self, fields: Vec<(&'static str, String)>) -> Self;
+}
+
+impl WithFields for PlanChange {
+    fn with_fields(self, fields: Vec<(&'static str, String)>) -> Self {
+        fields
+            .into_iter()
+            .fold(self, |change, (field, to)| change.field(field, None, to))
+    }
+}
+
+/// A group's Auto Scaling settings as plan lines: only those not at their default.
+fn settings_fields(aws: &GroupAws) -> Vec<(&'static str, String)> {
+    let mut fields = Vec::new();
+    if let Some(policy) = &aws.mixed {
+        fields.push(("mixedInstancesPolicy", policy.summary()));
+    }
+    if aws.protect_from_scale_in {
+        fields.push(("protectedFromScaleIn", "true".to_string()));
+    }
+    if aws.max_instance_lifetime != 0 {
+        fields.push((
+            "maxInstanceLifetime",
+            format!("{}s", aws.max_instance_lifetime),
+        ));
+    }
+    if !aws.load_balancer_names.is_empty() {
+        fields.push(("loadBalancers", aws.load_balancer_names.join(", ")));
+    }
+    if !aws.target_group_arns.is_empty() {
+        fields.push(("externalTargetGroups", aws.target_group_arns.join(", ")));
+    }
+    fields
+}
+
+/// A found policy in the form of [`MixedPolicy::summary`], so the two compare.
+fn found_policy_summary(policy: &asg::MixedInstancesPolicy) -> String {
+    let types: Vec<String> = policy
+        .launch_template()
+        .map(|l| l.overrides())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|o| o.instance_type().map(str::to_string))
+        .collect();
+    let d = policy.instances_distribution();
+    let strategy = d
+        .and_then(|d| d.spot_allocation_strategy())
+        .and_then(SpotAllocationStrategy::parse)
+        .unwrap_or(SpotAllocationStrategy::LowestPrice);
+    MixedPolicy {
+        instance_types: types,
+        on_demand_base: d.and_then(|d| d.on_demand_base_capacity()).unwrap_or(0),
+        on_demand_above_base: d
+            .and_then(|d| d.on_demand_percentage_above_base_capacity())
+            .unwrap_or(100),
+        spot_allocation_strategy: strategy,
+        spot_instance_pools: if strategy == SpotAllocationStrategy::LowestPrice {
+            Some(d.and_then(|d| d.spot_instance_pools()).unwrap_or(2))
+        } else {
+            None
+        },
+        spot_max_price: d
+            .and_then(|d| d.spot_max_price())
+            .filter(|p| !p.is_empty())
+            .map(str::to_string),
+    }
+    .summary()
+}
+
+/// The policy to send: the group's launch template (its default version) with an override per instance type.
+fn mixed_instances_policy(policy: &MixedPolicy, wanted: &Wanted) -> asg::MixedInstancesPolicy {
+    let mut distribution = asg::InstancesDistribution::builder()
+        .on_demand_base_capacity(policy.on_demand_base)
+        .on_demand_percentage_above_base_capacity(policy.on_demand_above_base)
+        .spot_allocation_strategy(policy.spot_allocation_strategy.as_str())
+        .set_spot_instance_pools(policy.spot_instance_pools);
+    if let Some(price) = &policy.spot_max_price {
+        distribution = distribution.spot_max_price(price);
+    }
+    let overrides: Vec<asg::LaunchTemplateOverrides> = policy
+        .instance_types
+        .iter()
+        .map(|t| asg::LaunchTemplateOverrides::builder().instance_type(t).build())
+        .collect();
+    asg::MixedInstancesPolicy::builder()
+        .launch_template(
+            asg::LaunchTemplate::builder()
+                .launch_template_specification(launch_template(wanted))
+                .set_overrides(Some(overrides))
+                .build(),
+        )
+        .instances_distribution(distribution.build())
+        .build()
 }
 
 pub fn diff(model: &ClusterModel, known: &Known, actual: &Actual) -> Vec<Change> {
@@ -219,6 +349,42 @@ fn diff_one(wanted: Wanted, current: &AutoScalingGroup) -> Option<Change> {
         ));
         resize = true;
     }
+    let aws = &group.aws;
+    let want_policy = aws.mixed.as_ref().map(MixedPolicy::summary);
+    if current.mixed_policy != want_policy {
+        fields.push((
+            "mixedInstancesPolicy",
+            current.mixed_policy.clone(),
+            want_policy.unwrap_or_else(|| "(none)".to_string()),
+        ));
+        resize = true;
+    }
+    if current.protected_from_scale_in != aws.protect_from_scale_in {
+        fields.push((
+            "protectedFromScaleIn",
+            Some(current.protected_from_scale_in.to_string()),
+            aws.protect_from_scale_in.to_string(),
+        ));
+        resize = true;
+    }
+    if current.max_instance_lifetime != aws.max_instance_lifetime {
+        fields.push((
+            "maxInstanceLifetime",
+            Some(format!("{}s", current.max_instance_lifetime)),
+            format!("{}s", aws.max_instance_lifetime),
+        ));
+        resize = true;
+    }
+    let current_classic: BTreeSet<&String> = current.load_balancer_names.iter().collect();
+    let attach_classic: Vec<String> = aws
+        .load_balancer_names
+        .iter()
+        .filter(|n| !current_classic.contains(n))
+        .cloned()
+        .collect();
+    if !attach_classic.is_empty() {
+        fields.push(("loadBalancers", None, format!("+ {}", attach_classic.join(", "))));
+    }
     let current_tgs: BTreeSet<&String> = current.target_groups.iter().collect();
     let attach: Vec<String> = wanted
         .target_groups
@@ -265,6 +431,7 @@ fn diff_one(wanted: Wanted, current: &AutoScalingGroup) -> Option<Change> {
         fields,
         resize: resize.then_some(desired),
         attach,
+        attach_classic,
         tags,
         untag,
     })
@@ -307,7 +474,21 @@ pub async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), Update
                         client
                             .create_auto_scaling_group()
                             .auto_scaling_group_name(&group.resource_name)
-                            .launch_template(launch_template(wanted))
+                            .set_launch_template(
+                                group.aws.mixed.is_none().then(|| launch_template(wanted)),
+                            )
+                            .set_mixed_instances_policy(
+                                group.aws.mixed.as_ref().map(|p| mixed_instances_policy(p, wanted)),
+                            )
+                            .new_instances_protected_from_scale_in(group.aws.protect_from_scale_in)
+                            .set_max_instance_lifetime(
+                                (group.aws.max_instance_lifetime != 0)
+                                    .then_some(group.aws.max_instance_lifetime),
+                            )
+                            .set_load_balancer_names(
+                                (!group.aws.load_balancer_names.is_empty())
+                                    .then(|| group.aws.load_balancer_names.clone()),
+                            )
                             .min_size(group.min_size)
                             .max_size(group.max_size)
                             .desired_capacity(group.min_size)
@@ -323,11 +504,23 @@ pub async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), Update
                 wanted,
                 resize,
                 attach,
+                attach_classic,
                 tags,
                 untag,
                 ..
             } => {
                 apply_update(target.cloud, wanted, *resize, attach, tags).await?;
+                if !attach_classic.is_empty() {
+                    let resource = format!("AutoScalingGroup {}", wanted.group.resource_name);
+                    call(&resource, "AttachLoadBalancers", || {
+                        client
+                            .attach_load_balancers()
+                            .auto_scaling_group_name(&wanted.group.resource_name)
+                            .set_load_balancer_names(Some(attach_classic.clone()))
+                            .send()
+                    })
+                    .await?;
+                }
                 if !untag.is_empty() {
                     let resource = format!("AutoScalingGroup {}", wanted.group.resource_name);
                     let keys: Vec<asg::Tag> = untag
@@ -366,7 +559,14 @@ async fn apply_update(
             client
                 .update_auto_scaling_group()
                 .auto_scaling_group_name(&group.resource_name)
-                .launch_template(launch_template(wanted))
+                // Sending the launch template alone takes a mixed instances policy away; sending a policy
+                // makes the group mixed.
+                .set_launch_template(group.aws.mixed.is_none().then(|| launch_template(wanted)))
+                .set_mixed_instances_policy(
+                    group.aws.mixed.as_ref().map(|p| mixed_instances_policy(p, wanted)),
+                )
+                .new_instances_protected_from_scale_in(group.aws.protect_from_scale_in)
+                .max_instance_lifetime(group.aws.max_instance_lifetime)
                 .min_size(group.min_size)
                 .max_size(group.max_size)
                 .desired_capacity(desired)
@@ -465,6 +665,41 @@ pub async fn remove_tag(
     .await
 }
 
+/// `aws_autoscaling_group`'s `mixed_instances_policy` block, as kops writes it.
+fn terraform_policy(policy: &MixedPolicy, template: &str) -> TfResource {
+    let mut distribution = TfResource::new()
+        .attr("on_demand_base_capacity", i64::from(policy.on_demand_base))
+        .attr(
+            "on_demand_percentage_above_base_capacity",
+            i64::from(policy.on_demand_above_base),
+        )
+        .attr(
+            "spot_allocation_strategy",
+            policy.spot_allocation_strategy.as_str(),
+        );
+    if let Some(pools) = policy.spot_instance_pools {
+        distribution = distribution.attr("spot_instance_pools", i64::from(pools));
+    }
+    if let Some(price) = &policy.spot_max_price {
+        distribution = distribution.attr("spot_max_price", price.as_str());
+    }
+    let mut launch = TfResource::new().block(
+        "launch_template_specification",
+        TfResource::new()
+            .attr("launch_template_id", value(template))
+            .attr("version", "$Default"),
+    );
+    for instance_type in &policy.instance_types {
+        launch = launch.block(
+            "override",
+            TfResource::new().attr("instance_type", instance_type.as_str()),
+        );
+    }
+    TfResource::new()
+        .block("instances_distribution", distribution)
+        .block("launch_template", launch)
+}
+
 /// The groups' Auto Scaling Groups, as a [`Task`].
 pub struct AutoScalingGroupsTask;
 
@@ -541,12 +776,24 @@ impl Task for AutoScalingGroupsTask {
             if !wanted.target_groups.is_empty() {
                 body = body.attr("target_group_arns", values(&wanted.target_groups));
             }
-            body = body.attr("vpc_zone_identifier", values(&subnets)).block(
-                "launch_template",
-                TfResource::new()
-                    .attr("id", value(template))
-                    .attr("version", "$Default"),
-            );
+            let aws = &group.aws;
+            if !aws.load_balancer_names.is_empty() {
+                body = body.attr("load_balancers", values(&aws.load_balancer_names));
+            }
+            if aws.max_instance_lifetime != 0 {
+                body = body.attr("max_instance_lifetime", i64::from(aws.max_instance_lifetime));
+            }
+            if aws.protect_from_scale_in {
+                body = body.attr("protect_from_scale_in", true);
+            }
+            body = body.attr("vpc_zone_identifier", values(&subnets));
+            let template_block = TfResource::new()
+                .attr("id", value(template))
+                .attr("version", "$Default");
+            body = match &aws.mixed {
+                None => body.block("launch_template", template_block),
+                Some(policy) => body.block("mixed_instances_policy", terraform_policy(policy, template)),
+            };
             for (key, tag_value) in &group.asg_tags() {
                 body = body.block(
                     "tag",

@@ -77,7 +77,17 @@ pub struct LaunchSpec {
     node_spec_hash: Option<String>,
     instance_tags: BTreeMap<String, String>,
     network_interface_tags: BTreeMap<String, String>,
+    /// The primary network interface asks for a public IP (`associatePublicIp`).
+    public_ip: bool,
+    /// Security groups besides the cluster's own, on the primary network interface with it.
+    additional_security_groups: Vec<String>,
+    /// Spot instances at most this price (market options), `maxPrice` without a mixed instances policy.
+    spot_max_price: Option<String>,
 }
+
+/// Fields a plan shows only when they are not their default (no public IP, no extra security group, on-demand),
+/// so a template made before they existed reads as unchanged; gone from the spec, they show as `(none)`.
+const OPTIONAL_FIELDS: [&str; 3] = ["associatePublicIp", "additionalSecurityGroups", "spotMaxPrice"];
 
 /// One group's launch template to create (no `id`) or to give a new default version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,8 +243,33 @@ fn version_fields(data: &ec2::ResponseLaunchTemplateData) -> BTreeMap<String, St
             .map(|t| t.as_str().to_string())
             .unwrap_or_default(),
     );
-    if let Some(group) = data.security_group_ids().first() {
+    // Ballast's templates put the security groups on the primary network interface (with its public IP);
+    // older ones had them on the template itself.
+    let interface = data
+        .network_interfaces()
+        .iter()
+        .find(|n| n.device_index().unwrap_or(0) == 0);
+    let groups = interface
+        .map(|n| n.groups())
+        .filter(|g| !g.is_empty())
+        .unwrap_or(data.security_group_ids());
+    if let Some(group) = groups.first() {
         set("securityGroup", group.clone());
+    }
+    if groups.len() > 1 {
+        set("additionalSecurityGroups", groups[1..].join(", "));
+    }
+    if interface.and_then(|n| n.associate_public_ip_address()) == Some(true) {
+        set("associatePublicIp", "true".to_string());
+    }
+    if let Some(market) = data.instance_market_options() {
+        if market.market_type() == Some(&ec2::MarketType::Spot) {
+            let price = market
+                .spot_options()
+                .and_then(|s| s.max_price())
+                .unwrap_or("on-demand price");
+            set("spotMaxPrice", price.to_string());
+        }
     }
     if let Some(profile) = data.iam_instance_profile() {
         let profile = profile.arn().or(profile.name()).unwrap_or_default();
@@ -409,6 +444,11 @@ pub fn diff(
                 let from = found.and_then(|t| t.default_version.get(field)).cloned();
                 (from.as_deref() != Some(value.as_str())).then_some((field, from, value))
             })
+            .chain(OPTIONAL_FIELDS.into_iter().filter_map(|field| {
+                let from = found.and_then(|t| t.default_version.get(field))?;
+                let wanted = spec.fields().iter().any(|(f, _)| *f == field);
+                (!wanted).then(|| (field, Some(from.clone()), "(none)".to_string()))
+            }))
             .collect();
         if fields.is_empty() && spec.is_complete() {
             continue;
@@ -481,6 +521,9 @@ fn launch_spec(
         node_spec_hash,
         instance_tags,
         network_interface_tags: group.network_interface_tags.clone(),
+        public_ip: group.aws.public_ip,
+        additional_security_groups: group.aws.additional_security_groups.clone(),
+        spot_max_price: group.aws.spot_max_price.clone(),
     }
 }
 
@@ -492,7 +535,7 @@ impl LaunchSpec {
 
     /// The fields shown in a plan, in order.
     fn fields(&self) -> Vec<(&'static str, String)> {
-        vec![
+        let mut fields = vec![
             ("imageId", self.image_id.clone()),
             ("instanceType", self.instance_type.clone()),
             (
@@ -525,14 +568,36 @@ impl LaunchSpec {
                 "networkInterfaceTags",
                 tags_field(&self.network_interface_tags),
             ),
-            (
+        ];
+        if self.public_ip {
+            fields.push(("associatePublicIp", "true".to_string()));
+        }
+        if !self.additional_security_groups.is_empty() {
+            fields.push((
+                "additionalSecurityGroups",
+                self.additional_security_groups.join(", "),
+            ));
+        }
+        if let Some(price) = &self.spot_max_price {
+            fields.push(("spotMaxPrice", price.clone()));
+        }
+        fields.push((
                 "nodeSpecSha256",
                 self.node_spec_hash.as_ref().map_or_else(
                     || KNOWN_AFTER_APPLY.to_string(),
                     |h| h[..12.min(h.len())].to_string(),
                 ),
-            ),
-        ]
+        ));
+        fields
+    }
+
+    /// The cluster's security group, then the additional ones.
+    fn security_groups(&self) -> Vec<String> {
+        self.security_group
+            .iter()
+            .chain(&self.additional_security_groups)
+            .cloned()
+            .collect()
     }
 
     fn request_data(&self) -> ec2::RequestLaunchTemplateData {
@@ -561,7 +626,25 @@ impl LaunchSpec {
         ec2::RequestLaunchTemplateData::builder()
             .image_id(&self.image_id)
             .instance_type(ec2::InstanceType::from(self.instance_type.as_str()))
-            .security_group_ids(self.security_group.clone().unwrap_or_default())
+            // The security groups go on the interface: EC2 refuses them on the template beside an interface.
+            .network_interfaces(
+                ec2::LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+                    .device_index(0)
+                    .associate_public_ip_address(self.public_ip)
+                    .delete_on_termination(true)
+                    .set_groups(Some(self.security_groups()))
+                    .build(),
+            )
+            .set_instance_market_options(self.spot_max_price.as_ref().map(|price| {
+                ec2::LaunchTemplateInstanceMarketOptionsRequest::builder()
+                    .market_type(ec2::MarketType::Spot)
+                    .spot_options(
+                        ec2::LaunchTemplateSpotMarketOptionsRequest::builder()
+                            .max_price(price)
+                            .build(),
+                    )
+                    .build()
+            }))
             .iam_instance_profile(profile_spec.build())
             .metadata_options(
                 ec2::LaunchTemplateInstanceMetadataOptionsRequest::builder()
@@ -667,6 +750,20 @@ pub async fn delete(
             .send()
     })
     .await
+}
+
+/// A block only when there is one to write (`instance_market_options` of a spot group).
+trait BlockIf {
+    fn block_if(self, block: Option<(&str, TfResource)>) -> Self;
+}
+
+impl BlockIf for TfResource {
+    fn block_if(self, block: Option<(&str, TfResource)>) -> Self {
+        match block {
+            Some((name, body)) => self.block(name, body),
+            None => self,
+        }
+    }
 }
 
 /// The groups' launch templates, as a [`Task`].
@@ -778,10 +875,6 @@ impl Task for LaunchTemplatesTask {
                         "user_data",
                         base64::engine::general_purpose::STANDARD.encode(user_data),
                     )
-                    .attr(
-                        "vpc_security_group_ids",
-                        values(&[spec.security_group.clone().unwrap_or_default()]),
-                    )
                     .block(
                         "block_device_mappings",
                         TfResource::new()
@@ -791,6 +884,24 @@ impl Task for LaunchTemplatesTask {
                     .block(
                         "iam_instance_profile",
                         TfResource::new().attr(profile_attr, value(&profile)),
+                    )
+                    .block_if(
+                        spec.spot_max_price.as_ref().map(|price| {
+                            (
+                                "instance_market_options",
+                                TfResource::new().attr("market_type", "spot").block(
+                                    "spot_options",
+                                    TfResource::new().attr("max_price", price.as_str()),
+                                ),
+                            )
+                        }),
+                    )
+                    .block(
+                        "network_interfaces",
+                        TfResource::new()
+                            .attr("associate_public_ip_address", spec.public_ip)
+                            .attr("delete_on_termination", true)
+                            .attr("security_groups", values(&spec.security_groups())),
                     )
                     .block(
                         "metadata_options",

@@ -7,6 +7,10 @@ use ballast_state::spec::{
 };
 use yaml_serde::Value;
 
+use ballast_state::group_aws::{
+    from_go_duration, ExternalLoadBalancer, MixedInstancesPolicySpec, SpotAllocationStrategy,
+};
+
 use super::cluster::{header, kubelet, MappedCluster, NO_EQUIVALENT};
 use super::walk::{Fields, Recorder};
 use super::{Choices, FieldFate, KopsDocument};
@@ -180,7 +184,8 @@ fn spec_fields(
         }
     }
     image(r, f.take("image"), cluster, choices);
-    public_ip(r, f.take("associatePublicIp"), public, choices);
+    public_ip(r, f.take("associatePublicIp"), public, choices, spec);
+    aws_settings(r, &mut f, spec);
     root_volume(r, &mut f, spec);
     if let Some(v) = f.take("instanceMetadata") {
         if let Some(mut m) = r.fields("spec.instanceMetadata", v) {
@@ -300,20 +305,6 @@ fn spec_fields(
     if let Some(v) = f.take("kubelet") {
         kubelet(r, "spec.kubelet", v);
     }
-    if f.take("maxPrice").is_some() {
-        r.refused(
-            "spec.maxPrice",
-            "Ballast's groups run on-demand instances only (no spot price): remove the field, or keep this \
-             cluster on kops",
-        );
-    }
-    if f.take("mixedInstancesPolicy").is_some() {
-        r.refused(
-            "spec.mixedInstancesPolicy",
-            "Ballast's groups have one instance type and no spot instances: remove the policy and set \
-             spec.machineType, or keep this cluster on kops",
-        );
-    }
     r.finish(f, NO_EQUIVALENT);
     role_ok
 }
@@ -346,7 +337,119 @@ fn image(r: &mut Recorder<'_>, v: Option<Value>, cluster: &MappedCluster, choice
     }
 }
 
-fn public_ip(r: &mut Recorder<'_>, v: Option<Value>, public: bool, choices: Choices) {
+/// kops's mixed instances policy, spot price, scale-in protection, lifetime, extra security groups and external
+/// load balancers: each to the Ballast field of the same name (`ballast_state::group_aws`).
+fn aws_settings(r: &mut Recorder<'_>, f: &mut Fields, spec: &mut InstanceGroupSpec) {
+    if let Some(v) = f.take("mixedInstancesPolicy") {
+        let path = "spec.mixedInstancesPolicy";
+        if let Some(mut m) = r.fields(path, v) {
+            let mut out = MixedInstancesPolicySpec::default();
+            if let Some(v) = m.take("instances") {
+                if let Some(types) = r.strings(&format!("{path}.instances"), v) {
+                    r.mapped(&format!("{path}.instances"), "spec.mixedInstancesPolicy.instances");
+                    out.instances = types;
+                }
+            }
+            for field in ["onDemandBase", "onDemandAboveBase", "spotInstancePools"] {
+                if let Some(v) = m.take(field) {
+                    let at = format!("{path}.{field}");
+                    if let Some(n) = r.number(&at, v) {
+                        r.mapped(&at, &at);
+                        match field {
+                            "onDemandBase" => out.on_demand_base = Some(n),
+                            "onDemandAboveBase" => out.on_demand_above_base = Some(n),
+                            _ => out.spot_instance_pools = Some(n),
+                        }
+                    }
+                }
+            }
+            if let Some(v) = m.take("spotAllocationStrategy") {
+                let at = format!("{path}.spotAllocationStrategy");
+                if let Some(text) = r.string(&at, v) {
+                    match SpotAllocationStrategy::parse(&text) {
+                        Some(s) => {
+                            r.mapped(&at, &at);
+                            out.spot_allocation_strategy = Some(s);
+                        }
+                        None => r.refused(
+                            &at,
+                            format!(
+                                "{text:?}: use lowest-price, capacity-optimized, capacity-optimized-prioritized \
+                                 or price-capacity-optimized"
+                            ),
+                        ),
+                    }
+                }
+            }
+            r.finish(m, NO_EQUIVALENT);
+            spec.mixed_instances_policy = Some(out);
+        }
+    }
+    if let Some(v) = f.take("maxPrice") {
+        if let Some(price) = r.string("spec.maxPrice", v) {
+            r.mapped("spec.maxPrice", "spec.maxPrice");
+            spec.max_price = Some(price);
+        }
+    }
+    if let Some(v) = f.take("instanceProtection") {
+        if let Some(b) = r.boolean("spec.instanceProtection", v) {
+            r.mapped("spec.instanceProtection", "spec.instanceProtection");
+            spec.instance_protection = Some(b);
+        }
+    }
+    if let Some(v) = f.take("maxInstanceLifetime") {
+        let path = "spec.maxInstanceLifetime";
+        if let Some(text) = r.string(path, v) {
+            match from_go_duration(&text) {
+                Some(ours) => {
+                    r.mapped(path, format!("spec.maxInstanceLifetime: {ours}"));
+                    spec.max_instance_lifetime = Some(ours);
+                }
+                None => r.refused(
+                    path,
+                    format!("{text:?} is not whole hours, minutes and seconds (e.g. 48h20m)"),
+                ),
+            }
+        }
+    }
+    if let Some(v) = f.take("additionalSecurityGroups") {
+        if let Some(groups) = r.strings("spec.additionalSecurityGroups", v) {
+            r.mapped("spec.additionalSecurityGroups", "spec.additionalSecurityGroups");
+            spec.additional_security_groups = groups;
+        }
+    }
+    if let Some(v) = f.take("externalLoadBalancers") {
+        let path = "spec.externalLoadBalancers";
+        let Value::Sequence(items) = v else {
+            r.refused(path, "is not a list");
+            return;
+        };
+        for (i, item) in items.into_iter().enumerate() {
+            let at = format!("{path}[{i}]");
+            let Some(mut lb) = r.fields(&at, item) else {
+                continue;
+            };
+            let mut out = ExternalLoadBalancer::default();
+            if let Some(v) = lb.take("loadBalancerName") {
+                out.load_balancer_name = r.string(&format!("{at}.loadBalancerName"), v);
+            }
+            if let Some(v) = lb.take("targetGroupArn") {
+                out.target_group_arn = r.string(&format!("{at}.targetGroupArn"), v);
+            }
+            r.finish(lb, NO_EQUIVALENT);
+            r.mapped(&at, format!("{at} (attached, never deleted by Ballast)"));
+            spec.external_load_balancers.push(out);
+        }
+    }
+}
+
+fn public_ip(
+    r: &mut Recorder<'_>,
+    v: Option<Value>,
+    public: bool,
+    choices: Choices,
+    spec: &mut InstanceGroupSpec,
+) {
     let path = "spec.associatePublicIp";
     let value = match v {
         Some(v) => match r.boolean(path, v) {
@@ -356,23 +459,29 @@ fn public_ip(r: &mut Recorder<'_>, v: Option<Value>, public: bool, choices: Choi
         None => None,
     };
     match (value, public) {
-        (Some(false), _) => r.mapped(path, "(Ballast gives instances no public IP)"),
+        (Some(false), _) => {
+            r.mapped(path, path);
+            spec.associate_public_ip = Some(false);
+        }
         (Some(true), false) => r.dropped(
             path,
             "the group's subnets are private, where instances get no public IP (kops's own Terraform sets \
              associate_public_ip_address = false there)",
         ),
-        (_, true) if choices.no_public_ips => r.replaced(
-            path,
-            "no public IP (--no-public-ips). kops gives instances in public subnets public IPs (its default when \
-             the field is absent); Ballast sets none",
-        ),
-        (_, true) => r.refused(
-            if value.is_some() { path } else { "spec.associatePublicIp (absent: kops's default, true in public subnets)" },
-            "Ballast gives instances no public IP (its launch templates set no network interface): import with \
-             --no-public-ips to accept that, or move the group to private subnets",
-        ),
-        (None, false) => {}
+        (_, true) if choices.no_public_ips => {
+            r.replaced(
+                path,
+                "spec.associatePublicIp: false (--no-public-ips), where kops gives instances in public subnets \
+                 public IPs (its default when the field is absent)",
+            );
+            spec.associate_public_ip = Some(false);
+        }
+        // Ballast's default is kops's: a public IP when every subnet of the group is public.
+        (Some(true), true) => {
+            r.mapped(path, path);
+            spec.associate_public_ip = Some(true);
+        }
+        (None, _) => {}
     }
 }
 

@@ -32,7 +32,7 @@ pub struct Choices {
     pub networking: Option<Networking>,
     /// Replace every group's kops image by Ballast's image for the cluster's version (`--ballast-images`).
     pub ballast_images: bool,
-    /// Accept that groups kops gave public IPs get none (`--no-public-ips`): Ballast sets no public IP yet.
+    /// Give no public IP to groups kops gives one (`--no-public-ips`): each such group's `associatePublicIp: false`.
     pub no_public_ips: bool,
 }
 

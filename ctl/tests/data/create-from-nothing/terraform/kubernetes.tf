@@ -355,8 +355,7 @@ resource "aws_launch_template" "control-plane-us-west-2a-demo-example-com" {
     "ballast.dev/instance-group"             = "control-plane-us-west-2a"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
-  user_data              = "I2JhbGxhc3QtYm9vdC1jb25maWcKYXBpVmVyc2lvbjogYmFsbGFzdC5kZXYvdjFhbHBoYTEKa2luZDogQm9vdENvbmZpZwpjbHVzdGVyTmFtZTogZGVtby5leGFtcGxlLmNvbQppbnN0YW5jZUdyb3VwOiBjb250cm9sLXBsYW5lLXVzLXdlc3QtMmEKcm9sZTogQ29udHJvbFBsYW5lCnN0YXRlU3RvcmU6IHMzOi8vc3RhdGUvY2x1c3RlcnMKbm9kZVNwZWM6IGRlbW8uZXhhbXBsZS5jb20vbm9kZXMvY29udHJvbC1wbGFuZS11cy13ZXN0LTJhL3NwZWMueWFtbApub2RlU3BlY1NoYTI1NjogNjk0YWE3MDRmZGFjMjRmYWNhMzRmYmQ0Yjc1Mzc3NTY4ZDQwMjQ4YTBhOWQyM2QwZDg3OGEyY2ZmMGU1ZjQzMgo="
-  vpc_security_group_ids = [aws_security_group.control-plane-demo-example-com.id]
+  user_data = "I2JhbGxhc3QtYm9vdC1jb25maWcKYXBpVmVyc2lvbjogYmFsbGFzdC5kZXYvdjFhbHBoYTEKa2luZDogQm9vdENvbmZpZwpjbHVzdGVyTmFtZTogZGVtby5leGFtcGxlLmNvbQppbnN0YW5jZUdyb3VwOiBjb250cm9sLXBsYW5lLXVzLXdlc3QtMmEKcm9sZTogQ29udHJvbFBsYW5lCnN0YXRlU3RvcmU6IHMzOi8vc3RhdGUvY2x1c3RlcnMKbm9kZVNwZWM6IGRlbW8uZXhhbXBsZS5jb20vbm9kZXMvY29udHJvbC1wbGFuZS11cy13ZXN0LTJhL3NwZWMueWFtbApub2RlU3BlY1NoYTI1NjogNjk0YWE3MDRmZGFjMjRmYWNhMzRmYmQ0Yjc1Mzc3NTY4ZDQwMjQ4YTBhOWQyM2QwZDg3OGEyY2ZmMGU1ZjQzMgo="
 
   block_device_mappings {
     device_name = data.aws_ami.ballast-k8s-1-33-debian-12.root_device_name
@@ -371,6 +370,12 @@ resource "aws_launch_template" "control-plane-us-west-2a-demo-example-com" {
 
   iam_instance_profile {
     arn = aws_iam_instance_profile.control-plane-demo-example-com.arn
+  }
+
+  network_interfaces {
+    associate_public_ip_address = true
+    delete_on_termination       = true
+    security_groups             = [aws_security_group.control-plane-demo-example-com.id]
   }
 
   metadata_options {
@@ -425,8 +430,7 @@ resource "aws_launch_template" "control-plane-us-west-2b-demo-example-com" {
     "ballast.dev/instance-group"             = "control-plane-us-west-2b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
-  user_data              = "I2JhbGxhc3QtYm9vdC1jb25maWcKYXBpVmVyc2lvbjogYmFsbGFzdC5kZXYvdjFhbHBoYTEKa2luZDogQm9vdENvbmZpZwpjbHVzdGVyTmFtZTogZGVtby5leGFtcGxlLmNvbQppbnN0YW5jZUdyb3VwOiBjb250cm9sLXBsYW5lLXVzLXdlc3QtMmIKcm9sZTogQ29udHJvbFBsYW5lCnN0YXRlU3RvcmU6IHMzOi8vc3RhdGUvY2x1c3RlcnMKbm9kZVNwZWM6IGRlbW8uZXhhbXBsZS5jb20vbm9kZXMvY29udHJvbC1wbGFuZS11cy13ZXN0LTJiL3NwZWMueWFtbApub2RlU3BlY1NoYTI1NjogMWQyZTUxNTYxYzMyZDM1ODhiZjU4YjZjYzIxOTRhM2Q3YTBiMDE1MTg4ZGU4YWVhNTQ5MGUzZjc4MGY2ZmY3Mgo="
-  vpc_security_group_ids = [aws_security_group.control-plane-demo-example-com.id]
+  user_data = "I2JhbGxhc3QtYm9vdC1jb25maWcKYXBpVmVyc2lvbjogYmFsbGFzdC5kZXYvdjFhbHBoYTEKa2luZDogQm9vdENvbmZpZwpjbHVzdGVyTmFtZTogZGVtby5leGFtcGxlLmNvbQppbnN0YW5jZUdyb3VwOiBjb250cm9sLXBsYW5lLXVzLXdlc3QtMmIKcm9sZTogQ29udHJvbFBsYW5lCnN0YXRlU3RvcmU6IHMzOi8vc3RhdGUvY2x1c3RlcnMKbm9kZVNwZWM6IGRlbW8uZXhhbXBsZS5jb20vbm9kZXMvY29udHJvbC1wbGFuZS11cy13ZXN0LTJiL3NwZWMueWFtbApub2RlU3BlY1NoYTI1NjogMWQyZTUxNTYxYzMyZDM1ODhiZjU4YjZjYzIxOTRhM2Q3YTBiMDE1MTg4ZGU4YWVhNTQ5MGUzZjc4MGY2ZmY3Mgo="
 
   block_device_mappings {
     device_name = data.aws_ami.ballast-k8s-1-33-debian-12.root_device_name
@@ -441,6 +445,12 @@ resource "aws_launch_template" "control-plane-us-west-2b-demo-example-com" {
 
   iam_instance_profile {
     arn = aws_iam_instance_profile.control-plane-demo-example-com.arn
+  }
+
+  network_interfaces {
+    associate_public_ip_address = true
+    delete_on_termination       = true
+    security_groups             = [aws_security_group.control-plane-demo-example-com.id]
   }
 
   metadata_options {
@@ -495,8 +505,7 @@ resource "aws_launch_template" "control-plane-us-west-2c-demo-example-com" {
     "ballast.dev/instance-group"             = "control-plane-us-west-2c"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
-  user_data              = "I2JhbGxhc3QtYm9vdC1jb25maWcKYXBpVmVyc2lvbjogYmFsbGFzdC5kZXYvdjFhbHBoYTEKa2luZDogQm9vdENvbmZpZwpjbHVzdGVyTmFtZTogZGVtby5leGFtcGxlLmNvbQppbnN0YW5jZUdyb3VwOiBjb250cm9sLXBsYW5lLXVzLXdlc3QtMmMKcm9sZTogQ29udHJvbFBsYW5lCnN0YXRlU3RvcmU6IHMzOi8vc3RhdGUvY2x1c3RlcnMKbm9kZVNwZWM6IGRlbW8uZXhhbXBsZS5jb20vbm9kZXMvY29udHJvbC1wbGFuZS11cy13ZXN0LTJjL3NwZWMueWFtbApub2RlU3BlY1NoYTI1NjogNmVkODE0ZWI4ZjE1NzVkNWRjNGJkYzliNjNiZDhhYmUwNTdjNDYzODFjNjViMTZhYmEyMjFmY2RkM2RjYjJhNgo="
-  vpc_security_group_ids = [aws_security_group.control-plane-demo-example-com.id]
+  user_data = "I2JhbGxhc3QtYm9vdC1jb25maWcKYXBpVmVyc2lvbjogYmFsbGFzdC5kZXYvdjFhbHBoYTEKa2luZDogQm9vdENvbmZpZwpjbHVzdGVyTmFtZTogZGVtby5leGFtcGxlLmNvbQppbnN0YW5jZUdyb3VwOiBjb250cm9sLXBsYW5lLXVzLXdlc3QtMmMKcm9sZTogQ29udHJvbFBsYW5lCnN0YXRlU3RvcmU6IHMzOi8vc3RhdGUvY2x1c3RlcnMKbm9kZVNwZWM6IGRlbW8uZXhhbXBsZS5jb20vbm9kZXMvY29udHJvbC1wbGFuZS11cy13ZXN0LTJjL3NwZWMueWFtbApub2RlU3BlY1NoYTI1NjogNmVkODE0ZWI4ZjE1NzVkNWRjNGJkYzliNjNiZDhhYmUwNTdjNDYzODFjNjViMTZhYmEyMjFmY2RkM2RjYjJhNgo="
 
   block_device_mappings {
     device_name = data.aws_ami.ballast-k8s-1-33-debian-12.root_device_name
@@ -511,6 +520,12 @@ resource "aws_launch_template" "control-plane-us-west-2c-demo-example-com" {
 
   iam_instance_profile {
     arn = aws_iam_instance_profile.control-plane-demo-example-com.arn
+  }
+
+  network_interfaces {
+    associate_public_ip_address = true
+    delete_on_termination       = true
+    security_groups             = [aws_security_group.control-plane-demo-example-com.id]
   }
 
   metadata_options {
@@ -565,8 +580,7 @@ resource "aws_launch_template" "nodes-demo-example-com" {
     "ballast.dev/instance-group"             = "nodes"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
-  user_data              = "I2JhbGxhc3QtYm9vdC1jb25maWcKYXBpVmVyc2lvbjogYmFsbGFzdC5kZXYvdjFhbHBoYTEKa2luZDogQm9vdENvbmZpZwpjbHVzdGVyTmFtZTogZGVtby5leGFtcGxlLmNvbQppbnN0YW5jZUdyb3VwOiBub2Rlcwpyb2xlOiBOb2RlCnN0YXRlU3RvcmU6IHMzOi8vc3RhdGUvY2x1c3RlcnMKbm9kZVNwZWM6IGRlbW8uZXhhbXBsZS5jb20vbm9kZXMvbm9kZXMvc3BlYy55YW1sCm5vZGVTcGVjU2hhMjU2OiAzMDk5OWFmMTJiZTFlZTYxZjYxMGU4MjQwM2VmZDNhZmJmNjFhMWI1MWQ5NDBmYzM0YWNmZGNhZTcwYjdmYTlhCg=="
-  vpc_security_group_ids = [aws_security_group.nodes-demo-example-com.id]
+  user_data = "I2JhbGxhc3QtYm9vdC1jb25maWcKYXBpVmVyc2lvbjogYmFsbGFzdC5kZXYvdjFhbHBoYTEKa2luZDogQm9vdENvbmZpZwpjbHVzdGVyTmFtZTogZGVtby5leGFtcGxlLmNvbQppbnN0YW5jZUdyb3VwOiBub2Rlcwpyb2xlOiBOb2RlCnN0YXRlU3RvcmU6IHMzOi8vc3RhdGUvY2x1c3RlcnMKbm9kZVNwZWM6IGRlbW8uZXhhbXBsZS5jb20vbm9kZXMvbm9kZXMvc3BlYy55YW1sCm5vZGVTcGVjU2hhMjU2OiAzMDk5OWFmMTJiZTFlZTYxZjYxMGU4MjQwM2VmZDNhZmJmNjFhMWI1MWQ5NDBmYzM0YWNmZGNhZTcwYjdmYTlhCg=="
 
   block_device_mappings {
     device_name = data.aws_ami.ballast-k8s-1-33-debian-12.root_device_name
@@ -581,6 +595,12 @@ resource "aws_launch_template" "nodes-demo-example-com" {
 
   iam_instance_profile {
     arn = aws_iam_instance_profile.nodes-demo-example-com.arn
+  }
+
+  network_interfaces {
+    associate_public_ip_address = true
+    delete_on_termination       = true
+    security_groups             = [aws_security_group.nodes-demo-example-com.id]
   }
 
   metadata_options {

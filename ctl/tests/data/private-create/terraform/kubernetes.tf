@@ -261,8 +261,7 @@ resource "aws_launch_template" "control-plane-a-private-example-com" {
     "ballast.dev/instance-group"                = "control-plane-a"
     "kubernetes.io/cluster/private.example.com" = "owned"
   }
-  user_data              = "I2JhbGxhc3QtYm9vdC1jb25maWcKYXBpVmVyc2lvbjogYmFsbGFzdC5kZXYvdjFhbHBoYTEKa2luZDogQm9vdENvbmZpZwpjbHVzdGVyTmFtZTogcHJpdmF0ZS5leGFtcGxlLmNvbQppbnN0YW5jZUdyb3VwOiBjb250cm9sLXBsYW5lLWEKcm9sZTogQ29udHJvbFBsYW5lCnN0YXRlU3RvcmU6IHMzOi8vc3RhdGUvY2x1c3RlcnMKbm9kZVNwZWM6IHByaXZhdGUuZXhhbXBsZS5jb20vbm9kZXMvY29udHJvbC1wbGFuZS1hL3NwZWMueWFtbApub2RlU3BlY1NoYTI1NjogMjc5ZjRlODY4Nzk0OTVlNTJkZDZlNDAxMDNmZDU5M2JkYmY2ZjgzNDZlMzM2N2IxZjQ4ODM5YzA0MmM5NDQzMgo="
-  vpc_security_group_ids = [aws_security_group.control-plane-private-example-com.id]
+  user_data = "I2JhbGxhc3QtYm9vdC1jb25maWcKYXBpVmVyc2lvbjogYmFsbGFzdC5kZXYvdjFhbHBoYTEKa2luZDogQm9vdENvbmZpZwpjbHVzdGVyTmFtZTogcHJpdmF0ZS5leGFtcGxlLmNvbQppbnN0YW5jZUdyb3VwOiBjb250cm9sLXBsYW5lLWEKcm9sZTogQ29udHJvbFBsYW5lCnN0YXRlU3RvcmU6IHMzOi8vc3RhdGUvY2x1c3RlcnMKbm9kZVNwZWM6IHByaXZhdGUuZXhhbXBsZS5jb20vbm9kZXMvY29udHJvbC1wbGFuZS1hL3NwZWMueWFtbApub2RlU3BlY1NoYTI1NjogMjc5ZjRlODY4Nzk0OTVlNTJkZDZlNDAxMDNmZDU5M2JkYmY2ZjgzNDZlMzM2N2IxZjQ4ODM5YzA0MmM5NDQzMgo="
 
   block_device_mappings {
     device_name = data.aws_ami.ballast-k8s-1-33-debian-12.root_device_name
@@ -277,6 +276,12 @@ resource "aws_launch_template" "control-plane-a-private-example-com" {
 
   iam_instance_profile {
     arn = aws_iam_instance_profile.control-plane-private-example-com.arn
+  }
+
+  network_interfaces {
+    associate_public_ip_address = false
+    delete_on_termination       = true
+    security_groups             = [aws_security_group.control-plane-private-example-com.id]
   }
 
   metadata_options {
@@ -331,8 +336,7 @@ resource "aws_launch_template" "nodes-private-example-com" {
     "ballast.dev/instance-group"                = "nodes"
     "kubernetes.io/cluster/private.example.com" = "owned"
   }
-  user_data              = "I2JhbGxhc3QtYm9vdC1jb25maWcKYXBpVmVyc2lvbjogYmFsbGFzdC5kZXYvdjFhbHBoYTEKa2luZDogQm9vdENvbmZpZwpjbHVzdGVyTmFtZTogcHJpdmF0ZS5leGFtcGxlLmNvbQppbnN0YW5jZUdyb3VwOiBub2Rlcwpyb2xlOiBOb2RlCnN0YXRlU3RvcmU6IHMzOi8vc3RhdGUvY2x1c3RlcnMKbm9kZVNwZWM6IHByaXZhdGUuZXhhbXBsZS5jb20vbm9kZXMvbm9kZXMvc3BlYy55YW1sCm5vZGVTcGVjU2hhMjU2OiAwNWY3ZDVlNGJhMzVhNzlmZGU0NGUzOTEwZDY2OTEyMjYyOGM0MTE1NDRjMzYyNGE1YzU0ZWJhYTlhYTAxZmRmCg=="
-  vpc_security_group_ids = [aws_security_group.nodes-private-example-com.id]
+  user_data = "I2JhbGxhc3QtYm9vdC1jb25maWcKYXBpVmVyc2lvbjogYmFsbGFzdC5kZXYvdjFhbHBoYTEKa2luZDogQm9vdENvbmZpZwpjbHVzdGVyTmFtZTogcHJpdmF0ZS5leGFtcGxlLmNvbQppbnN0YW5jZUdyb3VwOiBub2Rlcwpyb2xlOiBOb2RlCnN0YXRlU3RvcmU6IHMzOi8vc3RhdGUvY2x1c3RlcnMKbm9kZVNwZWM6IHByaXZhdGUuZXhhbXBsZS5jb20vbm9kZXMvbm9kZXMvc3BlYy55YW1sCm5vZGVTcGVjU2hhMjU2OiAwNWY3ZDVlNGJhMzVhNzlmZGU0NGUzOTEwZDY2OTEyMjYyOGM0MTE1NDRjMzYyNGE1YzU0ZWJhYTlhYTAxZmRmCg=="
 
   block_device_mappings {
     device_name = data.aws_ami.ballast-k8s-1-33-debian-12.root_device_name
@@ -347,6 +351,12 @@ resource "aws_launch_template" "nodes-private-example-com" {
 
   iam_instance_profile {
     arn = aws_iam_instance_profile.nodes-private-example-com.arn
+  }
+
+  network_interfaces {
+    associate_public_ip_address = false
+    delete_on_termination       = true
+    security_groups             = [aws_security_group.nodes-private-example-com.id]
   }
 
   metadata_options {

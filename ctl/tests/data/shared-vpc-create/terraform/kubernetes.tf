@@ -275,8 +275,7 @@ resource "aws_launch_template" "control-plane-a-prod-k8s-example-org" {
     "kubernetes.io/cluster/prod.k8s.example.org" = "owned"
     "team"                                       = "platform"
   }
-  user_data              = "I2JhbGxhc3QtYm9vdC1jb25maWcKYXBpVmVyc2lvbjogYmFsbGFzdC5kZXYvdjFhbHBoYTEKa2luZDogQm9vdENvbmZpZwpjbHVzdGVyTmFtZTogcHJvZC5rOHMuZXhhbXBsZS5vcmcKaW5zdGFuY2VHcm91cDogY29udHJvbC1wbGFuZS1hCnJvbGU6IENvbnRyb2xQbGFuZQpzdGF0ZVN0b3JlOiBzMzovL3N0YXRlL2NsdXN0ZXJzCm5vZGVTcGVjOiBwcm9kLms4cy5leGFtcGxlLm9yZy9ub2Rlcy9jb250cm9sLXBsYW5lLWEvc3BlYy55YW1sCm5vZGVTcGVjU2hhMjU2OiAyMjgwOGUxNTIzOWIxZjlkMzBjMDFmZTYyMTE3ZjgzNGYzMGM3NzcxMjIyZTI0NDcwMWNjYjQyNzExOTBiNzZmCg=="
-  vpc_security_group_ids = [aws_security_group.control-plane-prod-k8s-example-org.id]
+  user_data = "I2JhbGxhc3QtYm9vdC1jb25maWcKYXBpVmVyc2lvbjogYmFsbGFzdC5kZXYvdjFhbHBoYTEKa2luZDogQm9vdENvbmZpZwpjbHVzdGVyTmFtZTogcHJvZC5rOHMuZXhhbXBsZS5vcmcKaW5zdGFuY2VHcm91cDogY29udHJvbC1wbGFuZS1hCnJvbGU6IENvbnRyb2xQbGFuZQpzdGF0ZVN0b3JlOiBzMzovL3N0YXRlL2NsdXN0ZXJzCm5vZGVTcGVjOiBwcm9kLms4cy5leGFtcGxlLm9yZy9ub2Rlcy9jb250cm9sLXBsYW5lLWEvc3BlYy55YW1sCm5vZGVTcGVjU2hhMjU2OiAyMjgwOGUxNTIzOWIxZjlkMzBjMDFmZTYyMTE3ZjgzNGYzMGM3NzcxMjIyZTI0NDcwMWNjYjQyNzExOTBiNzZmCg=="
 
   block_device_mappings {
     device_name = data.aws_ami.ami-0123456789abcdef0.root_device_name
@@ -292,6 +291,12 @@ resource "aws_launch_template" "control-plane-a-prod-k8s-example-org" {
 
   iam_instance_profile {
     arn = "arn:aws:iam::123456789012:instance-profile/cp"
+  }
+
+  network_interfaces {
+    associate_public_ip_address = false
+    delete_on_termination       = true
+    security_groups             = [aws_security_group.control-plane-prod-k8s-example-org.id]
   }
 
   metadata_options {
@@ -354,8 +359,7 @@ resource "aws_launch_template" "gpu-prod-k8s-example-org" {
     "kubernetes.io/cluster/prod.k8s.example.org" = "owned"
     "team"                                       = "platform"
   }
-  user_data              = "I2JhbGxhc3QtYm9vdC1jb25maWcKYXBpVmVyc2lvbjogYmFsbGFzdC5kZXYvdjFhbHBoYTEKa2luZDogQm9vdENvbmZpZwpjbHVzdGVyTmFtZTogcHJvZC5rOHMuZXhhbXBsZS5vcmcKaW5zdGFuY2VHcm91cDogZ3B1CnJvbGU6IE5vZGUKc3RhdGVTdG9yZTogczM6Ly9zdGF0ZS9jbHVzdGVycwpub2RlU3BlYzogcHJvZC5rOHMuZXhhbXBsZS5vcmcvbm9kZXMvZ3B1L3NwZWMueWFtbApub2RlU3BlY1NoYTI1NjogOGQ3YThkNWJiMzRlMGNhZTlkZWQyOWRlYzY3ZmFjNjkyZjc0YzE3NWFiNzViN2RhYmFiY2Q3ZDJlMTA5ZDYyMgo="
-  vpc_security_group_ids = [aws_security_group.nodes-prod-k8s-example-org.id]
+  user_data = "I2JhbGxhc3QtYm9vdC1jb25maWcKYXBpVmVyc2lvbjogYmFsbGFzdC5kZXYvdjFhbHBoYTEKa2luZDogQm9vdENvbmZpZwpjbHVzdGVyTmFtZTogcHJvZC5rOHMuZXhhbXBsZS5vcmcKaW5zdGFuY2VHcm91cDogZ3B1CnJvbGU6IE5vZGUKc3RhdGVTdG9yZTogczM6Ly9zdGF0ZS9jbHVzdGVycwpub2RlU3BlYzogcHJvZC5rOHMuZXhhbXBsZS5vcmcvbm9kZXMvZ3B1L3NwZWMueWFtbApub2RlU3BlY1NoYTI1NjogOGQ3YThkNWJiMzRlMGNhZTlkZWQyOWRlYzY3ZmFjNjkyZjc0YzE3NWFiNzViN2RhYmFiY2Q3ZDJlMTA5ZDYyMgo="
 
   block_device_mappings {
     device_name = data.aws_ami.ballast-k8s-1-32-debian-12.root_device_name
@@ -370,6 +374,12 @@ resource "aws_launch_template" "gpu-prod-k8s-example-org" {
 
   iam_instance_profile {
     arn = aws_iam_instance_profile.nodes-prod-k8s-example-org.arn
+  }
+
+  network_interfaces {
+    associate_public_ip_address = false
+    delete_on_termination       = true
+    security_groups             = [aws_security_group.nodes-prod-k8s-example-org.id]
   }
 
   metadata_options {
