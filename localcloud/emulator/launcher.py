@@ -384,6 +384,131 @@ def patch_launch_template_profile_and_metadata_options() -> None:
     InstanceBackend.run_instances = run_instances
 
 
+def patch_launch_template_network_interface() -> None:
+    """(gap) A launch template's NetworkInterfaces are ignored when an instance is launched from it: its
+    primary interface's Groups and AssociatePublicIpAddress never reach the instance, which then has no security
+    group and no public IP. On AWS the template's interface is the instance's. Ballast's launch templates put the
+    cluster's security group (and a group's additionalSecurityGroups) on the primary interface with its public IP
+    (associatePublicIp), as EC2 requires when an interface is given.
+
+    We wrap InstanceBackend.run_instances (after patch_launch_template_profile_and_metadata_options, so both
+    apply): the template version's interface of DeviceIndex 0 gives the security group ids (unless the call
+    named some) and the public IP choice (unless the call made one; the Auto Scaling path passes None).
+
+    Internals: InstanceBackend.run_instances kwargs launch_template / security_group_ids / associate_public_ip /
+    nics; EC2Backend._get_template_from_args; Instance.__init__ reading associate_public_ip (None: the subnet's
+    MapPublicIpOnLaunch) and prep_nics giving the primary interface a public IP.
+    """
+    from moto.ec2.models.instances import InstanceBackend
+
+    original = InstanceBackend.run_instances
+
+    def run_instances(self, image_id, count, user_data, security_group_names, **kwargs):  # type: ignore[no-untyped-def]
+        if kwargs.get("launch_template") and not kwargs.get("nics"):
+            data = self._get_template_from_args(kwargs["launch_template"]).data
+            primary = next(
+                (n for n in data.get("NetworkInterfaces") or [] if int(n.get("DeviceIndex", 0)) == 0),
+                None,
+            )
+            if primary is not None:
+                groups = primary.get("Groups") or []
+                if groups and not kwargs.get("security_group_ids") and not security_group_names:
+                    kwargs["security_group_ids"] = list(groups)
+                public = primary.get("AssociatePublicIpAddress")
+                if public is not None and kwargs.get("associate_public_ip") is None:
+                    kwargs["associate_public_ip"] = str(public).lower() == "true"
+        return original(self, image_id, count, user_data, security_group_names, **kwargs)
+
+    InstanceBackend.run_instances = run_instances
+
+
+def patch_asg_mixed_instances_policy() -> None:
+    """(bugs) Auto Scaling groups with a MixedInstancesPolicy, and MaxInstanceLifetime:
+    - a group of desired capacity N launched fewer instances (moto splits N into on-demand and spot with
+      truncating arithmetic: N=2 at 5% on-demand above base launched 1); AWS launches N (weights aside);
+    - its instances ran the launch template's instance type; AWS runs the overrides' types (with the prioritized
+      on-demand strategy, the first one), so the first override is used, as moto's own comment intends;
+    - UpdateAutoScalingGroup without MixedInstancesPolicy (a resize, as rolling-update sends) dropped the
+      policy; AWS keeps what a call does not name (a LaunchTemplate sent does replace it);
+    - MaxInstanceLifetime was neither stored nor returned (Create/UpdateAutoScalingGroup,
+      DescribeAutoScalingGroups). Stored and returned now; no instance is replaced for its age here.
+
+    Ballast's groups with spec.mixedInstancesPolicy and spec.maxInstanceLifetime are created, resized and rolled
+    through these calls, and update cluster compares what DescribeAutoScalingGroups returns with the spec.
+
+    Internals: FakeAutoScalingGroup.{set_desired_capacity, mixed_instances_policy, instance_type (a property)},
+    AutoScalingBackend.update_auto_scaling_group / create_auto_scaling_group (keyword arguments),
+    AutoScalingResponse._get_param, its create/update_auto_scaling_group; DescribeAutoScalingGroups serializes
+    the group's attributes by the output shape's member names (max_instance_lifetime).
+    """
+    from moto.autoscaling.models import AutoScalingBackend, FakeAutoScalingGroup
+    from moto.autoscaling.responses import AutoScalingResponse
+
+    def overrides(group):  # type: ignore[no-untyped-def]
+        policy = getattr(group, "_ballast_policy", None) or group.mixed_instances_policy or {}
+        return (policy.get("LaunchTemplate") or {}).get("Overrides") or []
+
+    original_capacity = FakeAutoScalingGroup.set_desired_capacity
+
+    def set_desired_capacity(self, new_capacity):  # type: ignore[no-untyped-def]
+        unweighted = overrides(self) and not any(o.get("WeightedCapacity") for o in overrides(self))
+        if not unweighted:
+            return original_capacity(self, new_capacity)
+        # Count instances as a group without a policy would (N for N), launching the policy's types.
+        self._ballast_policy, self.mixed_instances_policy = self.mixed_instances_policy, None
+        try:
+            return original_capacity(self, new_capacity)
+        finally:
+            self.mixed_instances_policy, self._ballast_policy = self._ballast_policy, None
+
+    FakeAutoScalingGroup.set_desired_capacity = set_desired_capacity
+
+    template_type = FakeAutoScalingGroup.instance_type
+
+    def instance_type(self):  # type: ignore[no-untyped-def]
+        first = next((o.get("InstanceType") for o in overrides(self) if o.get("InstanceType")), None)
+        return first or template_type.fget(self)
+
+    FakeAutoScalingGroup.instance_type = property(instance_type)
+
+    original_update = AutoScalingBackend.update_auto_scaling_group
+
+    def update_auto_scaling_group(self, name, *args, **kwargs):  # type: ignore[no-untyped-def]
+        group = self.autoscaling_groups.get(name)
+        kept = group.mixed_instances_policy if group is not None else None
+        names_template = bool(kwargs.get("launch_template") or kwargs.get("launch_config_name"))
+        if kwargs.get("mixed_instances_policy") is None and not names_template and kept is not None:
+            # Sent again as a request would: moto stores the template's id and name, and refuses both given.
+            again = copy.deepcopy(kept)
+            spec = again["LaunchTemplate"]["LaunchTemplateSpecification"]
+            spec.pop("LaunchTemplateName", None)
+            kwargs["mixed_instances_policy"] = again
+        return original_update(self, name, *args, **kwargs)
+
+    AutoScalingBackend.update_auto_scaling_group = update_auto_scaling_group
+
+    def with_lifetime(original):  # type: ignore[no-untyped-def]
+        def handler(self):  # type: ignore[no-untyped-def]
+            result = original(self)
+            lifetime = self._get_param("MaxInstanceLifetime")
+            group = self.autoscaling_backend.autoscaling_groups.get(self._get_param("AutoScalingGroupName"))
+            if group is not None:
+                if lifetime is not None:
+                    group.max_instance_lifetime = int(lifetime) or None
+                elif not hasattr(group, "max_instance_lifetime"):
+                    group.max_instance_lifetime = None
+            return result
+
+        return handler
+
+    AutoScalingResponse.create_auto_scaling_group = with_lifetime(
+        AutoScalingResponse.create_auto_scaling_group
+    )
+    AutoScalingResponse.update_auto_scaling_group = with_lifetime(
+        AutoScalingResponse.update_auto_scaling_group
+    )
+
+
 def patch_trust_policy_principals(ec2_service_user: str | None) -> None:
     """Trust-policy evaluation of sts:AssumeRole under IAM enforcement (moto.iam.access_control).
 
@@ -1296,6 +1421,8 @@ PATCHES = [
     patch_asg_az_balanced_scale_in,
     patch_asg_instance_reports_its_version,
     patch_launch_template_profile_and_metadata_options,
+    patch_launch_template_network_interface,
+    patch_asg_mixed_instances_policy,
     patch_resource_tag_conditions_of_volume_attachment,
     patch_policy_variable_userid,
     patch_bucket_versioning_root_element,

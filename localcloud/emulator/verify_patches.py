@@ -404,6 +404,47 @@ def verify_asg(c: Cloud) -> None:
     check("bug 6: scale-in keeps the protected instance", left == [keep], str(left))
 
 
+def verify_mixed_instances_and_interface(c: Cloud) -> None:
+    """patch_asg_mixed_instances_policy and patch_launch_template_network_interface: a mixed group launches its
+    desired count of the first override's type, keeps its policy through a resize and returns its lifetime; an
+    instance launched from a template's interface has that interface's security group and public IP."""
+    lt = c.ec2.create_launch_template(LaunchTemplateName="mixed.c1", LaunchTemplateData={
+        "ImageId": c.ami, "InstanceType": "t3.medium",
+        "NetworkInterfaces": [{"DeviceIndex": 0, "AssociatePublicIpAddress": True, "Groups": [c.sg],
+                               "DeleteOnTermination": True}],
+    })["LaunchTemplate"]["LaunchTemplateId"]
+    subnet = next(iter(c.subnets))
+    policy = {
+        "LaunchTemplate": {"LaunchTemplateSpecification": {"LaunchTemplateId": lt, "Version": "$Default"},
+                           "Overrides": [{"InstanceType": "m5.large"}, {"InstanceType": "m5a.large"}]},
+        "InstancesDistribution": {"OnDemandBaseCapacity": 0, "OnDemandPercentageAboveBaseCapacity": 5,
+                                  "SpotAllocationStrategy": "lowest-price", "SpotInstancePools": 3},
+    }
+    c.asg.create_auto_scaling_group(AutoScalingGroupName="mixed", MixedInstancesPolicy=policy, MinSize=2,
+                                    MaxSize=3, DesiredCapacity=2, VPCZoneIdentifier=subnet,
+                                    MaxInstanceLifetime=604800)
+    instances = c.group_instances("mixed")
+    check("mixed group launches its desired capacity", len(instances) == 2, len(instances))
+    check("mixed group runs the first override's type",
+          {i["InstanceType"] for i in instances} == {"m5.large"}, [i["InstanceType"] for i in instances])
+    check("template interface's security group reaches the instance",
+          all([g["GroupId"] for g in i.get("SecurityGroups", [])] == [c.sg] for i in instances),
+          [i.get("SecurityGroups") for i in instances])
+    check("template interface's public IP reaches the instance",
+          all(i.get("PublicIpAddress") for i in instances), [i.get("PublicIpAddress") for i in instances])
+    c.asg.update_auto_scaling_group(AutoScalingGroupName="mixed", MinSize=1, MaxSize=3, DesiredCapacity=3)
+    group = c.asg.describe_auto_scaling_groups(AutoScalingGroupNames=["mixed"])["AutoScalingGroups"][0]
+    check("a resize keeps the mixed instances policy",
+          [o["InstanceType"] for o in group.get("MixedInstancesPolicy", {}).get("LaunchTemplate", {})
+           .get("Overrides", [])] == ["m5.large", "m5a.large"], group.get("MixedInstancesPolicy"))
+    check("max instance lifetime is returned", group.get("MaxInstanceLifetime") == 604800,
+          group.get("MaxInstanceLifetime"))
+    check("a resize of a mixed group launches to its new capacity", len(c.group_instances("mixed")) == 3,
+          len(c.group_instances("mixed")))
+    c.asg.update_auto_scaling_group(AutoScalingGroupName="mixed", MinSize=0, MaxSize=0, DesiredCapacity=0)
+    c.asg.delete_auto_scaling_group(AutoScalingGroupName="mixed", ForceDelete=True)
+
+
 def verify_profile_by_arn_and_plain_run(c: Cloud) -> None:
     lt2 = c.ec2.create_launch_template(
         LaunchTemplateName="masters.c1",
@@ -971,6 +1012,7 @@ def main() -> int:
         guarded("launch template versions", lambda: verify_launch_template_versions(c))
         guarded("auto scaling", lambda: verify_asg(c))
         guarded("register image root device", lambda: verify_register_image_root_device_name(c))
+        guarded("mixed instances and launch template interface", lambda: verify_mixed_instances_and_interface(c))
         guarded("profile by arn / plain RunInstances", lambda: verify_profile_by_arn_and_plain_run(c))
         guarded("no enforcement by default", lambda: verify_no_enforcement_by_default(url))
         guarded("tag lookup", lambda: verify_tag_lookup(c))
