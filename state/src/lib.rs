@@ -17,7 +17,7 @@
 //! - [`node`], [`report`], [`report_signature`], [`addon_report`]: what a node is given and what it reports;
 //! - [`components`] and [`rolling_update`]: the versions a cluster runs and how a change of them rolls;
 //! - [`group_aws`]: an instance group's AWS settings (mixed instances and spot, protection, lifetime, extra
-//!   security groups, external load balancers, public IPs) and their rules;
+//!   security groups, external load balancers, public IPs), their rules in [`group_aws_rules`];
 //! - [`irsa`]: IAM roles for service accounts: the issuer, the roles' names and trust, the discovery documents.
 
 pub mod addon_report;
@@ -35,6 +35,7 @@ pub mod etcd;
 pub mod etcd_volume;
 pub mod generate;
 pub mod group_aws;
+pub mod group_aws_rules;
 pub mod irsa;
 pub mod issuer;
 pub mod key_material;

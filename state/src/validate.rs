@@ -91,7 +91,7 @@ pub fn validate(config: &ClusterConfig) -> Vec<FieldError> {
     check_cilium(&mut errors, config);
     crate::irsa::validate::check(&mut errors, config);
     crate::autoscaler::check(&mut errors, config);
-    crate::group_aws::check(&mut errors, config);
+    crate::group_aws_rules::check(&mut errors, config);
     errors
 }
 

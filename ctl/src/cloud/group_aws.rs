@@ -5,9 +5,9 @@
 //! A launch template change rolls the group's instances (a new default version); the Auto Scaling group's own
 //! settings (policy, protection, lifetime, load balancers) change in place and roll nothing.
 
-use ballast_state::group_aws::{
+use ballast_state::group_aws::SpotAllocationStrategy;
+use ballast_state::group_aws_rules::{
     associate_public_ip, external_load_balancers, max_instance_lifetime_secs,
-    SpotAllocationStrategy,
 };
 use ballast_state::spec::{ClusterConfig, InstanceGroupSpec};
 
@@ -91,8 +91,7 @@ pub fn group_aws(config: &ClusterConfig, spec: &InstanceGroupSpec) -> GroupAws {
         },
         mixed,
         protect_from_scale_in: spec.instance_protection.unwrap_or(false),
-        max_instance_lifetime: i32::try_from(max_instance_lifetime_secs(spec))
-            .unwrap_or(i32::MAX),
+        max_instance_lifetime: i32::try_from(max_instance_lifetime_secs(spec)).unwrap_or(i32::MAX),
         load_balancer_names,
         target_group_arns,
     }
