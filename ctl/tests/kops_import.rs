@@ -254,7 +254,10 @@ fn every_case_imports_and_agrees_with_kops_or_is_refused_by_field() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert_eq!(imported_count, outcomes.values().filter(|o| o.is_none()).count());
+    assert_eq!(
+        imported_count,
+        outcomes.values().filter(|o| o.is_none()).count()
+    );
 }
 
 /// Compares a case's completed spec and plan model with kops's Terraform facts. Returns the disagreements.
@@ -563,7 +566,10 @@ fn without_the_choices_kops_leaves_open_the_import_is_refused_naming_them() {
         "InstanceGroup/nodes spec.image",
         "InstanceGroup/master-us-test-1a spec.image",
     ] {
-        assert!(refused.iter().any(|r| r == field), "{field} not in {refused:?}");
+        assert!(
+            refused.iter().any(|r| r == field),
+            "{field} not in {refused:?}"
+        );
     }
 }
 
@@ -858,7 +864,12 @@ fn compare_terraform(
                 differ(
                     &mut out,
                     format!("{g} protect_from_scale_in"),
-                    if group.protect_from_scale_in { "true" } else { "(unset)" }.to_string(),
+                    if group.protect_from_scale_in {
+                        "true"
+                    } else {
+                        "(unset)"
+                    }
+                    .to_string(),
                     text(asg.get("protect_from_scale_in")),
                 );
                 let distribution = block(asg, "mixed_instances_policy")
@@ -869,8 +880,13 @@ fn compare_terraform(
                     group
                         .mixed_instances_policy
                         .as_ref()
-                        .map_or("(unset)".to_string(), |p| p.on_demand_above_base.to_string()),
-                    text(distribution.and_then(|d| d.get("on_demand_percentage_above_base_capacity"))),
+                        .map_or("(unset)".to_string(), |p| {
+                            p.on_demand_above_base.to_string()
+                        }),
+                    text(
+                        distribution
+                            .and_then(|d| d.get("on_demand_percentage_above_base_capacity")),
+                    ),
                 );
                 differ(
                     &mut out,

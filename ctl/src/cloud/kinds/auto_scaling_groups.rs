@@ -11,7 +11,6 @@ use super::{ActualState, Known, Target};
 use crate::cloud::aws::{auto_scaling_groups, call};
 use crate::cloud::error::UpdateError;
 use crate::cloud::group_aws::{GroupAws, MixedPolicy};
-use ballast_state::group_aws::SpotAllocationStrategy;
 use crate::cloud::kinds::task::{Finder, Task, Wanted as ClusterWanted};
 use crate::cloud::model::{ClusterModel, GroupModel};
 use crate::cloud::plan::{
@@ -21,6 +20,7 @@ use crate::cloud::terraform::{
     tf_name, value, values, RenderError, Resource as TfResource, Terraform,
 };
 use crate::cloud::Cloud;
+use ballast_state::group_aws::SpotAllocationStrategy;
 
 /// An Auto Scaling Group as found.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -188,11 +188,13 @@ fn wanted(group: &GroupModel, known: &Known) -> Wanted {
         zone_identifier: subnet_ids.join(","),
         launch_template_id: known.launch_template_ids.get(&group.name).cloned(),
         // The operator's target groups, after (for control-plane groups) the cluster's own API target group.
-        target_groups: [match group.role {
-            Role::ControlPlane => vec![or_known_after_apply(known.target_group_arn.as_ref())],
-            Role::Node | Role::Bastion => Vec::new(),
-        },
-    }, group.aws.target_group_arns.clone()]
+        target_groups: [
+            match group.role {
+                Role::ControlPlane => vec![or_known_after_apply(known.target_group_arn.as_ref())],
+                Role::Node | Role::Bastion => Vec::new(),
+            },
+            group.aws.target_group_arns.clone(),
+        ]
         .concat(),
     }
 }
@@ -281,7 +283,11 @@ fn mixed_instances_policy(policy: &MixedPolicy, wanted: &Wanted) -> asg::MixedIn
     let overrides: Vec<asg::LaunchTemplateOverrides> = policy
         .instance_types
         .iter()
-        .map(|t| asg::LaunchTemplateOverrides::builder().instance_type(t).build())
+        .map(|t| {
+            asg::LaunchTemplateOverrides::builder()
+                .instance_type(t)
+                .build()
+        })
         .collect();
     asg::MixedInstancesPolicy::builder()
         .launch_template(
@@ -383,7 +389,11 @@ fn diff_one(wanted: Wanted, current: &AutoScalingGroup) -> Option<Change> {
         .cloned()
         .collect();
     if !attach_classic.is_empty() {
-        fields.push(("loadBalancers", None, format!("+ {}", attach_classic.join(", "))));
+        fields.push((
+            "loadBalancers",
+            None,
+            format!("+ {}", attach_classic.join(", ")),
+        ));
     }
     let current_tgs: BTreeSet<&String> = current.target_groups.iter().collect();
     let attach: Vec<String> = wanted
@@ -478,7 +488,11 @@ pub async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), Update
                                 group.aws.mixed.is_none().then(|| launch_template(wanted)),
                             )
                             .set_mixed_instances_policy(
-                                group.aws.mixed.as_ref().map(|p| mixed_instances_policy(p, wanted)),
+                                group
+                                    .aws
+                                    .mixed
+                                    .as_ref()
+                                    .map(|p| mixed_instances_policy(p, wanted)),
                             )
                             .new_instances_protected_from_scale_in(group.aws.protect_from_scale_in)
                             .set_max_instance_lifetime(
@@ -563,7 +577,11 @@ async fn apply_update(
                 // makes the group mixed.
                 .set_launch_template(group.aws.mixed.is_none().then(|| launch_template(wanted)))
                 .set_mixed_instances_policy(
-                    group.aws.mixed.as_ref().map(|p| mixed_instances_policy(p, wanted)),
+                    group
+                        .aws
+                        .mixed
+                        .as_ref()
+                        .map(|p| mixed_instances_policy(p, wanted)),
                 )
                 .new_instances_protected_from_scale_in(group.aws.protect_from_scale_in)
                 .max_instance_lifetime(group.aws.max_instance_lifetime)
@@ -781,7 +799,10 @@ impl Task for AutoScalingGroupsTask {
                 body = body.attr("load_balancers", values(&aws.load_balancer_names));
             }
             if aws.max_instance_lifetime != 0 {
-                body = body.attr("max_instance_lifetime", i64::from(aws.max_instance_lifetime));
+                body = body.attr(
+                    "max_instance_lifetime",
+                    i64::from(aws.max_instance_lifetime),
+                );
             }
             if aws.protect_from_scale_in {
                 body = body.attr("protect_from_scale_in", true);
@@ -792,7 +813,9 @@ impl Task for AutoScalingGroupsTask {
                 .attr("version", "$Default");
             body = match &aws.mixed {
                 None => body.block("launch_template", template_block),
-                Some(policy) => body.block("mixed_instances_policy", terraform_policy(policy, template)),
+                Some(policy) => {
+                    body.block("mixed_instances_policy", terraform_policy(policy, template))
+                }
             };
             for (key, tag_value) in &group.asg_tags() {
                 body = body.block(

@@ -87,7 +87,11 @@ pub struct LaunchSpec {
 
 /// Fields a plan shows only when they are not their default (no public IP, no extra security group, on-demand),
 /// so a template made before they existed reads as unchanged; gone from the spec, they show as `(none)`.
-const OPTIONAL_FIELDS: [&str; 3] = ["associatePublicIp", "additionalSecurityGroups", "spotMaxPrice"];
+const OPTIONAL_FIELDS: [&str; 3] = [
+    "associatePublicIp",
+    "additionalSecurityGroups",
+    "spotMaxPrice",
+];
 
 /// One group's launch template to create (no `id`) or to give a new default version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -582,11 +586,11 @@ impl LaunchSpec {
             fields.push(("spotMaxPrice", price.clone()));
         }
         fields.push((
-                "nodeSpecSha256",
-                self.node_spec_hash.as_ref().map_or_else(
-                    || KNOWN_AFTER_APPLY.to_string(),
-                    |h| h[..12.min(h.len())].to_string(),
-                ),
+            "nodeSpecSha256",
+            self.node_spec_hash.as_ref().map_or_else(
+                || KNOWN_AFTER_APPLY.to_string(),
+                |h| h[..12.min(h.len())].to_string(),
+            ),
         ));
         fields
     }
@@ -885,17 +889,15 @@ impl Task for LaunchTemplatesTask {
                         "iam_instance_profile",
                         TfResource::new().attr(profile_attr, value(&profile)),
                     )
-                    .block_if(
-                        spec.spot_max_price.as_ref().map(|price| {
-                            (
-                                "instance_market_options",
-                                TfResource::new().attr("market_type", "spot").block(
-                                    "spot_options",
-                                    TfResource::new().attr("max_price", price.as_str()),
-                                ),
-                            )
-                        }),
-                    )
+                    .block_if(spec.spot_max_price.as_ref().map(|price| {
+                        (
+                            "instance_market_options",
+                            TfResource::new().attr("market_type", "spot").block(
+                                "spot_options",
+                                TfResource::new().attr("max_price", price.as_str()),
+                            ),
+                        )
+                    }))
                     .block(
                         "network_interfaces",
                         TfResource::new()

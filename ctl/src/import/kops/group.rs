@@ -346,7 +346,10 @@ fn aws_settings(r: &mut Recorder<'_>, f: &mut Fields, spec: &mut InstanceGroupSp
             let mut out = MixedInstancesPolicySpec::default();
             if let Some(v) = m.take("instances") {
                 if let Some(types) = r.strings(&format!("{path}.instances"), v) {
-                    r.mapped(&format!("{path}.instances"), "spec.mixedInstancesPolicy.instances");
+                    r.mapped(
+                        &format!("{path}.instances"),
+                        "spec.mixedInstancesPolicy.instances",
+                    );
                     out.instances = types;
                 }
             }
@@ -414,7 +417,10 @@ fn aws_settings(r: &mut Recorder<'_>, f: &mut Fields, spec: &mut InstanceGroupSp
     }
     if let Some(v) = f.take("additionalSecurityGroups") {
         if let Some(groups) = r.strings("spec.additionalSecurityGroups", v) {
-            r.mapped("spec.additionalSecurityGroups", "spec.additionalSecurityGroups");
+            r.mapped(
+                "spec.additionalSecurityGroups",
+                "spec.additionalSecurityGroups",
+            );
             spec.additional_security_groups = groups;
         }
     }
