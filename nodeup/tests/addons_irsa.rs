@@ -351,3 +351,47 @@ fn aws_node_runs_on_its_role_with_a_projected_token() {
         ),
     );
 }
+
+/// An unpinned image refuses only its own add-on: with the webhook's image unpinned (as the embedded manifest
+/// has it) and every other image pinned, the applied set is exactly the set without the webhook (no webhook
+/// object, its admission configuration included), and the refusal names the add-on, the image reference and
+/// `images/pin.sh`. With its image pinned, nothing is refused.
+#[test]
+fn an_unpinned_webhook_image_refuses_the_webhook_alone() {
+    let spec = spec("control-plane-irsa");
+    let (minor, mut release) = test_release(&spec);
+    let pinned = nodeup::addons::set::applied_set(render(&spec), &spec, &release, &minor, TEST_CA);
+    assert!(pinned.1.is_empty(), "{:?}", pinned.1);
+    assert!(pinned
+        .0
+        .objects
+        .iter()
+        .any(|o| o.addon == "pod-identity-webhook"));
+
+    let webhook = release
+        .addons
+        .get_mut("pod-identity-webhook")
+        .expect("the webhook's pins");
+    let image = webhook
+        .images
+        .get_mut("pod-identity-webhook")
+        .expect("its image");
+    image.digest = ImageDigest::Unpinned;
+    let reference = image.reference.clone();
+    let base = render(&spec);
+    let (set, refused) =
+        nodeup::addons::set::applied_set(base.clone(), &spec, &release, &minor, TEST_CA);
+    assert_eq!(set, base, "every other add-on is applied as rendered");
+    assert!(set
+        .objects
+        .iter()
+        .all(|o| o.addon != "pod-identity-webhook"));
+    assert_eq!(set.versions.get("pod-identity-webhook"), None);
+    let why = refused
+        .get("pod-identity-webhook")
+        .expect("the webhook refused");
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    for part in [reference.as_str(), "images/pin.sh"] {
+        assert!(why.contains(part), "{part} not in: {why}");
+    }
+}

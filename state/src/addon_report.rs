@@ -38,6 +38,10 @@ pub struct AddonsReport {
     pub updated_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// Add-ons left out of an applied set, each with why and what to do (an unpinned image refuses only its own
+    /// add-on; the others are applied).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub refused: BTreeMap<String, String>,
 }
 
 impl AddonsReport {
@@ -51,6 +55,7 @@ impl AddonsReport {
             applied: 0,
             updated_at: at.to_string(),
             detail: None,
+            refused: BTreeMap::new(),
         }
     }
 
@@ -65,12 +70,18 @@ impl AddonsReport {
             AddonsState::WaitingForApi => {
                 format!("waiting for the API server at {}", self.api_server)
             }
-            AddonsState::Applied => format!(
-                "applied: {} objects ({} written this run): {}",
-                self.objects,
-                self.applied,
-                versions.join(", ")
-            ),
+            AddonsState::Applied => {
+                let mut line = format!(
+                    "applied: {} objects ({} written this run): {}",
+                    self.objects,
+                    self.applied,
+                    versions.join(", ")
+                );
+                for (addon, why) in &self.refused {
+                    line.push_str(&format!("; refused {addon}: {why}"));
+                }
+                line
+            }
             AddonsState::Failed => format!(
                 "failed: {}",
                 self.detail.as_deref().unwrap_or("no detail recorded")
@@ -98,6 +109,15 @@ mod tests {
         assert_eq!(
             report.summary(),
             "applied: 20 objects (3 written this run): calico 3.30.2, coredns 1.12.0"
+        );
+        let mut partial = report.clone();
+        partial
+            .refused
+            .insert("pod-identity-webhook".into(), "image unpinned".into());
+        assert_eq!(
+            partial.summary(),
+            "applied: 20 objects (3 written this run): calico 3.30.2, coredns 1.12.0; refused \
+             pod-identity-webhook: image unpinned"
         );
         let json = serde_json::to_string(&report).expect("json");
         assert!(json.contains("\"state\":\"Applied\""), "{json}");

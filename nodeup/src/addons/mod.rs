@@ -99,7 +99,7 @@ pub enum AddonError {
         image: String,
         minor: String,
     },
-    #[error("add-on {addon}: image {image} ({reference}) has no pinned digest in images/manifest.yaml; pin it there and bake a new AMI")]
+    #[error("add-on {addon}: image {image} ({reference}) has no pinned digest in images/manifest.yaml: pin it with images/pin.sh (on a machine that reaches its registry) and bake a new AMI")]
     ImageUnpinned {
         addon: String,
         image: String,

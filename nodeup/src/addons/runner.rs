@@ -21,7 +21,7 @@ use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair,
 use time::OffsetDateTime;
 
 use super::apply::{apply_set, ObjectAction};
-use super::set::with_pod_identity_webhook;
+use super::set::applied_set;
 use super::{render, AddonError};
 
 /// The applier's identity in the API server's audit log.
@@ -169,7 +169,11 @@ impl AddonJob {
             }
         };
         let set = render(&self.spec, release, minor, text.as_deref())?;
-        let set = with_pod_identity_webhook(set, &self.spec, release, minor, &self.ca_cert_pem)?;
+        // An add-on that cannot render alone (the webhook's unpinned image) is refused by name; the rest applies.
+        let (set, refused) = applied_set(set, &self.spec, release, minor, &self.ca_cert_pem);
+        for (addon, why) in &refused {
+            tracing::warn!("add-on {addon} refused: {why}");
+        }
         let outcomes = apply_set(client, &set, crate::retry::ADDON_APPLY).await?;
         Ok(Some(AddonsReport {
             state: AddonsState::Applied,
@@ -183,6 +187,7 @@ impl AddonJob {
                 .count(),
             updated_at: now(),
             detail: None,
+            refused,
         }))
     }
 

@@ -285,6 +285,28 @@ pub fn with_pod_identity_webhook(
     Ok(set)
 }
 
+/// What a control-plane node applies: `set` with the Pod Identity Webhook when the node spec turns it on
+/// ([`with_pod_identity_webhook`]). The webhook is optional to the rest: when it cannot be rendered (its image
+/// unpinned, or not pinned for the release) it alone is refused, named in the second value with the error
+/// (which names the image and what to do), and `set` is applied without it, so the CNI, CoreDNS, the cloud
+/// controller manager and the EBS CSI driver still install. Nothing of the webhook is applied then, its
+/// `MutatingWebhookConfiguration` included, so no pod creation waits on a webhook that is not there.
+pub fn applied_set(
+    set: AddonSet,
+    spec: &NodeSpec,
+    release: &Release,
+    minor: &str,
+    ca_certificate_pem: &str,
+) -> (AddonSet, BTreeMap<String, String>) {
+    match with_pod_identity_webhook(set.clone(), spec, release, minor, ca_certificate_pem) {
+        Ok(full) => (full, BTreeMap::new()),
+        Err(e) => (
+            set,
+            BTreeMap::from([(POD_IDENTITY_WEBHOOK.to_string(), e.to_string())]),
+        ),
+    }
+}
+
 fn push<T: Serialize + k8s_openapi::Resource>(
     out: &mut Vec<AddonObject>,
     addon: &str,
