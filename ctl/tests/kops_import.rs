@@ -77,10 +77,7 @@ fn outcomes() -> BTreeMap<&'static str, Option<Vec<&'static str>>> {
         ),
         (
             "privateflannel",
-            refused(&[
-                "Cluster/privateflannel.example.com spec.networking.flannel",
-                "Cluster/privateflannel.example.com spec.kubernetesVersion",
-            ]),
+            refused(&["Cluster/privateflannel.example.com spec.networking.flannel"]),
         ),
         ("externallb", None),
         (
