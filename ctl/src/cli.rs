@@ -749,6 +749,8 @@ pub enum RoleArg {
     Node,
     #[value(name = "Bastion", alias = "bastion")]
     Bastion,
+    #[value(name = "ApiServer", alias = "api-server")]
+    ApiServer,
 }
 
 /// A roll's timeout: at least 1s, at most a day (a roll that waits longer is stuck, not slow).

@@ -146,7 +146,7 @@ async fn applied_state(model: &ClusterModel, completed: &ClusterConfig) -> Actua
                     .join(","),
                 launch_template_id: Some(format!("lt-{}", group.name)),
                 target_groups: match group.role {
-                    Role::ControlPlane => vec![target_group.clone()],
+                    Role::ControlPlane | Role::ApiServer => vec![target_group.clone()],
                     Role::Node | Role::Bastion => Vec::new(),
                 },
                 tags: group.tags.clone(),

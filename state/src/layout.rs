@@ -9,6 +9,9 @@ pub mod pki_names {
     pub const ETCD_CA: &str = "etcd-ca";
     /// Signs and verifies service-account tokens (a key pair, no certificate).
     pub const SERVICE_ACCOUNT: &str = "service-account";
+    /// The etcd client certificate and key of API-server nodes (`pki/etcd-client-api-server/cert.pem` and
+    /// `key.pem`): issued with the etcd CA for them, readable by the API-server role.
+    pub const API_SERVER_ETCD_CLIENT: &str = "etcd-client-api-server";
 }
 
 /// The objects of one cluster.

@@ -88,6 +88,9 @@ pub const MAX_GROUP_SIZE: u32 = 1000;
 /// The most instances a bastion group may run: a jump host or two per zone is plenty, and every one is a door
 /// from the internet into the VPC.
 pub const MAX_BASTION_SIZE: u32 = 6;
+/// The most instances one API-server group may run: each holds connections to every etcd member and watches
+/// every resource, so a few dozen API servers already load etcd more than any cluster's clients need.
+pub const MAX_API_SERVER_GROUP_SIZE: u32 = 20;
 /// The most annotations `spec.cilium.agentPodAnnotations` (and `operatorPodAnnotations`) may hold.
 pub const MAX_POD_ANNOTATIONS: usize = 32;
 /// The longest annotation value Ballast passes on; Kubernetes caps all of an object's annotations together at

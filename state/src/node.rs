@@ -105,6 +105,9 @@ pub struct NodeSpec {
     /// Present on control-plane nodes only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane: Option<ControlPlaneSettings>,
+    /// Present on API-server nodes only (role `ApiServer`): what their API server needs; they host no etcd member.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_server: Option<ApiServerSettings>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -152,6 +155,12 @@ pub struct PkiLocations {
     /// first encrypts, all decrypt. Absent before the encryption key was first rotated: every key, in order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption_key_names: Option<Vec<String>>,
+    /// The etcd client certificate and key the API-server nodes' API servers use (API-server nodes only: they
+    /// hold no etcd CA key, so `update cluster` issues this pair; `pki/etcd-client-api-server/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_client_cert: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_client_key: Option<String>,
     /// Where node specs written before node identity named a shared kubelet bootstrap token
     /// (`pki.bootstrapToken`). Read so that such a spec still loads, never written and never used: workers
     /// prove which instance they are instead (docs/node-identity.md).
@@ -182,6 +191,20 @@ pub struct ControlPlaneSettings {
     /// The cluster autoscaler's settings (`spec.clusterAutoscaler.enabled`); absent: it is not installed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_autoscaler: Option<crate::autoscaler::ClusterAutoscalerSettings>,
+}
+
+/// What an API-server node's kube-apiserver is configured with: the control plane's settings for it, and the
+/// etcd members it dials (by their stable names, `etcd-<member>.internal.<cluster>:2379`, kept current in the
+/// node's hosts block from EC2's listing).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApiServerSettings {
+    /// Secrets encrypted at rest with this provider; `None` when disabled (as on the control plane).
+    pub encryption_provider: Option<EncryptionProvider>,
+    pub audit_log_path: String,
+    pub audit_log_max_age_days: u32,
+    /// Every etcd member's name, sorted: its client URL is `https://etcd-<member>.internal.<cluster>:2379`.
+    pub etcd_members: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -277,22 +300,48 @@ pub fn render_node_spec_with_keys(
     let cluster = &completed.cluster.spec;
     let paths = ClusterPaths::new(completed.name());
     let control_plane = ig.spec.role == Role::ControlPlane;
+    // An API-server node gets what its API server needs (and the Kubernetes CA's key, to issue its serving and
+    // kubelet-client certificates as a control-plane node does), never the etcd CA's key: its etcd client
+    // certificate is issued for it.
+    let api_server = ig.spec.role == Role::ApiServer;
     let private = |key: String| control_plane.then_some(key);
+    let serving = |key: String| (control_plane || api_server).then_some(key);
     let pki = PkiLocations {
         kubernetes_ca_cert: paths.pki_cert(pki_names::KUBERNETES_CA),
-        kubernetes_ca_key: private(paths.pki_key(pki_names::KUBERNETES_CA)),
-        etcd_ca_cert: private(paths.pki_cert(pki_names::ETCD_CA)),
+        kubernetes_ca_key: serving(paths.pki_key(pki_names::KUBERNETES_CA)),
+        etcd_ca_cert: serving(paths.pki_cert(pki_names::ETCD_CA)),
         etcd_ca_key: private(paths.pki_key(pki_names::ETCD_CA)),
-        service_account_key: private(paths.pki_key(pki_names::SERVICE_ACCOUNT)),
-        service_account_public_key: private(paths.pki_public_key(pki_names::SERVICE_ACCOUNT)),
-        encryption_keys: private(paths.secret(ENCRYPTION_KEYS_SECRET)),
+        service_account_key: serving(paths.pki_key(pki_names::SERVICE_ACCOUNT)),
+        service_account_public_key: serving(paths.pki_public_key(pki_names::SERVICE_ACCOUNT)),
+        encryption_keys: serving(paths.secret(ENCRYPTION_KEYS_SECRET)),
         kubernetes_ca_trusted: Vec::new(),
         etcd_ca_trusted: Vec::new(),
         service_account_verify_keys: Vec::new(),
         encryption_key_names: None,
+        etcd_client_cert: api_server.then(|| paths.pki_cert(pki_names::API_SERVER_ETCD_CLIENT)),
+        etcd_client_key: api_server.then(|| paths.pki_key(pki_names::API_SERVER_ETCD_CLIENT)),
         legacy_bootstrap_token: None,
     };
-    let pki = with_rotated_keys(pki, keys.locations(&paths), control_plane);
+    let pki = with_rotated_keys(pki, keys.locations(&paths), control_plane || api_server);
+    let pki = PkiLocations {
+        etcd_ca_key: pki.etcd_ca_key.filter(|_| control_plane),
+        ..pki
+    };
+    let api_server_settings = api_server.then(|| {
+        let etcd = cluster.etcd.clone().unwrap_or_default();
+        let encryption = cluster.encryption_config.clone().unwrap_or_default();
+        let mut etcd_members: Vec<String> = etcd.members.iter().map(|m| m.name.clone()).collect();
+        etcd_members.sort();
+        ApiServerSettings {
+            encryption_provider: encryption
+                .enabled
+                .unwrap_or(true)
+                .then(|| encryption.provider.unwrap_or(EncryptionProvider::Secretbox)),
+            audit_log_path: "/var/log/kubernetes/audit.log".to_string(),
+            audit_log_max_age_days: 30,
+            etcd_members,
+        }
+    });
     let control_plane_settings = if control_plane {
         let etcd = cluster.etcd.clone().unwrap_or_default();
         let member_name = etcd
@@ -383,6 +432,7 @@ pub fn render_node_spec_with_keys(
         pki,
         ssh_authorized_keys: keys.ssh_authorized_keys.clone(),
         control_plane: control_plane_settings,
+        api_server: api_server_settings,
     };
     let yaml = yaml_serde::to_string(&spec).map_err(|source| NodeSpecError::Render {
         group: group.to_string(),
@@ -395,7 +445,8 @@ pub fn render_node_spec_with_keys(
     })
 }
 
-/// `pki` with the keys of rotated keysets: workers get certificates only, never a private key.
+/// `pki` with the keys of rotated keysets: workers get certificates only, never a private key. `control_plane`
+/// is also true for API-server nodes, whose etcd CA key the caller drops.
 fn with_rotated_keys(mut pki: PkiLocations, at: KeyLocations, control_plane: bool) -> PkiLocations {
     pki.kubernetes_ca_cert = at.kubernetes_ca_cert.unwrap_or(pki.kubernetes_ca_cert);
     pki.kubernetes_ca_trusted = at.kubernetes_ca_trusted;
@@ -579,6 +630,67 @@ mod tests {
                 with.yaml
             );
             assert_ne!(with.sha256, without.sha256, "{group}");
+        }
+    }
+
+    /// An API-server node's spec: what its API server needs (the Kubernetes CA's key to issue its serving and
+    /// kubelet-client certificates, the service-account keys, the encryption keys, the etcd CA's certificate and
+    /// the etcd client pair issued for API servers), never the etcd CA's key, and no etcd member of its own.
+    #[test]
+    fn api_server_nodes_get_what_their_api_server_needs_and_no_etcd_ca_key() {
+        let mut config = completed();
+        let mut group = config
+            .instance_groups
+            .iter()
+            .find(|ig| ig.spec.role == Role::Node)
+            .expect("nodes")
+            .clone();
+        group.metadata.name = "apiserver".into();
+        group.spec.role = Role::ApiServer;
+        config.instance_groups.push(group);
+        let spec = render_node_spec(&config, "apiserver", "s3://b/p", "api.elb").expect("render");
+        let pki = &spec.spec.pki;
+        let at = |name: &str| format!("demo.example.com/pki/{name}");
+        assert_eq!(pki.kubernetes_ca_key, Some(at("kubernetes-ca/key.pem")));
+        assert_eq!(pki.etcd_ca_cert, Some(at("etcd-ca/cert.pem")));
+        assert_eq!(pki.etcd_ca_key, None);
+        assert_eq!(
+            pki.etcd_client_cert,
+            Some(at("etcd-client-api-server/cert.pem"))
+        );
+        assert_eq!(
+            pki.etcd_client_key,
+            Some(at("etcd-client-api-server/key.pem"))
+        );
+        assert_eq!(pki.service_account_key, Some(at("service-account/key.pem")));
+        assert_eq!(
+            pki.encryption_keys.as_deref(),
+            Some("demo.example.com/secrets/encryption-keys.yaml")
+        );
+        assert!(!spec.yaml.contains("etcd-ca/key.pem"), "{}", spec.yaml);
+        assert!(
+            spec.spec.control_plane.is_none(),
+            "no etcd member, no supervisor"
+        );
+        let settings = spec.spec.api_server.as_ref().expect("API-server settings");
+        assert_eq!(
+            settings.etcd_members,
+            vec![
+                "control-plane-us-west-2a",
+                "control-plane-us-west-2b",
+                "control-plane-us-west-2c"
+            ]
+        );
+        assert_eq!(
+            settings.encryption_provider,
+            Some(EncryptionProvider::Secretbox)
+        );
+        // Workers and the control plane are as before: no etcd client pair, no API-server settings.
+        for group in ["nodes", "control-plane-us-west-2a"] {
+            let other = render_node_spec(&config, group, "s3://b/p", "api.elb").expect("render");
+            assert_eq!(other.spec.pki.etcd_client_cert, None, "{group}");
+            assert!(other.spec.api_server.is_none(), "{group}");
+            assert!(!other.yaml.contains("apiServer:"), "{group}");
         }
     }
 }

@@ -516,6 +516,9 @@ pub enum Role {
     /// An SSH jump host in the public (utility) subnets of a private topology: nothing of Kubernetes runs on it,
     /// and it holds none of the cluster's secrets (docs/spec.md, "Bastions").
     Bastion,
+    /// Runs kube-apiserver (and a kubelet) behind the API load balancer, and no etcd member: API capacity that
+    /// scales apart from etcd (kops's `APIServer`; docs/spec.md, "API-server groups").
+    ApiServer,
 }
 
 impl Role {
@@ -525,6 +528,7 @@ impl Role {
             Role::ControlPlane => "control-plane",
             Role::Node => "node",
             Role::Bastion => "bastion",
+            Role::ApiServer => "api-server",
         }
     }
 }

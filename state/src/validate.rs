@@ -13,7 +13,7 @@ use crate::error::FieldError;
 use crate::limits::{
     AUDIT_CHUNK_INTERVAL_SECS, AUDIT_CHUNK_MAX_BYTES, AUDIT_RETENTION_DAYS, ETCD_VOLUME_SIZE_GIB,
     ETCD_VOLUME_TYPES, IAM_MAX_ROLE_NAME_CHARS, IAM_ROLE_NAME_PREFIX, MAX_CLUSTER_NAME_CHARS,
-    MAX_BASTION_SIZE, MAX_GROUP_SIZE, MAX_INSTANCE_GROUPS, MAX_POD_ANNOTATIONS,
+    MAX_API_SERVER_GROUP_SIZE, MAX_BASTION_SIZE, MAX_GROUP_SIZE, MAX_INSTANCE_GROUPS, MAX_POD_ANNOTATIONS,
     MAX_POD_ANNOTATION_VALUE_BYTES,
 };
 use crate::spec::*;
@@ -819,6 +819,9 @@ fn check_instance_groups(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
         if ig.spec.role == Role::Bastion {
             check_bastion(&mut report, &ig.spec, &cluster.spec);
         }
+        if ig.spec.role == Role::ApiServer {
+            check_api_server_group(&mut report, &ig.spec, config);
+        }
         if let Some(message) = crate::limits::merged_cloud_labels_problem(
             &cluster.spec.cloud_labels,
             &ig.spec.cloud_labels,
@@ -918,6 +921,33 @@ fn check_machine_type_and_image(report: &mut Report<'_>, spec: &InstanceGroupSpe
             report.error(
                 "spec.image",
                 format!("{image:?} is neither an AMI id (ami-...) nor a valid AMI name"),
+            );
+        }
+    }
+}
+
+/// An API-server group serves the API from the etcd the control plane runs: it needs a control plane, and its
+/// size is bounded (every API server holds connections to every etcd member).
+fn check_api_server_group(report: &mut Report<'_>, spec: &InstanceGroupSpec, config: &ClusterConfig) {
+    if !config
+        .instance_groups
+        .iter()
+        .any(|ig| ig.spec.role == Role::ControlPlane)
+    {
+        report.error(
+            "spec.role",
+            "an ApiServer group needs the cluster's control plane (its etcd): add a ControlPlane group or \
+             make this one a ControlPlane group",
+        );
+    }
+    if let Some(max) = spec.max_size {
+        if max > MAX_API_SERVER_GROUP_SIZE {
+            report.error(
+                "spec.maxSize",
+                format!(
+                    "{max} API servers, more than {MAX_API_SERVER_GROUP_SIZE}: each loads every etcd member; \
+                     use larger instances or fewer API servers"
+                ),
             );
         }
     }

@@ -9,6 +9,7 @@
 //! deleted in rounds, each kind's `delete` beside its `apply`. [`aws`] holds the AWS reads and helpers the
 //! engine and the commands share; [`calls`] counts the calls.
 
+pub mod api_servers;
 pub mod audit;
 pub mod autoscaler;
 pub mod aws;

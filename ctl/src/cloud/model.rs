@@ -265,6 +265,7 @@ pub fn role_resource_name(cluster: &str, role: Role) -> String {
         Role::ControlPlane => format!("control-plane.{cluster}"),
         Role::Node => format!("nodes.{cluster}"),
         Role::Bastion => format!("bastions.{cluster}"),
+        Role::ApiServer => format!("api-servers.{cluster}"),
     }
 }
 
@@ -322,7 +323,14 @@ fn security_groups(
         rule("-1", -1, -1, Source::Group(Role::Node)),
         rule("-1", -1, -1, Source::Group(Role::ControlPlane)),
     ];
-    nodes.extend(ssh);
+    nodes.extend(ssh.iter().cloned());
+    // API-server groups (super::api_servers): etcd's client port on the control plane, all of the nodes.
+    let api_servers = super::api_servers::has_api_servers(completed);
+    if api_servers {
+        let cni = control_plane.clone();
+        control_plane.extend(super::api_servers::control_plane_rules(&cni));
+        nodes.extend(super::api_servers::node_rules());
+    }
     for rules in [&mut control_plane, &mut nodes] {
         rules.sort();
         rules.dedup();
@@ -341,6 +349,14 @@ fn security_groups(
             rules: nodes,
         },
     ];
+    if api_servers {
+        groups.push(SecurityGroupModel {
+            role: Role::ApiServer,
+            name: role_resource_name(cluster, Role::ApiServer),
+            description: format!("API servers of the Kubernetes cluster {cluster}"),
+            rules: super::api_servers::security_group_rules(completed, network_cidr, &ssh),
+        });
+    }
     if bastions {
         groups.push(SecurityGroupModel {
             role: Role::Bastion,
@@ -437,6 +453,13 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
         .flat_map(|n| super::cni::cni_iam_statements(n, cluster))
         .collect();
     let mut roles = vec![(Role::ControlPlane, control_plane), (Role::Node, nodes)];
+    if super::api_servers::has_api_servers(completed) {
+        let statements = super::api_servers::iam_statements(completed, object);
+        roles.push((
+            Role::ApiServer,
+            serde_json::json!({"Version": "2012-10-17", "Statement": statements}),
+        ));
+    }
     if super::bastions::has_bastions(completed) {
         let statements = super::bastions::iam_statements(completed, object);
         roles.push((

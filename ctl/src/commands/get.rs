@@ -162,6 +162,7 @@ fn group_row(config: &ClusterConfig, ig: &InstanceGroup) -> Vec<String> {
             Role::ControlPlane => "ControlPlane".to_string(),
             Role::Node => "Node".to_string(),
             Role::Bastion => "Bastion".to_string(),
+            Role::ApiServer => "ApiServer".to_string(),
         },
         ig.spec.machine_type.clone().unwrap_or_default(),
         size(ig.spec.min_size),

@@ -28,6 +28,7 @@ pub async fn run(context: &Context, args: RollingUpdateArgs) -> Result<(), Comma
             RoleArg::ControlPlane => Role::ControlPlane,
             RoleArg::Node => Role::Node,
             RoleArg::Bastion => Role::Bastion,
+            RoleArg::ApiServer => Role::ApiServer,
         })
         .collect();
     let known: Vec<(String, Role)> = completed

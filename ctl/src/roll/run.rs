@@ -172,7 +172,10 @@ impl<'a> Roller<'a> {
                 match role {
                     Role::ControlPlane => self.control_plane(name, &mut outcome).await,
                     // A bastion is rolled as a node group is, without Kubernetes (roll::decide).
-                    Role::Node | Role::Bastion => self.nodes(name, &mut outcome).await,
+                    // API-server nodes hold no etcd member: drained and replaced as nodes are.
+                    Role::Node | Role::Bastion | Role::ApiServer => {
+                        self.nodes(name, &mut outcome).await
+                    }
                 }
             } => result,
             _ = tokio::signal::ctrl_c() => Err(RollError::Interrupted),

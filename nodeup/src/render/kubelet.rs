@@ -26,7 +26,8 @@ pub const GROUP_LABEL: &str = "ballast.dev/instance-group";
 /// elsewhere.
 pub fn api_server_url(spec: &NodeSpec, node: &NodeFacts) -> String {
     match spec.role {
-        Role::ControlPlane => format!("https://{}:443", node.private_ip),
+        // An API-server node's kubelet reaches its own API server, as a control-plane node's does.
+        Role::ControlPlane | Role::ApiServer => format!("https://{}:443", node.private_ip),
         Role::Node | Role::Bastion if spec.api_server_endpoint.contains(':') => {
             format!("https://{}", spec.api_server_endpoint)
         }

@@ -190,7 +190,10 @@ fn wanted(group: &GroupModel, known: &Known) -> Wanted {
         // The operator's target groups, after (for control-plane groups) the cluster's own API target group.
         target_groups: [
             match group.role {
-                Role::ControlPlane => vec![or_known_after_apply(known.target_group_arn.as_ref())],
+                // API-server groups serve the API behind the same load balancer as the control plane.
+                Role::ControlPlane | Role::ApiServer => {
+                    vec![or_known_after_apply(known.target_group_arn.as_ref())]
+                }
                 Role::Node | Role::Bastion => Vec::new(),
             },
             group.aws.target_group_arns.clone(),

@@ -461,6 +461,7 @@ impl Task for IamTask {
                         ballast_state::spec::Role::ControlPlane => "masters",
                         ballast_state::spec::Role::Node => "nodes",
                         ballast_state::spec::Role::Bastion => "bastions",
+                        ballast_state::spec::Role::ApiServer => "apiservers",
                     };
                     terraform.output(
                         &format!("{prefix}_role_arn"),

@@ -558,6 +558,7 @@ impl Task for SecurityGroupsTask {
                 Role::ControlPlane => "master_security_group_ids",
                 Role::Node => "node_security_group_ids",
                 Role::Bastion => "bastion_security_group_ids",
+                Role::ApiServer => "apiserver_security_group_ids",
             };
             terraform.output(output, values(&[&id]));
             known.security_group_ids.insert(group.role, id);
@@ -694,6 +695,7 @@ fn role_resource_name_of(role: &Role) -> String {
         Role::ControlPlane => "control-plane".to_string(),
         Role::Node => "nodes".to_string(),
         Role::Bastion => "bastions".to_string(),
+        Role::ApiServer => "api-servers".to_string(),
     }
 }
 

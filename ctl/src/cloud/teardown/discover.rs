@@ -441,7 +441,7 @@ async fn load_balancing(cloud: &Cloud, cluster: &str) -> Result<Vec<Resource>, U
         .collect())
 }
 
-/// The roles and instance profiles `control-plane.NAME`, `nodes.NAME` and `bastions.NAME`. A role counts when its tags say it
+/// The roles and instance profiles `control-plane.NAME`, `nodes.NAME`, `api-servers.NAME` and `bastions.NAME`. A role counts when its tags say it
 /// is the cluster's. An instance profile carries no tags of Ballast's (it is made without), so it counts when
 /// tagged as the cluster's or when every role in it is one of the cluster's own (an empty one included: its
 /// name is the cluster's).
@@ -449,7 +449,7 @@ async fn iam(cloud: &Cloud, cluster: &str) -> Result<Vec<Resource>, UpdateError>
     let iam = &cloud.iam;
     let mut found = Vec::new();
     let mut owned_roles = Vec::new();
-    for role in [Role::ControlPlane, Role::Node, Role::Bastion] {
+    for role in [Role::ControlPlane, Role::Node, Role::ApiServer, Role::Bastion] {
         let name = role_resource_name(cluster, role);
         let resource = format!("IamRole {name}");
         let Some(_) = find(&resource, "GetRole", &["NoSuchEntity"], || {
@@ -493,7 +493,7 @@ async fn iam(cloud: &Cloud, cluster: &str) -> Result<Vec<Resource>, UpdateError>
             found.push(found_role);
         }
     }
-    for role in [Role::ControlPlane, Role::Node, Role::Bastion] {
+    for role in [Role::ControlPlane, Role::Node, Role::ApiServer, Role::Bastion] {
         let name = role_resource_name(cluster, role);
         let resource = format!("InstanceProfile {name}");
         let Some(out) = find(&resource, "GetInstanceProfile", &["NoSuchEntity"], || {

@@ -127,11 +127,9 @@ fn spec_fields(
                 true
             }
             "APIServer" => {
-                r.refused(
-                    "spec.role",
-                    "APIServer: Ballast runs the API server on the control-plane nodes only; remove the group",
-                );
-                false
+                r.mapped("spec.role", "spec.role: ApiServer");
+                spec.role = Role::ApiServer;
+                true
             }
             other => {
                 r.refused(
