@@ -27,11 +27,12 @@ use hcl::{Body, Expression};
 use predicates::prelude::*;
 
 const STATE: &str = "s3://state/clusters";
-const CASES: [&str; 4] = [
+const CASES: [&str; 5] = [
     "create-from-nothing",
     "group-aws-create",
     "private-create",
     "shared-vpc-create",
+    "termination-create",
 ];
 /// The API load balancer's DNS name once Terraform made it: node specs name it, and with it every group's
 /// launch template and Auto Scaling Group is rendered.
@@ -596,6 +597,66 @@ fn check_change(
                 &format!("[{}]", subnets.join(", ")),
             );
         }
+        Kind::SqsQueue => {
+            expect(
+                "aws_sqs_queue",
+                name,
+                &["message_retention_seconds"],
+                field("messageRetention").trim_end_matches('s'),
+            );
+            expect("aws_sqs_queue", name, &["sqs_managed_sse_enabled"], "true");
+            // The policy's references resolve (jsonencode of traversals), never a `${...}` text.
+            let policy = text(attribute(
+                find("aws_sqs_queue_policy", name).unwrap_or(&Body::default()),
+                &["policy"],
+            ));
+            if !policy.starts_with("jsonencode(") || policy.contains("${") {
+                problems
+                    .borrow_mut()
+                    .push(format!("SqsQueue {name}: its policy is not references: {policy}"));
+            }
+        }
+        Kind::EventRule => {
+            let pattern = text(attribute(
+                find("aws_cloudwatch_event_rule", name).unwrap_or(&Body::default()),
+                &["event_pattern"],
+            ));
+            let same = serde_json::from_str::<serde_json::Value>(&pattern).ok()
+                == serde_json::from_str::<serde_json::Value>(&field("pattern")).ok();
+            if !same {
+                problems.borrow_mut().push(format!(
+                    "EventRule {name}: pattern {pattern} in Terraform, {} in the plan",
+                    field("pattern")
+                ));
+            }
+            expect(
+                "aws_cloudwatch_event_target",
+                &format!("{name}-Target"),
+                &["rule"],
+                &format!("aws_cloudwatch_event_rule.{}.id", tf(name)),
+            );
+        }
+        Kind::LifecycleHook => {
+            let hook = name.replace('/', "-");
+            expect(
+                "aws_autoscaling_lifecycle_hook",
+                &hook,
+                &["heartbeat_timeout"],
+                field("heartbeatTimeout").trim_end_matches('s'),
+            );
+            expect(
+                "aws_autoscaling_lifecycle_hook",
+                &hook,
+                &["lifecycle_transition"],
+                &field("transition"),
+            );
+            expect(
+                "aws_autoscaling_lifecycle_hook",
+                &hook,
+                &["default_result"],
+                &field("defaultResult"),
+            );
+        }
         other => problems
             .borrow_mut()
             .push(format!("{other} {name}: no Terraform check for this kind")),
@@ -641,6 +702,11 @@ async fn terraform_and_the_direct_plan_agree_resource_by_resource() {
             ("aws_lb_listener", Kind::Listener),
             ("aws_launch_template", Kind::LaunchTemplate),
             ("aws_autoscaling_group", Kind::AutoScalingGroup),
+            ("aws_sqs_queue", Kind::SqsQueue),
+            ("aws_sqs_queue_policy", Kind::SqsQueue),
+            ("aws_cloudwatch_event_rule", Kind::EventRule),
+            ("aws_cloudwatch_event_target", Kind::EventRule),
+            ("aws_autoscaling_lifecycle_hook", Kind::LifecycleHook),
         ]
         .into_iter()
         .map(|(t, kind)| {

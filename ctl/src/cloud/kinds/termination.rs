@@ -576,27 +576,49 @@ impl Task for QueueTask {
                     )
                 })
                 .collect();
-            // The policy names the queue's and the rules' ARNs, known only once they exist: Terraform fills them.
-            let policy = serde_json::to_string_pretty(&queue_policy(&queue_arn, &rule_arns))
-                .map_err(|e| RenderError::NotYet {
-                    resource: format!("SqsQueue {name}"),
-                    why: if e.is_io() {
-                        "an I/O error"
-                    } else {
-                        "a JSON error"
-                    },
-                })?;
+            // The policy names the queue's and the rules' ARNs, known only once they exist: written as
+            // `jsonencode({...})` with those as references Terraform resolves (in a plain string they would be
+            // escaped, and the policy would name the text `${...}`).
+            let policy = jsonencode(&queue_policy(&queue_arn, &rule_arns));
             terraform.resource(
                 "aws_sqs_queue_policy",
                 &tf,
                 TfResource::new()
-                    .attr("policy", policy.as_str())
+                    .attr("policy", policy)
                     .attr("queue_url", value(&reference("aws_sqs_queue", &tf, "id"))),
             )?;
             known.termination_queue_arn = Some(queue_arn);
             known.termination_queue_url = Some(reference("aws_sqs_queue", &tf, "id"));
         }
         Ok(())
+    }
+}
+
+/// A JSON document as HCL's `jsonencode(...)` of an object, each `${TYPE.NAME.ATTR}` string in it a reference.
+fn jsonencode(document: &Value) -> hcl::Expression {
+    hcl::expr::FuncCall::builder("jsonencode")
+        .arg(json_as_hcl(document))
+        .build()
+        .into()
+}
+
+fn json_as_hcl(v: &Value) -> hcl::Expression {
+    match v {
+        Value::Null => hcl::Expression::Null,
+        Value::Bool(b) => hcl::Expression::Bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => hcl::Expression::Number(i.into()),
+            None => hcl::Expression::String(n.to_string()),
+        },
+        Value::String(s) => value(s),
+        Value::Array(items) => hcl::Expression::Array(items.iter().map(json_as_hcl).collect()),
+        Value::Object(fields) => {
+            let mut object = hcl::Object::new();
+            for (k, v) in fields {
+                object.insert(hcl::ObjectKey::from(k.as_str()), json_as_hcl(v));
+            }
+            hcl::Expression::Object(object)
+        }
     }
 }
 
