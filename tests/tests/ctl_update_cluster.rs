@@ -476,6 +476,106 @@ async fn a_changed_group_plans_only_its_own_launch_template() {
     let after = cluster.plan();
     assert!(after.starts_with("No changes"), "{after}");
 
+    // IOPS and throughput take effect: the nodes' root volume in a new launch template version (read back from
+    // EC2: the next plan is empty), etcd's volumes changed in place by ModifyVolume (the same volumes).
+    let ec2 = aws_sdk_ec2::Client::new(&aws::sdk_config().await);
+    let etcd_volumes = || async {
+        let found = ec2
+            .describe_volumes()
+            .filters(
+                aws_sdk_ec2::types::Filter::builder()
+                    .name(format!("tag:kubernetes.io/cluster/{}", cluster.name))
+                    .values("owned")
+                    .build(),
+            )
+            .send()
+            .await
+            .expect("DescribeVolumes");
+        let mut volumes: Vec<(String, Option<i32>, Option<i32>)> = found
+            .volumes()
+            .iter()
+            .map(|v| {
+                (
+                    v.volume_id().unwrap_or_default().to_string(),
+                    v.iops(),
+                    v.throughput(),
+                )
+            })
+            .collect();
+        volumes.sort();
+        volumes
+    };
+    let before = etcd_volumes().await;
+    assert_eq!(before.len(), 3, "{before:?}");
+    let stored = cluster
+        .ballast()
+        .args(["get", "clusters", "-o", "yaml"])
+        .assert()
+        .success();
+    let yaml = String::from_utf8_lossy(&stored.get_output().stdout).to_string();
+    let cluster_doc = yaml.as_str();
+    let cluster_doc = if cluster_doc.contains("\n  etcd:\n") {
+        cluster_doc.replacen(
+            "\n  etcd:\n",
+            "\n  etcd:\n    volumeIops: 4000\n    volumeThroughput: 250\n",
+            1,
+        )
+    } else {
+        cluster_doc.replacen(
+            "\nspec:\n",
+            "\nspec:\n  etcd:\n    volumeIops: 4000\n    volumeThroughput: 250\n",
+            1,
+        )
+    };
+    assert!(cluster_doc.contains("volumeIops: 4000"), "{yaml}");
+    cluster.replace(&dir, &cluster_doc);
+    cluster.replace(
+        &dir,
+        "apiVersion: ballast.dev/v1alpha1\nkind: InstanceGroup\nmetadata: {name: nodes}\n\
+         spec: {role: Node, machineType: m6i.large, minSize: 3, maxSize: 3, \
+         rootVolume: {iops: 4000, throughput: 250}}\n",
+    );
+    let plan = cluster.plan();
+    assert!(
+        plan.contains(&format!(
+            "  ~ LaunchTemplate nodes.{0}\n        rootVolume: 128 GiB gp3 encrypted on /dev/xvda -> 128 GiB gp3 \
+             4000 IOPS 250 MiB/s encrypted on /dev/xvda\n",
+            cluster.name
+        )),
+        "{plan}"
+    );
+    assert!(plan.contains("iops: 3000 -> 4000"), "{plan}");
+    assert!(
+        plan.contains("throughput: 125 MiB/s -> 250 MiB/s"),
+        "{plan}"
+    );
+    assert!(
+        !plan.contains("  + EtcdVolume"),
+        "no new etcd volume: {plan}"
+    );
+    cluster
+        .ballast()
+        .args(["update", "cluster", "--yes"])
+        .assert()
+        .success();
+    let after = etcd_volumes().await;
+    let ids = |v: &[(String, Option<i32>, Option<i32>)]| -> Vec<String> {
+        v.iter().map(|(id, _, _)| id.clone()).collect()
+    };
+    assert_eq!(
+        ids(&after),
+        ids(&before),
+        "the same volumes, changed in place"
+    );
+    assert!(
+        after
+            .iter()
+            .all(|(_, iops, throughput)| (*iops, *throughput) == (Some(4000), Some(250))),
+        "{after:?}"
+    );
+    let after = cluster.plan();
+    assert!(after.starts_with("No changes"), "{after}");
+
     // A new Kubernetes version changes every group's node spec and launch template, and the running instances
     // are reported out of date.
     let stored = cluster

@@ -343,13 +343,13 @@ pub fn diff(wanted: &[WantedVolume], actual: &Actual) -> Result<Vec<Change>, Upd
     Ok(changes)
 }
 
+/// A value to change, `(from, to)`, or `None`: unchanged.
+type Transition = Option<(i32, i32)>;
+
 /// The IOPS and throughput to change, each `(from, to)`, compared as the volume will have them: the spec's or the
 /// wanted type's baseline, against what EC2 reports or (reported without, or of another type) the baseline a
 /// volume of the wanted type gets. A type whose performance is not set (gp2) changes neither.
-fn performance_changes(
-    want: &WantedVolume,
-    volume: &Volume,
-) -> (Option<(i32, i32)>, Option<(i32, i32)>) {
+fn performance_changes(want: &WantedVolume, volume: &Volume) -> (Transition, Transition) {
     let as_i32 = |v: Option<u32>| v.map(|v| i32::try_from(v).unwrap_or(i32::MAX));
     let (base_iops, base_throughput) = ballast_state::ebs::baseline(&want.volume_type);
     let (base_iops, base_throughput) = (as_i32(base_iops), as_i32(base_throughput));
