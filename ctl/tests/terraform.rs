@@ -611,9 +611,9 @@ fn check_change(
                 &["policy"],
             ));
             if !policy.starts_with("jsonencode(") || policy.contains("${") {
-                problems
-                    .borrow_mut()
-                    .push(format!("SqsQueue {name}: its policy is not references: {policy}"));
+                problems.borrow_mut().push(format!(
+                    "SqsQueue {name}: its policy is not references: {policy}"
+                ));
             }
         }
         Kind::EventRule => {
