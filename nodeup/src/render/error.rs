@@ -15,6 +15,13 @@ pub enum RenderError {
         role: Role,
         has_control_plane_settings: bool,
     },
+    /// An API-server node (role `ApiServer`): nodeup does not configure one yet, and refuses rather than boot it
+    /// as a worker whose kubelet dials an API server that is not there.
+    #[error(
+        "role ApiServer: nodeup does not yet run kube-apiserver on an API-server node (docs/spec.md, \"API-server \
+         groups\"); remove the group or make it a Node group"
+    )]
+    ApiServerNotBuilt,
     /// The spec needs a secret that was not fetched.
     #[error("the node spec needs {0}, which was not fetched")]
     MissingSecret(&'static str),

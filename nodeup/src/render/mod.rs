@@ -39,6 +39,9 @@ pub fn render(
     node: &NodeFacts,
     secrets: &Secrets,
 ) -> Result<Rendered, RenderError> {
+    if spec.role == Role::ApiServer {
+        return Err(RenderError::ApiServerNotBuilt);
+    }
     let control_plane = spec.role == Role::ControlPlane;
     if control_plane != spec.control_plane.is_some() {
         return Err(RenderError::Inconsistent {
@@ -246,6 +249,28 @@ mod containerd_tests {
         let mut spec: NodeSpec = yaml_serde::from_str(&text).expect("a node spec");
         spec.kubernetes_version = kubernetes.to_string();
         spec
+    }
+
+    /// An API-server node is refused, not rendered as a worker whose kubelet dials a local API server that
+    /// nothing runs.
+    #[test]
+    fn an_api_server_node_is_refused_until_nodeup_configures_one() {
+        let mut spec = spec("1.33.4");
+        spec.role = Role::ApiServer;
+        let node = NodeFacts {
+            instance_id: "i-1".into(),
+            private_ip: "10.0.1.10".into(),
+            hostname: "ip-10-0-1-10".into(),
+            availability_zone: "us-west-2a".into(),
+        };
+        let secrets = Secrets {
+            kubernetes_ca_cert: String::new(),
+            kubernetes_ca_trusted: Vec::new(),
+            control_plane: None,
+        };
+        let err = render(&spec, &node, &secrets).expect_err("refused");
+        assert!(matches!(err, RenderError::ApiServerNotBuilt), "{err}");
+        assert!(err.to_string().contains("role ApiServer"), "{err}");
     }
 
     #[test]
