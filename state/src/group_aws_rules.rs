@@ -75,6 +75,14 @@ pub fn check(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
                     format!("{price:?} is not a spot price: US dollars an hour, e.g. \"0.05\""),
                 );
             }
+            if spec.role == Role::ControlPlane {
+                error(
+                    "spec.maxPrice",
+                    "a control-plane group runs its etcd members on on-demand instances: remove it (spot \
+                     interruptions would take etcd members away)"
+                        .into(),
+                );
+            }
         }
         if let Some(lifetime) = &spec.max_instance_lifetime {
             match crate::duration::parse_duration_or_zero(lifetime) {

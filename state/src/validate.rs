@@ -12,9 +12,9 @@ use crate::duration::{parse_duration, DurationError};
 use crate::error::FieldError;
 use crate::limits::{
     AUDIT_CHUNK_INTERVAL_SECS, AUDIT_CHUNK_MAX_BYTES, AUDIT_RETENTION_DAYS, ETCD_VOLUME_SIZE_GIB,
-    ETCD_VOLUME_TYPES, IAM_MAX_ROLE_NAME_CHARS, IAM_ROLE_NAME_PREFIX, MAX_CLUSTER_NAME_CHARS,
-    MAX_API_SERVER_GROUP_SIZE, MAX_BASTION_SIZE, MAX_GROUP_SIZE, MAX_INSTANCE_GROUPS, MAX_POD_ANNOTATIONS,
-    MAX_POD_ANNOTATION_VALUE_BYTES,
+    ETCD_VOLUME_TYPES, IAM_MAX_ROLE_NAME_CHARS, IAM_ROLE_NAME_PREFIX, MAX_API_SERVER_GROUP_SIZE,
+    MAX_BASTION_SIZE, MAX_CLUSTER_NAME_CHARS, MAX_GROUP_SIZE, MAX_INSTANCE_GROUPS,
+    MAX_POD_ANNOTATIONS, MAX_POD_ANNOTATION_VALUE_BYTES,
 };
 use crate::spec::*;
 
@@ -928,7 +928,11 @@ fn check_machine_type_and_image(report: &mut Report<'_>, spec: &InstanceGroupSpe
 
 /// An API-server group serves the API from the etcd the control plane runs: it needs a control plane, and its
 /// size is bounded (every API server holds connections to every etcd member).
-fn check_api_server_group(report: &mut Report<'_>, spec: &InstanceGroupSpec, config: &ClusterConfig) {
+fn check_api_server_group(
+    report: &mut Report<'_>,
+    spec: &InstanceGroupSpec,
+    config: &ClusterConfig,
+) {
     if !config
         .instance_groups
         .iter()
@@ -987,7 +991,10 @@ fn check_bastion(report: &mut Report<'_>, spec: &InstanceGroupSpec, cluster: &Cl
         .keys()
         .any(|k| k != crate::defaults::INSTANCE_GROUP_LABEL)
     {
-        report.error("spec.nodeLabels", "a bastion runs no kubelet: remove nodeLabels");
+        report.error(
+            "spec.nodeLabels",
+            "a bastion runs no kubelet: remove nodeLabels",
+        );
     }
     if spec.taints.as_ref().is_some_and(|t| !t.is_empty()) {
         report.error("spec.taints", "a bastion runs no kubelet: remove taints");

@@ -449,7 +449,12 @@ async fn iam(cloud: &Cloud, cluster: &str) -> Result<Vec<Resource>, UpdateError>
     let iam = &cloud.iam;
     let mut found = Vec::new();
     let mut owned_roles = Vec::new();
-    for role in [Role::ControlPlane, Role::Node, Role::ApiServer, Role::Bastion] {
+    for role in [
+        Role::ControlPlane,
+        Role::Node,
+        Role::ApiServer,
+        Role::Bastion,
+    ] {
         let name = role_resource_name(cluster, role);
         let resource = format!("IamRole {name}");
         let Some(_) = find(&resource, "GetRole", &["NoSuchEntity"], || {
@@ -493,7 +498,12 @@ async fn iam(cloud: &Cloud, cluster: &str) -> Result<Vec<Resource>, UpdateError>
             found.push(found_role);
         }
     }
-    for role in [Role::ControlPlane, Role::Node, Role::ApiServer, Role::Bastion] {
+    for role in [
+        Role::ControlPlane,
+        Role::Node,
+        Role::ApiServer,
+        Role::Bastion,
+    ] {
         let name = role_resource_name(cluster, role);
         let resource = format!("InstanceProfile {name}");
         let Some(out) = find(&resource, "GetInstanceProfile", &["NoSuchEntity"], || {

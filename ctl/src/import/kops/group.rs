@@ -134,7 +134,7 @@ fn spec_fields(
             other => {
                 r.refused(
                     "spec.role",
-                    format!("{other:?}: use Master, ControlPlane or Node"),
+                    format!("{other:?}: use Master, ControlPlane, Node, APIServer or Bastion"),
                 );
                 false
             }

@@ -327,8 +327,7 @@ resource "aws_launch_template" "control-plane-us-west-2a-demo-example-com" {
     "ballast.dev/instance-group"             = "control-plane-us-west-2a"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
-  user_data              = "I2JhbGxhc3QtYm9vdC1jb25maWcKYXBpVmVyc2lvbjogYmFsbGFzdC5kZXYvdjFhbHBoYTEKa2luZDogQm9vdENvbmZpZwpjbHVzdGVyTmFtZTogZGVtby5leGFtcGxlLmNvbQppbnN0YW5jZUdyb3VwOiBjb250cm9sLXBsYW5lLXVzLXdlc3QtMmEKcm9sZTogQ29udHJvbFBsYW5lCnN0YXRlU3RvcmU6IHMzOi8vc3RhdGUvY2x1c3RlcnMKbm9kZVNwZWM6IGRlbW8uZXhhbXBsZS5jb20vbm9kZXMvY29udHJvbC1wbGFuZS11cy13ZXN0LTJhL3NwZWMueWFtbApub2RlU3BlY1NoYTI1NjogODU4ZDllNTgxODZjNTZhNGVkMmEwZDBkZWNiYTQ5MGI0NGE0ZjVhNTgzZjVmMmEzOTE0MWVmODgxNDdiZjgwZQo="
-  vpc_security_group_ids = [aws_security_group.control-plane-demo-example-com.id]
+  user_data = "I2JhbGxhc3QtYm9vdC1jb25maWcKYXBpVmVyc2lvbjogYmFsbGFzdC5kZXYvdjFhbHBoYTEKa2luZDogQm9vdENvbmZpZwpjbHVzdGVyTmFtZTogZGVtby5leGFtcGxlLmNvbQppbnN0YW5jZUdyb3VwOiBjb250cm9sLXBsYW5lLXVzLXdlc3QtMmEKcm9sZTogQ29udHJvbFBsYW5lCnN0YXRlU3RvcmU6IHMzOi8vc3RhdGUvY2x1c3RlcnMKbm9kZVNwZWM6IGRlbW8uZXhhbXBsZS5jb20vbm9kZXMvY29udHJvbC1wbGFuZS11cy13ZXN0LTJhL3NwZWMueWFtbApub2RlU3BlY1NoYTI1NjogODU4ZDllNTgxODZjNTZhNGVkMmEwZDBkZWNiYTQ5MGI0NGE0ZjVhNTgzZjVmMmEzOTE0MWVmODgxNDdiZjgwZQo="
 
   block_device_mappings {
     device_name = data.aws_ami.ballast-k8s-1-33-debian-12.root_device_name
@@ -343,6 +342,12 @@ resource "aws_launch_template" "control-plane-us-west-2a-demo-example-com" {
 
   iam_instance_profile {
     arn = aws_iam_instance_profile.control-plane-demo-example-com.arn
+  }
+
+  network_interfaces {
+    associate_public_ip_address = true
+    delete_on_termination       = true
+    security_groups             = [aws_security_group.control-plane-demo-example-com.id]
   }
 
   metadata_options {
@@ -397,8 +402,7 @@ resource "aws_launch_template" "nodes-demo-example-com" {
     "ballast.dev/instance-group"             = "nodes"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
-  user_data              = "I2JhbGxhc3QtYm9vdC1jb25maWcKYXBpVmVyc2lvbjogYmFsbGFzdC5kZXYvdjFhbHBoYTEKa2luZDogQm9vdENvbmZpZwpjbHVzdGVyTmFtZTogZGVtby5leGFtcGxlLmNvbQppbnN0YW5jZUdyb3VwOiBub2Rlcwpyb2xlOiBOb2RlCnN0YXRlU3RvcmU6IHMzOi8vc3RhdGUvY2x1c3RlcnMKbm9kZVNwZWM6IGRlbW8uZXhhbXBsZS5jb20vbm9kZXMvbm9kZXMvc3BlYy55YW1sCm5vZGVTcGVjU2hhMjU2OiAzMDk5OWFmMTJiZTFlZTYxZjYxMGU4MjQwM2VmZDNhZmJmNjFhMWI1MWQ5NDBmYzM0YWNmZGNhZTcwYjdmYTlhCg=="
-  vpc_security_group_ids = [aws_security_group.nodes-demo-example-com.id]
+  user_data = "I2JhbGxhc3QtYm9vdC1jb25maWcKYXBpVmVyc2lvbjogYmFsbGFzdC5kZXYvdjFhbHBoYTEKa2luZDogQm9vdENvbmZpZwpjbHVzdGVyTmFtZTogZGVtby5leGFtcGxlLmNvbQppbnN0YW5jZUdyb3VwOiBub2Rlcwpyb2xlOiBOb2RlCnN0YXRlU3RvcmU6IHMzOi8vc3RhdGUvY2x1c3RlcnMKbm9kZVNwZWM6IGRlbW8uZXhhbXBsZS5jb20vbm9kZXMvbm9kZXMvc3BlYy55YW1sCm5vZGVTcGVjU2hhMjU2OiAzMDk5OWFmMTJiZTFlZTYxZjYxMGU4MjQwM2VmZDNhZmJmNjFhMWI1MWQ5NDBmYzM0YWNmZGNhZTcwYjdmYTlhCg=="
 
   block_device_mappings {
     device_name = data.aws_ami.ballast-k8s-1-33-debian-12.root_device_name
@@ -413,6 +417,12 @@ resource "aws_launch_template" "nodes-demo-example-com" {
 
   iam_instance_profile {
     arn = aws_iam_instance_profile.nodes-demo-example-com.arn
+  }
+
+  network_interfaces {
+    associate_public_ip_address = true
+    delete_on_termination       = true
+    security_groups             = [aws_security_group.nodes-demo-example-com.id]
   }
 
   metadata_options {
