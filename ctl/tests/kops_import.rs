@@ -80,7 +80,10 @@ fn outcomes() -> BTreeMap<&'static str, Option<Vec<&'static str>>> {
             refused(&["Cluster/privateflannel.example.com spec.networking.flannel"]),
         ),
         ("externallb", None),
-        ("apiservernodes", None),
+        (
+            "apiservernodes",
+            refused(&["InstanceGroup/apiserver spec.role"]),
+        ),
     ])
 }
 

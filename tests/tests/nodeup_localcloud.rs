@@ -230,7 +230,9 @@ async fn every_instance_of_a_new_cluster_reports_configured() {
                 );
                 assert!(!root.join("etc/kubernetes/manifests").exists());
             }
-            other => panic!("this cluster has no {other:?} group, yet an instance reported that role"),
+            other => {
+                panic!("this cluster has no {other:?} group, yet an instance reported that role")
+            }
         }
     }
     assert_eq!(

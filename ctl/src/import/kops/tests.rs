@@ -143,9 +143,10 @@ fn kubernetes_1_34_maps_to_the_pinned_1_34_0() {
 
 #[test]
 fn an_unpinned_minor_and_a_foreign_image_are_refused() {
-    let text = CLUSTER
-        .replace("v1.32.0", "v1.29.3")
-        .replace("image: ballast-k8s-1.32-debian-12", "image: ubuntu/images/x");
+    let text = CLUSTER.replace("v1.32.0", "v1.29.3").replace(
+        "image: ballast-k8s-1.32-debian-12",
+        "image: ubuntu/images/x",
+    );
     let imported = run(&text);
     assert!(imported.config.is_none());
     for (object, path) in [
