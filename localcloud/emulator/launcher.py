@@ -1414,6 +1414,294 @@ def patch_assume_role_with_web_identity() -> None:
     TokenResponse.assume_role_with_web_identity = assume_role_with_web_identity
 
 
+# Terminating lifecycle hooks (issue 32). moto 5.2.5 stores lifecycle hooks and never uses them: every
+# termination is immediate, there is no Terminating:Wait state, and CompleteLifecycleAction and
+# RecordLifecycleActionHeartbeat are not implemented (an unknown action). The two patches below share this state.
+TERMINATING_TRANSITION = "autoscaling:EC2_INSTANCE_TERMINATING"
+# AWS's longest wait for one lifecycle action whatever the heartbeats: 100 heartbeat timeouts or 48 hours.
+LIFECYCLE_GLOBAL_TIMEOUT_S = 172800
+LIFECYCLE_LOCK = threading.RLock()
+# token -> the action: {"token", "instance_id", "group", "hook", "transition", "heartbeat_s", "default_result",
+# "deadline", "global_deadline", "detach_tag", "backend"} (deadlines in time.monotonic()).
+LIFECYCLE_ACTIONS: dict[str, dict] = {}
+DEFER_TERMINATIONS = threading.local()
+LIFECYCLE_SWEEP_S = 0.2
+
+
+def terminating_hooks(backend, group_name: str) -> list:  # type: ignore[no-untyped-def]
+    return sorted(
+        (h for h in backend.lifecycle_hooks.values()
+         if h.auto_scaling_group_name == group_name and h.lifecycle_transition == TERMINATING_TRANSITION),
+        key=lambda h: h.name,
+    )
+
+
+def hold_for_lifecycle_hooks(backend, group, state, detach_tag: bool) -> bool:  # type: ignore[no-untyped-def]
+    """Put `state` (an InstanceState of `group`) into Terminating:Wait with one pending action per terminating
+    hook of the group; False (nothing done) when the group has no such hook. The EC2 instance keeps running."""
+    import time
+    import uuid
+
+    if getattr(group, "_ballast_deleting", False):
+        return False
+    hooks = terminating_hooks(backend, group.name)
+    if not hooks:
+        return False
+    now = time.monotonic()
+    with LIFECYCLE_LOCK:
+        state.lifecycle_state = "Terminating:Wait"
+        for hook in hooks:
+            heartbeat = int(hook.heartbeat_timeout)
+            token = str(uuid.uuid4())
+            LIFECYCLE_ACTIONS[token] = {
+                "token": token,
+                "instance_id": state.instance.id,
+                "group": group.name,
+                "hook": hook.name,
+                "transition": hook.lifecycle_transition,
+                "heartbeat_s": heartbeat,
+                "default_result": hook.default_result,
+                "deadline": now + heartbeat,
+                "global_deadline": now + min(100 * heartbeat, LIFECYCLE_GLOBAL_TIMEOUT_S),
+                "detach_tag": detach_tag,
+                "backend": backend,
+            }
+    log.info("%s of %s: Terminating:Wait (%s)", state.instance.id, group.name, ", ".join(h.name for h in hooks))
+    return True
+
+
+def finish_lifecycle_action(action: dict, result: str) -> None:
+    """Resolve one action (CONTINUE or ABANDON). Once none of the instance's actions is left (ABANDON ends them
+    all, as on AWS), the instance leaves its group and is terminated as moto terminates it without hooks."""
+    from moto.autoscaling.models import ASG_NAME_TAG
+
+    backend, instance_id = action["backend"], action["instance_id"]
+    with LIFECYCLE_LOCK:
+        LIFECYCLE_ACTIONS.pop(action["token"], None)
+        mine = [t for t, a in LIFECYCLE_ACTIONS.items() if a["instance_id"] == instance_id]
+        if result == "ABANDON":
+            for token in mine:
+                LIFECYCLE_ACTIONS.pop(token, None)
+        elif mine:
+            return
+        group = backend.autoscaling_groups.get(action["group"])
+        if group is not None:
+            group.instance_states = [s for s in group.instance_states if s.instance.id != instance_id]
+        if action["detach_tag"] and group is not None:
+            # What moto's TerminateInstanceInAutoScalingGroup does without hooks (it detaches first).
+            backend.ec2_backend.delete_tags([instance_id], {ASG_NAME_TAG: group.name})
+        try:
+            backend.ec2_backend.terminate_instances([instance_id])
+        except Exception as e:  # an instance already gone (terminated through EC2 meanwhile) is done
+            log.info("%s: terminate after its lifecycle action: %s", instance_id, e)
+    log.info("%s: lifecycle action %s (%s): terminated", instance_id, result, action["hook"])
+
+
+def patch_asg_terminating_lifecycle_wait() -> None:
+    """(gap) Auto Scaling's terminations ignored the group's lifecycle hooks (moto 5.2.5 stores hooks, never
+    uses them): an instance was terminated at once. On AWS an instance leaving a group with an
+    `autoscaling:EC2_INSTANCE_TERMINATING` hook waits in `Terminating:Wait` (still running) until every hook's
+    action is completed or its heartbeat runs out. Now TerminateInstanceInAutoScalingGroup and scale-in
+    (SetDesiredCapacity, UpdateAutoScalingGroup, and everything else that goes through set_desired_capacity) do
+    the same: the instance's InstanceState stays in the group as `Terminating:Wait` (not counted as capacity,
+    so without a decrement its replacement launches at once, as on AWS), one action per hook is recorded, and
+    the EC2 instance keeps running. DeleteAutoScalingGroup (moto's is always a force delete) drops the group's
+    pending actions and terminates at once, as AWS's ForceDelete does. A group without a terminating hook is
+    unchanged. moto has no instance refresh, so there is none to hold.
+
+    Ballast's `ballast-termination` hook (spec.terminationHandling) and the handler that completes its actions
+    are tested against this, and rolling-update completes the action of each instance it drained.
+
+    Internals: AutoScalingBackend.{terminate_instance, delete_auto_scaling_group, lifecycle_hooks,
+    autoscaling_groups, ec2_backend}, LifecycleHook.{auto_scaling_group_name, lifecycle_transition,
+    heartbeat_timeout, default_result, name}, FakeAutoScalingGroup.{set_desired_capacity (removes the states of
+    the instances it passes to ec2_backend.terminate_instances), instance_states, desired_capacity,
+    autoscaling_backend}, InstanceState.lifecycle_state, InstanceBackend.terminate_instances,
+    TerminateInstanceActivity.
+    """
+    from moto.autoscaling.models import AutoScalingBackend, FakeAutoScalingGroup, TerminateInstanceActivity
+    from moto.ec2.models.instances import InstanceBackend
+
+    original_ec2_terminate = InstanceBackend.terminate_instances
+
+    def terminate_instances(self, instance_ids):  # type: ignore[no-untyped-def]
+        deferred = getattr(DEFER_TERMINATIONS, "ids", None)
+        if deferred is not None:
+            # A scale-in of a group with a terminating hook: held below instead of terminated.
+            deferred.extend(instance_ids)
+            return []
+        return original_ec2_terminate(self, instance_ids)
+
+    InstanceBackend.terminate_instances = terminate_instances
+
+    original_capacity = FakeAutoScalingGroup.set_desired_capacity
+
+    def set_desired_capacity(self, new_capacity):  # type: ignore[no-untyped-def]
+        backend = self.autoscaling_backend
+        if getattr(self, "_ballast_deleting", False) or not terminating_hooks(backend, self.name):
+            return original_capacity(self, new_capacity)
+        waiting = [s for s in self.instance_states if s.lifecycle_state.startswith("Terminating")]
+        # Instances already waiting are no candidates for another scale-in.
+        self.instance_states = [s for s in self.instance_states if s not in waiting]
+        before = {s.instance.id: s for s in self.instance_states}
+        DEFER_TERMINATIONS.ids = []
+        try:
+            original_capacity(self, new_capacity)
+            chosen = list(DEFER_TERMINATIONS.ids)
+        finally:
+            DEFER_TERMINATIONS.ids = None
+            self.instance_states = self.instance_states + waiting
+        for instance_id in chosen:
+            state = before.get(instance_id)
+            if state is None:
+                continue
+            self.instance_states.append(state)
+            hold_for_lifecycle_hooks(backend, self, state, detach_tag=False)
+
+    FakeAutoScalingGroup.set_desired_capacity = set_desired_capacity
+
+    original_terminate = AutoScalingBackend.terminate_instance
+
+    def terminate_instance(self, instance_id, should_decrement):  # type: ignore[no-untyped-def]
+        state = next(
+            (s for g in self.autoscaling_groups.values() for s in g.instance_states if s.instance.id == instance_id),
+            None,
+        )
+        if state is None:
+            return original_terminate(self, instance_id, should_decrement)
+        group = state.instance.autoscaling_group
+        if not terminating_hooks(self, group.name):
+            return original_terminate(self, instance_id, should_decrement)
+        original_size = group.desired_capacity
+        if state.lifecycle_state.startswith("Terminating"):
+            # Already leaving: asked again (a retried call) changes nothing.
+            return TerminateInstanceActivity(state.instance, original_size)
+        if should_decrement:
+            group.desired_capacity = original_size - 1
+        hold_for_lifecycle_hooks(self, group, state, detach_tag=True)
+        # Launches the replacement when the capacity was not decremented (the waiting one is not InService).
+        group.set_desired_capacity(group.desired_capacity)
+        return TerminateInstanceActivity(state.instance, original_size)
+
+    AutoScalingBackend.terminate_instance = terminate_instance
+
+    original_delete = AutoScalingBackend.delete_auto_scaling_group
+
+    def delete_auto_scaling_group(self, group_name):  # type: ignore[no-untyped-def]
+        group = self.autoscaling_groups.get(group_name)
+        if group is None:
+            return original_delete(self, group_name)
+        with LIFECYCLE_LOCK:
+            for token, action in list(LIFECYCLE_ACTIONS.items()):
+                if action["group"] == group_name and action["backend"] is self:
+                    LIFECYCLE_ACTIONS.pop(token, None)
+        group._ballast_deleting = True
+        try:
+            return original_delete(self, group_name)
+        finally:
+            group._ballast_deleting = False
+
+    AutoScalingBackend.delete_auto_scaling_group = delete_auto_scaling_group
+
+
+def patch_lifecycle_action_completion() -> None:
+    """(gap) CompleteLifecycleAction and RecordLifecycleActionHeartbeat are not implemented in moto 5.2.5, and
+    a hook's heartbeat timeout never ran out. Now, for the actions patch_asg_terminating_lifecycle_wait records:
+    CompleteLifecycleAction (AutoScalingGroupName, LifecycleHookName, LifecycleActionResult CONTINUE or ABANDON,
+    and LifecycleActionToken or InstanceId) resolves the action; RecordLifecycleActionHeartbeat restarts its
+    heartbeat (never past its global timeout: 100 heartbeats or 48 hours); an action whose heartbeat runs out
+    gets its hook's DefaultResult (a thread looks every 0.2 s). Either result terminates a terminating
+    instance once its last action is resolved (ABANDON resolves all of them). An action not found is AWS's
+    ValidationError ("No active Lifecycle Action found with ..."); a bad result value names
+    LifecycleActionResult. `GET /_ballast/lifecycle-actions` (not an AWS API) lists the pending actions with
+    their tokens, so a test can put the event EventBridge would deliver into a queue.
+
+    Internals: AutoScalingResponse.{_get_param, autoscaling_backend} (moto dispatches an action to the method of
+    its snake_case name), moto.core.responses.EmptyResult, moto.autoscaling.exceptions.ValidationError.
+    """
+    import time
+
+    from moto.autoscaling.exceptions import ValidationError
+    from moto.autoscaling.responses import AutoScalingResponse
+    from moto.core.responses import EmptyResult
+
+    def find_action(self) -> dict:  # type: ignore[no-untyped-def]
+        group = self._get_param("AutoScalingGroupName")
+        hook = self._get_param("LifecycleHookName")
+        token = self._get_param("LifecycleActionToken")
+        instance_id = self._get_param("InstanceId")
+        if not group:
+            raise ValidationError("AutoScalingGroupName is required")
+        if not hook:
+            raise ValidationError("LifecycleHookName is required")
+        if not token and not instance_id:
+            raise ValidationError("Either LifecycleActionToken or InstanceId is required")
+        with LIFECYCLE_LOCK:
+            for action in LIFECYCLE_ACTIONS.values():
+                if (action["backend"] is self.autoscaling_backend and action["group"] == group
+                        and action["hook"] == hook
+                        and (action["token"] == token if token else action["instance_id"] == instance_id)):
+                    return action
+        which = f"token {token}" if token else f"instance ID {instance_id}"
+        raise ValidationError(f"No active Lifecycle Action found with {which}")
+
+    def complete_lifecycle_action(self):  # type: ignore[no-untyped-def]
+        result = self._get_param("LifecycleActionResult")
+        if result not in ("CONTINUE", "ABANDON"):
+            raise ValidationError(f"LifecycleActionResult must be CONTINUE or ABANDON, not {result!r}")
+        finish_lifecycle_action(find_action(self), result)
+        return EmptyResult()
+
+    def record_lifecycle_action_heartbeat(self):  # type: ignore[no-untyped-def]
+        action = find_action(self)
+        with LIFECYCLE_LOCK:
+            action["deadline"] = min(time.monotonic() + action["heartbeat_s"], action["global_deadline"])
+        return EmptyResult()
+
+    AutoScalingResponse.complete_lifecycle_action = complete_lifecycle_action
+    AutoScalingResponse.record_lifecycle_action_heartbeat = record_lifecycle_action_heartbeat
+
+    def sweep() -> None:
+        while True:
+            time.sleep(LIFECYCLE_SWEEP_S)
+            now = time.monotonic()
+            with LIFECYCLE_LOCK:
+                due = [a for a in LIFECYCLE_ACTIONS.values() if now >= min(a["deadline"], a["global_deadline"])]
+            for action in due:
+                try:
+                    log.info("%s: heartbeat of %s ran out: %s", action["instance_id"], action["hook"],
+                             action["default_result"])
+                    finish_lifecycle_action(action, action["default_result"])
+                    note_change("autoscaling:LifecycleHeartbeatTimeout")
+                except Exception:  # one bad action must not stop the others' timeouts
+                    log.exception("lifecycle timeout of %s", action["instance_id"])
+
+    threading.Thread(target=sweep, name="lifecycle-timeouts", daemon=True).start()
+
+
+def lifecycle_actions() -> bytes:
+    """`{"actions": [...]}`: the pending lifecycle actions, each with its instance, group, hook, transition, token
+    and the seconds left of its heartbeat."""
+    import json
+    import time
+
+    now = time.monotonic()
+    with LIFECYCLE_LOCK:
+        actions = [
+            {
+                "instance_id": a["instance_id"],
+                "auto_scaling_group_name": a["group"],
+                "lifecycle_hook_name": a["hook"],
+                "lifecycle_transition": a["transition"],
+                "lifecycle_action_token": a["token"],
+                "heartbeat_seconds_left": round(min(a["deadline"], a["global_deadline"]) - now, 1),
+            }
+            for a in LIFECYCLE_ACTIONS.values()
+        ]
+    actions.sort(key=lambda a: (a["auto_scaling_group_name"], a["instance_id"], a["lifecycle_hook_name"]))
+    return json.dumps({"actions": actions}).encode()
+
+
 PATCHES = [
     patch_signature_of_form_encoded_bodies,
     patch_launch_template_version_user_data_and_source_version,
@@ -1433,6 +1721,9 @@ PATCHES = [
     patch_skip_os_shutdown,
     patch_anonymous_public_object_reads,
     patch_assume_role_with_web_identity,
+    # After the scale-in and mixed-instances wrappers of set_desired_capacity: this one holds what they choose.
+    patch_asg_terminating_lifecycle_wait,
+    patch_lifecycle_action_completion,
 ]
 
 
@@ -1455,6 +1746,7 @@ STATS_PATH = "/_ballast/stats"
 FINGERPRINT_PATH = "/_ballast/instances-fingerprint"
 POWER_CUTS_PATH = "/_ballast/power-cuts"
 ATTACHMENTS_PATH = "/_ballast/volume-attachments"
+LIFECYCLE_ACTIONS_PATH = "/_ballast/lifecycle-actions"
 
 
 def ec2_region_backends():  # type: ignore[no-untyped-def]
@@ -1675,6 +1967,8 @@ class CallStats:
         if path == POWER_CUTS_PATH:
             # Not counted: the runner asks only when instances left the running state.
             return answer(power_cuts())
+        if path == LIFECYCLE_ACTIONS_PATH:
+            return answer(lifecycle_actions())
         try:
             name = self.call_name(environ)
         except Exception:  # counting must never break a request

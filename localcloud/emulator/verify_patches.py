@@ -1004,6 +1004,119 @@ def verify_web_identity() -> None:
         stop_launcher(proc)
 
 
+def verify_lifecycle_hooks(c: Cloud, url: str) -> None:
+    """patch_asg_terminating_lifecycle_wait and patch_lifecycle_action_completion: with a terminating hook, an
+    instance Auto Scaling terminates waits in Terminating:Wait (still running) until CompleteLifecycleAction
+    (CONTINUE by instance id, ABANDON by token) or its heartbeat's DefaultResult; a heartbeat restarts the wait;
+    a group without hooks terminates at once as before."""
+    import urllib.request
+
+    def pending() -> list[dict]:
+        with urllib.request.urlopen(url + "/_ballast/lifecycle-actions", timeout=10) as r:
+            return json.loads(r.read())["actions"]
+
+    def states(group: str) -> dict[str, str]:
+        (g,) = c.asg.describe_auto_scaling_groups(AutoScalingGroupNames=[group])["AutoScalingGroups"]
+        return {i["InstanceId"]: i["LifecycleState"] for i in g["Instances"]}
+
+    def ec2_state(instance_id: str) -> str:
+        (r,) = c.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+        return r["Instances"][0]["State"]["Name"]
+
+    def make(group: str, size: int, hook_timeout: int | None, default: str = "CONTINUE") -> list[str]:
+        c.asg.create_auto_scaling_group(
+            AutoScalingGroupName=group, LaunchTemplate={"LaunchTemplateId": c.lt_id, "Version": "1"},
+            MinSize=0, MaxSize=10, DesiredCapacity=size, VPCZoneIdentifier=",".join(c.subnets))
+        if hook_timeout is not None:
+            c.asg.put_lifecycle_hook(
+                AutoScalingGroupName=group, LifecycleHookName="ballast-termination",
+                LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING",
+                HeartbeatTimeout=hook_timeout, DefaultResult=default)
+        return sorted(states(group))
+
+    # Wait, then CONTINUE by instance id; the replacement launches at once (no decrement).
+    a, _, _ = make("hooked.c1", 3, 300)
+    c.asg.terminate_instance_in_auto_scaling_group(InstanceId=a, ShouldDecrementDesiredCapacity=False)
+    now = states("hooked.c1")
+    check("lifecycle: TerminateInstanceInAutoScalingGroup with a hook waits in Terminating:Wait",
+          now.get(a) == "Terminating:Wait", now)
+    check("lifecycle: ... its EC2 instance keeps running", ec2_state(a) == "running", ec2_state(a))
+    check("lifecycle: ... and its replacement launches (3 InService besides it)",
+          sum(1 for s in now.values() if s == "InService") == 3, now)
+    (action,) = [x for x in pending() if x["instance_id"] == a]
+    check("lifecycle: the pending action names its group, hook, transition and a token",
+          action["auto_scaling_group_name"] == "hooked.c1" and action["lifecycle_hook_name"] == "ballast-termination"
+          and action["lifecycle_transition"] == "autoscaling:EC2_INSTANCE_TERMINATING"
+          and len(action["lifecycle_action_token"]) == 36, action)
+    code = error_code(lambda: c.asg.complete_lifecycle_action(
+        AutoScalingGroupName="hooked.c1", LifecycleHookName="other-hook", InstanceId=a,
+        LifecycleActionResult="CONTINUE"))
+    check("lifecycle: completing another hook's action is a ValidationError", code == "ValidationError", code)
+    code = error_code(lambda: c.asg.complete_lifecycle_action(
+        AutoScalingGroupName="hooked.c1", LifecycleHookName="ballast-termination", InstanceId=a,
+        LifecycleActionResult="MAYBE"))
+    check("lifecycle: a result other than CONTINUE/ABANDON is a ValidationError", code == "ValidationError", code)
+    check("lifecycle: ... and leaves the instance waiting", states("hooked.c1").get(a) == "Terminating:Wait")
+    c.asg.complete_lifecycle_action(AutoScalingGroupName="hooked.c1", LifecycleHookName="ballast-termination",
+                                    InstanceId=a, LifecycleActionResult="CONTINUE")
+    now = states("hooked.c1")
+    check("lifecycle: CONTINUE by instance id terminates it and it leaves the group",
+          a not in now and ec2_state(a) in ("shutting-down", "terminated") and len(now) == 3,
+          f"{ec2_state(a)} {now}")
+    code = error_code(lambda: c.asg.complete_lifecycle_action(
+        AutoScalingGroupName="hooked.c1", LifecycleHookName="ballast-termination", InstanceId=a,
+        LifecycleActionResult="CONTINUE"))
+    check("lifecycle: completing it again: no active action (ValidationError)", code == "ValidationError", code)
+
+    # Scale-in (SetDesiredCapacity) waits too; ABANDON by token terminates.
+    c.asg.set_desired_capacity(AutoScalingGroupName="hooked.c1", DesiredCapacity=2)
+    now = states("hooked.c1")
+    waiting = [i for i, s in now.items() if s == "Terminating:Wait"]
+    check("lifecycle: scale-in by SetDesiredCapacity waits (one Terminating:Wait, 2 InService)",
+          len(waiting) == 1 and sum(1 for s in now.values() if s == "InService") == 2, now)
+    (b,) = waiting
+    (action,) = [x for x in pending() if x["instance_id"] == b]
+    c.asg.complete_lifecycle_action(AutoScalingGroupName="hooked.c1", LifecycleHookName="ballast-termination",
+                                    LifecycleActionToken=action["lifecycle_action_token"],
+                                    LifecycleActionResult="ABANDON")
+    check("lifecycle: ABANDON by token terminates it too",
+          b not in states("hooked.c1") and ec2_state(b) in ("shutting-down", "terminated"), ec2_state(b))
+    c.asg.update_auto_scaling_group(AutoScalingGroupName="hooked.c1", DesiredCapacity=1)
+    now = states("hooked.c1")
+    check("lifecycle: scale-in by UpdateAutoScalingGroup waits too, without a replacement",
+          sorted(now.values()) == ["InService", "Terminating:Wait"], now)
+
+    # The heartbeat timeout applies the hook's DefaultResult; a heartbeat restarts the wait.
+    d, e = make("short.c1", 2, 2, default="ABANDON")
+    c.asg.terminate_instance_in_auto_scaling_group(InstanceId=d, ShouldDecrementDesiredCapacity=True)
+    c.asg.terminate_instance_in_auto_scaling_group(InstanceId=e, ShouldDecrementDesiredCapacity=True)
+    for _ in range(3):
+        time.sleep(1.0)
+        c.asg.record_lifecycle_action_heartbeat(AutoScalingGroupName="short.c1",
+                                                LifecycleHookName="ballast-termination", InstanceId=e)
+    now = states("short.c1")
+    check("lifecycle: the heartbeat timeout (2 s) applied DefaultResult: terminated after 3 s",
+          d not in now and ec2_state(d) in ("shutting-down", "terminated"), f"{ec2_state(d)} {now}")
+    check("lifecycle: heartbeats every second kept the other waiting past its 2 s",
+          now.get(e) == "Terminating:Wait" and ec2_state(e) == "running", now)
+    check("lifecycle: with a decrement nothing replaces them", set(now) == {e}, now)
+    time.sleep(3.0)
+    check("lifecycle: once the heartbeats stop, it goes too", e not in states("short.c1") and
+          ec2_state(e) in ("shutting-down", "terminated"), ec2_state(e))
+
+    # A group without hooks is unchanged; deleting a group drops its pending actions.
+    f, _ = make("plain.c1", 2, None)
+    c.asg.terminate_instance_in_auto_scaling_group(InstanceId=f, ShouldDecrementDesiredCapacity=False)
+    now = states("plain.c1")
+    check("lifecycle: without a hook TerminateInstanceInAutoScalingGroup terminates at once",
+          f not in now and ec2_state(f) in ("shutting-down", "terminated") and len(now) == 2, now)
+    c.asg.set_desired_capacity(AutoScalingGroupName="plain.c1", DesiredCapacity=1)
+    check("lifecycle: ... and scale-in too", list(states("plain.c1").values()) == ["InService"])
+    c.asg.delete_auto_scaling_group(AutoScalingGroupName="hooked.c1", ForceDelete=True)
+    check("lifecycle: deleting a group drops its pending actions",
+          not [x for x in pending() if x["auto_scaling_group_name"] == "hooked.c1"], pending())
+
+
 def main() -> int:
     proc, url, ready_s = start_launcher()
     print(f"INFO launcher ready in {ready_s:.2f} s at {url}", flush=True)
@@ -1019,6 +1132,7 @@ def main() -> int:
         guarded("call stats", lambda: verify_call_stats(url))
         guarded("instances fingerprint", lambda: verify_instances_fingerprint(c, url))
         guarded("power cuts", lambda: verify_power_cuts(c, url))
+        guarded("lifecycle hooks", lambda: verify_lifecycle_hooks(c, url))
         guarded("s3 conditional writes", lambda: verify_s3_conditional_writes_atomic(url))
     finally:
         stop_launcher(proc)
