@@ -63,15 +63,9 @@ fn a_cluster_without_api_servers_has_no_api_server_resources() {
 #[test]
 fn api_servers_reach_etcds_client_port_and_never_its_peer_port() {
     let config = config(true);
-    // Validation refuses the group until nodeup runs kube-apiserver there; the model is what update cluster
-    // will make once it does, and is checked here.
+    // nodeup runs kube-apiserver on such a node (docs/nodeup.md, "API-server nodes"): the group is valid.
     let errors: Vec<String> = validate(&config).iter().map(|e| e.to_string()).collect();
-    assert!(
-        errors.len() == 1
-            && errors[0].contains("spec.role")
-            && errors[0].contains("does not run kube-apiserver"),
-        "{errors:?}"
-    );
+    assert!(errors.is_empty(), "{errors:?}");
     let model = cluster_model(&config, &state());
     let group = |role: Role| {
         model
@@ -153,6 +147,20 @@ fn the_api_server_role_reads_what_its_api_server_needs_and_nothing_of_etcds() {
             "{readable}: {text}"
         );
     }
+    // The etcd client pair issued for API servers is the API-server role's: the nodes' role reads no part of it.
+    let nodes = model
+        .roles
+        .iter()
+        .find(|r| r.role == Role::Node)
+        .expect("the nodes' role");
+    for never in [
+        "etcd-client-api-server",
+        "key.pem",
+        "pki/*",
+        "api.example.com/*\"",
+    ] {
+        assert!(!nodes.policy.contains(never), "{never}: {}", nodes.policy);
+    }
     for never in [
         "etcd-ca/key.pem",
         "etcd-ca/*/key.pem",
@@ -197,5 +205,84 @@ fn validation_bounds_api_server_groups_and_wants_a_control_plane() {
             && e.contains("spec.role")
             && e.contains("ControlPlane")),
         "{errors:?}"
+    );
+}
+
+/// The etcd client pair `update cluster` issues for API servers: signed by the etcd CA, client authentication
+/// only; it stays while it is that CA's, its key's and has more than the renewal margin left, and is issued
+/// again otherwise (another CA after a rotation, a torn pair, expiring).
+#[test]
+fn the_api_servers_etcd_client_pair_is_the_etcd_cas_and_renewed_before_it_expires() {
+    use ballast::cloud::api_servers::{
+        etcd_client_pair_fits, issue_etcd_client_pair, ETCD_CLIENT_RENEW_BEFORE_DAYS,
+        ETCD_CLIENT_VALIDITY_DAYS,
+    };
+    let ca = ballast_state::pki::generate_ca("etcd-ca", "etcd CA").expect("an etcd CA");
+    let other = ballast_state::pki::generate_ca("etcd-ca", "etcd CA").expect("another etcd CA");
+    let now = time::OffsetDateTime::now_utc();
+    let (cert, key) = issue_etcd_client_pair(&ca.cert_pem, &ca.key_pem, now).expect("issued");
+    assert!(etcd_client_pair_fits(
+        cert.as_bytes(),
+        key.as_bytes(),
+        ca.cert_pem.as_bytes(),
+        now
+    ));
+    // Another CA of the same name (a rotation): issued again.
+    assert!(!etcd_client_pair_fits(
+        cert.as_bytes(),
+        key.as_bytes(),
+        other.cert_pem.as_bytes(),
+        now
+    ));
+    // A torn pair (a certificate with another key): issued again.
+    let (_, other_key) = issue_etcd_client_pair(&ca.cert_pem, &ca.key_pem, now).expect("issued");
+    assert!(!etcd_client_pair_fits(
+        cert.as_bytes(),
+        other_key.as_bytes(),
+        ca.cert_pem.as_bytes(),
+        now
+    ));
+    // Within the renewal margin of its end: issued again.
+    let late =
+        now + time::Duration::days(ETCD_CLIENT_VALIDITY_DAYS - ETCD_CLIENT_RENEW_BEFORE_DAYS + 1);
+    assert!(!etcd_client_pair_fits(
+        cert.as_bytes(),
+        key.as_bytes(),
+        ca.cert_pem.as_bytes(),
+        late
+    ));
+    assert!(!etcd_client_pair_fits(
+        b"",
+        b"",
+        ca.cert_pem.as_bytes(),
+        now
+    ));
+    // What it says: the API server's etcd client subject, client authentication, no names.
+    let (_, pem) = x509_parser::pem::parse_x509_pem(cert.as_bytes()).expect("PEM");
+    let parsed = pem.parse_x509().expect("X.509");
+    assert_eq!(
+        parsed
+            .subject()
+            .iter_common_name()
+            .next()
+            .and_then(|cn| cn.as_str().ok()),
+        Some("kube-apiserver-etcd-client")
+    );
+    let eku = parsed
+        .extended_key_usage()
+        .expect("parses")
+        .expect("an extended key usage");
+    assert!(eku.value.client_auth && !eku.value.server_auth);
+    assert!(parsed.subject_alternative_name().expect("parses").is_none());
+    // rcgen's CA can verify it: the issuer is the CA's subject.
+    assert_eq!(
+        parsed.issuer().as_raw(),
+        x509_parser::pem::parse_x509_pem(ca.cert_pem.as_bytes())
+            .expect("CA PEM")
+            .1
+            .parse_x509()
+            .expect("CA")
+            .subject()
+            .as_raw()
     );
 }

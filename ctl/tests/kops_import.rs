@@ -80,10 +80,7 @@ fn outcomes() -> BTreeMap<&'static str, Option<Vec<&'static str>>> {
             refused(&["Cluster/privateflannel.example.com spec.networking.flannel"]),
         ),
         ("externallb", None),
-        (
-            "apiservernodes",
-            refused(&["InstanceGroup/apiserver spec.role"]),
-        ),
+        ("apiservernodes", None),
     ])
 }
 

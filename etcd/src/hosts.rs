@@ -32,6 +32,18 @@ pub fn entries(
     own_member: &str,
     own_ip: &str,
 ) -> BTreeMap<String, String> {
+    let mut out = member_entries(cluster, volumes, instances);
+    out.insert(peer_name(cluster, own_member), own_ip.to_string());
+    out
+}
+
+/// Name -> private IP for every member whose volume EC2 says is attached to an alive instance with an address:
+/// what a node hosting no member (an API-server node, whose API server dials etcd by these names) writes.
+pub fn member_entries(
+    cluster: &str,
+    volumes: &[MemberVolume],
+    instances: &[PeerInstance],
+) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for v in volumes {
         let Some(holder) = v.attached_to.as_deref() else {
@@ -45,7 +57,6 @@ pub fn entries(
             out.insert(peer_name(cluster, &v.member), ip);
         }
     }
-    out.insert(peer_name(cluster, own_member), own_ip.to_string());
     out
 }
 

@@ -23,6 +23,7 @@ use crate::audit::shipper::{Shipper, ShipperConfig};
 use crate::cli::{Cli, EtcdData};
 use crate::credentials::check_credentials;
 use crate::error::{BootConfigError, FailedService, NodeupError};
+use crate::etcd_names::EtcdNames;
 use crate::fetch::{self, FetchError};
 use crate::identity::{Identity, IdentityReport};
 use crate::image::{self, ImageCheck};
@@ -53,6 +54,8 @@ struct Run {
     addons: Option<AddonJob>,
     /// On a control-plane node: the audit log's shipper and where it ships (crate::audit).
     audit: Option<(ShipperConfig, AuditShipping)>,
+    /// On an API-server node: what keeps the etcd members' names current in /etc/hosts (crate::etcd_names).
+    etcd_names: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Run {
@@ -81,6 +84,7 @@ pub async fn run(
         bootstrap_publisher: None,
         addons: None,
         audit: None,
+        etcd_names: None,
     };
     let result = configure(cli, &mut state).await;
     match &result {
@@ -141,6 +145,9 @@ pub async fn run(
     }
     if let Some(publisher) = state.bootstrap_publisher.take() {
         publisher.abort();
+    }
+    if let Some(names) = state.etcd_names.take() {
+        names.abort();
     }
     if let Some(keeper) = tail_keeper {
         keeper.abort();
@@ -299,7 +306,7 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
     .await?;
     // A worker's kubelet client certificate: kept while it fits, else from the control plane's bootstrap
     // service after proving which instance this is (crate::bootstrap).
-    if spec.control_plane.is_none() && !bastion {
+    if spec.control_plane.is_none() && spec.api_server.is_none() && !bastion {
         let files = worker_certificate(cli, &boot, &identity, &secrets, &store).await?;
         rendered.files.extend(files);
         rendered.files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -320,6 +327,21 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
     );
     state.report.files_written = written.written.clone();
     state.report.files_unchanged = written.unchanged;
+
+    // On an API-server node, the etcd members' names its API server dials, resolved before it starts and kept
+    // current after (crate::etcd_names).
+    if spec.api_server.is_some() {
+        let mut names = EtcdNames {
+            peers: Ec2Peers::in_region(&boot.cluster_name, &identity.region).await,
+            cluster: boot.cluster_name.clone(),
+            hosts_file: write::under_root(&cli.root, "/etc/hosts"),
+            written: Default::default(),
+        };
+        if let Err(e) = names.update_once().await {
+            tracing::warn!(error = %e, "the etcd members' names are not resolved yet; trying again");
+        }
+        state.etcd_names = Some(tokio::spawn(names.keep_current()));
+    }
 
     // 5. Services.
     start_services(cli, state, &rendered, &written).await?;
@@ -428,6 +450,21 @@ fn render_with_certificates(
     secrets: &Secrets,
 ) -> Result<Rendered, NodeupError> {
     let mut rendered = render::render(spec, node, secrets)?;
+    // An API-server node: the Kubernetes CA signs all it issues (it holds no etcd CA key).
+    if let Some(api) = &secrets.api_server {
+        let existing = |path: &str| std::fs::read(write::under_root(root, path)).ok();
+        let (files, outcomes) = certs::issue_api_server_node(
+            &rendered.certificates,
+            api,
+            &secrets.kubernetes_ca_cert,
+            existing,
+            time::OffsetDateTime::now_utc(),
+        )?;
+        let kept = outcomes.iter().filter(|o| o.kept).count();
+        tracing::info!(kept, issued = outcomes.len() - kept, "certificates");
+        rendered.files.extend(files);
+        rendered.files.sort_by(|a, b| a.path.cmp(&b.path));
+    }
     if let Some(cp) = &secrets.control_plane {
         let existing = |path: &str| std::fs::read(write::under_root(root, path)).ok();
         let (files, outcomes) = certs::issue_all(

@@ -112,23 +112,95 @@ pub fn first_service_ip(cidr: &str) -> Option<IpAddr> {
     Some(IpAddr::V4(Ipv4Addr::from(u32::from(base).checked_add(1)?)))
 }
 
-/// The certificates of a control-plane node (none for workers: the bootstrap service issues theirs).
-pub fn plan(spec: &NodeSpec, node: &NodeFacts) -> Vec<CertPlan> {
-    if spec.control_plane.is_none() {
-        return Vec::new();
-    }
-    let ip: Option<IpAddr> = node.private_ip.parse().ok();
-    let own_ips: Vec<IpAddr> = ip.into_iter().collect();
-    let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+/// The API server's serving certificate: the load balancer's name (clients and kubelets elsewhere reach the API
+/// through it), the node's name and private IP (the kubelet on the node and the other API servers' endpoints),
+/// the `kubernetes` service's names and IP (pods), and localhost. The same on a control-plane and an API-server
+/// node.
+fn api_server_serving(spec: &NodeSpec, node: &NodeFacts) -> CertPlan {
+    let own_ips: Vec<IpAddr> = node.private_ip.parse().ok().into_iter().collect();
     let lb_name = spec
         .api_server_endpoint
         .rsplit_once(':')
         .map(|(host, _)| host)
         .unwrap_or(&spec.api_server_endpoint);
     let svc_domain = format!("kubernetes.default.svc.{}", spec.cluster_domain);
-    let mut api_ips = own_ips.clone();
-    api_ips.push(loopback);
+    let mut api_ips = own_ips;
+    api_ips.push(IpAddr::V4(Ipv4Addr::LOCALHOST));
     api_ips.extend(first_service_ip(&spec.service_cidr));
+    CertPlan::new(
+        pki::API_SERVER,
+        Signer::Kubernetes,
+        "kube-apiserver",
+        None,
+        true,
+        false,
+    )
+    .names(
+        &[
+            lb_name,
+            node.hostname.as_str(),
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            &svc_domain,
+            "localhost",
+        ],
+        &api_ips,
+    )
+}
+
+/// The API server's client certificate of the kubelets (logs, exec, port-forward).
+fn api_server_kubelet_client() -> CertPlan {
+    CertPlan::new(
+        pki::API_SERVER_KUBELET_CLIENT,
+        Signer::Kubernetes,
+        "kube-apiserver-kubelet-client",
+        Some("system:masters"),
+        false,
+        true,
+    )
+}
+
+/// The node's own kubelet's client certificate, issued on the node (control plane and API-server nodes, which
+/// hold the Kubernetes CA's key).
+fn kubelet_client(host: &str) -> CertPlan {
+    CertPlan::new(
+        pki::KUBELET_CLIENT,
+        Signer::Kubernetes,
+        &format!("system:node:{host}"),
+        Some("system:nodes"),
+        false,
+        true,
+    )
+}
+
+/// The certificates an API-server node (role `ApiServer`) issues for itself, all signed by the Kubernetes CA:
+/// its API server's serving and kubelet-client certificates, and its kubelet's client and serving ones. Nothing
+/// signed by the etcd CA (the node holds no etcd CA key: its API server's etcd client pair comes issued from the
+/// state store, `pki/etcd-client-api-server/`), no etcd member's, no controller manager's or scheduler's, no
+/// bootstrap service's.
+pub fn api_server_node_plan(spec: &NodeSpec, node: &NodeFacts) -> Vec<CertPlan> {
+    let own_ips: Vec<IpAddr> = node.private_ip.parse().ok().into_iter().collect();
+    vec![
+        api_server_serving(spec, node),
+        api_server_kubelet_client(),
+        kubelet_client(&node.hostname),
+        kubelet_serving(&node.hostname, &own_ips),
+    ]
+}
+
+/// The certificates of a control-plane node, or of an API-server node ([`api_server_node_plan`]); none for
+/// workers: the bootstrap service issues theirs.
+pub fn plan(spec: &NodeSpec, node: &NodeFacts) -> Vec<CertPlan> {
+    if spec.api_server.is_some() {
+        return api_server_node_plan(spec, node);
+    }
+    if spec.control_plane.is_none() {
+        return Vec::new();
+    }
+    let ip: Option<IpAddr> = node.private_ip.parse().ok();
+    let own_ips: Vec<IpAddr> = ip.into_iter().collect();
+    let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
     // etcd 3.4+ checks a peer's source address against its certificate: on the local cloud every connection
     // leaves from 127.0.0.1, so a member on a loopback private IP needs it among its peer SANs. On AWS the
     // private IP is not loopback and nothing is added.
@@ -139,7 +211,8 @@ pub fn plan(spec: &NodeSpec, node: &NodeFacts) -> Vec<CertPlan> {
     let mut server_ips = own_ips.clone();
     server_ips.push(loopback);
     let host = node.hostname.as_str();
-    // Peers dial a member by its stable name (`ballast_etcd::hosts`): the name the peer certificate must carry.
+    // Peers dial a member by its stable name (`ballast_etcd::hosts`): the name the peer certificate must carry,
+    // and the server certificate too (API-server nodes' API servers dial `https://<that name>:2379`).
     let peer_name = spec
         .control_plane
         .as_ref()
@@ -148,26 +221,8 @@ pub fn plan(spec: &NodeSpec, node: &NodeFacts) -> Vec<CertPlan> {
     use pki::*;
     use Signer::*;
     let mut plans = vec![
-        CertPlan::new(API_SERVER, Kubernetes, "kube-apiserver", None, true, false).names(
-            &[
-                lb_name,
-                host,
-                "kubernetes",
-                "kubernetes.default",
-                "kubernetes.default.svc",
-                &svc_domain,
-                "localhost",
-            ],
-            &api_ips,
-        ),
-        CertPlan::new(
-            API_SERVER_KUBELET_CLIENT,
-            Kubernetes,
-            "kube-apiserver-kubelet-client",
-            Some("system:masters"),
-            false,
-            true,
-        ),
+        api_server_serving(spec, node),
+        api_server_kubelet_client(),
         CertPlan::new(
             API_SERVER_ETCD_CLIENT,
             Etcd,
@@ -192,17 +247,10 @@ pub fn plan(spec: &NodeSpec, node: &NodeFacts) -> Vec<CertPlan> {
             false,
             true,
         ),
-        CertPlan::new(
-            KUBELET_CLIENT,
-            Kubernetes,
-            &format!("system:node:{host}"),
-            Some("system:nodes"),
-            false,
-            true,
-        ),
+        kubelet_client(host),
         kubelet_serving(host, &own_ips),
         CertPlan::new(ETCD_SERVER, Etcd, host, None, true, true)
-            .names(&[host, "localhost"], &server_ips),
+            .names(&[host, &peer_name, "localhost"], &server_ips),
         CertPlan::new(ETCD_PEER, Etcd, host, None, true, true)
             .names(&[host, &peer_name], &peer_ips),
         CertPlan::new(ETCD_CLIENT, Etcd, "nodeup-etcd-client", None, false, true),
@@ -492,11 +540,123 @@ mod tests {
         assert!(peer.dns_names.contains(&name), "{:?}", peer.dns_names);
     }
 
+    /// API-server nodes' API servers dial etcd at `https://etcd-<member>.internal.<cluster>:2379`: TLS
+    /// verification of that URL needs the name in the member's server certificate.
+    #[test]
+    fn the_etcd_server_certificate_names_the_members_stable_name() {
+        let spec = control_plane();
+        let member = &spec.control_plane.as_ref().expect("cp").etcd.member_name;
+        let server = find(&plan(&spec, &node("10.0.1.10", "h")), pki::ETCD_SERVER).clone();
+        assert_eq!(
+            server.dns_names,
+            [
+                format!("etcd-{member}.internal.demo.example.com"),
+                "h".to_string(),
+                "localhost".to_string()
+            ]
+        );
+        assert!(server.server && server.client);
+    }
+
+    /// An API-server node's spec, from the same template with an `ApiServer` group added.
+    fn api_server_node(endpoint: &str) -> NodeSpec {
+        let mut config = complete(
+            &generate(&ClusterTemplate {
+                name: "demo.example.com".into(),
+                zones: vec!["us-west-2a".into()],
+                ..Default::default()
+            })
+            .expect("template"),
+        );
+        let mut group = config
+            .instance_groups
+            .iter()
+            .find(|ig| ig.spec.role == ballast_state::spec::Role::Node)
+            .expect("nodes")
+            .clone();
+        group.metadata.name = "apiserver".into();
+        group.spec.role = ballast_state::spec::Role::ApiServer;
+        config.instance_groups.push(group);
+        render_node_spec(&config, "apiserver", "s3://b/p", endpoint)
+            .expect("spec")
+            .spec
+    }
+
+    /// An API-server node issues its API server's and kubelet's certificates with the Kubernetes CA, the API
+    /// server's with exactly the names a control-plane one has; nothing of etcd's CA, no etcd member's, no
+    /// controller manager's, scheduler's or bootstrap service's.
+    #[test]
+    fn an_api_server_node_plans_its_api_server_and_kubelet_certificates_and_nothing_of_etcd() {
+        let spec = api_server_node(&format!("{LB}:443"));
+        let facts = node("10.0.1.20", "ip-10-0-1-20");
+        let plans = plan(&spec, &facts);
+        let paths: Vec<(&str, Signer)> = plans
+            .iter()
+            .map(|p| (p.cert_path.as_str(), p.signer))
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                ("/etc/kubernetes/pki/apiserver.crt", Signer::Kubernetes),
+                (
+                    "/etc/kubernetes/pki/apiserver-kubelet-client.crt",
+                    Signer::Kubernetes
+                ),
+                (
+                    "/var/lib/kubelet/pki/kubelet-client.crt",
+                    Signer::Kubernetes
+                ),
+                (
+                    "/var/lib/kubelet/pki/kubelet-server.crt",
+                    Signer::Kubernetes
+                ),
+            ]
+        );
+        let api = find(&plans, pki::API_SERVER);
+        assert_eq!(
+            api.dns_names,
+            [
+                LB,
+                "ip-10-0-1-20",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+                "localhost"
+            ]
+        );
+        assert_eq!(api.ips, ips(&["10.0.1.20", "100.64.0.1", "127.0.0.1"]));
+        // The same names as a control-plane node's API server on the same address.
+        let cp = plan(&spec_with_endpoint_cp(&format!("{LB}:443")), &facts);
+        assert_eq!(find(&cp, pki::API_SERVER), api);
+        let kubelet = find(&plans, pki::KUBELET_CLIENT);
+        assert_eq!(kubelet.common_name, "system:node:ip-10-0-1-20");
+        assert_eq!(
+            find(&plans, pki::API_SERVER_KUBELET_CLIENT)
+                .organization
+                .as_deref(),
+            Some("system:masters")
+        );
+        assert!(!plans.iter().any(|p| p.signer == Signer::Etcd));
+    }
+
+    fn spec_with_endpoint_cp(endpoint: &str) -> NodeSpec {
+        spec("control-plane-us-west-2a", endpoint)
+    }
+
     #[test]
     fn an_unknown_hostname_or_ip_leaves_no_empty_name() {
-        let plans = plan(&control_plane(), &node("not-an-ip", ""));
+        let spec = control_plane();
+        let plans = plan(&spec, &node("not-an-ip", ""));
         let server = find(&plans, pki::ETCD_SERVER);
-        assert_eq!(server.dns_names, ["localhost"]);
+        let member = &spec.control_plane.as_ref().expect("cp").etcd.member_name;
+        assert_eq!(
+            server.dns_names,
+            [
+                format!("etcd-{member}.internal.{}", spec.cluster_name),
+                "localhost".to_string()
+            ]
+        );
         assert_eq!(server.ips, ips(&["127.0.0.1"]));
     }
 

@@ -13,7 +13,7 @@ use rcgen::{
 };
 use time::{Duration, OffsetDateTime};
 
-use crate::model::{ControlPlaneSecrets, RenderedFile};
+use crate::model::{ApiServerSecrets, ControlPlaneSecrets, RenderedFile};
 
 // The plan is made in `cert_plan` (pure); these names stay readable from here, where certificates are issued.
 pub use crate::cert_plan::{first_service_ip, plan, CertPlan, Signer, RENEW_BEFORE, VALIDITY};
@@ -30,6 +30,9 @@ pub enum IssueCertError {
         #[source]
         source: rcgen::Error,
     },
+    /// A plan needs a CA whose key this node does not hold (an API-server node has no etcd CA key).
+    #[error("issuing {path} needs the {ca}'s key, which this node does not hold")]
+    NoSigner { path: String, ca: &'static str },
     /// rcgen failed to make a key or a certificate.
     #[error("issuing {path}: {source}")]
     Issue {
@@ -56,22 +59,62 @@ pub fn issue_all(
     existing: impl Fn(&str) -> Option<Vec<u8>>,
     now: OffsetDateTime,
 ) -> Result<(Vec<RenderedFile>, Vec<CertOutcome>), IssueCertError> {
+    issue_with(
+        plans,
+        (kubernetes_ca_cert, &secrets.kubernetes_ca_key),
+        Some((&secrets.etcd_ca_cert, &secrets.etcd_ca_key)),
+        existing,
+        now,
+    )
+}
+
+/// As [`issue_all`], on an API-server node: the Kubernetes CA signs everything; it holds no etcd CA key, so a
+/// plan signed by etcd's is refused ([`IssueCertError::NoSigner`]) rather than issued.
+pub fn issue_api_server_node(
+    plans: &[CertPlan],
+    secrets: &ApiServerSecrets,
+    kubernetes_ca_cert: &str,
+    existing: impl Fn(&str) -> Option<Vec<u8>>,
+    now: OffsetDateTime,
+) -> Result<(Vec<RenderedFile>, Vec<CertOutcome>), IssueCertError> {
+    issue_with(
+        plans,
+        (kubernetes_ca_cert, &secrets.kubernetes_ca_key),
+        None,
+        existing,
+        now,
+    )
+}
+
+/// `kubernetes` and `etcd` are each a CA's certificate and key (PEM).
+fn issue_with(
+    plans: &[CertPlan],
+    kubernetes: (&str, &str),
+    etcd: Option<(&str, &str)>,
+    existing: impl Fn(&str) -> Option<Vec<u8>>,
+    now: OffsetDateTime,
+) -> Result<(Vec<RenderedFile>, Vec<CertOutcome>), IssueCertError> {
     let issuer = |ca: &'static str, cert: &str, key: &str| {
         let key = KeyPair::from_pem(key).map_err(|source| IssueCertError::BadCa { ca, source })?;
         Issuer::from_ca_cert_pem(cert, key).map_err(|source| IssueCertError::BadCa { ca, source })
     };
-    let kubernetes = issuer(
-        "Kubernetes CA",
-        kubernetes_ca_cert,
-        &secrets.kubernetes_ca_key,
-    )?;
-    let etcd = issuer("etcd CA", &secrets.etcd_ca_cert, &secrets.etcd_ca_key)?;
+    let kubernetes_ca_cert = kubernetes.0;
+    let kubernetes = issuer("Kubernetes CA", kubernetes.0, kubernetes.1)?;
+    let etcd = etcd
+        .map(|(cert, key)| issuer("etcd CA", cert, key).map(|i| (i, cert)))
+        .transpose()?;
     let mut files = Vec::new();
     let mut outcomes = Vec::new();
     for plan in plans {
-        let (issuer, ca_pem) = match plan.signer {
-            Signer::Kubernetes => (&kubernetes, kubernetes_ca_cert),
-            Signer::Etcd => (&etcd, secrets.etcd_ca_cert.as_str()),
+        let (issuer, ca_pem) = match (plan.signer, &etcd) {
+            (Signer::Kubernetes, _) => (&kubernetes, kubernetes_ca_cert),
+            (Signer::Etcd, Some((etcd, cert))) => (etcd, *cert),
+            (Signer::Etcd, None) => {
+                return Err(IssueCertError::NoSigner {
+                    path: plan.cert_path.clone(),
+                    ca: "etcd CA",
+                })
+            }
         };
         let current = existing(&plan.cert_path).zip(existing(&plan.key_path));
         let kept = current

@@ -11,7 +11,7 @@ use ballast_state::pki::EncryptionKeys;
 use ballast_state::spec::Role;
 use ballast_store::store::{StateStore, StoreError, StoreOptions};
 
-use crate::model::{ControlPlaneSecrets, Secrets};
+use crate::model::{ApiServerSecrets, ControlPlaneSecrets, Secrets};
 use crate::retry::Failure;
 
 /// Failures fetching what the node needs.
@@ -224,7 +224,11 @@ pub async fn secrets(
             kubernetes_ca_cert: String::new(),
             kubernetes_ca_trusted: Vec::new(),
             control_plane: None,
+            api_server: None,
         });
+    }
+    if spec.role == Role::ApiServer {
+        return api_server_secrets(store, spec, deadline).await;
     }
     if spec.role != Role::ControlPlane {
         // A worker's kubelet certificate comes from the bootstrap service (crate::bootstrap): it reads the CA
@@ -237,6 +241,7 @@ pub async fn secrets(
             kubernetes_ca_cert: ca,
             kubernetes_ca_trusted: trusted,
             control_plane: None,
+            api_server: None,
         });
     }
     let encrypted = spec
@@ -285,6 +290,82 @@ pub async fn secrets(
             etcd_ca_cert: etcd_cert,
             etcd_ca_key: etcd_key,
             etcd_ca_trusted,
+            service_account_key: sa_key,
+            service_account_public_key: sa_pub,
+            service_account_verify_keys,
+            encryption_keys,
+        }),
+        api_server: None,
+    })
+}
+
+/// An API-server node's secrets: what its API server reads and the Kubernetes CA's key (to issue its
+/// certificates), the etcd client pair `update cluster` issued for API servers, never the etcd CA's key (its
+/// role cannot read it).
+async fn api_server_secrets(
+    store: &StateStore,
+    spec: &NodeSpec,
+    deadline: Instant,
+) -> Result<Secrets, FetchError> {
+    let pki = &spec.pki;
+    let required = |key: &Option<String>, what: &str| {
+        key.clone().ok_or_else(|| FetchError::BadSpec {
+            key: format!("pki.{what}"),
+            problem: SpecProblem::Unnamed,
+        })
+    };
+    let fetch = |key: String| async move {
+        let data = get(store, &key, deadline).await?;
+        text(&key, data)
+    };
+    let encrypted = spec
+        .api_server
+        .as_ref()
+        .is_some_and(|a| a.encryption_provider.is_some());
+    let encryption = async {
+        if !encrypted {
+            return Ok(None);
+        }
+        let key = required(&pki.encryption_keys, "encryptionKeys")?;
+        let t = fetch(key.clone()).await?;
+        yaml_serde::from_str::<EncryptionKeys>(&t)
+            .map(Some)
+            .map_err(|e| FetchError::BadSecret {
+                key,
+                problem: SecretProblem::Yaml(e),
+            })
+    };
+    let (ca, ca_key, etcd_cert, client_cert, client_key, sa_key, sa_pub, encryption_keys) = tokio::try_join!(
+        fetch(pki.kubernetes_ca_cert.clone()),
+        async { fetch(required(&pki.kubernetes_ca_key, "kubernetesCaKey")?).await },
+        async { fetch(required(&pki.etcd_ca_cert, "etcdCaCert")?).await },
+        async { fetch(required(&pki.etcd_client_cert, "etcdClientCert")?).await },
+        async { fetch(required(&pki.etcd_client_key, "etcdClientKey")?).await },
+        async { fetch(required(&pki.service_account_key, "serviceAccountKey")?).await },
+        async {
+            fetch(required(
+                &pki.service_account_public_key,
+                "serviceAccountPublicKey",
+            )?)
+            .await
+        },
+        encryption,
+    )?;
+    let (kubernetes_ca_trusted, etcd_ca_trusted, service_account_verify_keys) = tokio::try_join!(
+        fetch_all(store, &pki.kubernetes_ca_trusted, deadline),
+        fetch_all(store, &pki.etcd_ca_trusted, deadline),
+        fetch_all(store, &pki.service_account_verify_keys, deadline),
+    )?;
+    Ok(Secrets {
+        kubernetes_ca_cert: ca,
+        kubernetes_ca_trusted,
+        control_plane: None,
+        api_server: Some(ApiServerSecrets {
+            kubernetes_ca_key: ca_key,
+            etcd_ca_cert: etcd_cert,
+            etcd_ca_trusted,
+            etcd_client_cert: client_cert,
+            etcd_client_key: client_key,
             service_account_key: sa_key,
             service_account_public_key: sa_pub,
             service_account_verify_keys,

@@ -31,6 +31,7 @@ pub mod cert_plan;
 pub mod certs;
 pub mod cli;
 pub mod credentials;
+pub mod etcd_names;
 pub mod error;
 pub mod fds;
 pub mod fetch;

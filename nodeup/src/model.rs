@@ -103,6 +103,8 @@ pub struct Secrets {
     /// CA certificates trusted beside it while the Kubernetes CA is rotated (docs/keys.md).
     pub kubernetes_ca_trusted: Vec<String>,
     pub control_plane: Option<ControlPlaneSecrets>,
+    /// An API-server node's (role `ApiServer`); `None` on every other node.
+    pub api_server: Option<ApiServerSecrets>,
 }
 
 /// Control-plane nodes' trust material.
@@ -120,11 +122,29 @@ pub struct ControlPlaneSecrets {
     pub encryption_keys: Option<EncryptionKeys>,
 }
 
+/// An API-server node's trust material: what its API server reads, and the Kubernetes CA's key, which nodeup
+/// holds in memory only to issue this node's certificates (never written to the node's disk: no controller
+/// manager runs there). No etcd CA key: its etcd client pair comes issued from the state store.
+#[derive(Clone)]
+pub struct ApiServerSecrets {
+    pub kubernetes_ca_key: String,
+    pub etcd_ca_cert: String,
+    pub etcd_ca_trusted: Vec<String>,
+    /// `pki/etcd-client-api-server/`, issued by `ballast update cluster` with the etcd CA.
+    pub etcd_client_cert: String,
+    pub etcd_client_key: String,
+    pub service_account_key: String,
+    pub service_account_public_key: String,
+    pub service_account_verify_keys: Vec<String>,
+    pub encryption_keys: Option<EncryptionKeys>,
+}
+
 // Secrets stay out of logs: Debug says which kinds are present, never their content.
 impl std::fmt::Debug for Secrets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Secrets")
             .field("control_plane", &self.control_plane.is_some())
+            .field("api_server", &self.api_server.is_some())
             .finish_non_exhaustive()
     }
 }

@@ -35,6 +35,7 @@ fn a_bastion_renders_the_operator_s_keys_and_nothing_of_kubernetes() {
         kubernetes_ca_cert: String::new(),
         kubernetes_ca_trusted: Vec::new(),
         control_plane: None,
+        api_server: None,
     };
     let rendered = nodeup::render::render(&bastion_spec(), &facts(), &secrets).expect("renders");
     let files: Vec<(&str, u32)> = rendered

@@ -14,10 +14,11 @@ use std::path::{Path, PathBuf};
 use ballast_state::node::NodeSpec;
 use ballast_state::pki::EncryptionKeys;
 use nodeup::render::types::{EncryptionConfiguration, Kubeconfig, KubeletConfiguration};
-use nodeup::render::{self, ControlPlaneSecrets, NodeFacts, Rendered, Secrets};
+use nodeup::render::{self, ApiServerSecrets, ControlPlaneSecrets, NodeFacts, Rendered, Secrets};
 
-const CASES: [&str; 15] = [
+const CASES: [&str; 16] = [
     "control-plane",
+    "api-server",
     "control-plane-1.34",
     "worker-1.34",
     "control-plane-irsa",
@@ -76,6 +77,26 @@ fn secrets_for(spec: &NodeSpec) -> Secrets {
             etcd_ca_cert: object(pki.etcd_ca_cert.as_ref(), "etcd-ca.crt"),
             etcd_ca_key: object(pki.etcd_ca_key.as_ref(), "etcd-ca.key"),
             etcd_ca_trusted: objects(&pki.etcd_ca_trusted),
+            service_account_key: object(pki.service_account_key.as_ref(), "service-account.key"),
+            service_account_public_key: object(
+                pki.service_account_public_key.as_ref(),
+                "service-account.pub",
+            ),
+            service_account_verify_keys: objects(&pki.service_account_verify_keys),
+            encryption_keys: Some(
+                yaml_serde::from_str::<EncryptionKeys>(&object(
+                    pki.encryption_keys.as_ref(),
+                    "encryption-keys.yaml",
+                ))
+                .expect("keys"),
+            ),
+        }),
+        api_server: spec.api_server.as_ref().map(|_| ApiServerSecrets {
+            kubernetes_ca_key: object(pki.kubernetes_ca_key.as_ref(), "kubernetes-ca.key"),
+            etcd_ca_cert: object(pki.etcd_ca_cert.as_ref(), "etcd-ca.crt"),
+            etcd_ca_trusted: objects(&pki.etcd_ca_trusted),
+            etcd_client_cert: object(pki.etcd_client_cert.as_ref(), "etcd-client-api-server.crt"),
+            etcd_client_key: object(pki.etcd_client_key.as_ref(), "etcd-client-api-server.key"),
             service_account_key: object(pki.service_account_key.as_ref(), "service-account.key"),
             service_account_public_key: object(
                 pki.service_account_public_key.as_ref(),
@@ -238,6 +259,77 @@ fn workers_never_get_a_ca_key_or_control_plane_files() {
     }
 }
 
+/// An API-server node renders kube-apiserver alone, with exactly the control plane's flags but for
+/// `--etcd-servers` (every member by its stable name), the etcd client pair from the store where the control
+/// plane's API server finds its own, and no CA key on disk: neither the Kubernetes CA's (held in memory to issue
+/// its certificates) nor the etcd CA's (it has none).
+#[test]
+fn an_api_server_node_runs_kube_apiserver_alone_and_holds_no_ca_key() {
+    let r = render_case("api-server");
+    let manifests: Vec<&str> = r
+        .files
+        .iter()
+        .filter(|f| f.path.starts_with("/etc/kubernetes/manifests/"))
+        .map(|f| f.path.as_str())
+        .collect();
+    assert_eq!(manifests, ["/etc/kubernetes/manifests/kube-apiserver.yaml"]);
+    for f in &r.files {
+        for ca_key in ["kubernetes-ca.key", "etcd-ca.key"] {
+            assert_ne!(
+                String::from_utf8_lossy(&f.content),
+                secret(ca_key),
+                "{} holds the {ca_key}",
+                f.path
+            );
+        }
+        assert_ne!(f.path, render::pki::KUBERNETES_CA_KEY);
+        assert!(!f.path.contains("controller-manager") && !f.path.contains("scheduler"));
+    }
+    let file = |r: &Rendered, path: &str| {
+        r.files
+            .iter()
+            .find(|f| f.path == path)
+            .map(|f| String::from_utf8(f.content.clone()).expect("utf8"))
+            .unwrap_or_else(|| panic!("{path} is rendered"))
+    };
+    let client = format!("{}.key", render::pki::API_SERVER_ETCD_CLIENT);
+    assert_eq!(file(&r, &client), secret("etcd-client-api-server.key"));
+    // Flag by flag, the control plane's kube-apiserver on the same address, but for where etcd is.
+    let command = |r: &Rendered| -> Vec<String> {
+        let pod: k8s_openapi::api::core::v1::Pod =
+            yaml_serde::from_str(&file(r, "/etc/kubernetes/manifests/kube-apiserver.yaml"))
+                .expect("a pod");
+        pod.spec.expect("spec").containers[0]
+            .command
+            .clone()
+            .expect("command")
+    };
+    let ours = command(&r);
+    let control_plane = command(&render_case("control-plane"));
+    assert_eq!(ours.len(), control_plane.len());
+    for (a, b) in ours.iter().zip(&control_plane) {
+        if a.starts_with("--etcd-servers=") {
+            assert_eq!(
+                a,
+                "--etcd-servers=https://etcd-control-plane-us-west-2a.internal.demo.example.com:2379,\
+                 https://etcd-control-plane-us-west-2b.internal.demo.example.com:2379,\
+                 https://etcd-control-plane-us-west-2c.internal.demo.example.com:2379"
+            );
+        } else {
+            assert_eq!(a, b);
+        }
+    }
+    // The same audit policy, authentication and encryption configuration files.
+    let cp = render_case("control-plane");
+    for path in [
+        render::paths::AUDIT_POLICY,
+        render::paths::AUTHENTICATION_CONFIG,
+        render::paths::ENCRYPTION_CONFIG,
+    ] {
+        assert_eq!(file(&r, path), file(&cp, path), "{path}");
+    }
+}
+
 #[test]
 fn static_pods_parse_as_pods_and_round_trip() {
     use k8s_openapi::api::core::v1::Pod;
@@ -297,7 +389,8 @@ fn configuration_files_parse_back_into_their_types() {
         match file(render::paths::ENCRYPTION_CONFIG) {
             Some(text) => {
                 assert!(
-                    case.starts_with("control-plane") && case != "control-plane-encryption-off",
+                    (case.starts_with("control-plane") || case == "api-server")
+                        && case != "control-plane-encryption-off",
                     "{case}"
                 );
                 let parsed: EncryptionConfiguration =

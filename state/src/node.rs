@@ -205,6 +205,10 @@ pub struct ApiServerSettings {
     pub audit_log_max_age_days: u32,
     /// Every etcd member's name, sorted: its client URL is `https://etcd-<member>.internal.<cluster>:2379`.
     pub etcd_members: Vec<String>,
+    /// The published service-account issuer (IRSA, `docs/irsa.md`), as the control plane's: tokens this API
+    /// server signs must name the issuer the others accept. Absent: the in-cluster issuer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_issuer: Option<crate::irsa::IssuerSettings>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -340,6 +344,7 @@ pub fn render_node_spec_with_keys(
             audit_log_path: "/var/log/kubernetes/audit.log".to_string(),
             audit_log_max_age_days: 30,
             etcd_members,
+            service_account_issuer: None,
         }
     });
     let control_plane_settings = if control_plane {
@@ -684,6 +689,34 @@ mod tests {
         assert_eq!(
             settings.encryption_provider,
             Some(EncryptionProvider::Secretbox)
+        );
+        // With a published service-account issuer (IRSA), the API-server node's API server names it as the
+        // control plane's does, so the tokens either signs are accepted by both; the hash follows.
+        let issuer = crate::irsa::IssuerSettings {
+            issuer: "https://oidc.example.com/demo".into(),
+            jwks_uri: "https://oidc.example.com/demo/openid/v1/jwks".into(),
+            previous_issuers: vec!["https://kubernetes.default.svc.cluster.local".into()],
+            api_audiences: vec!["kubernetes.svc.default".into()],
+        };
+        let with = crate::issuer::with_irsa(spec.clone(), Some(&issuer), None, None)
+            .expect("with the issuer");
+        assert_eq!(
+            with.spec
+                .api_server
+                .as_ref()
+                .and_then(|a| a.service_account_issuer.as_ref()),
+            Some(&issuer)
+        );
+        assert_ne!(with.sha256, spec.sha256);
+        let cp = render_node_spec(&config, "control-plane-us-west-2a", "s3://b/p", "api.elb")
+            .expect("render");
+        let cp = crate::issuer::with_irsa(cp, Some(&issuer), None, None).expect("cp");
+        assert_eq!(
+            cp.spec
+                .control_plane
+                .as_ref()
+                .and_then(|c| c.service_account_issuer.as_ref()),
+            Some(&issuer)
         );
         // Workers and the control plane are as before: no etcd client pair, no API-server settings.
         for group in ["nodes", "control-plane-us-west-2a"] {

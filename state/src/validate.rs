@@ -821,15 +821,6 @@ fn check_instance_groups(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
         }
         if ig.spec.role == Role::ApiServer {
             check_api_server_group(&mut report, &ig.spec, config);
-            // update cluster can make such a group's AWS resources, but nodeup does not yet run kube-apiserver on
-            // its instances (it refuses the role at render): a group that cannot serve is refused here, before
-            // anything is made for it.
-            report.error(
-                "spec.role",
-                "ApiServer: nodeup does not run kube-apiserver on an API-server node yet (docs/spec.md, \
-                 \"API-server groups\"): remove the group; the control plane serves the API meanwhile"
-                    ,
-            );
         }
         if let Some(message) = crate::limits::merged_cloud_labels_problem(
             &cluster.spec.cloud_labels,

@@ -21,6 +21,101 @@ pub const API_PORT: i32 = 443;
 /// The etcd client certificate the API-server nodes share, under `pki/` (its key beside it).
 const ETCD_CLIENT_NAME: &str = pki_names::API_SERVER_ETCD_CLIENT;
 
+/// The etcd client pair's subject: the one a control-plane node's API server has (etcd authorizes by the CA,
+/// not the name; the name says who dialed in etcd's logs).
+pub const ETCD_CLIENT_COMMON_NAME: &str = "kube-apiserver-etcd-client";
+/// The pair lives a year and `update cluster` issues it again when less than [`ETCD_CLIENT_RENEW_BEFORE`] is
+/// left (or when another etcd CA issues, after a rotation); nodes read the new pair at their next boot, so a
+/// rolling update carries it.
+pub const ETCD_CLIENT_VALIDITY_DAYS: i64 = 365;
+pub const ETCD_CLIENT_RENEW_BEFORE_DAYS: i64 = 60;
+
+/// Failures issuing the API servers' etcd client pair.
+#[derive(Debug, thiserror::Error)]
+pub enum EtcdClientPairError {
+    /// The etcd CA's certificate or key from the state store is unusable.
+    #[error("the etcd CA from the state store is unusable: {0}")]
+    BadCa(#[source] rcgen::Error),
+    /// rcgen failed to make the key or the certificate.
+    #[error("issuing the etcd client certificate: {0}")]
+    Issue(#[source] rcgen::Error),
+}
+
+/// A new etcd client pair (certificate, key; PEM) for the API-server nodes, signed by the etcd CA
+/// (`ca_cert`, `ca_key`), client authentication only. Pure but for the key's randomness.
+pub fn issue_etcd_client_pair(
+    ca_cert: &str,
+    ca_key: &str,
+    now: time::OffsetDateTime,
+) -> Result<(String, String), EtcdClientPairError> {
+    use rcgen::{
+        CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair, KeyUsagePurpose,
+    };
+    let ca_key = KeyPair::from_pem(ca_key).map_err(EtcdClientPairError::BadCa)?;
+    let issuer = Issuer::from_ca_cert_pem(ca_cert, ca_key).map_err(EtcdClientPairError::BadCa)?;
+    let key = KeyPair::generate().map_err(EtcdClientPairError::Issue)?;
+    let mut params =
+        CertificateParams::new(Vec::<String>::new()).map_err(EtcdClientPairError::Issue)?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, ETCD_CLIENT_COMMON_NAME);
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    params.use_authority_key_identifier_extension = true;
+    params.not_before = now - time::Duration::minutes(5);
+    params.not_after = now + time::Duration::days(ETCD_CLIENT_VALIDITY_DAYS);
+    let cert = params
+        .signed_by(&key, &issuer)
+        .map_err(EtcdClientPairError::Issue)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// Whether the stored pair can stay: the certificate parses, was issued by `ca_cert` (its authority key
+/// identifier is the CA's subject key identifier), is its key's, and has more than
+/// [`ETCD_CLIENT_RENEW_BEFORE_DAYS`] left. Anything else (absent, torn, another CA's, expiring) is issued again.
+pub fn etcd_client_pair_fits(
+    cert: &[u8],
+    key: &[u8],
+    ca_cert: &[u8],
+    now: time::OffsetDateTime,
+) -> bool {
+    use x509_parser::extensions::ParsedExtension;
+    let parse = |pem: &[u8]| x509_parser::pem::parse_x509_pem(pem).ok().map(|(_, p)| p);
+    let (Some(cert_pem), Some(ca_pem)) = (parse(cert), parse(ca_cert)) else {
+        return false;
+    };
+    let (Ok(cert), Ok(ca)) = (cert_pem.parse_x509(), ca_pem.parse_x509()) else {
+        return false;
+    };
+    let mut authority = None;
+    for ext in cert.extensions() {
+        if let ParsedExtension::AuthorityKeyIdentifier(aki) = ext.parsed_extension() {
+            authority = aki.key_identifier.as_ref().map(|k| k.0.to_vec());
+        }
+    }
+    let mut subject = None;
+    for ext in ca.extensions() {
+        if let ParsedExtension::SubjectKeyIdentifier(ski) = ext.parsed_extension() {
+            subject = Some(ski.0.to_vec());
+        }
+    }
+    let Ok(key) = std::str::from_utf8(key)
+        .map_err(|_| ())
+        .and_then(|k| rcgen::KeyPair::from_pem(k).map_err(|_| ()))
+    else {
+        return false;
+    };
+    let renew_at = now + time::Duration::days(ETCD_CLIENT_RENEW_BEFORE_DAYS);
+    authority.is_some()
+        && authority == subject
+        && cert.issuer().as_raw() == ca.subject().as_raw()
+        && *cert.public_key().subject_public_key.data == *key.public_key_raw()
+        && cert.validity().not_after.timestamp() > renew_at.unix_timestamp()
+}
+
 /// Whether the cluster has an API-server group: only then does any of this exist.
 pub fn has_api_servers(completed: &ClusterConfig) -> bool {
     completed

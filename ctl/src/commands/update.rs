@@ -87,7 +87,9 @@ async fn update_terraform(
     // Read-only: the load balancer Terraform made, whose DNS name the node specs carry.
     let lb = load_balancer::find(&cloud, &model).await?;
     let api_dns = lb.load_balancer.as_ref().map(|l| l.dns_name.clone());
-    let stored = node_specs::find(registry.store(), &model).await?;
+    let mut stored = node_specs::find(registry.store(), &model).await?;
+    node_specs::check_api_server_etcd_client(registry.store(), &completed, &model, &mut stored)
+        .await?;
     let rendered = render_terraform(&model, &completed, api_dns.as_deref(), &stored.keys).await?;
     if args.stats {
         eprintln!("{}", calls.summary());

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use ballast_state::irsa::IssuerSettings;
 use ballast_state::node::{ControlPlaneSettings, NodeSpec};
 use ballast_state::spec::EncryptionProvider;
 use k8s_openapi::api::core::v1::{
@@ -169,7 +170,7 @@ pub fn encryption_configuration(
     }
 }
 
-const AUDIT_POLICY: &str = "\
+pub(super) const AUDIT_POLICY: &str = "\
 # Written by nodeup: the API server's audit policy. The first rule that matches a request decides.
 apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -243,7 +244,7 @@ rules:
 /// and load balancers call them without credentials); any other anonymous request gets 401, as with kops's
 /// `anonymousAuth: false`, without breaking the probes. Needs Kubernetes 1.32+ (AnonymousAuthConfigurableEndpoints,
 /// beta and on by default there); Ballast pins 1.32 to 1.34.
-const AUTHENTICATION_CONFIG: &str = "\
+pub(super) const AUTHENTICATION_CONFIG: &str = "\
 # Written by nodeup: how the API server authenticates requests.
 apiVersion: apiserver.config.k8s.io/v1beta1
 kind: AuthenticationConfiguration
@@ -265,8 +266,8 @@ fn flag_name(arg: &str) -> &str {
 /// With it (IRSA, `docs/irsa.md`): the published issuer first (tokens are signed as the first), the old one
 /// still accepted so tokens issued before the switch work until they expire, the published JWKS's URL, and the
 /// API audiences (`ballast_state::irsa::IssuerSettings`).
-fn service_account_issuer_args(spec: &NodeSpec, settings: &ControlPlaneSettings) -> Vec<String> {
-    let Some(issuer) = &settings.service_account_issuer else {
+fn service_account_issuer_args(spec: &NodeSpec, issuer: Option<&IssuerSettings>) -> Vec<String> {
+    let Some(issuer) = issuer else {
         return vec![format!(
             "--service-account-issuer=https://kubernetes.default.svc.{}",
             spec.cluster_domain
@@ -284,7 +285,35 @@ fn service_account_issuer_args(spec: &NodeSpec, settings: &ControlPlaneSettings)
     args
 }
 
+/// What differs between the kube-apiserver of a control-plane node and of an API-server node: only where etcd
+/// is (the local member, or every member by its stable name); each node's settings give the rest, alike.
+pub(super) struct ApiServerShape<'a> {
+    pub encryption_provider: Option<EncryptionProvider>,
+    pub audit_log_path: &'a str,
+    pub audit_log_max_age_days: u32,
+    pub service_account_issuer: Option<&'a IssuerSettings>,
+    /// `--etcd-servers`'s value: comma-separated client URLs.
+    pub etcd_servers: String,
+}
+
+/// A control-plane node's API server: its own etcd member, on its private IP.
 fn api_server(spec: &NodeSpec, settings: &ControlPlaneSettings, node: &NodeFacts) -> Pod {
+    let shape = ApiServerShape {
+        encryption_provider: settings.encryption_provider,
+        audit_log_path: &settings.audit_log_path,
+        audit_log_max_age_days: settings.audit_log_max_age_days,
+        service_account_issuer: settings.service_account_issuer.as_ref(),
+        etcd_servers: format!("https://{}:2379", node.private_ip),
+    };
+    api_server_pod(spec, &shape, node)
+}
+
+/// kube-apiserver's static pod, on a control-plane or an API-server node.
+pub(super) fn api_server_pod(
+    spec: &NodeSpec,
+    settings: &ApiServerShape<'_>,
+    node: &NodeFacts,
+) -> Pod {
     let mut args = vec![
         format!("--advertise-address={}", node.private_ip),
         format!("--bind-address={}", node.private_ip),
@@ -298,7 +327,7 @@ fn api_server(spec: &NodeSpec, settings: &ControlPlaneSettings, node: &NodeFacts
         format!("--etcd-cafile={}", pki::ETCD_CA_CERT),
         format!("--etcd-certfile={}.crt", pki::API_SERVER_ETCD_CLIENT),
         format!("--etcd-keyfile={}.key", pki::API_SERVER_ETCD_CLIENT),
-        format!("--etcd-servers=https://{}:2379", node.private_ip),
+        format!("--etcd-servers={}", settings.etcd_servers),
         format!(
             "--kubelet-client-certificate={}.crt",
             pki::API_SERVER_KUBELET_CLIENT
@@ -335,11 +364,14 @@ fn api_server(spec: &NodeSpec, settings: &ControlPlaneSettings, node: &NodeFacts
             paths::ENCRYPTION_CONFIG
         ));
     }
-    args.extend(service_account_issuer_args(spec, settings));
+    args.extend(service_account_issuer_args(
+        spec,
+        settings.service_account_issuer,
+    ));
     // By flag name only, and stable: a repeated flag keeps its order, which matters for
     // --service-account-issuer (the first is the one tokens are signed as).
     args.sort_by(|a, b| flag_name(a).cmp(flag_name(b)));
-    let log_dir = std::path::Path::new(&settings.audit_log_path)
+    let log_dir = std::path::Path::new(settings.audit_log_path)
         .parent()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| "/var/log/kubernetes".to_string());

@@ -15,13 +15,20 @@ pub enum RenderError {
         role: Role,
         has_control_plane_settings: bool,
     },
-    /// An API-server node (role `ApiServer`): nodeup does not configure one yet, and refuses rather than boot it
-    /// as a worker whose kubelet dials an API server that is not there.
+    /// An API-server spec (role `ApiServer`) without API-server settings, or such settings on another role.
     #[error(
-        "role ApiServer: nodeup does not yet run kube-apiserver on an API-server node (docs/spec.md, \"API-server \
-         groups\"); remove the group or make it a Node group"
+        "the node spec is inconsistent: role {role:?} with{} apiServer settings",
+        if *has_api_server_settings { "" } else { "out" }
     )]
-    ApiServerNotBuilt,
+    InconsistentApiServer {
+        role: Role,
+        has_api_server_settings: bool,
+    },
+    /// An API-server node's spec names no etcd member to dial.
+    #[error(
+        "the node spec's apiServer.etcdMembers is empty: the API server would have no etcd to dial"
+    )]
+    NoEtcdMembers,
     /// The spec needs a secret that was not fetched.
     #[error("the node spec needs {0}, which was not fetched")]
     MissingSecret(&'static str),

@@ -4,6 +4,7 @@
 //! The certificates the node needs are planned here too ([`crate::cert_plan`], pure); they are the one
 //! non-deterministic output, issued separately ([`crate::certs`]).
 
+pub mod api_server;
 pub mod control_plane;
 mod error;
 pub mod keys;
@@ -20,7 +21,8 @@ use ballast_state::spec::Role;
 use crate::cert_plan::{self, CertPlan};
 // The shared types, readable from here as before (`render::NodeFacts`, `render::paths`, ...).
 pub use crate::model::{
-    paths, pki, ControlPlaneSecrets, NodeFacts, Owner, RenderedFile, Secrets, ServiceDef,
+    paths, pki, ApiServerSecrets, ControlPlaneSecrets, NodeFacts, Owner, RenderedFile, Secrets,
+    ServiceDef,
 };
 
 /// Everything rendered for one node.
@@ -39,8 +41,11 @@ pub fn render(
     node: &NodeFacts,
     secrets: &Secrets,
 ) -> Result<Rendered, RenderError> {
-    if spec.role == Role::ApiServer {
-        return Err(RenderError::ApiServerNotBuilt);
+    if (spec.role == Role::ApiServer) != spec.api_server.is_some() {
+        return Err(RenderError::InconsistentApiServer {
+            role: spec.role,
+            has_api_server_settings: spec.api_server.is_some(),
+        });
     }
     let control_plane = spec.role == Role::ControlPlane;
     if control_plane != spec.control_plane.is_some() {
@@ -75,6 +80,16 @@ pub fn render(
             .as_ref()
             .ok_or(RenderError::MissingSecret("the control-plane secrets"))?;
         files.extend(control_plane::files(spec, settings, node, cp)?);
+        certificates = cert_plan::plan(spec, node);
+    }
+    // An API-server node: kube-apiserver alone, dialing the control plane's etcd (docs/nodeup.md, "API-server
+    // nodes"); its certificates are the Kubernetes CA's, issued on the node.
+    if let Some(settings) = &spec.api_server {
+        let secrets = secrets
+            .api_server
+            .as_ref()
+            .ok_or(RenderError::MissingSecret("the API-server secrets"))?;
+        files.extend(api_server::files(spec, settings, node, secrets)?);
         certificates = cert_plan::plan(spec, node);
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -251,10 +266,10 @@ mod containerd_tests {
         spec
     }
 
-    /// An API-server node is refused, not rendered as a worker whose kubelet dials a local API server that
-    /// nothing runs.
+    /// An API-server role without its settings (or its settings without the role) is refused naming what is
+    /// missing, and a spec with them but no API-server secrets fetched is refused naming those.
     #[test]
-    fn an_api_server_node_is_refused_until_nodeup_configures_one() {
+    fn an_inconsistent_api_server_spec_or_missing_secrets_are_refused() {
         let mut spec = spec("1.33.4");
         spec.role = Role::ApiServer;
         let node = NodeFacts {
@@ -267,10 +282,34 @@ mod containerd_tests {
             kubernetes_ca_cert: String::new(),
             kubernetes_ca_trusted: Vec::new(),
             control_plane: None,
+            api_server: None,
         };
         let err = render(&spec, &node, &secrets).expect_err("refused");
-        assert!(matches!(err, RenderError::ApiServerNotBuilt), "{err}");
-        assert!(err.to_string().contains("role ApiServer"), "{err}");
+        assert!(
+            matches!(err, RenderError::InconsistentApiServer { .. }),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .contains("role ApiServer without apiServer settings"),
+            "{err}"
+        );
+        spec.api_server = Some(ballast_state::node::ApiServerSettings {
+            encryption_provider: None,
+            audit_log_path: "/var/log/kubernetes/audit.log".into(),
+            audit_log_max_age_days: 30,
+            etcd_members: vec!["a".into()],
+            service_account_issuer: None,
+        });
+        let err = render(&spec, &node, &secrets).expect_err("no secrets");
+        assert!(err.to_string().contains("the API-server secrets"), "{err}");
+        spec.role = Role::Node;
+        let err = render(&spec, &node, &secrets).expect_err("settings on a worker");
+        assert!(
+            err.to_string()
+                .contains("role Node with apiServer settings"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -7,13 +7,14 @@ use std::collections::BTreeMap;
 use ballast_state::digest::sha256_hex;
 use ballast_state::irsa::PodIdentityWebhookSettings;
 use ballast_state::keyset::NodeKeys;
-use ballast_state::layout::ClusterPaths;
+use ballast_state::layout::{pki_names, ClusterPaths};
 use ballast_state::node::{render_node_spec_with_keys, RenderedNodeSpec};
 use ballast_state::spec::ClusterConfig;
 use ballast_store::store::{Precondition, StateStore, Version};
 use serde::{Deserialize, Serialize};
 
 use super::{ActualState, Known, Target};
+use crate::cloud::api_servers;
 use crate::cloud::error::UpdateError;
 use crate::cloud::kinds::task::{Finder, Home, Task, Wanted};
 use crate::cloud::model::ClusterModel;
@@ -40,6 +41,11 @@ pub struct Actual {
     /// plan is of a cluster whose keys were never rotated.
     #[serde(skip)]
     pub keys: NodeKeys,
+    /// With an API-server group: whether the etcd client pair issued for API servers
+    /// (`pki/etcd-client-api-server/`) is there and can stay (`api_servers::etcd_client_pair_fits`). `None`:
+    /// not looked at (no API-server group, or a recorded state). Not recorded.
+    #[serde(skip)]
+    pub api_server_etcd_client_fits: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +58,9 @@ pub enum Change {
         rendered: Box<RenderedNodeSpec>,
         previous: Option<StoredSpec>,
     },
+    /// Issues the API-server nodes' etcd client pair with the etcd CA that issues (it is absent, torn, of
+    /// another CA, or expiring): API-server nodes hold no etcd CA key, so this is where theirs comes from.
+    IssueApiServerEtcdClient,
 }
 
 impl Planned for Change {
@@ -86,6 +95,13 @@ impl Planned for Change {
                     .map(|p| p.sha256[..12.min(p.sha256.len())].to_string()),
                 &rendered.sha256[..12],
             ),
+            Change::IssueApiServerEtcdClient => PlanChange::new(
+                stage,
+                Kind::NodeSpec,
+                format!("pki/{}", pki_names::API_SERVER_ETCD_CLIENT),
+                Action::Create,
+            )
+            .field("issuer", None, "etcd CA"),
         };
         vec![change]
     }
@@ -117,6 +133,92 @@ pub async fn find(store: &StateStore, model: &ClusterModel) -> Result<Actual, Up
     Ok(actual)
 }
 
+/// Where the etcd CA that issues is: the rotated keyset's primary, else the one `create cluster` made.
+fn etcd_ca_locations(paths: &ClusterPaths, keys: &NodeKeys) -> (String, String) {
+    let at = keys.locations(paths);
+    (
+        at.etcd_ca_cert
+            .unwrap_or_else(|| paths.pki_cert(pki_names::ETCD_CA)),
+        at.etcd_ca_key
+            .unwrap_or_else(|| paths.pki_key(pki_names::ETCD_CA)),
+    )
+}
+
+/// With an API-server group, reads the etcd client pair issued for API servers and whether it can stay, into
+/// `actual` (after [`find`], whose keys say which etcd CA issues).
+pub async fn check_api_server_etcd_client(
+    store: &StateStore,
+    completed: &ClusterConfig,
+    model: &ClusterModel,
+    actual: &mut Actual,
+) -> Result<(), UpdateError> {
+    if !api_servers::has_api_servers(completed) {
+        actual.api_server_etcd_client_fits = None;
+        return Ok(());
+    }
+    let paths = ClusterPaths::new(&model.cluster);
+    let name = pki_names::API_SERVER_ETCD_CLIENT;
+    let (ca_cert, _) = etcd_ca_locations(&paths, &actual.keys);
+    let cert = store.get(&paths.pki_cert(name)).await?;
+    let key = store.get(&paths.pki_key(name)).await?;
+    let ca = store.get(&ca_cert).await?;
+    let fits = match (cert, key, ca) {
+        (Some(cert), Some(key), Some(ca)) => api_servers::etcd_client_pair_fits(
+            &cert.data,
+            &key.data,
+            &ca.data,
+            time::OffsetDateTime::now_utc(),
+        ),
+        _ => false,
+    };
+    actual.api_server_etcd_client_fits = Some(fits);
+    Ok(())
+}
+
+/// Issues the etcd client pair for API servers with the etcd CA that issues, and writes it (the key first: a
+/// certificate is never there without its key; a torn pair does not fit and is issued again).
+async fn issue_api_server_etcd_client(target: &Target<'_>) -> Result<(), UpdateError> {
+    let paths = ClusterPaths::new(&target.model.cluster);
+    let keys = ballast_store::keystore::node_keys(target.store, &target.model.cluster)
+        .await
+        .map_err(|source| UpdateError::Keys {
+            cluster: target.model.cluster.clone(),
+            source: Box::new(source),
+        })?;
+    let (ca_cert, ca_key) = etcd_ca_locations(&paths, &keys);
+    let read = |key: String| async move {
+        let object = target.store.get(&key).await?;
+        let data = object.map(|o| o.data).ok_or_else(|| UpdateError::Missing {
+            resource: key.clone(),
+            message: "the etcd CA is not in the state store: the API servers' etcd client pair cannot be issued"
+                .into(),
+        })?;
+        String::from_utf8(data).map_err(|_| UpdateError::Missing {
+            resource: key.clone(),
+            message: "not UTF-8 PEM".into(),
+        })
+    };
+    let (cert_pem, key_pem) = (read(ca_cert).await?, read(ca_key).await?);
+    let name = pki_names::API_SERVER_ETCD_CLIENT;
+    let (cert, key) =
+        api_servers::issue_etcd_client_pair(&cert_pem, &key_pem, time::OffsetDateTime::now_utc())
+            .map_err(|e| UpdateError::Refused {
+            resource: format!("pki/{name}"),
+            field: "etcd CA",
+            message: e.to_string(),
+        })?;
+    // Only `update cluster` writes these, under the writers' lock.
+    target
+        .store
+        .put(&paths.pki_key(name), key.as_bytes(), &Precondition::None)
+        .await?;
+    target
+        .store
+        .put(&paths.pki_cert(name), cert.as_bytes(), &Precondition::None)
+        .await?;
+    Ok(())
+}
+
 /// Every group's node spec, rendered for the load balancer at `api_dns` (pure).
 pub fn render(
     completed: &ClusterConfig,
@@ -145,6 +247,8 @@ pub fn diff(
     rendered: Option<&[RenderedNodeSpec]>,
     actual: &Actual,
 ) -> Vec<Change> {
+    let pair = (actual.api_server_etcd_client_fits == Some(false))
+        .then_some(Change::IssueApiServerEtcdClient);
     let Some(rendered) = rendered else {
         return model
             .groups
@@ -152,22 +256,26 @@ pub fn diff(
             .map(|g| Change::CreateLater {
                 group: g.name.clone(),
             })
+            .chain(pair)
             .collect();
     };
-    model
-        .groups
-        .iter()
-        .zip(rendered)
-        .filter_map(|(group, rendered)| {
-            let previous = actual.specs.get(&group.name);
-            (previous.map(|p| p.sha256.as_str()) != Some(rendered.sha256.as_str())).then(|| {
-                Change::Put {
-                    group: group.name.clone(),
-                    rendered: Box::new(rendered.clone()),
-                    previous: previous.cloned(),
-                }
-            })
-        })
+    pair.into_iter()
+        .chain(
+            model
+                .groups
+                .iter()
+                .zip(rendered)
+                .filter_map(|(group, rendered)| {
+                    let previous = actual.specs.get(&group.name);
+                    (previous.map(|p| p.sha256.as_str()) != Some(rendered.sha256.as_str())).then(
+                        || Change::Put {
+                            group: group.name.clone(),
+                            rendered: Box::new(rendered.clone()),
+                            previous: previous.cloned(),
+                        },
+                    )
+                }),
+        )
         .collect()
 }
 
@@ -182,6 +290,13 @@ pub fn learn(model: &ClusterModel, rendered: &[RenderedNodeSpec], known: &mut Kn
 
 pub async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), UpdateError> {
     let paths = ClusterPaths::new(&target.model.cluster);
+    // The pair first: an API-server node booting from its new spec finds it.
+    if changes
+        .iter()
+        .any(|c| matches!(c, Change::IssueApiServerEtcdClient))
+    {
+        issue_api_server_etcd_client(target).await?;
+    }
     for change in changes {
         let Change::Put {
             group,
@@ -271,7 +386,10 @@ impl Task for NodeSpecsTask {
         if finder.known.load_balancer_dns.is_none() {
             return Ok(Actual::default());
         }
-        find(finder.store, wanted.model).await
+        let mut actual = find(finder.store, wanted.model).await?;
+        check_api_server_etcd_client(finder.store, wanted.completed, wanted.model, &mut actual)
+            .await?;
+        Ok(actual)
     }
 
     fn learn(
