@@ -577,3 +577,198 @@ fn cilium_pod_annotations_go_on_the_agent_s_and_operator_s_pod_templates_only() 
         ]
     );
 }
+
+/// The control-plane spec with the cluster autoscaler on, as `update cluster` writes it: the priority expander
+/// with two tiers and, when `irsa`, a role of its own.
+fn autoscaler_spec(irsa: bool) -> NodeSpec {
+    use ballast_state::autoscaler::{ClusterAutoscalerSettings, PriorityTier};
+    use ballast_state::spec::AutoscalerExpander;
+    let mut spec = spec(Networking::Cilium);
+    let control_plane = spec.control_plane.as_mut().expect("a control-plane spec");
+    control_plane.cluster_autoscaler = Some(ClusterAutoscalerSettings {
+        region: "us-west-2".into(),
+        expander: AutoscalerExpander::Priority,
+        balance_similar_node_groups: true,
+        skip_nodes_with_local_storage: false,
+        skip_nodes_with_system_pods: true,
+        scale_down_delay_after_add: "10m".into(),
+        scale_down_unneeded_time: "5m".into(),
+        max_node_provision_time: "15m".into(),
+        priorities: vec![
+            PriorityTier {
+                priority: 50,
+                groups: vec!["spot.demo.example.com".into()],
+            },
+            PriorityTier {
+                priority: 0,
+                groups: vec!["nodes.demo.example.com".into()],
+            },
+        ],
+    });
+    if irsa {
+        control_plane
+            .addon_roles
+            .get_or_insert_with(Default::default)
+            .cluster_autoscaler = Some(
+            "arn:aws:iam::111122223333:role/cluster-autoscaler.kube-system.sa.demo.example.com"
+                .into(),
+        );
+    }
+    spec
+}
+
+/// The cluster autoscaler's objects (`tests/data/addons/cluster-autoscaler/`, on IRSA with the priority
+/// expander): every object typed, its one image pinned and never pulled, the Deployment on control-plane nodes
+/// only, system-cluster-critical, on its web-identity role; without IRSA the same objects without the token.
+#[test]
+fn the_cluster_autoscaler_renders_its_golden_objects() {
+    let spec = autoscaler_spec(true);
+    let (minor, release) = test_release(&spec.kubernetes_version);
+    let settings = spec
+        .control_plane
+        .as_ref()
+        .and_then(|c| c.cluster_autoscaler.clone())
+        .expect("settings");
+    let set =
+        addons::set::cluster_autoscaler_set(&spec, &settings, &release, &minor).expect("renders");
+    let dir = data().join("addons/cluster-autoscaler");
+    assert_golden(&dir.join("objects.yaml"), objects_yaml(&set));
+    assert_golden(&dir.join("summary.txt"), summary(&set));
+    for object in &set.objects {
+        let value = object.value.clone();
+        let parsed = match object.kind() {
+            "ServiceAccount" => serde_json::from_value::<ServiceAccount>(value).map(|_| ()),
+            "ClusterRole" => serde_json::from_value::<ClusterRole>(value).map(|_| ()),
+            "Role" => serde_json::from_value::<Role>(value).map(|_| ()),
+            "ClusterRoleBinding" => serde_json::from_value::<ClusterRoleBinding>(value).map(|_| ()),
+            "RoleBinding" => serde_json::from_value::<RoleBinding>(value).map(|_| ()),
+            "ConfigMap" => serde_json::from_value::<ConfigMap>(value).map(|_| ()),
+            "Deployment" => serde_json::from_value::<Deployment>(value).map(|_| ()),
+            other => panic!("the autoscaler writes an untyped {other}"),
+        };
+        parsed.unwrap_or_else(|e| panic!("{}: {e}", object.describe()));
+    }
+    let deployment = object(&set, "Deployment kube-system/cluster-autoscaler");
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["nodeSelector"]["node-role.kubernetes.io/control-plane"],
+        ""
+    );
+    assert_eq!(pod["priorityClassName"], "system-cluster-critical");
+    assert_eq!(pod["serviceAccountName"], "cluster-autoscaler");
+    let container = &pod["containers"][0];
+    assert_eq!(container["imagePullPolicy"], "IfNotPresent");
+    assert!(container["image"].as_str().is_some_and(
+        |i| i.starts_with("registry.k8s.io/autoscaling/cluster-autoscaler:v1.33.1@sha256:")
+    ));
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    for flag in [
+        "--cloud-provider=aws",
+        "--node-group-auto-discovery=asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/demo.example.com",
+        "--expander=priority",
+        "--balance-similar-node-groups=true",
+        "--skip-nodes-with-local-storage=false",
+        "--scale-down-unneeded-time=5m",
+    ] {
+        assert!(args.contains(&flag), "{flag} not in {args:?}");
+    }
+    let env = container["env"].to_string();
+    assert!(
+        env.contains("cluster-autoscaler.kube-system.sa.demo.example.com"),
+        "{env}"
+    );
+    let priorities = object(
+        &set,
+        "ConfigMap kube-system/cluster-autoscaler-priority-expander",
+    );
+    assert_eq!(
+        priorities["data"]["priorities"],
+        "50:\n  - '^spot\\.demo\\.example\\.com$'\n0:\n  - '^nodes\\.demo\\.example\\.com$'\n"
+    );
+
+    // Without IRSA: the instance role's credentials, no token, no role ARN; the rest as on IRSA.
+    let plain =
+        addons::set::cluster_autoscaler_set(&autoscaler_spec(false), &settings, &release, &minor)
+            .expect("renders");
+    let text = objects_yaml(&plain);
+    assert!(!text.contains("AWS_ROLE_ARN"), "{text}");
+    assert!(!text.contains("aws-iam-token"), "{text}");
+    assert_eq!(plain.objects.len(), set.objects.len());
+}
+
+/// The autoscaler is applied only when the node spec turns it on, is listed in the set's versions (what the
+/// boot report's add-on section shows), and is refused alone, by name, when its image is unpinned (1.34 in the
+/// embedded manifest): the rest of the set still applies.
+#[test]
+fn the_cluster_autoscaler_is_applied_when_on_and_refused_alone_when_unpinned() {
+    let ca =
+        std::fs::read_to_string(data().join("secrets/kubernetes-ca.crt")).expect("the test CA");
+    // Off: nothing of it.
+    let off = spec(Networking::Cilium);
+    let (minor, release) = test_release(&off.kubernetes_version);
+    let base = addons::render(&off, &release, &minor, None).expect("renders");
+    let (set, refused) = addons::set::applied_set(base.clone(), &off, &release, &minor, &ca);
+    assert!(!set.versions.contains_key("cluster-autoscaler"));
+    assert!(set.objects.iter().all(|o| o.addon != "cluster-autoscaler"));
+    assert!(!refused.contains_key("cluster-autoscaler"));
+    // On: its objects join the set, in apply order, and its version is reported.
+    let on = autoscaler_spec(false);
+    let base = addons::render(&on, &release, &minor, None).expect("renders");
+    let (set, refused) = addons::set::applied_set(base.clone(), &on, &release, &minor, &ca);
+    assert_eq!(
+        set.versions.get("cluster-autoscaler").map(String::as_str),
+        Some("1.33.1")
+    );
+    assert!(refused.is_empty(), "{refused:?}");
+    let ours: Vec<String> = set
+        .objects
+        .iter()
+        .filter(|o| o.addon == "cluster-autoscaler")
+        .map(|o| o.describe())
+        .collect();
+    assert_eq!(ours.len(), 7, "{ours:?}");
+    let position = |describe: &str| {
+        set.objects
+            .iter()
+            .position(|o| o.describe() == describe)
+            .unwrap_or_else(|| panic!("{describe} missing"))
+    };
+    assert!(
+        position("ServiceAccount kube-system/cluster-autoscaler")
+            < position("ClusterRoleBinding cluster-autoscaler")
+    );
+    assert!(
+        position("ClusterRoleBinding cluster-autoscaler")
+            < position("Deployment kube-system/cluster-autoscaler")
+    );
+    // 1.34 with the embedded manifest's real pins: the autoscaler's image is unpinned, so it alone is refused
+    // (naming the image), and the set is applied without it.
+    let mut on_134 = autoscaler_spec(false);
+    on_134.kubernetes_version = "1.34.0".into();
+    let manifest = ComponentManifest::embedded().expect("the embedded manifest");
+    let (minor, real) = manifest.release_exact("1.34.0").expect("pinned");
+    match addons::set::with_cluster_autoscaler(base.clone(), &on_134, real, minor) {
+        Err(AddonError::ImageUnpinned { reference, .. }) => assert_eq!(
+            reference,
+            "registry.k8s.io/autoscaling/cluster-autoscaler:v1.34.4"
+        ),
+        other => panic!(
+            "expected ImageUnpinned, got {:?}",
+            other.map(|s| s.versions)
+        ),
+    }
+    let (set, refused) = addons::set::applied_set(base.clone(), &on_134, real, minor, &ca);
+    assert!(
+        refused
+            .get("cluster-autoscaler")
+            .is_some_and(|why| why.contains("cluster-autoscaler:v1.34.4")),
+        "{refused:?}"
+    );
+    assert!(set.objects.iter().all(|o| o.addon != "cluster-autoscaler"));
+    assert_eq!(set.objects.len(), base.objects.len());
+}

@@ -1,5 +1,6 @@
 //! What the cluster autoscaler needs from AWS (pure): statements of the control-plane role's policy when
 //! `spec.clusterAutoscaler.enabled` (the add-on runs on the control plane, `nodeup/src/addons/cluster_autoscaler.rs`),
+//! or, when the add-ons run on IRSA, of its own service-account role (`kinds::service_account_roles`) instead,
 //! and the Auto Scaling group tags it discovers groups by (`ballast_state::autoscaler::asg_tags`, set by
 //! `kinds::auto_scaling_groups`).
 //!
@@ -16,7 +17,7 @@
 
 use serde_json::{json, Value};
 
-/// The autoscaler's statements for the control-plane role of `cluster`.
+/// The autoscaler's statements for `cluster`: on the control-plane role, or its own role with IRSA.
 pub fn autoscaler_iam_statements(cluster: &str) -> Vec<Value> {
     let tag = format!(
         "aws:ResourceTag/{}",

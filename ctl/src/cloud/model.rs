@@ -481,14 +481,14 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
                 if role == Role::ControlPlane {
                     // With IRSA they run on roles of their own (kinds::service_account_roles), and their
                     // statements leave the instance role.
+                    // So does the cluster autoscaler's (super::autoscaler) when it is on.
                     if !ballast_state::irsa::addons_on_irsa(spec) {
                         statements.extend(super::ccm::ccm_iam_statements(cluster));
                         statements.extend(super::ebs_csi::ebs_csi_iam_statements(cluster));
-                    }
-                    // The cluster autoscaler (super::autoscaler): on the instance role even with IRSA, which
-                    // gives it no role of its own yet (docs/addons.md).
-                    if ballast_state::autoscaler::enabled(spec) {
-                        statements.extend(super::autoscaler::autoscaler_iam_statements(cluster));
+                        if ballast_state::autoscaler::enabled(spec) {
+                            statements
+                                .extend(super::autoscaler::autoscaler_iam_statements(cluster));
+                        }
                     }
                     // The audit shipper (super::audit).
                     let state_bucket = ballast_state::audit::AuditDestination {

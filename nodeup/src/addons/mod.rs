@@ -3,7 +3,8 @@
 //! - [`set`] (pure): the add-on set of a node spec's release and networking: Ballast's own typed objects
 //!   ([`objects`]: CoreDNS, kube-proxy unless the CNI replaces it, the AWS cloud controller manager, the
 //!   certificate-rotation binding; [`cilium`]: Cilium; [`ebs_csi`]: the EBS CSI driver and the default
-//!   StorageClass; [`pod_identity_webhook`]: the Pod Identity Webhook, with IAM roles for service accounts) and,
+//!   StorageClass; [`pod_identity_webhook`]: the Pod Identity Webhook, with IAM roles for service accounts;
+//!   [`cluster_autoscaler`]: the cluster autoscaler, when the node spec turns it on) and,
 //!   for amazon-vpc and calico, the CNI's objects parsed from its baked upstream manifest
 //!   ([`cni`]), every image pinned by digest (`images/manifest.yaml`).
 //! - [`apply`] (I/O): server-side apply through `kube`, field manager `ballast`, conflicts retried with a
@@ -14,6 +15,7 @@
 
 pub mod apply;
 pub mod cilium;
+pub mod cluster_autoscaler;
 pub mod cni;
 pub mod ebs_csi;
 pub mod objects;

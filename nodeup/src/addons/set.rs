@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use ballast_state::components::addons::{
     self as pins, cni_addon, cni_replaces_kube_proxy, AWS_CLOUD_CONTROLLER_MANAGER,
-    AWS_EBS_CSI_DRIVER, CILIUM, COREDNS, KUBE_PROXY, POD_IDENTITY_WEBHOOK,
+    AWS_EBS_CSI_DRIVER, CILIUM, CLUSTER_AUTOSCALER, COREDNS, KUBE_PROXY, POD_IDENTITY_WEBHOOK,
 };
 use ballast_state::components::{Addon, Release};
 use ballast_state::node::NodeSpec;
@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use super::pod_identity_webhook::{
     pod_identity_webhook, PodIdentityWebhookConfig, ServiceAccountRole,
 };
-use super::{cilium, cni, ebs_csi, objects, AddonError, AddonObject};
+use super::{cilium, cluster_autoscaler, cni, ebs_csi, objects, AddonError, AddonObject};
 
 /// Certificate rotation's binding belongs to no upstream add-on; it is named this in the report.
 pub const NODE_RBAC: &str = "node-rbac";
@@ -285,12 +285,85 @@ pub fn with_pod_identity_webhook(
     Ok(set)
 }
 
-/// What a control-plane node applies: `set` with the Pod Identity Webhook when the node spec turns it on
-/// ([`with_pod_identity_webhook`]). The webhook is optional to the rest: when it cannot be rendered (its image
-/// unpinned, or not pinned for the release) it alone is refused, named in the second value with the error
-/// (which names the image and what to do), and `set` is applied without it, so the CNI, CoreDNS, the cloud
-/// controller manager and the EBS CSI driver still install. Nothing of the webhook is applied then, its
-/// `MutatingWebhookConfiguration` included, so no pod creation waits on a webhook that is not there.
+/// The cluster autoscaler's objects (`settings` from the control-plane node spec), in apply order, with the
+/// release's pinned image: its add-on version and objects.
+pub fn cluster_autoscaler_set(
+    spec: &NodeSpec,
+    settings: &ballast_state::autoscaler::ClusterAutoscalerSettings,
+    release: &Release,
+    minor: &str,
+) -> Result<AddonSet, AddonError> {
+    let addon =
+        release
+            .addons
+            .get(CLUSTER_AUTOSCALER)
+            .ok_or_else(|| AddonError::AddonNotPinned {
+                addon: CLUSTER_AUTOSCALER.to_string(),
+                minor: minor.to_string(),
+            })?;
+    let pinned =
+        addon
+            .images
+            .get(CLUSTER_AUTOSCALER)
+            .ok_or_else(|| AddonError::ImageNotPinned {
+                addon: CLUSTER_AUTOSCALER.to_string(),
+                image: CLUSTER_AUTOSCALER.to_string(),
+                minor: minor.to_string(),
+            })?;
+    let image = pinned
+        .pinned_reference()
+        .ok_or_else(|| AddonError::ImageUnpinned {
+            addon: CLUSTER_AUTOSCALER.to_string(),
+            image: CLUSTER_AUTOSCALER.to_string(),
+            reference: pinned.reference.clone(),
+        })?;
+    let c = cluster_autoscaler::cluster_autoscaler(spec, settings, &image);
+    let mut out = Vec::new();
+    push(&mut out, CLUSTER_AUTOSCALER, &c.service_account)?;
+    push(&mut out, CLUSTER_AUTOSCALER, &c.cluster_role)?;
+    push(&mut out, CLUSTER_AUTOSCALER, &c.role)?;
+    push(&mut out, CLUSTER_AUTOSCALER, &c.cluster_role_binding)?;
+    push(&mut out, CLUSTER_AUTOSCALER, &c.role_binding)?;
+    if let Some(config) = &c.priority_config {
+        push(&mut out, CLUSTER_AUTOSCALER, config)?;
+    }
+    push(&mut out, CLUSTER_AUTOSCALER, &c.deployment)?;
+    out.sort_by_key(|o| apply_rank(o.kind()));
+    Ok(AddonSet {
+        versions: BTreeMap::from([(CLUSTER_AUTOSCALER.to_string(), addon.version.clone())]),
+        objects: out,
+    })
+}
+
+/// `set` with the cluster autoscaler added when the node spec turns it on (`controlPlane.clusterAutoscaler`,
+/// written by `update cluster` from `spec.clusterAutoscaler.enabled`); `set` as it is otherwise.
+pub fn with_cluster_autoscaler(
+    mut set: AddonSet,
+    spec: &NodeSpec,
+    release: &Release,
+    minor: &str,
+) -> Result<AddonSet, AddonError> {
+    let Some(settings) = spec
+        .control_plane
+        .as_ref()
+        .and_then(|c| c.cluster_autoscaler.as_ref())
+    else {
+        return Ok(set);
+    };
+    let autoscaler = cluster_autoscaler_set(spec, settings, release, minor)?;
+    set.versions.extend(autoscaler.versions);
+    set.objects.extend(autoscaler.objects);
+    set.objects.sort_by_key(|o| apply_rank(o.kind()));
+    Ok(set)
+}
+
+/// What a control-plane node applies: `set` with the Pod Identity Webhook and the cluster autoscaler when the
+/// node spec turns them on ([`with_pod_identity_webhook`], [`with_cluster_autoscaler`]). Each is optional to the
+/// rest: when one cannot be rendered (its image unpinned, or not pinned for the release) it alone is refused,
+/// named in the second value with the error (which names the image and what to do), and the set is applied
+/// without it, so the CNI, CoreDNS, the cloud controller manager and the EBS CSI driver still install. Nothing of
+/// a refused add-on is applied, the webhook's `MutatingWebhookConfiguration` included, so no pod creation waits
+/// on a webhook that is not there.
 pub fn applied_set(
     set: AddonSet,
     spec: &NodeSpec,
@@ -298,13 +371,23 @@ pub fn applied_set(
     minor: &str,
     ca_certificate_pem: &str,
 ) -> (AddonSet, BTreeMap<String, String>) {
-    match with_pod_identity_webhook(set.clone(), spec, release, minor, ca_certificate_pem) {
-        Ok(full) => (full, BTreeMap::new()),
-        Err(e) => (
-            set,
-            BTreeMap::from([(POD_IDENTITY_WEBHOOK.to_string(), e.to_string())]),
-        ),
-    }
+    let mut refused = BTreeMap::new();
+    let set = match with_pod_identity_webhook(set.clone(), spec, release, minor, ca_certificate_pem)
+    {
+        Ok(full) => full,
+        Err(e) => {
+            refused.insert(POD_IDENTITY_WEBHOOK.to_string(), e.to_string());
+            set
+        }
+    };
+    let set = match with_cluster_autoscaler(set.clone(), spec, release, minor) {
+        Ok(full) => full,
+        Err(e) => {
+            refused.insert(CLUSTER_AUTOSCALER.to_string(), e.to_string());
+            set
+        }
+    };
+    (set, refused)
 }
 
 fn push<T: Serialize + k8s_openapi::Resource>(

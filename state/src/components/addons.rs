@@ -1,5 +1,6 @@
 //! The cluster add-ons pinned per release (`releases."1.33".addons` in `images/manifest.yaml`): the container
-//! images of CoreDNS, kube-proxy, the AWS cloud controller manager and each CNI, by tag and sha256 digest, and for
+//! images of CoreDNS, kube-proxy, the AWS cloud controller manager, each CNI, the EBS CSI driver, the Pod Identity
+//! Webhook and the cluster autoscaler, by tag and sha256 digest, and for
 //! a CNI the upstream manifest it is installed from, by URL and sha256. The AMI bakes them (images/install.sh);
 //! a control-plane node's nodeup applies them from the image, never downloading anything at boot.
 //!
@@ -31,11 +32,14 @@ pub const AWS_EBS_CSI_DRIVER: &str = "aws-ebs-csi-driver";
 /// their web-identity credentials; installed when `spec.serviceAccountIssuerDiscovery` creates the IAM OIDC
 /// provider (docs/irsa.md).
 pub const POD_IDENTITY_WEBHOOK: &str = "pod-identity-webhook";
+/// The cluster autoscaler (rendered by Ballast, `nodeup/src/addons/cluster_autoscaler.rs`): installed on the
+/// control plane when `spec.clusterAutoscaler.enabled`; it sizes the node groups tagged for it.
+pub const CLUSTER_AUTOSCALER: &str = "cluster-autoscaler";
 /// Not an add-on: the sandbox (pause) image containerd starts for every pod. Pinned and baked like the add-on
 /// images, and named in containerd's configuration by nodeup, so no pod start pulls it.
 pub const PAUSE: &str = "pause";
 /// Every add-on a release with add-ons must pin (and the sandbox image, [`PAUSE`]).
-pub const ADDONS: [&str; 9] = [
+pub const ADDONS: [&str; 10] = [
     COREDNS,
     KUBE_PROXY,
     AWS_CLOUD_CONTROLLER_MANAGER,
@@ -44,14 +48,16 @@ pub const ADDONS: [&str; 9] = [
     CALICO,
     AWS_EBS_CSI_DRIVER,
     POD_IDENTITY_WEBHOOK,
+    CLUSTER_AUTOSCALER,
     PAUSE,
 ];
 /// The add-ons Ballast renders itself (typed objects), each running its one image.
-pub const BALLAST_RENDERED: [&str; 4] = [
+pub const BALLAST_RENDERED: [&str; 5] = [
     COREDNS,
     KUBE_PROXY,
     AWS_CLOUD_CONTROLLER_MANAGER,
     POD_IDENTITY_WEBHOOK,
+    CLUSTER_AUTOSCALER,
 ];
 /// The CNIs installed from their upstream manifest, baked into the image. Cilium is not one: upstream publishes
 /// a Helm chart, and Ballast renders Cilium's objects itself, as kops does (nodeup/src/addons/cilium.rs).

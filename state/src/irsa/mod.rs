@@ -34,6 +34,13 @@ pub const EBS_CSI_CONTROLLER_ACCOUNT: ServiceAccountRef = ServiceAccountRef {
     name: "ebs-csi-controller-sa",
 };
 
+/// The cluster autoscaler (`nodeup/src/addons/cluster_autoscaler.rs`, `spec.clusterAutoscaler.enabled`): with
+/// IRSA on, its Auto Scaling permissions leave the control-plane role for a role of its own.
+pub const CLUSTER_AUTOSCALER_ACCOUNT: ServiceAccountRef = ServiceAccountRef {
+    namespace: "kube-system",
+    name: crate::autoscaler::SERVICE_ACCOUNT,
+};
+
 /// The Amazon VPC CNI's `aws-node` DaemonSet (amazon-vpc networking, on every node): with IRSA on, its ENI
 /// permissions leave both instance roles for a role of its own.
 pub const AMAZON_VPC_CNI_ACCOUNT: ServiceAccountRef = ServiceAccountRef {
@@ -78,6 +85,9 @@ pub struct AddonRoles {
     /// The Amazon VPC CNI's `aws-node` (amazon-vpc networking only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aws_node: Option<String>,
+    /// The cluster autoscaler (with `spec.clusterAutoscaler.enabled` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_autoscaler: Option<String>,
 }
 
 /// What the Pod Identity Webhook (`nodeup/src/addons/pod_identity_webhook.rs`) is configured with on a

@@ -102,6 +102,22 @@ pub fn check(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
     let mut seen = BTreeSet::new();
     for (i, permission) in permissions.iter().enumerate() {
         check_permission(&mut report, &format!("{PATH}[{i}]"), permission, &mut seen);
+        // Ballast's autoscaler takes its service account only when it is on: an operator running an autoscaler
+        // of their own may give it this account's role otherwise.
+        let account = super::CLUSTER_AUTOSCALER_ACCOUNT;
+        if crate::autoscaler::enabled(spec)
+            && (permission.namespace.as_str(), permission.name.as_str())
+                == (account.namespace, account.name)
+        {
+            report.error(
+                format!("{PATH}[{i}]"),
+                format!(
+                    "{}/{} is the service account of the cluster autoscaler Ballast runs \
+                     (spec.clusterAutoscaler.enabled) and gives a role of its own: choose another service account",
+                    account.namespace, account.name
+                ),
+            );
+        }
     }
 }
 

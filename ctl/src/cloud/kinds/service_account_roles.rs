@@ -1,7 +1,8 @@
 //! IAM roles for service accounts (IRSA, `docs/irsa.md`): one role per entry of
 //! `spec.iam.serviceAccountExternalPermissions`, and, with the OIDC provider on, one each for Ballast's own
-//! AWS-calling add-ons (the cloud controller manager, the EBS CSI driver's controller, and with amazon-vpc
-//! networking the VPC CNI's `aws-node`), whose statements then leave the instance roles. Each role's trust policy lets only its service account's tokens from this
+//! AWS-calling add-ons (the cloud controller manager, the EBS CSI driver's controller, with amazon-vpc
+//! networking the VPC CNI's `aws-node`, and with `spec.clusterAutoscaler.enabled` the cluster autoscaler), whose
+//! statements then leave the instance roles. Each role's trust policy lets only its service account's tokens from this
 //! cluster's issuer assume it (`ballast_state::irsa::trust`); names are kops's
 //! (`ballast_state::irsa::naming`); managed policies are attached, the inline policy is put as `irsa`.
 
@@ -13,7 +14,7 @@ use ballast_state::irsa::trust::{inline_policy_document, service_account_trust_p
 use ballast_state::irsa::AddonRoles;
 use ballast_state::irsa::{
     addons_on_irsa, aws_node_on_irsa, IrsaSettings, ServiceAccountRef, AMAZON_VPC_CNI_ACCOUNT,
-    CLOUD_CONTROLLER_MANAGER_ACCOUNT, EBS_CSI_CONTROLLER_ACCOUNT,
+    CLOUD_CONTROLLER_MANAGER_ACCOUNT, CLUSTER_AUTOSCALER_ACCOUNT, EBS_CSI_CONTROLLER_ACCOUNT,
 };
 use ballast_state::spec::{ClusterSpec, Networking};
 use serde::{Deserialize, Serialize};
@@ -117,6 +118,12 @@ pub fn addon_statements(spec: &ClusterSpec, cluster: &str) -> Vec<(ServiceAccoun
             crate::cloud::cni::cni_iam_statements(Networking::AmazonVpc, cluster),
         ));
     }
+    if ballast_state::autoscaler::enabled(spec) {
+        addons.push((
+            CLUSTER_AUTOSCALER_ACCOUNT,
+            crate::cloud::autoscaler::autoscaler_iam_statements(cluster),
+        ));
+    }
     addons
 }
 
@@ -145,6 +152,8 @@ pub fn addon_roles(wanted: Wanted<'_>, known: &Known) -> Option<AddonRoles> {
         ebs_csi_controller: Some(arn(EBS_CSI_CONTROLLER_ACCOUNT)),
         aws_node: aws_node_on_irsa(&wanted.completed.cluster.spec)
             .then(|| arn(AMAZON_VPC_CNI_ACCOUNT)),
+        cluster_autoscaler: ballast_state::autoscaler::enabled(&wanted.completed.cluster.spec)
+            .then(|| arn(CLUSTER_AUTOSCALER_ACCOUNT)),
     })
 }
 
@@ -903,6 +912,80 @@ spec: {role: ControlPlane}
             .iter()
             .all(|r| r.service_account != "aws-node"));
         assert_eq!(addon_roles(wanted, &known).expect("on IRSA").aws_node, None);
+    }
+
+    /// With the autoscaler on and the OIDC provider on, its statements leave the control-plane role (exactly
+    /// those) for the role of `kube-system/cluster-autoscaler`, whose ARN reaches the node spec; without the
+    /// provider the control-plane role keeps them; with the autoscaler off there is no role and no ARN.
+    #[test]
+    fn the_autoscalers_statements_move_from_the_control_plane_role_to_its_own() {
+        let on = SPEC.replace(
+            "  subnets: [{name: a, zone: us-west-2a}]",
+            "  subnets: [{name: a, zone: us-west-2a}]\n  clusterAutoscaler: {enabled: true}",
+        );
+        let (completed, with_irsa) = load(&on);
+        let (_, without_irsa) = load(&on.replace(
+            "enableAWSOIDCProvider: true",
+            "enableAWSOIDCProvider: false",
+        ));
+        let autoscaler = crate::cloud::autoscaler::autoscaler_iam_statements("demo.example.com");
+        let kept = statements(&without_irsa, Role::ControlPlane);
+        let left = statements(&with_irsa, Role::ControlPlane);
+        for statement in &autoscaler {
+            assert!(kept.contains(statement), "without IRSA lacks {statement}");
+            assert!(!left.contains(statement), "with IRSA keeps {statement}");
+        }
+        let wanted = Wanted {
+            model: &with_irsa,
+            completed: &completed,
+        };
+        let issuer = "https://demo-oidc.s3.us-west-2.amazonaws.com/demo.example.com";
+        let provider =
+            "arn:aws:iam::123456789012:oidc-provider/demo-oidc.s3.us-west-2.amazonaws.com/demo.example.com";
+        let roles = wanted_roles(wanted, issuer, Some(provider)).expect("roles");
+        let role = roles
+            .iter()
+            .find(|r| r.name == "cluster-autoscaler.kube-system.sa.demo.example.com")
+            .expect("the autoscaler's role");
+        assert_eq!(
+            role.inline.as_ref().expect("inline")["Statement"],
+            Value::Array(autoscaler.clone())
+        );
+        assert_eq!(
+            role.trust["Statement"][0]["Condition"]["StringEquals"]
+                ["demo-oidc.s3.us-west-2.amazonaws.com/demo.example.com:sub"],
+            "system:serviceaccount:kube-system:cluster-autoscaler"
+        );
+        let mut known = Known::default();
+        known.profile_arns.insert(
+            Role::ControlPlane,
+            "arn:aws:iam::123456789012:instance-profile/control-plane.demo.example.com".into(),
+        );
+        assert_eq!(
+            addon_roles(wanted, &known)
+                .expect("on IRSA")
+                .cluster_autoscaler
+                .as_deref(),
+            Some(
+                "arn:aws:iam::123456789012:role/cluster-autoscaler.kube-system.sa.demo.example.com"
+            )
+        );
+        // Off (SPEC): no role, no ARN.
+        let (completed, model) = load(SPEC);
+        let wanted = Wanted {
+            model: &model,
+            completed: &completed,
+        };
+        assert!(wanted_roles(wanted, issuer, Some(provider))
+            .expect("roles")
+            .iter()
+            .all(|r| r.service_account != "cluster-autoscaler"));
+        assert_eq!(
+            addon_roles(wanted, &known)
+                .expect("on IRSA")
+                .cluster_autoscaler,
+            None
+        );
     }
 
     #[test]
