@@ -16,6 +16,7 @@ use ballast_state::node::{BootConfig, ControlPlaneSettings, NodeSpec};
 use ballast_state::node_bootstrap::NodeBootstrapService;
 use ballast_state::report::{NodeReport, Phase, ServiceState, Step};
 use ballast_state::spec::Role;
+use ballast_state::termination::TerminationHandlingSettings;
 use ballast_store::store::StateStore;
 
 use crate::addons::runner::AddonJob;
@@ -34,6 +35,8 @@ use crate::render::{self, Rendered};
 use crate::report::{self, step, ReportDestination};
 use crate::services::{self, ServiceManager, ServiceMode, Supervisor, Systemd};
 use crate::tail_publish::TailPublisher;
+use crate::termination::handler::{Handler, KubeClients};
+use crate::termination::stop::StopWatch;
 use crate::volume::attach::{attach_and_mount, VolumeError, VolumeRequest};
 use crate::write::{self, WriteOutcome};
 use crate::{bootstrap, cert_plan, certs, notify};
@@ -56,6 +59,9 @@ struct Run {
     audit: Option<(ShipperConfig, AuditShipping)>,
     /// On an API-server node: what keeps the etcd members' names current in /etc/hosts (crate::etcd_names).
     etcd_names: Option<tokio::task::JoinHandle<()>>,
+    /// On a control-plane node of a cluster with termination handling: the handler's settings, the region and
+    /// this instance's id (crate::termination).
+    termination: Option<(TerminationHandlingSettings, String, String)>,
 }
 
 impl Run {
@@ -80,6 +86,7 @@ pub async fn run(
         cluster: None,
         manager: None,
         etcd: None,
+        termination: None,
         bootstrap_service: None,
         bootstrap_publisher: None,
         addons: None,
@@ -157,8 +164,13 @@ pub async fn run(
 
 /// Until SIGTERM: the services' supervisor ticks, and a configured control-plane node runs its etcd supervisor.
 async fn stay_up(state: &mut Run, configured: bool, root: &Path) {
+    // The termination handler drains with the add-on applier's kind of client (a clone of its job).
+    let mut kube_job = None;
     let addons = match (configured, state.addons.take()) {
-        (true, Some(job)) => Some(start_addon_applier(job, root, state)),
+        (true, Some(job)) => {
+            kube_job = Some(job.clone());
+            Some(start_addon_applier(job, root, state))
+        }
         _ => None,
     };
     // The handlers go in before anything else runs: a SIGTERM during the supervisor's first round would otherwise
@@ -181,11 +193,29 @@ async fn stay_up(state: &mut Run, configured: bool, root: &Path) {
         }
         _ => None,
     };
+    let (handler, stop_watch) = match (
+        configured,
+        state.termination.take(),
+        state.store.clone(),
+        state.cluster.clone(),
+        kube_job,
+    ) {
+        (true, Some((settings, region, instance_id)), Some(store), Some(cluster), Some(job)) => {
+            let watch = StopWatch::new(store.clone(), &cluster, &instance_id);
+            let handler = start_termination_handler(settings, &region, store, cluster, job).await;
+            (Some(handler), Some(watch))
+        }
+        _ => (None, None),
+    };
     match supervisor {
         // The supervisor stops etcd when SIGTERM comes (etcd is in nodeup's process group, so a power cut
-        // takes it down too).
-        Some(supervisor) => supervisor.run(termination).await,
+        // takes it down too), or when a termination handler asks this instance to (then nodeup stays up, etcd
+        // stopped, until the instance's own end).
+        Some(supervisor) => run_etcd_supervisor(supervisor, termination, stop_watch).await,
         None => termination.await,
+    }
+    if let Some(task) = handler {
+        task.abort();
     }
     if let Some(task) = audit {
         // The shipper bounds its own flush (crate::audit::shipper::FLUSH_DEADLINE).
@@ -196,6 +226,71 @@ async fn stay_up(state: &mut Run, configured: bool, root: &Path) {
     if let Some(task) = addons {
         task.abort();
     }
+}
+
+/// The etcd supervisor until `termination` (SIGTERM), or until a stop request for this instance
+/// (crate::termination::stop): then its outcome is written back for the handler, and nodeup waits for SIGTERM
+/// with etcd stopped (its data and membership kept for the replacement).
+async fn run_etcd_supervisor(
+    supervisor: EtcdSupervisor,
+    termination: impl std::future::Future<Output = ()>,
+    watch: Option<StopWatch>,
+) {
+    tokio::pin!(termination);
+    let (requested_tx, mut requested_rx) = tokio::sync::oneshot::channel();
+    let shutdown = async {
+        let request = async {
+            match &watch {
+                Some(w) => w.requested().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = &mut termination => {}
+            request = request => {
+                let _ = requested_tx.send(request);
+            }
+        }
+    };
+    let outcome = supervisor.run(shutdown).await;
+    if let (Ok(request), Some(watch)) = (requested_rx.try_recv(), &watch) {
+        tracing::info!(
+            outcome = %crate::termination::stop::describe(&outcome),
+            "etcd stopped on a termination handler's request; waiting for this instance's end"
+        );
+        watch.acknowledge(request, &outcome).await;
+        termination.await;
+    }
+}
+
+/// The termination handler of this control-plane node (crate::termination::handler), until aborted.
+async fn start_termination_handler(
+    settings: TerminationHandlingSettings,
+    region: &str,
+    store: StateStore,
+    cluster: String,
+    job: AddonJob,
+) -> tokio::task::JoinHandle<()> {
+    let aws = aws_config::from_env()
+        .region(aws_config::Region::new(region.to_owned()))
+        .load()
+        .await;
+    let job = Arc::new(job);
+    let kube: KubeClients = Arc::new(move || {
+        let job = job.clone();
+        Box::pin(async move { job.client().await.map_err(|e| e.to_string()) })
+    });
+    tracing::info!(queue = %settings.queue_name, "starting the termination handler");
+    let handler = Handler {
+        cluster,
+        settings,
+        sqs: aws_sdk_sqs::Client::new(&aws),
+        autoscaling: aws_sdk_autoscaling::Client::new(&aws),
+        ec2: aws_sdk_ec2::Client::new(&aws),
+        store,
+        kube,
+    };
+    tokio::spawn(handler.run(std::future::pending()))
 }
 
 /// The audit shipper of this control-plane node, until `stopped` turns true; `None` (logged) when its
@@ -385,6 +480,14 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
     if let Some(cp) = &spec.control_plane {
         let config = etcd_supervisor_config(cli, &boot, &identity, cp)?;
         state.etcd = Some((config, identity.region.clone()));
+        // And the termination handler (crate::termination), when the cluster turns it on.
+        if let Some(settings) = &cp.termination_handling {
+            state.termination = Some((
+                settings.clone(),
+                identity.region.clone(),
+                identity.instance_id.clone(),
+            ));
+        }
         // And the audit shipper (crate::audit), beside it.
         if let Some(shipping) = &cp.audit_shipping {
             let config = ShipperConfig::from_node_spec(

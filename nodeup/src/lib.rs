@@ -46,6 +46,7 @@ pub mod report;
 pub mod retry;
 pub mod services;
 pub mod tail_publish;
+pub mod termination;
 pub mod volume;
 pub mod write;
 

@@ -189,6 +189,12 @@ impl ClusterPaths {
         format!("{}/etcd/backup-request.json", self.name)
     }
 
+    /// A termination handler's request that the control-plane node `instance_id` stop its etcd member before the
+    /// instance goes (`ballast_state::termination::EtcdStopRequest`).
+    pub fn etcd_stop_request(&self, instance_id: &str) -> String {
+        format!("{}/etcd/stop-requests/{instance_id}.json", self.name)
+    }
+
     /// Every member's published etcd health is under this prefix.
     pub fn etcd_health_prefix(&self) -> String {
         format!("{}/etcd/health/", self.name)

@@ -191,6 +191,10 @@ pub struct ControlPlaneSettings {
     /// The cluster autoscaler's settings (`spec.clusterAutoscaler.enabled`); absent: it is not installed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_autoscaler: Option<crate::autoscaler::ClusterAutoscalerSettings>,
+    /// The termination handler's queue and hook (`spec.terminationHandling`, docs/termination.md); absent: no
+    /// handler runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_handling: Option<crate::termination::TerminationHandlingSettings>,
 }
 
 /// What an API-server node's kube-apiserver is configured with: the control plane's settings for it, and the
@@ -371,6 +375,7 @@ pub fn render_node_spec_with_keys(
             addon_roles: None,
             pod_identity_webhook: None,
             cluster_autoscaler: crate::autoscaler::settings(completed),
+            termination_handling: crate::termination::settings(completed),
             etcd: EtcdSettings {
                 member_name,
                 members: etcd

@@ -26,6 +26,7 @@ pub mod model;
 pub mod plan;
 pub mod rules;
 pub mod teardown;
+pub mod termination_iam;
 pub mod terraform;
 pub mod to_terraform;
 

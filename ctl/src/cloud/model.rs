@@ -490,6 +490,10 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
                                 .extend(super::autoscaler::autoscaler_iam_statements(cluster));
                         }
                     }
+                    // The termination handler (super::termination_iam, docs/termination.md).
+                    if let Some(termination) = super::termination_iam::iam_statements(completed) {
+                        statements.extend(termination);
+                    }
                     // The audit shipper (super::audit).
                     let state_bucket = ballast_state::audit::AuditDestination {
                         bucket: state.bucket.clone(),

@@ -15,7 +15,8 @@
 
 pub mod act;
 pub mod decide;
-pub mod drain;
+// The drain is shared with the control-plane nodes' termination handler (nodeup/src/termination/).
+pub use ballast_drain as drain;
 pub mod observe;
 pub mod run;
 

@@ -223,8 +223,10 @@ impl Supervisor {
         self.process.as_ref().and_then(EtcdProcess::pid)
     }
 
-    /// Runs until `shutdown` completes, then stops etcd in order ([`Self::stop_gracefully`]).
-    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+    /// Runs until `shutdown` completes, then stops etcd in order ([`Self::stop_gracefully`]) and says how. The
+    /// shutdown is nodeup's SIGTERM, or a termination handler's stop request for this instance
+    /// (`nodeup/src/termination/stop.rs`): either way the member stays in the cluster with its data.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> StopOutcome {
         tokio::pin!(shutdown);
         let mut failures = 0u32;
         loop {
@@ -256,7 +258,7 @@ impl Supervisor {
                 _ = tokio::time::sleep(delay) => {}
             }
         }
-        self.stop_gracefully().await;
+        self.stop_gracefully().await
     }
 
     /// One round: observe, decide, act. Returns the step and how long to wait before the next round.

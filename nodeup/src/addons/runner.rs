@@ -29,7 +29,9 @@ pub const CLIENT_COMMON_NAME: &str = "ballast:addons";
 const CLIENT_VALIDITY: time::Duration = time::Duration::hours(1);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What the applier needs, taken from a configured control-plane node.
+/// What the applier needs, taken from a configured control-plane node. Cloned for the termination handler,
+/// which drains nodes with the same kind of client ([`AddonJob::client`]).
+#[derive(Clone)]
 pub struct AddonJob {
     pub root: PathBuf,
     pub spec: NodeSpec,
@@ -191,7 +193,7 @@ impl AddonJob {
         }))
     }
 
-    async fn client(&self) -> Result<Client, AddonRunError> {
+    pub(crate) async fn client(&self) -> Result<Client, AddonRunError> {
         let (cert, key) = client_certificate(&self.ca_cert_pem, &self.ca_key_pem)
             .map_err(AddonRunError::Credentials)?;
         let b64 = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);

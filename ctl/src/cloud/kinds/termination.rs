@@ -19,9 +19,10 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_autoscaling::types::LifecycleHook;
-use ballast_state::digest::sha256_hex;
-use ballast_state::duration::parse_duration;
 use ballast_state::spec::{ClusterConfig, TerminationHandlingSpec};
+// The names are shared with the control-plane nodes' handler (ballast_state::termination).
+use ballast_state::termination::fit;
+pub use ballast_state::termination::queue_name;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -39,11 +40,9 @@ use crate::cloud::terraform::{
 };
 
 /// The terminating lifecycle hook's name on every group (the handler completes actions of this hook only).
-pub const HOOK_NAME: &str = "ballast-termination";
+pub use ballast_state::termination::HOOK_NAME;
 /// How long the queue keeps a message: kops's 300 s.
 pub const MESSAGE_RETENTION_SECS: u32 = 300;
-/// SQS's longest queue name.
-const MAX_QUEUE_NAME: usize = 80;
 /// EventBridge's longest rule name.
 const MAX_RULE_NAME: usize = 64;
 /// The rules' target id (one target per rule: the queue).
@@ -116,25 +115,6 @@ impl Warning {
     }
 }
 
-/// `name` if it fits in `max` characters, else its first characters, `-` and 8 hex digits of its sha256: still
-/// the cluster's, still unique.
-fn fit(name: &str, max: usize) -> String {
-    if name.len() <= max {
-        return name.to_string();
-    }
-    let hash = &sha256_hex(name.as_bytes())[..8];
-    let keep: String = name.chars().take(max - hash.len() - 1).collect();
-    format!("{keep}-{hash}")
-}
-
-/// The queue's name: the cluster's with `.` as `-` (SQS allows no dots), `-termination`, at most 80 characters.
-pub fn queue_name(cluster: &str) -> String {
-    fit(
-        &format!("{}-termination", cluster.replace('.', "-")),
-        MAX_QUEUE_NAME,
-    )
-}
-
 /// A rule's name: `<cluster>-<Rule>`, at most 64 characters.
 pub fn rule_name(cluster: &str, warning: Warning) -> String {
     fit(&format!("{cluster}-{}", warning.suffix()), MAX_RULE_NAME)
@@ -179,13 +159,12 @@ fn settings(completed: &ClusterConfig) -> Option<i32> {
     if !TerminationHandlingSpec::enabled_in(spec) {
         return None;
     }
-    let heartbeat = spec
-        .termination_handling
-        .as_ref()
-        .and_then(|t| t.heartbeat_timeout.as_deref())
-        .and_then(|d| parse_duration(d).ok())
-        .map_or(300, |d| i32::try_from(d.as_secs()).unwrap_or(i32::MAX));
-    Some(heartbeat)
+    // One reading of heartbeatTimeout for the hooks and the handler's heartbeats (ballast_state::termination).
+    let heartbeat = spec.termination_handling.as_ref().map_or(
+        ballast_state::termination::DEFAULT_HEARTBEAT_SECONDS,
+        ballast_state::termination::heartbeat_seconds,
+    );
+    Some(i32::try_from(heartbeat).unwrap_or(i32::MAX))
 }
 
 fn group_names(model: &ClusterModel) -> Vec<String> {

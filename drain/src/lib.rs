@@ -4,7 +4,8 @@
 //! controller would put them straight back) and mirror pods (the kubelet owns them) are left; pods that already
 //! finished need no eviction. Also: whether a node is Ready, the roll's Kubernetes validation.
 //!
-//! The client comes from the operator's kubeconfig (`KUBECONFIG`, else `~/.kube/config`), as kubectl's would.
+//! `rolling-update` takes its client from the operator's kubeconfig (`KUBECONFIG`, else `~/.kube/config`), as
+//! kubectl's would; a control-plane node's termination handler (nodeup) gives one of its own.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
