@@ -1,6 +1,7 @@
 //! Runs an update: stage by stage, each kind finds its actual state, diffs it with the model (pure), records
 //! the typed changes in the plan, and with `--yes` applies them before the next kind (whose wanted state may
-//! need the ids they made). The same path plans against a recorded actual state, without AWS.
+//! need the ids they made). The same path plans against a recorded actual state, without AWS. The stages are
+//! also where `delete cluster`'s teardown finds each kind's delete ([`deleters`]).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -10,7 +11,7 @@ use ballast_state::spec::ClusterConfig;
 use ballast_store::store::StateStore;
 
 use super::aws::{cluster_instances, tag_map, GROUP_TAG, NODE_SPEC_HASH_TAG};
-use super::kinds::task::{Finder, Home, RunOptions, Task, Wanted};
+use super::kinds::task::{Delete, Finder, Home, RunOptions, Task, Wanted};
 use super::kinds::{
     auto_scaling_groups, iam, launch_templates, leftovers, load_balancer, network, node_specs,
     oidc_discovery, oidc_provider, routes, security_groups, service_account_roles, subnets,
@@ -132,6 +133,19 @@ pub async fn plan_terraform(
     Ok((run.plan, terraform))
 }
 
+/// Every kind's delete, in stage order (the teardown looks a discovered resource's kind up here; its own kinds,
+/// which `update cluster` does not make, it lists itself).
+pub fn deleters() -> impl Iterator<Item = &'static dyn Delete> {
+    steps().map(|step| step.as_delete())
+}
+
+/// Every kind, in the order they run.
+pub fn steps() -> impl Iterator<Item = &'static dyn Step> {
+    STAGES
+        .into_iter()
+        .flat_map(|(_, tasks)| tasks.iter().copied())
+}
+
 /// The stages and the kinds in each, in the order they run: the one place kinds are listed.
 const STAGES: [(Stage, &[&dyn Step]); 9] = [
     (Stage::Vpc, &[&network::VpcTask]),
@@ -175,6 +189,12 @@ const STAGES: [(Stage, &[&dyn Step]); 9] = [
 
 /// A [`Task`] with its types erased, so that stages are lists of `&dyn Step`.
 pub trait Step: Sync {
+    /// Where its resources live.
+    fn home(&self) -> Home;
+
+    /// How its resources are deleted.
+    fn as_delete(&self) -> &dyn Delete;
+
     /// Finds (or takes from the recording), learns, diffs, records the plan, then applies or renders.
     fn run<'a, 'r>(
         &'a self,
@@ -183,6 +203,13 @@ pub trait Step: Sync {
 }
 
 impl<T: Task> Step for T {
+    fn home(&self) -> Home {
+        Task::home(self)
+    }
+
+    fn as_delete(&self) -> &dyn Delete {
+        self
+    }
     fn run<'a, 'r>(
         &'a self,
         run: &'a mut Run<'r>,
@@ -212,7 +239,7 @@ async fn run_task<T: Task>(task: &T, run: &mut Run<'_>) -> Result<(), UpdateErro
     task.learn(wanted, &actual, &mut run.known)?;
     let changes = task.diff(wanted, &run.known, &actual)?;
     run.plan.record(&changes);
-    match (&mut run.terraform, task.home()) {
+    match (&mut run.terraform, Task::home(task)) {
         (Some(terraform), Home::Aws) => {
             task.render_terraform(wanted, &changes, &mut run.known, terraform)?;
         }

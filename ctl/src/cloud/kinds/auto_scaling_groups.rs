@@ -686,6 +686,34 @@ pub async fn remove_tag(
     .await
 }
 
+/// The groups (their instances go with them; hooks too), and Auto Scaling's own tags on one the cluster keeps.
+impl super::task::Delete for AutoScalingGroupsTask {
+    fn deletes(&self) -> super::task::Deletes {
+        super::task::Deletes::Kinds(&[super::deletion::ResourceKind::AutoScalingGroup])
+    }
+
+    fn delete<'a>(
+        &'a self,
+        deleting: super::task::Deleting<'a>,
+        resource: &'a super::deletion::Resource,
+    ) -> super::task::DeleteFuture<'a> {
+        Box::pin(delete(deleting.cloud, resource))
+    }
+
+    fn untag<'a>(
+        &'a self,
+        deleting: super::task::Deleting<'a>,
+        _kind: super::deletion::ResourceKind,
+        resource: &'a super::deletion::Resource,
+        key: &'a str,
+    ) -> super::task::DeleteFuture<'a> {
+        Box::pin(async move {
+            let label = resource.label();
+            remove_tag(deleting.cloud, &resource.id, key, &label).await
+        })
+    }
+}
+
 /// `aws_autoscaling_group`'s `mixed_instances_policy` block, as kops writes it.
 fn terraform_policy(policy: &MixedPolicy, template: &str) -> TfResource {
     let mut distribution = TfResource::new()

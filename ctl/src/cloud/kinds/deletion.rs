@@ -35,9 +35,10 @@ pub enum ResourceKind {
     InternetGateway,
     Subnet,
     Vpc,
-    /// IRSA's IAM OIDC provider (`teardown::irsa`).
+    /// IRSA's IAM OIDC provider (found by `teardown::irsa`, deleted by `kinds::oidc_provider`).
     OidcProvider,
-    /// One of IRSA's two public discovery documents in the discovery store (`teardown::irsa`).
+    /// One of IRSA's two public discovery documents in the discovery store (found by `teardown::irsa`, deleted by
+    /// `kinds::oidc_discovery`).
     DiscoveryDocument,
     /// An EventBridge rule feeding the termination queue (`kinds::termination`).
     EventRule,
@@ -75,6 +76,11 @@ impl ResourceKind {
         ResourceKind::SharedTag,
     ];
 
+    /// The kind named `name` (what [`ResourceKind::as_str`] writes: a shared tag's resource names its kind so).
+    pub fn named(name: &str) -> Option<ResourceKind> {
+        ResourceKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             ResourceKind::AutoScalingGroup => "AutoScalingGroup",
@@ -106,6 +112,46 @@ impl ResourceKind {
 impl fmt::Display for ResourceKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// Where the cluster's discovery documents are, when its spec publishes them: what the teardown deletes there.
+/// (Here, with the deletes' other inputs, because IRSA's kind deletes them and no kind imports the teardown.)
+#[derive(Debug, Clone)]
+pub struct DiscoveryTarget {
+    pub store: ballast_state::irsa::store::DiscoveryStore,
+    pub s3: aws_sdk_s3::Client,
+}
+
+/// How a resource's tags relate it to the cluster. Only ownership tags decide.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// Not the cluster's: never touched.
+    None,
+    /// Owned by the cluster alone: deleted.
+    Owned,
+    /// Used (`shared`) by the cluster, or owned by it and claimed by other clusters too (named): only the
+    /// cluster's tag is removed.
+    Untag { others: Vec<String> },
+}
+
+/// The cluster's claim on a resource with these tags. A resource tagged `owned` by this cluster that another
+/// cluster also tags (`owned` or `shared`) is not deleted: that cluster may run in it (a VPC another cluster
+/// was given by id), and deleting it would break that cluster. Only this cluster's tag goes; the operator
+/// deletes the resource once no one needs it.
+pub fn claim(tags: &std::collections::BTreeMap<String, String>, cluster: &str) -> Claim {
+    let key = crate::cloud::aws::ownership_tag(cluster);
+    let others: Vec<String> = tags
+        .keys()
+        .filter(|k| *k != &key)
+        .filter_map(|k| k.strip_prefix("kubernetes.io/cluster/"))
+        .map(str::to_string)
+        .collect();
+    match tags.get(&key).map(String::as_str) {
+        Some("owned") if others.is_empty() => Claim::Owned,
+        Some("owned") => Claim::Untag { others },
+        Some(_) => Claim::Untag { others: Vec::new() },
+        None => Claim::None,
     }
 }
 
@@ -257,7 +303,15 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::{classify, Outcome};
+    use super::{classify, Outcome, ResourceKind};
+
+    #[test]
+    fn every_kind_is_found_again_by_its_name() {
+        for kind in ResourceKind::ALL {
+            assert_eq!(ResourceKind::named(kind.as_str()), Some(kind));
+        }
+        assert_eq!(ResourceKind::named("Bucket"), None);
+    }
 
     #[test]
     fn error_codes_are_gone_not_yet_or_fatal() {

@@ -390,6 +390,53 @@ pub async fn remove_role_tag(
     .await
 }
 
+/// Instance profiles (their roles removed first) and roles (their policies first): any role of the cluster, the
+/// service accounts' too.
+impl super::task::Delete for IamTask {
+    fn deletes(&self) -> super::task::Deletes {
+        super::task::Deletes::Kinds(&[
+            super::deletion::ResourceKind::InstanceProfile,
+            super::deletion::ResourceKind::IamRole,
+        ])
+    }
+
+    fn delete<'a>(
+        &'a self,
+        deleting: super::task::Deleting<'a>,
+        resource: &'a super::deletion::Resource,
+    ) -> super::task::DeleteFuture<'a> {
+        Box::pin(async move {
+            match resource.kind {
+                super::deletion::ResourceKind::InstanceProfile => {
+                    delete_instance_profile(deleting.cloud, resource).await
+                }
+                super::deletion::ResourceKind::IamRole => {
+                    delete_role(deleting.cloud, resource).await
+                }
+                _ => Err(super::task::not_deleted_here(resource)),
+            }
+        })
+    }
+
+    /// A kept role loses its tag through IAM; anything else through EC2.
+    fn untag<'a>(
+        &'a self,
+        deleting: super::task::Deleting<'a>,
+        kind: super::deletion::ResourceKind,
+        resource: &'a super::deletion::Resource,
+        key: &'a str,
+    ) -> super::task::DeleteFuture<'a> {
+        match kind {
+            super::deletion::ResourceKind::IamRole => Box::pin(async move {
+                // A shared tag's label names the kept role (`IamRole nodes.c`).
+                let label = resource.label();
+                remove_role_tag(deleting.cloud, &resource.id, key, &label).await
+            }),
+            _ => Box::pin(super::task::untag_ec2(deleting, resource, key)),
+        }
+    }
+}
+
 /// IAM roles, their inline policies and instance profiles, as a [`Task`].
 pub struct IamTask;
 

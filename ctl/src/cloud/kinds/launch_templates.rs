@@ -756,6 +756,21 @@ pub async fn delete(
     .await
 }
 
+/// The groups' launch templates, all versions.
+impl super::task::Delete for LaunchTemplatesTask {
+    fn deletes(&self) -> super::task::Deletes {
+        super::task::Deletes::Kinds(&[super::deletion::ResourceKind::LaunchTemplate])
+    }
+
+    fn delete<'a>(
+        &'a self,
+        deleting: super::task::Deleting<'a>,
+        resource: &'a super::deletion::Resource,
+    ) -> super::task::DeleteFuture<'a> {
+        Box::pin(delete(deleting.cloud, resource))
+    }
+}
+
 /// A block only when there is one to write (`instance_market_options` of a spot group).
 trait BlockIf {
     fn block_if(self, block: Option<(&str, TfResource)>) -> Self;

@@ -5,10 +5,13 @@ use std::collections::BTreeSet;
 
 use ballast_state::layout::ClusterPaths;
 
-use super::{launch_templates, ActualState, Known, Target};
-use crate::cloud::aws::{call, find as find_optional, GROUP_TAG};
+use super::deletion::{Resource, ResourceKind};
+use super::{auto_scaling_groups, launch_templates, ActualState, Known, Target};
+use crate::cloud::aws::GROUP_TAG;
 use crate::cloud::error::UpdateError;
-use crate::cloud::kinds::task::{Finder, RunOptions, Task, Wanted};
+use crate::cloud::kinds::task::{
+    not_deleted_here, Delete, DeleteFuture, Deletes, Deleting, Finder, RunOptions, Task, Wanted,
+};
 use crate::cloud::model::ClusterModel;
 use crate::cloud::plan::{Action, Change as PlanChange, Kind, Planned, Stage};
 use crate::cloud::terraform::{RenderError, Terraform};
@@ -51,60 +54,59 @@ pub fn diff(model: &ClusterModel, templates: &launch_templates::Actual) -> Vec<C
         .collect()
 }
 
-/// Deletes each group: its Auto Scaling Group (emptied first; gone already is fine), launch template and node
-/// spec.
+/// Deletes each group through the kinds' own deletes, as `delete cluster` would: its Auto Scaling Group
+/// (emptied first; gone already is fine), its launch template, then its node spec. A delete AWS answers "not
+/// yet" (a scaling activity in progress) fails the run, naming the group: the next `--prune` continues.
 pub async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), UpdateError> {
-    let client = &target.cloud.autoscaling;
     let paths = ClusterPaths::new(&target.model.cluster);
+    let deleting = Deleting {
+        cloud: target.cloud,
+        cluster: &target.model.cluster,
+        discovery: None,
+    };
     for change in changes {
-        let name = &change.name;
-        let resource = format!("AutoScalingGroup {name}");
-        find_optional(
-            &resource,
-            "UpdateAutoScalingGroup",
-            &["ValidationError"],
-            || {
-                client
-                    .update_auto_scaling_group()
-                    .auto_scaling_group_name(name)
-                    .min_size(0)
-                    .max_size(0)
-                    .desired_capacity(0)
-                    .send()
-            },
-        )
-        .await?;
-        find_optional(
-            &resource,
-            "DeleteAutoScalingGroup",
-            &["ValidationError"],
-            || {
-                client
-                    .delete_auto_scaling_group()
-                    .auto_scaling_group_name(name)
-                    .force_delete(true)
-                    .send()
-            },
-        )
-        .await?;
-        if !change.launch_template_id.is_empty() {
-            call(
-                &format!("LaunchTemplate {name}"),
-                "DeleteLaunchTemplate",
-                || {
-                    target
-                        .cloud
-                        .ec2
-                        .delete_launch_template()
-                        .launch_template_id(&change.launch_template_id)
-                        .send()
-                },
-            )
-            .await?;
+        for (deleter, resource) in resources(change) {
+            deleter
+                .delete(deleting, &resource)
+                .await
+                .map_err(|failed| failed.error)?;
         }
         target.store.delete(&paths.node_spec(&change.group)).await?;
     }
     Ok(())
+}
+
+/// A leftover group's AWS resources, as a teardown would have found them, in the order they go: the Auto
+/// Scaling Group (its instances are not listed: the delete empties the group first), then its launch template
+/// (none when its id is unknown); each with the kind that deletes it.
+fn resources(change: &Change) -> Vec<(&'static dyn Delete, Resource)> {
+    let mut found: Vec<(&'static dyn Delete, Resource)> = vec![(
+        &auto_scaling_groups::AutoScalingGroupsTask,
+        Resource::new(ResourceKind::AutoScalingGroup, &change.name, &change.name),
+    )];
+    if !change.launch_template_id.is_empty() {
+        found.push((
+            &launch_templates::LaunchTemplatesTask,
+            Resource::new(
+                ResourceKind::LaunchTemplate,
+                &change.launch_template_id,
+                &change.name,
+            ),
+        ));
+    }
+    found
+}
+
+/// Nothing of its own: a leftover group is an Auto Scaling Group and a launch template, deleted by those kinds
+/// (in a teardown, and in [`apply`]).
+impl Delete for LeftoversTask {
+    fn deletes(&self) -> Deletes {
+        Deletes::With(&[ResourceKind::AutoScalingGroup, ResourceKind::LaunchTemplate])
+    }
+
+    fn delete<'a>(&'a self, _deleting: Deleting<'a>, resource: &'a Resource) -> DeleteFuture<'a> {
+        Box::pin(async move { Err(not_deleted_here(resource)) })
+    }
 }
 
 /// Owned groups the spec no longer has, as a [`Task`]: found among the launch templates already read, deleted
@@ -168,5 +170,41 @@ impl Task for LeftoversTask {
             }),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leftover_group_is_deleted_as_its_group_then_its_template_by_their_kinds() {
+        let change = Change {
+            group: "old".into(),
+            name: "old.c.example.com".into(),
+            launch_template_id: "lt-1".into(),
+        };
+        let found = resources(&change);
+        let kinds: Vec<(ResourceKind, &str)> =
+            found.iter().map(|(_, r)| (r.kind, r.id.as_str())).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (ResourceKind::AutoScalingGroup, "old.c.example.com"),
+                (ResourceKind::LaunchTemplate, "lt-1"),
+            ]
+        );
+        // Each by the kind whose delete the teardown uses for it.
+        for (deleter, resource) in &found {
+            assert!(
+                matches!(deleter.deletes(), Deletes::Kinds(kinds) if kinds.contains(&resource.kind)),
+                "{resource:?}"
+            );
+        }
+        let no_template = Change {
+            launch_template_id: String::new(),
+            ..change
+        };
+        assert_eq!(resources(&no_template).len(), 1);
     }
 }

@@ -487,6 +487,41 @@ pub async fn remove_tag(
     .await
 }
 
+/// The load balancers (the API's, and the cloud controller manager's NLBs) and their target groups, and
+/// elbv2's own tags on those the cluster keeps.
+impl super::task::Delete for LoadBalancerTask {
+    fn deletes(&self) -> super::task::Deletes {
+        use super::deletion::ResourceKind;
+        super::task::Deletes::Kinds(&[ResourceKind::LoadBalancer, ResourceKind::TargetGroup])
+    }
+
+    fn delete<'a>(
+        &'a self,
+        deleting: super::task::Deleting<'a>,
+        resource: &'a super::deletion::Resource,
+    ) -> super::task::DeleteFuture<'a> {
+        use super::deletion::ResourceKind;
+        match resource.kind {
+            ResourceKind::LoadBalancer => Box::pin(delete_load_balancer(deleting.cloud, resource)),
+            ResourceKind::TargetGroup => Box::pin(delete_target_group(deleting.cloud, resource)),
+            _ => Box::pin(async move { Err(super::task::not_deleted_here(resource)) }),
+        }
+    }
+
+    fn untag<'a>(
+        &'a self,
+        deleting: super::task::Deleting<'a>,
+        _kind: super::deletion::ResourceKind,
+        resource: &'a super::deletion::Resource,
+        key: &'a str,
+    ) -> super::task::DeleteFuture<'a> {
+        Box::pin(async move {
+            let label = resource.label();
+            remove_tag(deleting.cloud, &resource.id, key, &label).await
+        })
+    }
+}
+
 /// The API's network load balancer, target group and listener, as a [`Task`].
 pub struct LoadBalancerTask;
 

@@ -201,6 +201,21 @@ pub async fn delete(
     .await
 }
 
+/// The VPC: deleted once everything in it is gone.
+impl super::task::Delete for VpcTask {
+    fn deletes(&self) -> super::task::Deletes {
+        super::task::Deletes::Kinds(&[super::deletion::ResourceKind::Vpc])
+    }
+
+    fn delete<'a>(
+        &'a self,
+        deleting: super::task::Deleting<'a>,
+        resource: &'a super::deletion::Resource,
+    ) -> super::task::DeleteFuture<'a> {
+        Box::pin(delete(deleting.cloud, resource))
+    }
+}
+
 /// The VPC as a [`Task`].
 pub struct VpcTask;
 

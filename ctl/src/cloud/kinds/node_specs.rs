@@ -322,6 +322,21 @@ pub async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), Update
     Ok(())
 }
 
+/// Nothing in AWS: the node specs go with the cluster's state, which `delete cluster` removes once AWS is empty.
+impl super::task::Delete for NodeSpecsTask {
+    fn deletes(&self) -> super::task::Deletes {
+        super::task::Deletes::StateStore
+    }
+
+    fn delete<'a>(
+        &'a self,
+        _deleting: super::task::Deleting<'a>,
+        resource: &'a super::deletion::Resource,
+    ) -> super::task::DeleteFuture<'a> {
+        Box::pin(async move { Err(super::task::not_deleted_here(resource)) })
+    }
+}
+
 /// The node specs, as a [`Task`] whose home is the state store: written by Ballast whatever the target. Read
 /// and rendered only once the load balancer they name exists.
 pub struct NodeSpecsTask;

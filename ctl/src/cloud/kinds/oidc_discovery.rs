@@ -293,6 +293,36 @@ async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), UpdateErro
     Ok(())
 }
 
+/// Deletes one discovery document (`delete cluster`; its parts are its bucket and key).
+pub async fn delete(
+    target: Option<&super::deletion::DiscoveryTarget>,
+    document: &super::deletion::Resource,
+) -> Result<(), super::deletion::Failed> {
+    let (Some(target), [bucket, key]) = (target, document.parts.as_slice()) else {
+        // Found only through a target: without one there is nothing to call.
+        return Ok(());
+    };
+    super::deletion::attempt(&document.label(), "DeleteObject", || {
+        target.s3.delete_object().bucket(bucket).key(key).send()
+    })
+    .await
+}
+
+/// The two documents, in the discovery store the spec names (the only place the teardown looks for them).
+impl super::task::Delete for OidcDiscoveryTask {
+    fn deletes(&self) -> super::task::Deletes {
+        super::task::Deletes::Kinds(&[super::deletion::ResourceKind::DiscoveryDocument])
+    }
+
+    fn delete<'a>(
+        &'a self,
+        deleting: super::task::Deleting<'a>,
+        resource: &'a super::deletion::Resource,
+    ) -> super::task::DeleteFuture<'a> {
+        Box::pin(delete(deleting.discovery, resource))
+    }
+}
+
 /// The discovery documents as a [`Task`].
 pub struct OidcDiscoveryTask;
 

@@ -216,6 +216,36 @@ async fn apply(
     Ok(())
 }
 
+/// Deletes an OIDC provider (`delete cluster`), once the roles trusting it are gone.
+pub async fn delete(
+    cloud: &crate::cloud::Cloud,
+    provider: &super::deletion::Resource,
+) -> Result<(), super::deletion::Failed> {
+    super::deletion::attempt(&provider.label(), "DeleteOpenIDConnectProvider", || {
+        cloud
+            .iam
+            .delete_open_id_connect_provider()
+            .open_id_connect_provider_arn(&provider.id)
+            .send()
+    })
+    .await
+}
+
+/// The cluster's OIDC providers (found by its ownership tag, any issuer).
+impl super::task::Delete for OidcProviderTask {
+    fn deletes(&self) -> super::task::Deletes {
+        super::task::Deletes::Kinds(&[super::deletion::ResourceKind::OidcProvider])
+    }
+
+    fn delete<'a>(
+        &'a self,
+        deleting: super::task::Deleting<'a>,
+        resource: &'a super::deletion::Resource,
+    ) -> super::task::DeleteFuture<'a> {
+        Box::pin(delete(deleting.cloud, resource))
+    }
+}
+
 /// The OIDC provider as a [`Task`].
 pub struct OidcProviderTask;
 

@@ -713,6 +713,42 @@ pub async fn delete_internet_gateway(
     .await
 }
 
+/// What routes the subnets: NAT gateways, their addresses, route tables, the internet gateway.
+impl super::task::Delete for RoutesTask {
+    fn deletes(&self) -> super::task::Deletes {
+        super::task::Deletes::Kinds(&[
+            super::deletion::ResourceKind::NatGateway,
+            super::deletion::ResourceKind::ElasticIp,
+            super::deletion::ResourceKind::RouteTable,
+            super::deletion::ResourceKind::InternetGateway,
+        ])
+    }
+
+    fn delete<'a>(
+        &'a self,
+        deleting: super::task::Deleting<'a>,
+        resource: &'a super::deletion::Resource,
+    ) -> super::task::DeleteFuture<'a> {
+        Box::pin(async move {
+            match resource.kind {
+                super::deletion::ResourceKind::NatGateway => {
+                    delete_nat_gateway(deleting.cloud, resource).await
+                }
+                super::deletion::ResourceKind::ElasticIp => {
+                    release_address(deleting.cloud, resource).await
+                }
+                super::deletion::ResourceKind::RouteTable => {
+                    delete_route_table(deleting.cloud, resource).await
+                }
+                super::deletion::ResourceKind::InternetGateway => {
+                    delete_internet_gateway(deleting.cloud, resource).await
+                }
+                _ => Err(super::task::not_deleted_here(resource)),
+            }
+        })
+    }
+}
+
 /// The internet gateway, NAT gateways and route tables as a [`Task`].
 pub struct RoutesTask;
 

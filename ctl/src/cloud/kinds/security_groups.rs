@@ -7,8 +7,9 @@ use aws_sdk_ec2::types as ec2;
 use ballast_state::spec::Role;
 use serde::{Deserialize, Serialize};
 
+use super::deletion::{attempt, claim, Claim};
 use super::{tags_named, ActualState, Known, Target};
-use crate::cloud::aws::{call, filter, owned_filter, tag_spec};
+use crate::cloud::aws::{call, filter, owned_filter, ownership_tag, tag_map, tag_spec};
 use crate::cloud::error::UpdateError;
 use crate::cloud::kinds::task::{Finder, Task, Wanted};
 use crate::cloud::model::{ClusterModel, IngressRule, SecurityGroupModel, Source};
@@ -405,7 +406,6 @@ pub async fn delete_all(
     super::deletion::Resource,
     Result<(), super::deletion::Failed>,
 )> {
-    use super::deletion::attempt;
     let ids: Vec<String> = groups.iter().map(|g| g.id.clone()).collect();
     let described = attempt_describe(cloud, &ids).await;
     let mut results = Vec::new();
@@ -462,6 +462,171 @@ async fn attempt_describe(cloud: &Cloud, ids: &[String]) -> Vec<ec2::SecurityGro
             );
             Vec::new()
         }
+    }
+}
+
+/// The rules of `group` that name one of `deleting` (ingress, then egress), each reduced to those group
+/// references: what must be revoked before the named groups can be deleted. Pure.
+pub fn references_to(
+    group: &ec2::SecurityGroup,
+    deleting: &BTreeSet<String>,
+) -> (Vec<ec2::IpPermission>, Vec<ec2::IpPermission>) {
+    let reduce = |permissions: &[ec2::IpPermission]| -> Vec<ec2::IpPermission> {
+        permissions
+            .iter()
+            .filter_map(|p| {
+                let pairs: Vec<ec2::UserIdGroupPair> = p
+                    .user_id_group_pairs()
+                    .iter()
+                    .filter(|pair| pair.group_id().is_some_and(|id| deleting.contains(id)))
+                    .cloned()
+                    .collect();
+                if pairs.is_empty() {
+                    return None;
+                }
+                Some(
+                    ec2::IpPermission::builder()
+                        .set_ip_protocol(p.ip_protocol().map(str::to_string))
+                        .set_from_port(p.from_port())
+                        .set_to_port(p.to_port())
+                        .set_user_id_group_pairs(Some(pairs))
+                        .build(),
+                )
+            })
+            .collect()
+    };
+    (
+        reduce(group.ip_permissions()),
+        reduce(group.ip_permissions_egress()),
+    )
+}
+
+/// Revokes the rules that name a group about to be deleted in the cluster's other security groups: those it
+/// keeps (tagged `shared`, or claimed by another cluster too) and, in the same round, none of the groups being
+/// deleted (their own rules go in [`delete_all`]). The cloud controller manager adds such a rule
+/// (the nodes' group admitting its load balancer's group); AWS refuses to delete a group any rule still names.
+/// A group carrying no tag of this cluster is never changed: its rule keeps our group, and the teardown names
+/// it when it stops.
+pub async fn revoke_references(
+    cloud: &Cloud,
+    cluster: &str,
+    deleting: &[super::deletion::Resource],
+) -> Result<(), super::deletion::Failed> {
+    let ids: BTreeSet<String> = deleting.iter().map(|r| r.id.clone()).collect();
+    let label = format!("security groups of {cluster}");
+    let groups = attempt_read(cloud, cluster, &label).await?;
+    for group in groups {
+        let Some(id) = group.group_id() else {
+            continue;
+        };
+        if ids.contains(id) || claim(&tag_map(group.tags()), cluster) == Claim::None {
+            continue;
+        }
+        let (ingress, egress) = references_to(&group, &ids);
+        let group_label = format!("SecurityGroup {id}");
+        if !ingress.is_empty() {
+            attempt(&group_label, "RevokeSecurityGroupIngress", || {
+                cloud
+                    .ec2
+                    .revoke_security_group_ingress()
+                    .group_id(id)
+                    .set_ip_permissions(Some(ingress.clone()))
+                    .send()
+            })
+            .await?;
+        }
+        if !egress.is_empty() {
+            attempt(&group_label, "RevokeSecurityGroupEgress", || {
+                cloud
+                    .ec2
+                    .revoke_security_group_egress()
+                    .group_id(id)
+                    .set_ip_permissions(Some(egress.clone()))
+                    .send()
+            })
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// The security groups carrying the cluster's tag (either value), as a delete reads them: a failure is a
+/// [`Failed`] the round classifies.
+async fn attempt_read(
+    cloud: &Cloud,
+    cluster: &str,
+    label: &str,
+) -> Result<Vec<ec2::SecurityGroup>, super::deletion::Failed> {
+    let mut groups = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut page = None;
+        attempt(label, "DescribeSecurityGroups", || async {
+            let out = cloud
+                .ec2
+                .describe_security_groups()
+                .filters(filter(
+                    &format!("tag:{}", ownership_tag(cluster)),
+                    &["owned", "shared"],
+                ))
+                .set_next_token(token.clone())
+                .send()
+                .await;
+            if let Ok(o) = &out {
+                page = Some(o.clone());
+            }
+            out
+        })
+        .await?;
+        let Some(page) = page else {
+            // "Not found" on a describe: nothing to read.
+            return Ok(groups);
+        };
+        groups.extend(page.security_groups().iter().cloned());
+        token = page.next_token().map(str::to_string);
+        if token.is_none() {
+            return Ok(groups);
+        }
+    }
+}
+
+/// The security groups: their rules that name a group go first (the cluster's groups name each other, and the
+/// cloud controller manager's rules in the groups the cluster keeps name its groups), then the groups.
+impl super::task::Delete for SecurityGroupsTask {
+    fn deletes(&self) -> super::task::Deletes {
+        super::task::Deletes::Kinds(&[super::deletion::ResourceKind::SecurityGroup])
+    }
+
+    /// One group alone (`--prune` has none to delete): the references to it, then it.
+    fn delete<'a>(
+        &'a self,
+        deleting: super::task::Deleting<'a>,
+        resource: &'a super::deletion::Resource,
+    ) -> super::task::DeleteFuture<'a> {
+        Box::pin(async move {
+            let mut results = self
+                .delete_found(deleting, std::slice::from_ref(resource))
+                .await;
+            results.pop().map_or(Ok(()), |(_, result)| result)
+        })
+    }
+
+    /// All of a round's groups at once: a group named by another's rule cannot be deleted, so every group's
+    /// rules go before any group; a failure to revoke in a kept group holds them all for a later round.
+    fn delete_found<'a>(
+        &'a self,
+        deleting: super::task::Deleting<'a>,
+        resources: &'a [super::deletion::Resource],
+    ) -> super::task::DeletedFuture<'a> {
+        Box::pin(async move {
+            if let (Err(failed), Some(first)) = (
+                revoke_references(deleting.cloud, deleting.cluster, resources).await,
+                resources.first(),
+            ) {
+                return vec![(first.clone(), Err(failed))];
+            }
+            delete_all(deleting.cloud, resources).await
+        })
     }
 }
 
@@ -564,6 +729,21 @@ impl Task for SecurityGroupsTask {
             known.security_group_ids.insert(group.role, id);
         }
         Ok(())
+    }
+}
+
+/// Nothing of their own: the rules go with their groups.
+impl super::task::Delete for SecurityGroupRulesTask {
+    fn deletes(&self) -> super::task::Deletes {
+        super::task::Deletes::With(&[super::deletion::ResourceKind::SecurityGroup])
+    }
+
+    fn delete<'a>(
+        &'a self,
+        _deleting: super::task::Deleting<'a>,
+        resource: &'a super::deletion::Resource,
+    ) -> super::task::DeleteFuture<'a> {
+        Box::pin(async move { Err(super::task::not_deleted_here(resource)) })
     }
 }
 
@@ -725,5 +905,59 @@ mod tests {
             rules_of(&all).iter().map(Rule::key).collect::<Vec<_>>(),
             vec!["all from sg-2"]
         );
+    }
+
+    fn pair(group: &str) -> ec2::UserIdGroupPair {
+        ec2::UserIdGroupPair::builder().group_id(group).build()
+    }
+
+    #[test]
+    fn only_the_references_to_deleted_groups_are_revoked() {
+        let nodes = ec2::SecurityGroup::builder()
+            .group_id("sg-nodes")
+            .ip_permissions(
+                ec2::IpPermission::builder()
+                    .ip_protocol("-1")
+                    .user_id_group_pairs(pair("sg-elb"))
+                    .user_id_group_pairs(pair("sg-control-plane"))
+                    .ip_ranges(ec2::IpRange::builder().cidr_ip("10.0.0.0/8").build())
+                    .build(),
+            )
+            .ip_permissions(
+                ec2::IpPermission::builder()
+                    .ip_protocol("tcp")
+                    .from_port(22)
+                    .to_port(22)
+                    .ip_ranges(ec2::IpRange::builder().cidr_ip("0.0.0.0/0").build())
+                    .build(),
+            )
+            .ip_permissions_egress(
+                ec2::IpPermission::builder()
+                    .ip_protocol("tcp")
+                    .from_port(80)
+                    .to_port(80)
+                    .user_id_group_pairs(pair("sg-elb"))
+                    .build(),
+            )
+            .build();
+        let deleting: BTreeSet<String> = ["sg-elb".to_string()].into();
+        let (ingress, egress) = references_to(&nodes, &deleting);
+        assert_eq!(ingress.len(), 1);
+        assert_eq!(ingress[0].ip_protocol(), Some("-1"));
+        let groups: Vec<&str> = ingress[0]
+            .user_id_group_pairs()
+            .iter()
+            .filter_map(|p| p.group_id())
+            .collect();
+        assert_eq!(groups, vec!["sg-elb"]);
+        assert!(
+            ingress[0].ip_ranges().is_empty(),
+            "CIDR rules are not ours to revoke"
+        );
+        assert_eq!(egress.len(), 1);
+        assert_eq!(egress[0].from_port(), Some(80));
+
+        let none: BTreeSet<String> = ["sg-other".to_string()].into();
+        assert_eq!(references_to(&nodes, &none), (vec![], vec![]));
     }
 }

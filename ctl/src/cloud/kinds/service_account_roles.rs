@@ -615,6 +615,22 @@ async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), UpdateErro
     Ok(())
 }
 
+/// Nothing of their own: a service account's role is an IAM role, found by the cluster's tag and deleted
+/// (policies first) as one.
+impl super::task::Delete for ServiceAccountRolesTask {
+    fn deletes(&self) -> super::task::Deletes {
+        super::task::Deletes::With(&[super::deletion::ResourceKind::IamRole])
+    }
+
+    fn delete<'a>(
+        &'a self,
+        _deleting: super::task::Deleting<'a>,
+        resource: &'a super::deletion::Resource,
+    ) -> super::task::DeleteFuture<'a> {
+        Box::pin(async move { Err(super::task::not_deleted_here(resource)) })
+    }
+}
+
 /// The service accounts' roles as a [`Task`].
 pub struct ServiceAccountRolesTask;
 

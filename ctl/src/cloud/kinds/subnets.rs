@@ -226,6 +226,21 @@ pub async fn delete(
     .await
 }
 
+/// The subnets: deleted once nothing runs in them.
+impl super::task::Delete for SubnetsTask {
+    fn deletes(&self) -> super::task::Deletes {
+        super::task::Deletes::Kinds(&[super::deletion::ResourceKind::Subnet])
+    }
+
+    fn delete<'a>(
+        &'a self,
+        deleting: super::task::Deleting<'a>,
+        resource: &'a super::deletion::Resource,
+    ) -> super::task::DeleteFuture<'a> {
+        Box::pin(delete(deleting.cloud, resource))
+    }
+}
+
 /// The subnets as a [`Task`].
 pub struct SubnetsTask;
 

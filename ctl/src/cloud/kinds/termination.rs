@@ -821,6 +821,21 @@ async fn apply_rules(
     Ok(())
 }
 
+/// The queue, once the rules feeding it are gone (they would only refill it).
+impl super::task::Delete for QueueTask {
+    fn deletes(&self) -> super::task::Deletes {
+        super::task::Deletes::Kinds(&[ResourceKind::SqsQueue])
+    }
+
+    fn delete<'a>(
+        &'a self,
+        deleting: super::task::Deleting<'a>,
+        resource: &'a Resource,
+    ) -> super::task::DeleteFuture<'a> {
+        Box::pin(delete_queue(deleting.cloud, resource))
+    }
+}
+
 /// The cluster's EventBridge rules (and each one's target, the queue) as a [`Task`].
 pub struct RulesTask;
 
@@ -1069,6 +1084,36 @@ async fn put_hook(target: &Target<'_>, change: &HookChange) -> Result<(), Update
     )
     .await?;
     Ok(())
+}
+
+/// Nothing of their own: a hook goes with its Auto Scaling Group.
+impl super::task::Delete for LifecycleHooksTask {
+    fn deletes(&self) -> super::task::Deletes {
+        super::task::Deletes::With(&[super::deletion::ResourceKind::AutoScalingGroup])
+    }
+
+    fn delete<'a>(
+        &'a self,
+        _deleting: super::task::Deleting<'a>,
+        resource: &'a super::deletion::Resource,
+    ) -> super::task::DeleteFuture<'a> {
+        Box::pin(async move { Err(super::task::not_deleted_here(resource)) })
+    }
+}
+
+/// The rules, their target first.
+impl super::task::Delete for RulesTask {
+    fn deletes(&self) -> super::task::Deletes {
+        super::task::Deletes::Kinds(&[ResourceKind::EventRule])
+    }
+
+    fn delete<'a>(
+        &'a self,
+        deleting: super::task::Deleting<'a>,
+        resource: &'a Resource,
+    ) -> super::task::DeleteFuture<'a> {
+        Box::pin(delete_rule(deleting.cloud, resource))
+    }
 }
 
 /// The groups' terminating lifecycle hooks as a [`Task`] (after the groups: a hook names its group).

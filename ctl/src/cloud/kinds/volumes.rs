@@ -484,6 +484,65 @@ pub async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), Update
 #[cfg(test)]
 mod tests;
 
+/// A "not yet" of our own making: the volume is being detached, a later round deletes it.
+fn detaching(volume: &super::deletion::Resource) -> super::deletion::Failed {
+    super::deletion::Failed {
+        outcome: super::deletion::Outcome::NotYet,
+        error: UpdateError::Missing {
+            resource: volume.label(),
+            message: "is being detached; deleted in a later round".to_string(),
+        },
+    }
+}
+
+/// Deletes a volume (`delete cluster`: etcd's, and the EBS CSI driver's tagged for the cluster); one still
+/// attached (its instance is gone by now: volumes wait for instances) is detached first, and deleted in a later
+/// round.
+pub async fn delete(
+    cloud: &Cloud,
+    volume: &super::deletion::Resource,
+) -> Result<(), super::deletion::Failed> {
+    use super::deletion::attempt;
+    let label = volume.label();
+    match volume.state.as_deref() {
+        Some("in-use") => {
+            attempt(&label, "DetachVolume", || {
+                cloud
+                    .ec2
+                    .detach_volume()
+                    .volume_id(&volume.id)
+                    .force(true)
+                    .send()
+            })
+            .await?;
+            Err(detaching(volume))
+        }
+        Some("detaching" | "creating") => Err(detaching(volume)),
+        _ => {
+            attempt(&label, "DeleteVolume", || {
+                cloud.ec2.delete_volume().volume_id(&volume.id).send()
+            })
+            .await
+        }
+    }
+}
+
+/// Every volume carrying the cluster's ownership tag: etcd's (found only when the cluster itself is deleted,
+/// never by `--prune`) and the EBS CSI driver's.
+impl super::task::Delete for EtcdVolumesTask {
+    fn deletes(&self) -> super::task::Deletes {
+        super::task::Deletes::Kinds(&[super::deletion::ResourceKind::Volume])
+    }
+
+    fn delete<'a>(
+        &'a self,
+        deleting: super::task::Deleting<'a>,
+        resource: &'a super::deletion::Resource,
+    ) -> super::task::DeleteFuture<'a> {
+        Box::pin(delete(deleting.cloud, resource))
+    }
+}
+
 /// etcd's volumes as a [`Task`].
 pub struct EtcdVolumesTask;
 

@@ -6,39 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::cloud::aws::ownership_tag;
-pub use crate::cloud::kinds::deletion::{Resource, ResourceKind};
-
-/// How a resource's tags relate it to the cluster. Only ownership tags decide.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Claim {
-    /// Not the cluster's: never touched.
-    None,
-    /// Owned by the cluster alone: deleted.
-    Owned,
-    /// Used (`shared`) by the cluster, or owned by it and claimed by other clusters too (named): only the
-    /// cluster's tag is removed.
-    Untag { others: Vec<String> },
-}
-
-/// The cluster's claim on a resource with these tags. A resource tagged `owned` by this cluster that another
-/// cluster also tags (`owned` or `shared`) is not deleted: that cluster may run in it (a VPC another cluster
-/// was given by id), and deleting it would break that cluster. Only this cluster's tag goes; the operator
-/// deletes the resource once no one needs it.
-pub fn claim(tags: &BTreeMap<String, String>, cluster: &str) -> Claim {
-    let key = ownership_tag(cluster);
-    let others: Vec<String> = tags
-        .keys()
-        .filter(|k| *k != &key)
-        .filter_map(|k| k.strip_prefix("kubernetes.io/cluster/"))
-        .map(str::to_string)
-        .collect();
-    match tags.get(&key).map(String::as_str) {
-        Some("owned") if others.is_empty() => Claim::Owned,
-        Some("owned") => Claim::Untag { others },
-        Some(_) => Claim::Untag { others: Vec::new() },
-        None => Claim::None,
-    }
-}
+pub use crate::cloud::kinds::deletion::{claim, Claim, Resource, ResourceKind};
 
 /// Everything of a cluster a teardown found.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

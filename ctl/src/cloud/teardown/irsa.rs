@@ -2,25 +2,19 @@
 //! cloud controller manager's and EBS CSI controller's), the IAM OIDC provider and the two discovery documents.
 //! Roles and the provider are found by the cluster's ownership tag alone, so one left by an earlier spec is
 //! found too; the documents are exactly the two keys under the discovery store of the spec still in the state
-//! store (a delete removes the spec only once AWS is empty), and nothing else in that bucket is looked at.
+//! store (a delete removes the spec only once AWS is empty), and nothing else in that bucket is looked at. What is
+//! found here is deleted by its kind's `Delete`: IAM's for the roles, `kinds::oidc_provider`, `kinds::oidc_discovery`.
 
-use ballast_state::irsa::store::{DiscoveryStore, JWKS, OPENID_CONFIGURATION};
+use ballast_state::irsa::store::{JWKS, OPENID_CONFIGURATION};
 
 use super::inventory::{claim, Claim, Resource, ResourceKind};
 use crate::cloud::aws::{call, find, ownership_tag};
 use crate::cloud::error::UpdateError;
-use crate::cloud::kinds::deletion::{attempt, Failed};
+pub use crate::cloud::kinds::deletion::DiscoveryTarget;
 use crate::cloud::kinds::service_account_roles::{
     roles_tagged_for_service_accounts, TaggedRole, SERVICE_ACCOUNT_TAG,
 };
 use crate::cloud::Cloud;
-
-/// Where the cluster's discovery documents are, when its spec publishes them: what the teardown deletes there.
-#[derive(Debug, Clone)]
-pub struct DiscoveryTarget {
-    pub store: DiscoveryStore,
-    pub s3: aws_sdk_s3::Client,
-}
 
 /// The service-account roles tagged as the cluster's (its ownership tag and Ballast's service-account tag),
 /// with their inline policy names and attached policy ARNs as parts (detached and deleted before the role).
@@ -138,31 +132,4 @@ pub async fn discovery_documents(target: &DiscoveryTarget) -> Result<Vec<Resourc
         }
     }
     Ok(found)
-}
-
-/// Deletes an OIDC provider.
-pub async fn delete_oidc_provider(cloud: &Cloud, provider: &Resource) -> Result<(), Failed> {
-    attempt(&provider.label(), "DeleteOpenIDConnectProvider", || {
-        cloud
-            .iam
-            .delete_open_id_connect_provider()
-            .open_id_connect_provider_arn(&provider.id)
-            .send()
-    })
-    .await
-}
-
-/// Deletes one discovery document (its parts are its bucket and key).
-pub async fn delete_discovery_document(
-    target: Option<&DiscoveryTarget>,
-    document: &Resource,
-) -> Result<(), Failed> {
-    let (Some(target), [bucket, key]) = (target, document.parts.as_slice()) else {
-        // Found only through a target: without one there is nothing to call.
-        return Ok(());
-    };
-    attempt(&document.label(), "DeleteObject", || {
-        target.s3.delete_object().bucket(bucket).key(key).send()
-    })
-    .await
 }

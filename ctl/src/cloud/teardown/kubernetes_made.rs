@@ -5,7 +5,7 @@
 //!   target group per port (`k8s-<ns>-<name>-<hash>`), each tagged `kubernetes.io/cluster/NAME=owned` and
 //!   `kubernetes.io/service-name=NS/NAME`; for a classic ELB also a security group `k8s-elb-<lb name>` (tagged
 //!   like the cluster's own, so `discover`'s security groups find it) and an ingress rule in the nodes' group
-//!   naming that group.
+//!   naming that group (revoked by the security groups' delete, `kinds::security_groups`).
 //! - The EBS CSI driver: volumes tagged `ebs.csi.aws.com/cluster=true`, and (Ballast runs it with
 //!   `--extra-tags=kubernetes.io/cluster/NAME=owned`) the ownership tag, which `discover`'s volumes find. A
 //!   volume with only the CSI tag names no cluster and is never touched.
@@ -15,15 +15,14 @@
 //! Only tags decide, as for the cluster's own resources ([`claim`]): a resource tagged for another cluster is
 //! never touched, one tagged `shared` for this one only loses the tag.
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use aws_sdk_ec2::types as ec2;
+use std::collections::BTreeMap;
 
 use super::inventory::{claim, Claim, Resource, ResourceKind};
 use super::{attempt, Failed};
-use crate::cloud::aws::{call, filter, ownership_tag, tag_map};
+use crate::cloud::aws::{call, filter, tag_map};
 use crate::cloud::cni::CNI_CLUSTER_TAG;
 use crate::cloud::error::UpdateError;
+use crate::cloud::kinds::task::{Delete, DeleteFuture, Deletes, Deleting};
 use crate::cloud::Cloud;
 
 /// The tag the cloud controller manager puts on what it makes for a Service: `NAMESPACE/NAME`.
@@ -253,6 +252,33 @@ async fn cni_network_interfaces(
     Ok(found)
 }
 
+/// The cloud controller manager's classic load balancers (its NLBs and target groups are the load balancer
+/// kind's: the same calls delete them).
+pub struct ClassicLoadBalancers;
+
+impl Delete for ClassicLoadBalancers {
+    fn deletes(&self) -> Deletes {
+        Deletes::Kinds(&[ResourceKind::ClassicLoadBalancer])
+    }
+
+    fn delete<'a>(&'a self, deleting: Deleting<'a>, resource: &'a Resource) -> DeleteFuture<'a> {
+        Box::pin(delete_classic_load_balancer(deleting.cloud, resource))
+    }
+
+    fn untag<'a>(
+        &'a self,
+        deleting: Deleting<'a>,
+        _kind: ResourceKind,
+        resource: &'a Resource,
+        key: &'a str,
+    ) -> DeleteFuture<'a> {
+        Box::pin(async move {
+            let label = resource.label();
+            remove_classic_tag(deleting.cloud, &resource.id, key, &label).await
+        })
+    }
+}
+
 /// Deletes a classic load balancer (its listeners go with it). AWS deletes its network interfaces a little
 /// later; until then its security group and subnets answer "not yet".
 pub async fn delete_classic_load_balancer(cloud: &Cloud, lb: &Resource) -> Result<(), Failed> {
@@ -286,131 +312,6 @@ pub async fn remove_classic_tag(
             .send()
     })
     .await
-}
-
-/// The rules of `group` that name one of `deleting` (ingress, then egress), each reduced to those group
-/// references: what must be revoked before the named groups can be deleted. Pure.
-pub fn references_to(
-    group: &ec2::SecurityGroup,
-    deleting: &BTreeSet<String>,
-) -> (Vec<ec2::IpPermission>, Vec<ec2::IpPermission>) {
-    let reduce = |permissions: &[ec2::IpPermission]| -> Vec<ec2::IpPermission> {
-        permissions
-            .iter()
-            .filter_map(|p| {
-                let pairs: Vec<ec2::UserIdGroupPair> = p
-                    .user_id_group_pairs()
-                    .iter()
-                    .filter(|pair| pair.group_id().is_some_and(|id| deleting.contains(id)))
-                    .cloned()
-                    .collect();
-                if pairs.is_empty() {
-                    return None;
-                }
-                Some(
-                    ec2::IpPermission::builder()
-                        .set_ip_protocol(p.ip_protocol().map(str::to_string))
-                        .set_from_port(p.from_port())
-                        .set_to_port(p.to_port())
-                        .set_user_id_group_pairs(Some(pairs))
-                        .build(),
-                )
-            })
-            .collect()
-    };
-    (
-        reduce(group.ip_permissions()),
-        reduce(group.ip_permissions_egress()),
-    )
-}
-
-/// Revokes the rules that name a group about to be deleted in the cluster's other security groups: those it
-/// keeps (tagged `shared`, or claimed by another cluster too) and, in the same round, none of the groups being
-/// deleted (their own rules go in `security_groups::delete_all`). The cloud controller manager adds such a rule
-/// (the nodes' group admitting its load balancer's group); AWS refuses to delete a group any rule still names.
-/// A group carrying no tag of this cluster is never changed: its rule keeps our group, and the teardown names
-/// it when it stops.
-pub async fn revoke_references(
-    cloud: &Cloud,
-    cluster: &str,
-    deleting: &[Resource],
-) -> Result<(), Failed> {
-    let ids: BTreeSet<String> = deleting.iter().map(|r| r.id.clone()).collect();
-    let label = format!("security groups of {cluster}");
-    let groups = attempt_read(cloud, cluster, &label).await?;
-    for group in groups {
-        let Some(id) = group.group_id() else {
-            continue;
-        };
-        if ids.contains(id) || claim(&tag_map(group.tags()), cluster) == Claim::None {
-            continue;
-        }
-        let (ingress, egress) = references_to(&group, &ids);
-        let group_label = format!("SecurityGroup {id}");
-        if !ingress.is_empty() {
-            attempt(&group_label, "RevokeSecurityGroupIngress", || {
-                cloud
-                    .ec2
-                    .revoke_security_group_ingress()
-                    .group_id(id)
-                    .set_ip_permissions(Some(ingress.clone()))
-                    .send()
-            })
-            .await?;
-        }
-        if !egress.is_empty() {
-            attempt(&group_label, "RevokeSecurityGroupEgress", || {
-                cloud
-                    .ec2
-                    .revoke_security_group_egress()
-                    .group_id(id)
-                    .set_ip_permissions(Some(egress.clone()))
-                    .send()
-            })
-            .await?;
-        }
-    }
-    Ok(())
-}
-
-/// The security groups carrying the cluster's tag (either value), as a delete reads them: a failure is a
-/// [`Failed`] the round classifies.
-async fn attempt_read(
-    cloud: &Cloud,
-    cluster: &str,
-    label: &str,
-) -> Result<Vec<ec2::SecurityGroup>, Failed> {
-    let mut groups = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
-        let mut page = None;
-        attempt(label, "DescribeSecurityGroups", || async {
-            let out = cloud
-                .ec2
-                .describe_security_groups()
-                .filters(filter(
-                    &format!("tag:{}", ownership_tag(cluster)),
-                    &["owned", "shared"],
-                ))
-                .set_next_token(token.clone())
-                .send()
-                .await;
-            if let Ok(o) = &out {
-                page = Some(o.clone());
-            }
-            out
-        })
-        .await?;
-        let Some(page) = page else {
-            // "Not found" on a describe: nothing to read.
-            return Ok(groups);
-        };
-        groups.extend(page.security_groups().iter().cloned());
-        token = page.next_token().map(str::to_string);
-        if token.is_none() {
-            return Ok(groups);
-        }
-    }
 }
 
 #[cfg(test)]
@@ -529,59 +430,5 @@ mod tests {
                 vec![Vpc],
             ]
         );
-    }
-
-    fn pair(group: &str) -> ec2::UserIdGroupPair {
-        ec2::UserIdGroupPair::builder().group_id(group).build()
-    }
-
-    #[test]
-    fn only_the_references_to_deleted_groups_are_revoked() {
-        let nodes = ec2::SecurityGroup::builder()
-            .group_id("sg-nodes")
-            .ip_permissions(
-                ec2::IpPermission::builder()
-                    .ip_protocol("-1")
-                    .user_id_group_pairs(pair("sg-elb"))
-                    .user_id_group_pairs(pair("sg-control-plane"))
-                    .ip_ranges(ec2::IpRange::builder().cidr_ip("10.0.0.0/8").build())
-                    .build(),
-            )
-            .ip_permissions(
-                ec2::IpPermission::builder()
-                    .ip_protocol("tcp")
-                    .from_port(22)
-                    .to_port(22)
-                    .ip_ranges(ec2::IpRange::builder().cidr_ip("0.0.0.0/0").build())
-                    .build(),
-            )
-            .ip_permissions_egress(
-                ec2::IpPermission::builder()
-                    .ip_protocol("tcp")
-                    .from_port(80)
-                    .to_port(80)
-                    .user_id_group_pairs(pair("sg-elb"))
-                    .build(),
-            )
-            .build();
-        let deleting: BTreeSet<String> = ["sg-elb".to_string()].into();
-        let (ingress, egress) = references_to(&nodes, &deleting);
-        assert_eq!(ingress.len(), 1);
-        assert_eq!(ingress[0].ip_protocol(), Some("-1"));
-        let groups: Vec<&str> = ingress[0]
-            .user_id_group_pairs()
-            .iter()
-            .filter_map(|p| p.group_id())
-            .collect();
-        assert_eq!(groups, vec!["sg-elb"]);
-        assert!(
-            ingress[0].ip_ranges().is_empty(),
-            "CIDR rules are not ours to revoke"
-        );
-        assert_eq!(egress.len(), 1);
-        assert_eq!(egress[0].from_port(), Some(80));
-
-        let none: BTreeSet<String> = ["sg-other".to_string()].into();
-        assert_eq!(references_to(&nodes, &none), (vec![], vec![]));
     }
 }

@@ -3,8 +3,10 @@
 //! kops's model (`pkg/resources/aws/aws.go`): list everything by the cluster's tags, then delete in rounds.
 //! Each round [`discover`]s the cluster's resources again (read-only, by ownership tags and deterministic
 //! names: so a run killed anywhere is simply continued by the next), plans what may go now ([`rounds`], pure:
-//! a kind waits until the kinds that depend on it are gone), and calls each kind's `delete` (in
-//! `super::kinds`, and [`sweep`] for instances, network interfaces and volumes). "Not yet" failures are tried
+//! a kind waits until the kinds that depend on it are gone), and calls each kind's [`Delete`]: the kinds of
+//! `update cluster` through the engine's stages ([`engine::deleters`](super::engine::deleters)), what only
+//! the teardown finds ([`sweep`]'s instances, network interfaces and shared tags, [`kubernetes_made`]'s classic
+//! load balancers) through [`FOUND_ONLY`]; no kind is named anywhere else. "Not yet" failures are tried
 //! again next round with backoff; "gone already" counts as done; anything else stops the teardown after the
 //! round, naming the resource. Shared resources only lose the cluster's tag. Nothing is remembered between
 //! rounds but timings: AWS is the record.
@@ -19,8 +21,6 @@ pub mod sweep;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use futures_util::future::join_all;
-
 pub use discover::discover;
 pub use inventory::{Inventory, Resource, ResourceKind};
 pub use irsa::DiscoveryTarget;
@@ -28,11 +28,29 @@ use rounds::{plan_round, Outcome};
 
 use super::error::UpdateError;
 pub use super::kinds::deletion::{attempt, Failed};
-use super::kinds::{
-    auto_scaling_groups, iam, launch_templates, load_balancer, network, routes, security_groups,
-    subnets, termination,
-};
+use super::kinds::task::{not_deleted_here, Delete, Deletes, Deleting};
 use super::Cloud;
+
+/// The kinds only a teardown finds (`update cluster` makes none of them), with their deletes: every other
+/// kind's delete is its `Task`'s, reached through the engine's stages.
+pub const FOUND_ONLY: [&dyn Delete; 4] = [
+    &sweep::Instances,
+    &sweep::NetworkInterfaces,
+    &kubernetes_made::ClassicLoadBalancers,
+    &sweep::SharedTags,
+];
+
+/// Every delete: the engine's kinds', then the teardown's own.
+pub fn deleters() -> impl Iterator<Item = &'static dyn Delete> {
+    super::engine::deleters().chain(FOUND_ONLY)
+}
+
+/// The delete of `kind`: the one that lists it in its [`Deletes::Kinds`].
+pub fn deleter(kind: ResourceKind) -> Option<(ResourceKind, &'static dyn Delete)> {
+    deleters()
+        .find(|d| matches!(d.deletes(), Deletes::Kinds(kinds) if kinds.contains(&kind)))
+        .map(|d| (kind, d))
+}
 
 /// How long a teardown waits without any progress (nothing gone, nothing new on its way out) before it gives up
 /// naming what is left. NAT gateways take about a minute to delete on AWS and a load balancer's network
@@ -206,8 +224,12 @@ pub async fn teardown(
             if *kind == ResourceKind::SharedTag {
                 report.untagged.extend(resources.iter().cloned());
             }
-            for (resource, result) in delete_kind(cloud, cluster, discovery, *kind, resources).await
-            {
+            let deleting = Deleting {
+                cloud,
+                cluster,
+                discovery,
+            };
+            for (resource, result) in delete_kind(deleting, *kind, resources).await {
                 match result {
                     Ok(()) => {
                         last_errors.remove(&resource.label());
@@ -267,73 +289,77 @@ fn note_progress(
     }
 }
 
-/// Deletes the resources of one kind, concurrently where they are independent.
+/// Deletes the resources of one kind through its [`Delete`] (concurrently where they are independent).
 async fn delete_kind(
-    cloud: &Cloud,
-    cluster: &str,
-    discovery: Option<&DiscoveryTarget>,
+    deleting: Deleting<'_>,
     kind: ResourceKind,
     resources: &[Resource],
 ) -> Vec<(Resource, Result<(), Failed>)> {
-    if kind == ResourceKind::SecurityGroup {
-        // Rules in the groups the cluster keeps that name these (the cloud controller manager's, into a shared
-        // nodes' group) go first; a failure holds the groups for a later round.
-        if let (Err(failed), Some(first)) = (
-            kubernetes_made::revoke_references(cloud, cluster, resources).await,
-            resources.first(),
-        ) {
-            return vec![(first.clone(), Err(failed))];
+    match deleter(kind) {
+        Some((_, deleter)) => deleter.delete_found(deleting, resources).await,
+        // Never: a test holds every kind to one delete. Were it to happen, the teardown stops naming them.
+        None => resources
+            .iter()
+            .map(|r| (r.clone(), Err(not_deleted_here(r))))
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cloud::kinds::task::Home;
+
+    /// The kinds whose delete lists `kind`.
+    fn deleting(kind: ResourceKind) -> usize {
+        deleters()
+            .filter(|d| matches!(d.deletes(), Deletes::Kinds(kinds) if kinds.contains(&kind)))
+            .count()
+    }
+
+    #[test]
+    fn every_kind_a_teardown_finds_has_exactly_one_delete() {
+        for kind in ResourceKind::ALL {
+            assert_eq!(deleting(kind), 1, "{kind}: deletes listing it");
+            assert!(deleter(kind).is_some(), "{kind}");
         }
-        // Their rules refer to each other: every group's rules go before any group.
-        return security_groups::delete_all(cloud, resources).await;
     }
-    if kind == ResourceKind::Instance {
-        let result = sweep::terminate_instances(cloud, resources).await;
-        return match result {
-            Ok(()) => resources.iter().map(|r| (r.clone(), Ok(()))).collect(),
-            Err(failed) => {
-                // One call for all: its failure is every instance's; the first carries the error.
-                let mut out = Vec::new();
-                let mut failed = Some(failed);
-                for r in resources {
-                    let result = match failed.take() {
-                        Some(f) => Err(f),
-                        None => Ok(()),
-                    };
-                    out.push((r.clone(), result));
+
+    #[test]
+    fn every_kind_in_the_engine_has_a_delete_or_lives_in_the_state_store() {
+        for (i, step) in crate::cloud::engine::steps().enumerate() {
+            match step.as_delete().deletes() {
+                Deletes::Kinds(kinds) => assert!(!kinds.is_empty(), "step {i} deletes no kind"),
+                // Deleted as other kinds: those must have a delete of their own.
+                Deletes::With(kinds) => {
+                    assert!(!kinds.is_empty(), "step {i} is deleted with no kind");
+                    for kind in kinds {
+                        assert_eq!(deleting(*kind), 1, "step {i} is deleted as {kind}");
+                    }
                 }
-                out
+                Deletes::StateStore => assert_eq!(
+                    step.home(),
+                    Home::StateStore,
+                    "step {i} says it has nothing in AWS but makes AWS resources"
+                ),
             }
-        };
+        }
     }
-    let deletes = resources.iter().map(|r| async move {
-        let result = match kind {
-            ResourceKind::AutoScalingGroup => auto_scaling_groups::delete(cloud, r).await,
-            ResourceKind::LoadBalancer => load_balancer::delete_load_balancer(cloud, r).await,
-            ResourceKind::ClassicLoadBalancer => {
-                kubernetes_made::delete_classic_load_balancer(cloud, r).await
+
+    #[test]
+    fn the_teardowns_own_kinds_are_none_the_engine_makes() {
+        for own in FOUND_ONLY {
+            let Deletes::Kinds(kinds) = own.deletes() else {
+                panic!("a teardown's own delete deletes kinds");
+            };
+            for kind in kinds {
+                assert!(
+                    !crate::cloud::engine::deleters().any(
+                        |d| matches!(d.deletes(), Deletes::Kinds(k) | Deletes::With(k) if k.contains(kind))
+                    ),
+                    "{kind} is made by `update cluster`: its Task deletes it"
+                );
             }
-            ResourceKind::TargetGroup => load_balancer::delete_target_group(cloud, r).await,
-            ResourceKind::NatGateway => routes::delete_nat_gateway(cloud, r).await,
-            ResourceKind::ElasticIp => routes::release_address(cloud, r).await,
-            ResourceKind::RouteTable => routes::delete_route_table(cloud, r).await,
-            ResourceKind::InternetGateway => routes::delete_internet_gateway(cloud, r).await,
-            ResourceKind::LaunchTemplate => launch_templates::delete(cloud, r).await,
-            ResourceKind::InstanceProfile => iam::delete_instance_profile(cloud, r).await,
-            ResourceKind::IamRole => iam::delete_role(cloud, r).await,
-            ResourceKind::Volume => sweep::delete_volume(cloud, r).await,
-            ResourceKind::NetworkInterface => sweep::delete_network_interface(cloud, r).await,
-            ResourceKind::Subnet => subnets::delete(cloud, r).await,
-            ResourceKind::Vpc => network::delete(cloud, r).await,
-            ResourceKind::OidcProvider => irsa::delete_oidc_provider(cloud, r).await,
-            ResourceKind::DiscoveryDocument => irsa::delete_discovery_document(discovery, r).await,
-            ResourceKind::EventRule => termination::delete_rule(cloud, r).await,
-            ResourceKind::SqsQueue => termination::delete_queue(cloud, r).await,
-            ResourceKind::SharedTag => sweep::remove_cluster_tag(cloud, cluster, r).await,
-            // Handled above, all at once.
-            ResourceKind::SecurityGroup | ResourceKind::Instance => Ok(()),
-        };
-        (r.clone(), result)
-    });
-    join_all(deletes).await
+        }
+    }
 }
