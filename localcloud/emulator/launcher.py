@@ -1679,6 +1679,61 @@ def patch_lifecycle_action_completion() -> None:
     threading.Thread(target=sweep, name="lifecycle-timeouts", daemon=True).start()
 
 
+def patch_autoscaling_group_resource_for_iam() -> None:
+    """(gap) Under IAM enforcement moto authorizes every Auto Scaling call against the resource `*`: a statement
+    naming a group's ARN (AWS's resource-level permissions) never applied, so a role held to its cluster's groups
+    was denied. Now a call naming an existing group (AutoScalingGroupName) is authorized against that group's
+    ARN, as AWS does; a call naming none (the Describe calls, TerminateInstanceInAutoScalingGroup) stays `*`.
+    Statements whose Resource is `*` match either way.
+
+    The control-plane role may complete and heartbeat lifecycle actions of its cluster's groups only
+    (`ctl/src/cloud/termination_iam.rs`); the termination handler calls them with that role on the local cloud.
+
+    Internals: BaseResponse.call_action asks `self._determine_resource()` when the response class has one;
+    AutoScalingResponse.{_get_param, autoscaling_backend}, FakeAutoScalingGroup.arn.
+    """
+    from moto.autoscaling.responses import AutoScalingResponse
+
+    def _determine_resource(self) -> str:  # type: ignore[no-untyped-def]
+        try:
+            name = self._get_param("AutoScalingGroupName")
+            group = self.autoscaling_backend.autoscaling_groups.get(name) if name else None
+            return group.arn if group is not None else "*"
+        except Exception:  # authorization must not fail on a request moto itself would refuse
+            return "*"
+
+    AutoScalingResponse._determine_resource = _determine_resource
+
+
+def patch_sqs_get_queue_url_resource() -> None:
+    """(gap) Under IAM enforcement moto authorizes SQS calls against the queue the QueueUrl parameter names, and
+    GetQueueUrl has none (it names the queue by QueueName): it was authorized against `*`, so a role allowed
+    sqs:GetQueueUrl on its own queue's ARN only was denied. Now GetQueueUrl is authorized against the ARN of
+    the queue QueueName names (when it exists), as AWS does.
+
+    The control-plane role finds its cluster's termination queue by name (`ctl/src/cloud/termination_iam.rs`).
+
+    Internals: SQSResponse._determine_resource (wrapped), _get_action, _get_param, sqs_backend.get_queue,
+    Queue.queue_arn, QueueDoesNotExist.
+    """
+    from moto.sqs.exceptions import QueueDoesNotExist
+    from moto.sqs.responses import SQSResponse
+
+    original = SQSResponse._determine_resource
+
+    def _determine_resource(self) -> str:  # type: ignore[no-untyped-def]
+        try:
+            if self._get_action() == "GetQueueUrl":
+                name = self._get_param("QueueName")
+                if name:
+                    return self.sqs_backend.get_queue(name).queue_arn
+        except (QueueDoesNotExist, AttributeError, TypeError, KeyError):
+            pass
+        return original(self)
+
+    SQSResponse._determine_resource = _determine_resource
+
+
 def lifecycle_actions() -> bytes:
     """`{"actions": [...]}`: the pending lifecycle actions, each with its instance, group, hook, transition, token
     and the seconds left of its heartbeat."""
@@ -1724,6 +1779,8 @@ PATCHES = [
     # After the scale-in and mixed-instances wrappers of set_desired_capacity: this one holds what they choose.
     patch_asg_terminating_lifecycle_wait,
     patch_lifecycle_action_completion,
+    patch_autoscaling_group_resource_for_iam,
+    patch_sqs_get_queue_url_resource,
 ]
 
 

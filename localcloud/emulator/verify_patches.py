@@ -533,6 +533,50 @@ def verify_iam_enforcement() -> None:
         code = error_code(lambda: client("s3", url, nk["AccessKeyId"], nk["SecretAccessKey"]).list_buckets())
         check("iam: user without policies denied (s3)", code == "AccessDenied", code)
 
+        # Auto Scaling calls are authorized against the named group's ARN (patch_autoscaling_group_resource_for_iam).
+        admin_asg = client("autoscaling", url, ak, sk)
+        subnet = admin_ec2.create_subnet(VpcId=vpc_id, CidrBlock="10.42.1.0/24",
+                                         AvailabilityZone="us-west-2a")["Subnet"]["SubnetId"]
+        image = admin_ec2.describe_images()["Images"][0]["ImageId"]
+        lt = admin_ec2.create_launch_template(LaunchTemplateName="asg-iam", LaunchTemplateData={
+            "ImageId": image, "InstanceType": "t3.medium"})["LaunchTemplate"]["LaunchTemplateId"]
+        for name in ("mine.c1", "other.c1"):
+            admin_asg.create_auto_scaling_group(AutoScalingGroupName=name, MinSize=0, MaxSize=1, DesiredCapacity=0,
+                                                LaunchTemplate={"LaunchTemplateId": lt}, VPCZoneIdentifier=subnet)
+        admin_iam.create_user(UserName="hooks")
+        admin_iam.put_user_policy(UserName="hooks", PolicyName="hooks", PolicyDocument=json.dumps({
+            "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": [
+                "autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat"],
+                "Resource": [f"arn:aws:autoscaling:{REGION}:*:autoScalingGroup:*:autoScalingGroupName/mine.c1"]}]}))
+        hk = admin_iam.create_access_key(UserName="hooks")["AccessKey"]
+        hooks_asg = client("autoscaling", url, hk["AccessKeyId"], hk["SecretAccessKey"])
+
+        def complete(group: str) -> str:
+            return error_code(lambda: hooks_asg.complete_lifecycle_action(
+                AutoScalingGroupName=group, LifecycleHookName="h", InstanceId="i-0", LifecycleActionResult="CONTINUE"))
+
+        codes = (complete("mine.c1"), complete("other.c1"))
+        check("iam: a statement naming a group's ARN allows CompleteLifecycleAction on that group only "
+              "(ValidationError: no action waiting; AccessDenied elsewhere)",
+              codes == ("ValidationError", "AccessDenied"), codes)
+
+        # GetQueueUrl is authorized against the named queue's ARN (patch_sqs_get_queue_url_resource).
+        admin_sqs = client("sqs", url, ak, sk)
+        for name in ("mine-termination", "other-termination"):
+            admin_sqs.create_queue(QueueName=name)
+        admin_iam.put_user_policy(UserName="hooks", PolicyName="queue", PolicyDocument=json.dumps({
+            "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": [
+                "sqs:GetQueueUrl", "sqs:ReceiveMessage", "sqs:DeleteMessage"],
+                "Resource": [f"arn:aws:sqs:{REGION}:*:mine-termination"]}]}))
+        hooks_sqs = client("sqs", url, hk["AccessKeyId"], hk["SecretAccessKey"])
+        codes = tuple(error_code(lambda n=n: hooks_sqs.get_queue_url(QueueName=n))
+                      for n in ("mine-termination", "other-termination"))
+        check("iam: GetQueueUrl is allowed on the queue the statement names only", codes[0] == "OK" and codes[1] != "OK",
+              codes)
+        mine_url = hooks_sqs.get_queue_url(QueueName="mine-termination")["QueueUrl"]
+        code = error_code(lambda: hooks_sqs.receive_message(QueueUrl=mine_url, WaitTimeSeconds=0))
+        check("iam: ... and ReceiveMessage on it", code == "OK", code)
+
         # Assumed role with a narrow S3 policy.
         admin_s3.create_bucket(Bucket="state", CreateBucketConfiguration={"LocationConstraint": REGION})
         admin_s3.put_object(Bucket="state", Key="c1/nodes/spec.yaml", Body=b"spec")
