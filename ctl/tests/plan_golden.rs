@@ -377,6 +377,7 @@ fn applied_load_balancer(model: &ClusterModel, state: &mut ActualState) -> (Stri
                 "internet-facing"
             }
             .into(),
+            security_groups: lb.security_groups.clone(),
         }),
         target_group: Some(target_group.clone()),
         listeners: vec![load_balancer::Listener {

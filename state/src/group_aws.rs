@@ -24,6 +24,9 @@ pub const MAX_INSTANCE_LIFETIME_SECS: std::ops::RangeInclusive<u64> = 86_400..=3
 /// Security groups a group's instances may have besides the cluster's own: an instance's network interface
 /// holds at most 16 (EC2's highest quota; the default quota is 5, so past 4 here the quota must be raised).
 pub const MAX_ADDITIONAL_SECURITY_GROUPS: usize = 15;
+/// Security groups the API's network load balancer may carry (`spec.api.loadBalancer.additionalSecurityGroups`):
+/// Elastic Load Balancing's quota of security groups per load balancer, 5.
+pub const MAX_API_SECURITY_GROUPS: usize = 5;
 /// Classic load balancers, and target groups, one Auto Scaling group may name: 10 each per
 /// CreateAutoScalingGroup call (its API reference); a control-plane group's own API target group is one of
 /// its ten.

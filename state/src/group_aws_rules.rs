@@ -1,4 +1,5 @@
-//! The rules of an instance group's AWS settings (`crate::group_aws`'s types), each error naming its field, and
+//! The rules of an instance group's AWS settings (`crate::group_aws`'s types) and of the API load balancer's
+//! security groups, each error naming its field, and
 //! what they mean for a group of a config (its public IP, its load balancers); called by
 //! [`crate::validate::validate`].
 
@@ -7,11 +8,13 @@ use std::collections::BTreeSet;
 use crate::error::FieldError;
 use crate::group_aws::{
     MixedInstancesPolicySpec, SpotAllocationStrategy, CLASSIC_LB_NAME, INSTANCE_TYPE,
-    MAX_ADDITIONAL_SECURITY_GROUPS, MAX_EXTERNAL_LOAD_BALANCERS, MAX_INSTANCE_LIFETIME_SECS,
-    MAX_MIXED_INSTANCE_TYPES, MAX_PRICE, ON_DEMAND_ABOVE_BASE_PERCENT, SECURITY_GROUP_ID,
-    SPOT_INSTANCE_POOLS, TARGET_GROUP_ARN,
+    MAX_ADDITIONAL_SECURITY_GROUPS, MAX_API_SECURITY_GROUPS, MAX_EXTERNAL_LOAD_BALANCERS,
+    MAX_INSTANCE_LIFETIME_SECS, MAX_MIXED_INSTANCE_TYPES, MAX_PRICE, ON_DEMAND_ABOVE_BASE_PERCENT,
+    SECURITY_GROUP_ID, SPOT_INSTANCE_POOLS, TARGET_GROUP_ARN,
 };
-use crate::spec::{ClusterConfig, InstanceGroupSpec, Role, SubnetType, KIND_INSTANCE_GROUP};
+use crate::spec::{
+    ClusterConfig, InstanceGroupSpec, Role, SubnetType, KIND_CLUSTER, KIND_INSTANCE_GROUP,
+};
 
 /// The classic load balancers' names and the target groups' ARNs of a group's external load balancers, each
 /// sorted and without repeats.
@@ -58,6 +61,7 @@ fn all_public(config: &ClusterConfig, spec: &InstanceGroupSpec) -> bool {
 
 /// Checks every group's AWS settings; errors name the group and the field.
 pub fn check(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
+    check_api_security_groups(errors, config);
     for ig in &config.instance_groups {
         let object = format!("{KIND_INSTANCE_GROUP}/{}", ig.metadata.name);
         let mut error = |path: &str, message: String| {
@@ -96,7 +100,13 @@ pub fn check(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
                 Ok(_) => {}
             }
         }
-        check_security_groups(&mut error, &spec.additional_security_groups);
+        check_security_groups(
+            &mut error,
+            "spec.additionalSecurityGroups",
+            &spec.additional_security_groups,
+            MAX_ADDITIONAL_SECURITY_GROUPS,
+            "an instance has at most 16, the cluster's own included",
+        );
         check_external_load_balancers(&mut error, spec);
         if spec.associate_public_ip == Some(true) && !all_public(config, spec) {
             error(
@@ -196,15 +206,42 @@ fn check_policy(
     }
 }
 
-fn check_security_groups(error: &mut impl FnMut(&str, String), groups: &[String]) {
-    let path = "spec.additionalSecurityGroups";
-    if groups.len() > MAX_ADDITIONAL_SECURITY_GROUPS {
+/// The API load balancer's security groups (`spec.api.loadBalancer.additionalSecurityGroups`): ids, each once,
+/// at most Elastic Load Balancing's 5 per load balancer.
+fn check_api_security_groups(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
+    let Some(lb) = config
+        .cluster
+        .spec
+        .api
+        .as_ref()
+        .and_then(|a| a.load_balancer.as_ref())
+    else {
+        return;
+    };
+    let object = format!("{KIND_CLUSTER}/{}", config.cluster.metadata.name);
+    let mut error = |path: &str, message: String| {
+        errors.push(FieldError::new(&object, path, message));
+    };
+    check_security_groups(
+        &mut error,
+        "spec.api.loadBalancer.additionalSecurityGroups",
+        &lb.additional_security_groups,
+        MAX_API_SECURITY_GROUPS,
+        "a load balancer has at most 5",
+    );
+}
+
+fn check_security_groups(
+    error: &mut impl FnMut(&str, String),
+    path: &str,
+    groups: &[String],
+    max: usize,
+    why: &str,
+) {
+    if groups.len() > max {
         error(
             path,
-            format!(
-                "lists {} security groups; an instance has at most 16, the cluster's own included",
-                groups.len()
-            ),
+            format!("lists {} security groups; {why}", groups.len()),
         );
         return;
     }

@@ -260,6 +260,12 @@ pub struct ApiSpec {
 pub struct LoadBalancerSpec {
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub lb_type: Option<LoadBalancerType>,
+    /// Security groups (ids) the API's network load balancer carries, which then filter what reaches it (kops's
+    /// `spec.api.loadBalancer.additionalSecurityGroups`). Given when the load balancer is created: AWS cannot add
+    /// the first security group to an NLB made without one, nor take the last one away, so a change is refused
+    /// (`ctl/src/cloud/kinds/load_balancer.rs`). At most [`crate::group_aws::MAX_API_SECURITY_GROUPS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_security_groups: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

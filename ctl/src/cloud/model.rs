@@ -121,6 +121,8 @@ pub struct LoadBalancerModel {
     pub internal: bool,
     /// Names of the subnets it lives in (one per zone).
     pub subnets: Vec<String>,
+    /// `spec.api.loadBalancer.additionalSecurityGroups`, sorted: given at creation only.
+    pub security_groups: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -585,11 +587,20 @@ fn load_balancer(
             chosen.push(subnet.name.clone());
         }
     }
+    let mut security_groups = spec
+        .api
+        .as_ref()
+        .and_then(|a| a.load_balancer.as_ref())
+        .map(|lb| lb.additional_security_groups.clone())
+        .unwrap_or_default();
+    // AWS reports them in no promised order: compared as sets.
+    security_groups.sort();
     LoadBalancerModel {
         name: elb_name("api", cluster),
         target_group_name: elb_name("tcp", cluster),
         internal,
         subnets: chosen,
+        security_groups,
     }
 }
 

@@ -1,5 +1,9 @@
 //! The API's network load balancer, its target group (TCP 443, instances) and its listener forwarding to it.
-//! Found by their deterministic names. The scheme (internet-facing or internal) cannot change in place.
+//! Found by their deterministic names. The scheme (internet-facing or internal) cannot change in place, and
+//! neither can its security groups (`spec.api.loadBalancer.additionalSecurityGroups`): AWS gives an NLB security
+//! groups only if it was created with some, and never lets the last one go, so they are given at creation and a
+//! change is refused, not planned as a replacement: a new load balancer has a new DNS name, which every
+//! kubeconfig and node of the cluster names.
 
 use std::collections::BTreeMap;
 
@@ -25,6 +29,9 @@ pub struct LoadBalancer {
     pub dns_name: String,
     /// `internet-facing` or `internal`.
     pub scheme: String,
+    /// Its security groups' ids, sorted (none for an NLB created without them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub security_groups: Vec<String>,
 }
 
 /// A listener as found.
@@ -74,10 +81,15 @@ impl Planned for Change {
         let stage = Stage::LoadBalancer;
         let change = match self {
             Change::CreateLoadBalancer(lb) => {
-                PlanChange::new(stage, Kind::LoadBalancer, &lb.name, Action::Create)
+                let change = PlanChange::new(stage, Kind::LoadBalancer, &lb.name, Action::Create)
                     .field("type", None, "network")
                     .field("scheme", None, scheme(lb).as_str())
-                    .field("subnets", None, lb.subnets.join(", "))
+                    .field("subnets", None, lb.subnets.join(", "));
+                if lb.security_groups.is_empty() {
+                    change
+                } else {
+                    change.field("security groups", None, lb.security_groups.join(", "))
+                }
             }
             Change::CreateTargetGroup(lb) => PlanChange::new(
                 stage,
@@ -184,6 +196,11 @@ pub async fn find(cloud: &Cloud, model: &ClusterModel) -> Result<Actual, UpdateE
             .scheme()
             .map(|s| s.as_str().to_string())
             .unwrap_or_default(),
+        security_groups: {
+            let mut groups = l.security_groups().to_vec();
+            groups.sort();
+            groups
+        },
     });
     let listeners = match &load_balancer {
         Some(found) => call(
@@ -270,6 +287,14 @@ pub fn diff(model: &ClusterModel, actual: &Actual) -> Result<Vec<Change>, Update
                 to: want_scheme.as_str().to_string(),
             });
         }
+        Some(found) if found.security_groups != lb.security_groups => {
+            return Err(UpdateError::Immutable {
+                resource: format!("LoadBalancer {}", lb.name),
+                field: "spec.api.loadBalancer.additionalSecurityGroups",
+                from: security_groups_text(&found.security_groups),
+                to: security_groups_text(&lb.security_groups),
+            });
+        }
         Some(_) => {}
         None => changes.push(Change::CreateLoadBalancer(lb.clone())),
     }
@@ -290,6 +315,15 @@ pub fn diff(model: &ClusterModel, actual: &Actual) -> Result<Vec<Change>, Update
         });
     }
     Ok(changes)
+}
+
+/// A set of security groups as the refusal names it.
+fn security_groups_text(groups: &[String]) -> String {
+    if groups.is_empty() {
+        "none".to_string()
+    } else {
+        format!("[{}]", groups.join(", "))
+    }
 }
 
 pub async fn apply(
@@ -317,6 +351,11 @@ pub async fn apply(
                             .r#type(elb::LoadBalancerTypeEnum::Network)
                             .scheme(scheme(lb))
                             .set_subnets(Some(subnet_ids.clone()))
+                            // Only at creation: an NLB made without security groups can never get one.
+                            .set_security_groups(
+                                (!lb.security_groups.is_empty())
+                                    .then(|| lb.security_groups.clone()),
+                            )
                             .set_tags(Some(tags.clone()))
                             .send()
                     },
@@ -586,13 +625,17 @@ impl Task for LoadBalancerTask {
                         .iter()
                         .filter_map(|s| known.subnet_ids.get(s).cloned())
                         .collect();
+                    let mut resource = TfResource::new()
+                        .attr("internal", lb.internal)
+                        .attr("load_balancer_type", "network")
+                        .attr("name", lb.name.as_str());
+                    if !lb.security_groups.is_empty() {
+                        resource = resource.attr("security_groups", values(&lb.security_groups));
+                    }
                     terraform.resource(
                         "aws_lb",
                         &tf,
-                        TfResource::new()
-                            .attr("internal", lb.internal)
-                            .attr("load_balancer_type", "network")
-                            .attr("name", lb.name.as_str())
+                        resource
                             .attr("subnets", values(&subnets))
                             .attr("tags", string_map(&tags_named(model, &lb.name))),
                     )?;
@@ -663,6 +706,116 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    fn lb_model(groups: &[&str]) -> LoadBalancerModel {
+        LoadBalancerModel {
+            name: "api-x".into(),
+            target_group_name: "tcp-x".into(),
+            internal: false,
+            subnets: vec!["a".into()],
+            security_groups: groups.iter().map(|g| g.to_string()).collect(),
+        }
+    }
+
+    fn found(groups: &[&str]) -> Actual {
+        Actual {
+            load_balancer: Some(LoadBalancer {
+                arn: "arn:lb".into(),
+                dns_name: "api-x.elb.amazonaws.com".into(),
+                scheme: "internet-facing".into(),
+                security_groups: groups.iter().map(|g| g.to_string()).collect(),
+            }),
+            target_group: Some("arn:tg".into()),
+            listeners: vec![Listener {
+                arn: "arn:listener".into(),
+                port: 443,
+                forwards_to: vec!["arn:tg".into()],
+            }],
+        }
+    }
+
+    /// The security groups are given at creation and shown in the plan; the same set found is no change; any
+    /// other set (added to an NLB made without, removed, or swapped) is refused naming the field, before
+    /// anything is applied.
+    #[test]
+    fn security_groups_are_given_at_creation_and_a_change_is_refused() {
+        let config = ballast_state::generate::generate(&ballast_state::generate::ClusterTemplate {
+            name: "lb.example.com".into(),
+            zones: vec!["us-west-2a".into()],
+            ..Default::default()
+        })
+        .expect("template");
+        let state = crate::cloud::model::StateLocation::from_url("s3://state/c").expect("s3");
+        let mut model =
+            crate::cloud::model::cluster_model(&ballast_state::defaults::complete(&config), &state);
+        model.load_balancer = lb_model(&["sg-0aaaaaaa", "sg-0bbbbbbb"]);
+        let created = diff(&model, &Actual::default()).expect("a plan");
+        let text = format!("{:?}", created[0].planned());
+        assert!(text.contains("sg-0aaaaaaa, sg-0bbbbbbb"), "{text}");
+        assert!(diff(&model, &found(&["sg-0aaaaaaa", "sg-0bbbbbbb"]))
+            .expect("in sync")
+            .is_empty());
+        for had in [
+            &[][..],
+            &["sg-0aaaaaaa"][..],
+            &["sg-0ccccccc", "sg-0aaaaaaa"][..],
+        ] {
+            let refused = diff(&model, &found(had)).expect_err("a change");
+            assert!(
+                refused.to_string().contains(
+                    "spec.api.loadBalancer.additionalSecurityGroups cannot be changed in place"
+                ),
+                "{refused}"
+            );
+        }
+        model.load_balancer = lb_model(&[]);
+        assert!(
+            diff(&model, &found(&["sg-0aaaaaaa"])).is_err(),
+            "the last one cannot go"
+        );
+        assert!(diff(&model, &found(&[])).expect("in sync").is_empty());
+    }
+
+    /// `--target terraform` gives the `aws_lb` its security groups (tests/data/api-security-groups-create's spec),
+    /// and none when the spec has none.
+    #[tokio::test]
+    async fn terraform_gives_the_load_balancer_its_security_groups() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+        for (case, expected) in [
+            (
+                "api-security-groups-create",
+                Some(r#"security_groups    = ["sg-0123456789abcdef0", "sg-0aaaaaaa"]"#),
+            ),
+            ("create-from-nothing", None),
+        ] {
+            let text = std::fs::read_to_string(dir.join(case).join("spec.yaml")).expect("spec");
+            let objects = ballast_state::document::parse_objects(case, &text).expect("parses");
+            let config =
+                ballast_state::document::config_from_objects(case, objects).expect("a cluster");
+            let completed = ballast_state::defaults::complete(&config);
+            let state =
+                crate::cloud::model::StateLocation::from_url("s3://state/clusters").expect("s3");
+            let model = crate::cloud::model::cluster_model(&completed, &state);
+            let rendered = crate::cloud::to_terraform::render_terraform(
+                &model,
+                &completed,
+                Some("api.elb.example.com"),
+                &Default::default(),
+            )
+            .await
+            .expect("renders");
+            let all: String = rendered.files.iter().map(|(_, t)| t.as_str()).collect();
+            let lb = all
+                .split("resource \"aws_lb\" ")
+                .nth(1)
+                .and_then(|rest| rest.split("\n}\n").next())
+                .expect("an aws_lb");
+            match expected {
+                Some(line) => assert!(lb.contains(line), "{case}: {lb}"),
+                None => assert!(!lb.contains("security_groups"), "{case}: {lb}"),
+            }
+        }
     }
 
     #[test]

@@ -685,6 +685,7 @@ fn api(r: &mut Recorder<'_>, v: Value, spec: &mut ClusterSpec) {
         return;
     };
     let mut lb_type = None;
+    let mut security_groups = Vec::new();
     if let Some(dns) = a.take("dns") {
         if let Some(inner) = r.fields("spec.api.dns", dns) {
             let empty = inner.is_empty();
@@ -739,13 +740,27 @@ fn api(r: &mut Recorder<'_>, v: Value, spec: &mut ClusterSpec) {
                     None => {}
                 }
             }
+            if let Some(v) = lb.take("additionalSecurityGroups") {
+                if let Some(groups) = r.strings("spec.api.loadBalancer.additionalSecurityGroups", v)
+                {
+                    r.mapped(
+                        "spec.api.loadBalancer.additionalSecurityGroups",
+                        "spec.api.loadBalancer.additionalSecurityGroups (given when the load balancer is \
+                         created, and never changed after)",
+                    );
+                    security_groups = groups;
+                }
+            }
             r.finish(lb, NO_EQUIVALENT);
         }
     }
     r.finish(a, NO_EQUIVALENT);
-    if let Some(t) = lb_type {
+    if lb_type.is_some() || !security_groups.is_empty() {
         spec.api = Some(ApiSpec {
-            load_balancer: Some(LoadBalancerSpec { lb_type: Some(t) }),
+            load_balancer: Some(LoadBalancerSpec {
+                lb_type,
+                additional_security_groups: security_groups,
+            }),
         });
     }
 }

@@ -260,3 +260,55 @@ fn irsa_add_on_fields_follow_the_oidc_provider_and_cert_manager_is_never_silentl
         Fate::Dropped(_)
     ));
 }
+
+/// kops's `spec.api.loadBalancer.additionalSecurityGroups` maps to the same field of Ballast, with or without
+/// the type kops gave.
+#[test]
+fn the_api_load_balancers_security_groups_map_as_they_are() {
+    let text = CLUSTER.replace(
+        "  kubernetesVersion:",
+        "  api:\n    loadBalancer: {type: Internal, class: Network, additionalSecurityGroups: [sg-0aaaaaaa, sg-0123456789abcdef0]}\n  kubernetesVersion:",
+    );
+    let imported = run(&text);
+    let config = imported.config.as_ref().expect("imported");
+    let lb = config
+        .cluster
+        .spec
+        .api
+        .as_ref()
+        .and_then(|a| a.load_balancer.as_ref())
+        .expect("the load balancer");
+    assert_eq!(
+        lb.lb_type,
+        Some(ballast_state::spec::LoadBalancerType::Internal)
+    );
+    assert_eq!(
+        lb.additional_security_groups,
+        ["sg-0aaaaaaa", "sg-0123456789abcdef0"]
+    );
+    assert!(matches!(
+        fate_of(
+            &imported,
+            "Cluster/t.example.com",
+            "spec.api.loadBalancer.additionalSecurityGroups"
+        ),
+        Fate::Mapped(_)
+    ));
+    assert!(imported.refused().next().is_none());
+    // Given without a type: the type stays to be defaulted, the groups are kept.
+    let text = CLUSTER.replace(
+        "  kubernetesVersion:",
+        "  api:\n    loadBalancer: {additionalSecurityGroups: [sg-0aaaaaaa]}\n  kubernetesVersion:",
+    );
+    let imported = run(&text);
+    let config = imported.config.as_ref().expect("imported");
+    let lb = config
+        .cluster
+        .spec
+        .api
+        .as_ref()
+        .and_then(|a| a.load_balancer.as_ref())
+        .expect("lb");
+    assert_eq!(lb.lb_type, None);
+    assert_eq!(lb.additional_security_groups, ["sg-0aaaaaaa"]);
+}
