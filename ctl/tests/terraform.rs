@@ -27,8 +27,9 @@ use hcl::{Body, Expression};
 use predicates::prelude::*;
 
 const STATE: &str = "s3://state/clusters";
-const CASES: [&str; 5] = [
+const CASES: [&str; 6] = [
     "create-from-nothing",
+    "extra-volumes-create",
     "group-aws-create",
     "private-create",
     "shared-vpc-create",

@@ -388,6 +388,12 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
         (None, _) => None,
     };
 
+    // The group's extra volumes (spec.volumeMounts): EC2 attached them at launch; each is formatted when blank
+    // and mounted before anything is written or started (a kubelet must never start on the bare directory).
+    if !spec.volume_mounts.is_empty() {
+        mount_extra_volumes(cli, &identity, &spec.volume_mounts).await?;
+    }
+
     // 3. Render (pure) and certificates.
     let node = NodeFacts {
         instance_id: identity.instance_id.clone(),
@@ -763,6 +769,37 @@ async fn mount_etcd_volume(
         state_dir = paths::ETCD_STATE_DIR,
         "etcd's volume is mounted"
     );
+    Ok(())
+}
+
+/// How long a node waits for its extra volumes' devices: EC2 attached them at launch, so they show within
+/// seconds; a minute covers a slow attach, and a missing one fails the boot by name.
+const EXTRA_VOLUME_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Formats (when blank) and mounts the group's extra volumes (`docs/nodeup.md`, "Extra volumes").
+async fn mount_extra_volumes(
+    cli: &Cli,
+    identity: &Identity,
+    mounts: &[ballast_state::node::VolumeMount],
+) -> Result<(), NodeupError> {
+    let aws = aws_config::from_env()
+        .region(aws_config::Region::new(identity.region.clone()))
+        .load()
+        .await;
+    let ec2 = aws_sdk_ec2::Client::new(&aws);
+    let mappings = crate::volume::extra::block_device_mappings(&ec2, &identity.instance_id).await;
+    let mounted =
+        crate::volume::extra::mount_all(&cli.root, mounts, &mappings, EXTRA_VOLUME_TIMEOUT).await?;
+    for m in &mounted {
+        tracing::info!(
+            device = %m.device,
+            found = %m.found.display(),
+            path = %m.path,
+            formatted = m.formatted,
+            mounted_now = m.mounted_now,
+            "extra volume mounted"
+        );
+    }
     Ok(())
 }
 

@@ -41,6 +41,9 @@ pub enum ExitCode {
     /// A worker got no kubelet client certificate from the node bootstrap service (refused, or no control-plane
     /// node answered), or a control-plane node could not start that service.
     NodeIdentity = 12,
+    /// One of the group's extra volumes (`spec.volumeMounts`) could not be found, formatted or mounted (a device
+    /// holding another filesystem is refused, never reformatted).
+    ExtraVolume = 13,
 }
 
 impl ExitCode {
@@ -139,6 +142,9 @@ pub enum NodeupError {
     /// etcd's volume could not be made ready; etcd is not started without it.
     #[error("etcd's volume: {0}")]
     EtcdVolume(#[from] VolumeError),
+    /// An extra volume could not be made ready; the kubelet is not started without it.
+    #[error("{0}")]
+    ExtraVolume(#[from] crate::volume::extra::ExtraVolumeError),
 }
 
 impl NodeupError {
@@ -161,6 +167,7 @@ impl NodeupError {
                 ExitCode::NodeIdentity
             }
             NodeupError::EtcdVolume(_) => ExitCode::EtcdVolume,
+            NodeupError::ExtraVolume(_) => ExitCode::ExtraVolume,
             NodeupError::Runtime(_) => ExitCode::Failure,
         }
     }
@@ -197,11 +204,12 @@ mod tests {
             ExitCode::Image,
             ExitCode::EtcdVolume,
             ExitCode::NodeIdentity,
+            ExitCode::ExtraVolume,
         ]
         .into_iter()
         .map(ExitCode::code)
         .collect();
-        assert_eq!(codes, (0..=12).collect::<Vec<_>>());
+        assert_eq!(codes, (0..=13).collect::<Vec<_>>());
     }
 
     #[test]

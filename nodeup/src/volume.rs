@@ -11,6 +11,7 @@
 //! one), and mounting it is a bind mount. Every decision below is the same for both kinds.
 
 pub mod attach;
+pub mod extra;
 
 use std::path::PathBuf;
 
@@ -144,6 +145,57 @@ pub fn decide_format(contents: &Contents) -> FormatDecision {
             reason: reason.clone(),
         },
     }
+}
+
+/// Whether to format a group's extra volume before mounting it as `filesystem` (pure): only a blank one. One that
+/// holds another filesystem is never reformatted (its data may be an operator's, or the device not the one
+/// meant): refused, naming both. A directory volume (the local cloud's) has no filesystem type: holding
+/// anything, it is kept.
+pub fn decide_format_as(contents: &Contents, filesystem: &str) -> FormatDecision {
+    match contents {
+        Contents::Formatted { kind } if kind != filesystem && kind != "directory" => {
+            FormatDecision::Refuse {
+                reason: format!(
+                    "it holds a {kind} filesystem, not {filesystem}: nodeup never reformats a device that has                      one; set the mount's filesystem to {kind}, or wipe the device yourself"
+                ),
+            }
+        }
+        other => decide_format(other),
+    }
+}
+
+/// Where the kernel may show an extra volume the launch template mapped on `device`: that name, its other name
+/// (`/dev/sdg` and `/dev/xvdg`), and, when EC2 says which volume it is, the NVMe link of a Nitro instance.
+pub fn extra_device_candidates(device: &str, volume_id: Option<&str>) -> Vec<PathBuf> {
+    let mut candidates = vec![PathBuf::from(device)];
+    if let Some(letter) = device.strip_prefix("/dev/sd") {
+        candidates.push(PathBuf::from(format!("/dev/xvd{letter}")));
+    } else if let Some(letter) = device.strip_prefix("/dev/xvd") {
+        candidates.push(PathBuf::from(format!("/dev/sd{letter}")));
+    }
+    if let Some(id) = volume_id {
+        candidates.push(PathBuf::from(format!(
+            "/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_{}",
+            id.replace('-', "")
+        )));
+    }
+    candidates
+}
+
+/// The volume EC2 attached on a mount's device, from the instance's block device mappings (device -> volume
+/// id): by its name, else by its other name (pure).
+pub fn volume_on<'a>(
+    mappings: &'a std::collections::BTreeMap<String, String>,
+    device: &str,
+) -> Option<&'a str> {
+    if let Some(id) = mappings.get(device) {
+        return Some(id);
+    }
+    let letter = ballast_state::group_volumes::device_letter(device)?;
+    mappings
+        .iter()
+        .find(|(name, _)| ballast_state::group_volumes::device_letter(name) == Some(letter))
+        .map(|(_, id)| id.as_str())
 }
 
 /// What etcd's state directory is before the volume goes on it.

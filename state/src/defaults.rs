@@ -259,6 +259,7 @@ fn complete_instance_group(ig: &mut InstanceGroup, cluster: &ClusterSpec) {
         .volume_type
         .get_or_insert_with(|| DEFAULT_VOLUME_TYPE.to_string());
     volume.encrypted.get_or_insert(true);
+    crate::group_volumes::complete(spec);
     let metadata = spec.instance_metadata.get_or_insert_with(Default::default);
     metadata.http_tokens.get_or_insert(HttpTokens::Required);
     metadata.http_put_response_hop_limit.get_or_insert(1);

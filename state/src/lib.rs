@@ -36,6 +36,7 @@ pub mod etcd_volume;
 pub mod generate;
 pub mod group_aws;
 pub mod group_aws_rules;
+pub mod group_volumes;
 pub mod irsa;
 pub mod issuer;
 pub mod key_material;

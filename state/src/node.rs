@@ -108,6 +108,41 @@ pub struct NodeSpec {
     /// Present on API-server nodes only (role `ApiServer`): what their API server needs; they host no etcd member.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_server: Option<ApiServerSettings>,
+    /// The group's extra volumes to mount (`spec.volumeMounts`): nodeup formats a blank one, then mounts each
+    /// before the kubelet starts (`docs/nodeup.md`, "Extra volumes").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volume_mounts: Vec<VolumeMount>,
+}
+
+/// One extra volume nodeup mounts: the device EC2 attached it on (the launch template's block device mapping),
+/// where, and how to format it when it is blank.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VolumeMount {
+    pub device: String,
+    pub path: String,
+    /// `ext4` or `xfs`.
+    pub filesystem: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub format_options: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mount_options: Vec<String>,
+}
+
+impl VolumeMount {
+    /// What a node is told of a completed group's mount.
+    pub fn from_spec(mount: &crate::spec::VolumeMountSpec) -> Self {
+        VolumeMount {
+            device: mount.device.clone(),
+            path: mount.path.clone(),
+            filesystem: mount
+                .filesystem
+                .clone()
+                .unwrap_or_else(|| crate::group_volumes::DEFAULT_FILESYSTEM.to_string()),
+            format_options: mount.format_options.clone(),
+            mount_options: mount.mount_options.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -443,6 +478,12 @@ pub fn render_node_spec_with_keys(
         ssh_authorized_keys: keys.ssh_authorized_keys.clone(),
         control_plane: control_plane_settings,
         api_server: api_server_settings,
+        volume_mounts: ig
+            .spec
+            .volume_mounts
+            .iter()
+            .map(VolumeMount::from_spec)
+            .collect(),
     };
     let yaml = yaml_serde::to_string(&spec).map_err(|source| NodeSpecError::Render {
         group: group.to_string(),

@@ -513,6 +513,65 @@ pub struct InstanceGroupSpec {
     /// A public IP on each instance (default: true when every subnet of the group is public, as kops).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub associate_public_ip: Option<bool>,
+    /// Extra EBS volumes every instance launches with (kops's `volumes`): block device mappings of the launch
+    /// template. Rules in `crate::group_volumes`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<VolumeSpec>,
+    /// Where nodeup mounts extra volumes (kops's `volumeMounts`): each names a device of `volumes`; nodeup
+    /// formats it only when it is blank, then mounts it before the kubelet starts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volume_mounts: Vec<VolumeMountSpec>,
+}
+
+/// An extra EBS volume of a group's instances, kops-shaped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VolumeSpec {
+    /// The device name it is mapped on (`/dev/sdg`, or its Xen name `/dev/xvdg`).
+    #[serde(default)]
+    pub device: String,
+    /// Size in GiB (required).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u32>,
+    /// EBS type (default gp3).
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub volume_type: Option<String>,
+    /// Provisioned IOPS: gp3 (its baseline, 3000, when unset), io1 and io2 (required there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iops: Option<u32>,
+    /// Throughput in MiB/s, gp3 only (its baseline, 125, when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<u32>,
+    /// Default true; false is refused (volumes are encrypted at rest, docs/spec.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encrypted: Option<bool>,
+    /// A KMS key (id, ARN or alias) to encrypt with; unset: the account's default EBS key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Deleted with its instance (default true, as kops).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_on_termination: Option<bool>,
+}
+
+/// Where nodeup mounts an extra volume, kops-shaped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VolumeMountSpec {
+    /// The device of one of the group's `volumes`.
+    #[serde(default)]
+    pub device: String,
+    /// An absolute path, not a system path.
+    #[serde(default)]
+    pub path: String,
+    /// `ext4` (default) or `xfs`: what nodeup makes on a blank device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filesystem: Option<String>,
+    /// Passed to mkfs when the device is formatted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub format_options: Vec<String>,
+    /// Passed to mount (`-o`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mount_options: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -658,6 +717,8 @@ impl InstanceGroupSpec {
             additional_security_groups: Vec::new(),
             external_load_balancers: Vec::new(),
             associate_public_ip: None,
+            volumes: Vec::new(),
+            volume_mounts: Vec::new(),
             node_labels: BTreeMap::new(),
             taints: None,
             cloud_labels: BTreeMap::new(),

@@ -9,6 +9,7 @@ use regex::Regex;
 
 use crate::defaults::region_of_zone;
 use crate::duration::{parse_duration, DurationError};
+use crate::ebs::KMS_KEY;
 use crate::error::FieldError;
 use crate::limits::{
     AUDIT_CHUNK_INTERVAL_SECS, AUDIT_CHUNK_MAX_BYTES, AUDIT_RETENTION_DAYS, ETCD_VOLUME_SIZE_GIB,
@@ -44,10 +45,6 @@ static MACHINE_TYPE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$").expect("static regex"));
 static STATE_KMS_KEY_ARN: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]+$")
-        .expect("static regex")
-});
-static KMS_KEY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:(key|alias)/.+|alias/.+|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})$")
         .expect("static regex")
 });
 static IAM_ARN: LazyLock<Regex> = LazyLock::new(|| {
@@ -92,6 +89,7 @@ pub fn validate(config: &ClusterConfig) -> Vec<FieldError> {
     crate::irsa::validate::check(&mut errors, config);
     crate::autoscaler::check(&mut errors, config);
     crate::group_aws_rules::check(&mut errors, config);
+    crate::group_volumes::check(&mut errors, config);
     errors
 }
 

@@ -155,6 +155,9 @@ pub struct GroupModel {
     pub network_interface_tags: BTreeMap<String, String>,
     /// Mixed instances and spot, protection, lifetime, extra security groups, external load balancers, public IP.
     pub aws: super::group_aws::GroupAws,
+    /// Extra EBS volumes (`spec.volumes`, completed): block device mappings of the launch template after the
+    /// root volume's.
+    pub volumes: Vec<ballast_state::spec::VolumeSpec>,
     /// Tags of the Auto Scaling group alone, for the cluster autoscaler (`ballast_state::autoscaler::asg_tags`:
     /// discovery and node template): not on the launch template, so turning the autoscaler on or off, or a
     /// group's `autoscale`, replaces no instance.
@@ -646,6 +649,7 @@ fn group_model(
         tags,
         network_interface_tags,
         aws: Default::default(),
+        volumes: spec.volumes.clone(),
         autoscaler_tags: BTreeMap::new(),
     }
 }

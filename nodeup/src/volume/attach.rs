@@ -303,7 +303,7 @@ async fn wait_for_device(
 
 /// A block device, or (the local cloud's) a directory that is a mount point: an empty directory that is not
 /// mounted yet is where the device will appear, not the device.
-fn attached_device(path: &Path) -> bool {
+pub(super) fn attached_device(path: &Path) -> bool {
     use std::os::unix::fs::FileTypeExt;
     match std::fs::metadata(path) {
         Ok(m) if m.file_type().is_block_device() => true,
@@ -313,7 +313,7 @@ fn attached_device(path: &Path) -> bool {
 }
 
 /// What is on the device: `blkid` for a block device; for a directory volume, anything in it.
-fn contents(device: &Path) -> Contents {
+pub(super) fn contents(device: &Path) -> Contents {
     if device.is_dir() {
         return match std::fs::read_dir(device) {
             Ok(mut entries) => match entries.next() {
@@ -367,7 +367,7 @@ fn format(device: &Path) -> Result<(), VolumeError> {
 }
 
 /// Whether etcd's state directory is already a mount point, empty (or missing), or holds files.
-fn mount_point(target: &Path) -> Result<MountPoint, VolumeError> {
+pub(super) fn mount_point(target: &Path) -> Result<MountPoint, VolumeError> {
     if is_mount_point(target) {
         return Ok(MountPoint::Mounted);
     }
@@ -427,7 +427,7 @@ pub fn is_mount_point(path: &Path) -> bool {
         .any(|point| point == wanted)
 }
 
-fn run(command: &mut Command) -> Result<(), VolumeError> {
+pub(super) fn run(command: &mut Command) -> Result<(), VolumeError> {
     let shown = format!("{command:?}");
     let out = command.output().map_err(|e| VolumeError::Command {
         command: shown.clone(),

@@ -119,3 +119,57 @@ fn files_in_the_state_directory_are_never_hidden() {
     assert_eq!(decide_mount(MountPoint::Mounted), Ok(false));
     assert!(decide_mount(MountPoint::HoldsFiles).is_err());
 }
+
+#[test]
+fn an_extra_volume_is_formatted_only_when_blank_and_never_as_another_filesystem() {
+    assert_eq!(
+        decide_format_as(&Contents::Blank, "xfs"),
+        FormatDecision::Format
+    );
+    let ext4 = Contents::Formatted {
+        kind: "ext4".into(),
+    };
+    assert_eq!(decide_format_as(&ext4, "ext4"), FormatDecision::Keep);
+    match decide_format_as(&ext4, "xfs") {
+        FormatDecision::Refuse { reason } => {
+            assert!(
+                reason.contains("ext4") && reason.contains("xfs"),
+                "{reason}"
+            )
+        }
+        other => panic!("an ext4 device asked for as xfs: {other:?}"),
+    }
+    let directory = Contents::Formatted {
+        kind: "directory".into(),
+    };
+    assert_eq!(decide_format_as(&directory, "xfs"), FormatDecision::Keep);
+    assert!(matches!(
+        decide_format_as(
+            &Contents::Unknown {
+                reason: "blkid failed".into()
+            },
+            "ext4"
+        ),
+        FormatDecision::Refuse { .. }
+    ));
+}
+
+#[test]
+fn an_extra_volume_is_looked_for_under_both_names_and_its_nvme_link() {
+    assert_eq!(
+        extra_device_candidates("/dev/xvdh", Some("vol-0abc")),
+        [
+            PathBuf::from("/dev/xvdh"),
+            PathBuf::from("/dev/sdh"),
+            PathBuf::from("/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol0abc"),
+        ]
+    );
+    assert_eq!(extra_device_candidates("/dev/sdg", None).len(), 2);
+    let mappings = std::collections::BTreeMap::from([
+        ("/dev/xvda".to_string(), "vol-root".to_string()),
+        ("/dev/sdh".to_string(), "vol-h".to_string()),
+    ]);
+    assert_eq!(volume_on(&mappings, "/dev/sdh"), Some("vol-h"));
+    assert_eq!(volume_on(&mappings, "/dev/xvdh"), Some("vol-h"));
+    assert_eq!(volume_on(&mappings, "/dev/sdg"), None);
+}

@@ -83,14 +83,117 @@ pub struct LaunchSpec {
     additional_security_groups: Vec<String>,
     /// Spot instances at most this price (market options), `maxPrice` without a mixed instances policy.
     spot_max_price: Option<String>,
+    /// Extra EBS volumes (`spec.volumes`): block device mappings after the root volume's.
+    volumes: Vec<ExtraVolume>,
+}
+
+/// One extra EBS volume of a group's instances, as its block device mapping holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtraVolume {
+    device: String,
+    size: i32,
+    volume_type: String,
+    iops: Option<i32>,
+    throughput: Option<i32>,
+    encrypted: bool,
+    kms_key: Option<String>,
+    delete_on_termination: bool,
+}
+
+impl ExtraVolume {
+    fn from_spec(volume: &ballast_state::spec::VolumeSpec) -> Self {
+        // Validation bounds every number far below i32::MAX; the saturation only keeps the conversion total.
+        let int = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
+        ExtraVolume {
+            device: volume.device.clone(),
+            size: volume.size.map_or(0, int),
+            volume_type: volume
+                .volume_type
+                .clone()
+                .unwrap_or_else(|| ballast_state::group_volumes::DEFAULT_VOLUME_TYPE.to_string()),
+            iops: volume.iops.map(int),
+            throughput: volume.throughput.map(int),
+            encrypted: volume.encrypted.unwrap_or(true),
+            kms_key: volume.key.clone(),
+            delete_on_termination: volume.delete_on_termination.unwrap_or(true),
+        }
+    }
+
+    /// How a plan shows it: the root volume's words, its key, and `kept` when it outlives its instance.
+    fn field(&self) -> String {
+        extra_volume_field(
+            self.size,
+            &self.volume_type,
+            (self.iops, self.throughput),
+            (self.encrypted, self.kms_key.as_deref()),
+            self.delete_on_termination,
+            &self.device,
+        )
+    }
+
+    fn request(&self) -> ec2::LaunchTemplateBlockDeviceMappingRequest {
+        let ebs = ec2::LaunchTemplateEbsBlockDeviceRequest::builder()
+            .volume_size(self.size)
+            .volume_type(ec2::VolumeType::from(self.volume_type.as_str()))
+            .set_iops(self.iops)
+            .set_throughput(self.throughput)
+            .encrypted(self.encrypted)
+            .set_kms_key_id(self.kms_key.clone())
+            .delete_on_termination(self.delete_on_termination);
+        ec2::LaunchTemplateBlockDeviceMappingRequest::builder()
+            .device_name(&self.device)
+            .ebs(ebs.build())
+            .build()
+    }
+
+    fn terraform(&self) -> TfResource {
+        let mut ebs = TfResource::new()
+            .attr("delete_on_termination", self.delete_on_termination)
+            .attr("encrypted", self.encrypted);
+        if let Some(iops) = self.iops {
+            ebs = ebs.attr("iops", i64::from(iops));
+        }
+        if let Some(key) = &self.kms_key {
+            ebs = ebs.attr("kms_key_id", key.as_str());
+        }
+        if let Some(throughput) = self.throughput {
+            ebs = ebs.attr("throughput", i64::from(throughput));
+        }
+        ebs = ebs
+            .attr("volume_size", i64::from(self.size))
+            .attr("volume_type", self.volume_type.as_str());
+        TfResource::new()
+            .attr("device_name", self.device.as_str())
+            .block("ebs", ebs)
+    }
+}
+
+/// How a plan shows an extra volume.
+fn extra_volume_field(
+    size: i32,
+    volume_type: &str,
+    performance: (Option<i32>, Option<i32>),
+    (encrypted, key): (bool, Option<&str>),
+    delete_on_termination: bool,
+    device: &str,
+) -> String {
+    let mut field = root_volume_field(size, volume_type, performance, encrypted, device);
+    if let Some(key) = key {
+        field.push_str(&format!(" key {key}"));
+    }
+    if !delete_on_termination {
+        field.push_str(" kept");
+    }
+    field
 }
 
 /// Fields a plan shows only when they are not their default (no public IP, no extra security group, on-demand),
 /// so a template made before they existed reads as unchanged; gone from the spec, they show as `(none)`.
-const OPTIONAL_FIELDS: [&str; 3] = [
+const OPTIONAL_FIELDS: [&str; 4] = [
     "associatePublicIp",
     "additionalSecurityGroups",
     "spotMaxPrice",
+    "volumes",
 ];
 
 /// One group's launch template to create (no `id`) or to give a new default version.
@@ -288,6 +391,26 @@ fn version_fields(data: &ec2::ResponseLaunchTemplateData) -> BTreeMap<String, St
                 metadata.http_put_response_hop_limit().unwrap_or(0)
             ),
         );
+    }
+    // Ballast maps the root volume first, then the extra volumes (`LaunchSpec::request_data`).
+    let extra: Vec<String> = data
+        .block_device_mappings()
+        .iter()
+        .skip(1)
+        .filter_map(|mapping| {
+            let ebs = mapping.ebs()?;
+            Some(extra_volume_field(
+                ebs.volume_size().unwrap_or(0),
+                ebs.volume_type().map(|t| t.as_str()).unwrap_or(""),
+                (ebs.iops(), ebs.throughput()),
+                (ebs.encrypted() == Some(true), ebs.kms_key_id()),
+                ebs.delete_on_termination() != Some(false),
+                mapping.device_name().unwrap_or(""),
+            ))
+        })
+        .collect();
+    if !extra.is_empty() {
+        set("volumes", extra.join(", "));
     }
     if let Some(mapping) = data.block_device_mappings().first() {
         if let Some(ebs) = mapping.ebs() {
@@ -528,6 +651,7 @@ fn launch_spec(
         public_ip: group.aws.public_ip,
         additional_security_groups: group.aws.additional_security_groups.clone(),
         spot_max_price: group.aws.spot_max_price.clone(),
+        volumes: group.volumes.iter().map(ExtraVolume::from_spec).collect(),
     }
 }
 
@@ -584,6 +708,10 @@ impl LaunchSpec {
         }
         if let Some(price) = &self.spot_max_price {
             fields.push(("spotMaxPrice", price.clone()));
+        }
+        if !self.volumes.is_empty() {
+            let volumes: Vec<String> = self.volumes.iter().map(ExtraVolume::field).collect();
+            fields.push(("volumes", volumes.join(", ")));
         }
         fields.push((
             "nodeSpecSha256",
@@ -659,12 +787,17 @@ impl LaunchSpec {
                     .http_put_response_hop_limit(self.hop_limit)
                     .build(),
             )
-            .block_device_mappings(
-                ec2::LaunchTemplateBlockDeviceMappingRequest::builder()
-                    .device_name(&self.root_device)
-                    .ebs(ebs.build())
-                    .build(),
-            )
+            // The root volume first: `version_fields` reads the first mapping as the root volume's.
+            .set_block_device_mappings(Some(
+                std::iter::once(
+                    ec2::LaunchTemplateBlockDeviceMappingRequest::builder()
+                        .device_name(&self.root_device)
+                        .ebs(ebs.build())
+                        .build(),
+                )
+                .chain(self.volumes.iter().map(ExtraVolume::request))
+                .collect(),
+            ))
             .user_data(
                 base64::engine::general_purpose::STANDARD
                     .encode(self.user_data.clone().unwrap_or_default()),
@@ -771,9 +904,11 @@ impl super::task::Delete for LaunchTemplatesTask {
     }
 }
 
-/// A block only when there is one to write (`instance_market_options` of a spot group).
+/// A block only when there is one to write (`instance_market_options` of a spot group), and as many blocks of
+/// one name as there are (the extra volumes' `block_device_mappings`).
 trait BlockIf {
     fn block_if(self, block: Option<(&str, TfResource)>) -> Self;
+    fn blocks(self, name: &str, blocks: impl Iterator<Item = TfResource>) -> Self;
 }
 
 impl BlockIf for TfResource {
@@ -782,6 +917,10 @@ impl BlockIf for TfResource {
             Some((name, body)) => self.block(name, body),
             None => self,
         }
+    }
+
+    fn blocks(self, name: &str, blocks: impl Iterator<Item = TfResource>) -> Self {
+        blocks.fold(self, |resource, body| resource.block(name, body))
     }
 }
 
@@ -899,6 +1038,10 @@ impl Task for LaunchTemplatesTask {
                         TfResource::new()
                             .attr("device_name", value(&spec.root_device))
                             .block("ebs", ebs),
+                    )
+                    .blocks(
+                        "block_device_mappings",
+                        spec.volumes.iter().map(ExtraVolume::terraform),
                     )
                     .block(
                         "iam_instance_profile",

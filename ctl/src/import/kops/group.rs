@@ -185,6 +185,7 @@ fn spec_fields(
     public_ip(r, f.take("associatePublicIp"), public, choices, spec);
     aws_settings(r, &mut f, spec);
     root_volume(r, &mut f, spec);
+    extra_volumes(r, &mut f, spec);
     if let Some(v) = f.take("instanceMetadata") {
         if let Some(mut m) = r.fields("spec.instanceMetadata", v) {
             let mut out = InstanceMetadataSpec::default();
@@ -486,6 +487,86 @@ fn public_ip(
             spec.associate_public_ip = Some(true);
         }
         (None, _) => {}
+    }
+}
+
+/// kops's `volumes` and `volumeMounts` map field for field (Ballast keeps kops's shape); validation then holds
+/// them to Ballast's rules (device names, encryption, mount paths: docs/spec.md).
+fn extra_volumes(r: &mut Recorder<'_>, f: &mut Fields, spec: &mut InstanceGroupSpec) {
+    if let Some(v) = f.take("volumes") {
+        let path = "spec.volumes";
+        match v {
+            Value::Sequence(items) => {
+                for (i, item) in items.into_iter().enumerate() {
+                    let at = format!("{path}[{i}]");
+                    let Some(mut fields) = r.fields(&at, item) else {
+                        continue;
+                    };
+                    let mut out = ballast_state::spec::VolumeSpec::default();
+                    let text = |r: &mut Recorder<'_>, fields: &mut Fields, key: &str| {
+                        fields
+                            .take(key)
+                            .and_then(|v| r.string(&format!("{at}.{key}"), v))
+                    };
+                    out.device = text(r, &mut fields, "device").unwrap_or_default();
+                    out.volume_type = text(r, &mut fields, "type");
+                    out.key = text(r, &mut fields, "key");
+                    let number = |r: &mut Recorder<'_>, fields: &mut Fields, key: &str| {
+                        fields
+                            .take(key)
+                            .and_then(|v| r.number(&format!("{at}.{key}"), v))
+                    };
+                    out.size = number(r, &mut fields, "size");
+                    out.iops = number(r, &mut fields, "iops");
+                    out.throughput = number(r, &mut fields, "throughput");
+                    let flag = |r: &mut Recorder<'_>, fields: &mut Fields, key: &str| {
+                        fields
+                            .take(key)
+                            .and_then(|v| r.boolean(&format!("{at}.{key}"), v))
+                    };
+                    out.encrypted = flag(r, &mut fields, "encrypted");
+                    out.delete_on_termination = flag(r, &mut fields, "deleteOnTermination");
+                    r.finish(fields, NO_EQUIVALENT);
+                    r.mapped(&at, at.clone());
+                    spec.volumes.push(out);
+                }
+            }
+            _ => r.refused(path, "is not a list"),
+        }
+    }
+    if let Some(v) = f.take("volumeMounts") {
+        let path = "spec.volumeMounts";
+        match v {
+            Value::Sequence(items) => {
+                for (i, item) in items.into_iter().enumerate() {
+                    let at = format!("{path}[{i}]");
+                    let Some(mut fields) = r.fields(&at, item) else {
+                        continue;
+                    };
+                    let mut out = ballast_state::spec::VolumeMountSpec::default();
+                    let mut text = |key: &str| {
+                        fields
+                            .take(key)
+                            .and_then(|v| r.string(&format!("{at}.{key}"), v))
+                    };
+                    out.device = text("device").unwrap_or_default();
+                    out.path = text("path").unwrap_or_default();
+                    out.filesystem = text("filesystem");
+                    for (key, list) in [
+                        ("formatOptions", &mut out.format_options),
+                        ("mountOptions", &mut out.mount_options),
+                    ] {
+                        if let Some(v) = fields.take(key) {
+                            *list = r.strings(&format!("{at}.{key}"), v).unwrap_or_default();
+                        }
+                    }
+                    r.finish(fields, NO_EQUIVALENT);
+                    r.mapped(&at, at.clone());
+                    spec.volume_mounts.push(out);
+                }
+            }
+            _ => r.refused(path, "is not a list"),
+        }
     }
 }
 
