@@ -1,0 +1,187 @@
+//! Termination the cluster sees coming, on the local cloud with a real cluster (three control-plane groups,
+//! `spec.terminationHandling.enabled`, IAM enforced): the etcd leader's instance is terminated by its Auto Scaling
+//! group, which holds it in `Terminating:Wait` (the hook); the lifecycle event goes into the cluster's queue as
+//! EventBridge would put it there. The handler on a control-plane node asks the leader's node to stop its member;
+//! that node's supervisor hands leadership away and stops; the action is completed long before the hook's
+//! heartbeat would, the instance terminates, and its replacement heals the cluster as on any termination. No
+//! acknowledged write is lost, and the term moves by at most the handoff's one.
+
+use std::time::{Duration, Instant};
+
+use ballast_e2e::cluster_etcd::{connect, wait_for_settled};
+use ballast_e2e::etcd_writer::{write_until_stopped, WriterControl};
+use ballast_e2e::localcloud::{endpoint_addr, http, LocalCloud};
+use ballast_e2e::operator::{ballast_cli, ballast_cli_on, STATE_BUCKET, ZONES};
+use ballast_e2e::wait::wait_until;
+use ballast_state::termination::{queue_name, HOOK_NAME};
+use serde_json::{json, Value};
+
+const CLUSTER: &str = "hooks.example.com";
+const SETTLE: Duration = Duration::from_secs(180);
+
+fn pending_token(cloud: &LocalCloud, instance: &str) -> Option<String> {
+    let (code, body) = http(
+        endpoint_addr(&cloud.record.endpoint),
+        "GET",
+        "/_ballast/lifecycle-actions",
+        &[],
+    )
+    .ok()?;
+    if code != 200 {
+        return None;
+    }
+    let v: Value = serde_json::from_str(&body).ok()?;
+    v["actions"].as_array()?.iter().find_map(|a| {
+        (a["instance_id"] == instance)
+            .then(|| a["lifecycle_action_token"].as_str().map(str::to_string))
+            .flatten()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_leaders_instance_goes_through_the_hook_with_a_handoff_and_no_lost_write() {
+    let cloud = LocalCloud::start();
+    cloud.prepare_for_ballast(STATE_BUCKET).await;
+    ballast_cli(&cloud)
+        .args(["create", "cluster", "--name", CLUSTER, "--zones", ZONES])
+        .args(["--node-count", "0"])
+        .assert()
+        .success();
+    // Termination handling on, then the cluster made.
+    let stored = ballast_cli_on(&cloud, CLUSTER)
+        .args(["get", "clusters", CLUSTER, "-o", "yaml"])
+        .output()
+        .expect("get clusters");
+    let yaml = String::from_utf8_lossy(&stored.stdout).replacen(
+        "\nspec:\n",
+        "\nspec:\n  terminationHandling:\n    enabled: true\n",
+        1,
+    );
+    assert!(yaml.contains("terminationHandling"), "{yaml}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("cluster.yaml");
+    std::fs::write(&path, yaml).expect("write");
+    ballast_cli_on(&cloud, CLUSTER)
+        .args(["replace", "-f"])
+        .arg(&path)
+        .assert()
+        .success();
+    ballast_cli_on(&cloud, CLUSTER)
+        .args(["update", "cluster", "--yes"])
+        .assert()
+        .success();
+    let formed = wait_for_settled(&cloud, 3, SETTLE).await;
+
+    let mut client = connect(&cloud).await.expect("an etcd client");
+    let before = client.status().await.expect("status");
+    let (leader, term_before) = (before.leader(), before.raft_term());
+    let victim = formed
+        .member_ids
+        .iter()
+        .find(|(_, id)| **id == leader)
+        .map(|(name, _)| name.clone())
+        .expect("the leader's instance");
+
+    let config = cloud.sdk_config();
+    let asg = aws_sdk_autoscaling::Client::new(&config);
+    let sqs = aws_sdk_sqs::Client::new(&config);
+    let queue = sqs
+        .get_queue_url()
+        .queue_name(queue_name(CLUSTER))
+        .send()
+        .await
+        .expect("the cluster's queue")
+        .queue_url()
+        .expect("url")
+        .to_string();
+    let group = asg
+        .describe_auto_scaling_instances()
+        .instance_ids(&victim)
+        .send()
+        .await
+        .expect("describe")
+        .auto_scaling_instances()[0]
+        .auto_scaling_group_name()
+        .expect("group")
+        .to_string();
+
+    let writer = WriterControl::new();
+    let (report, (completed_after, term_after)) = tokio::join!(
+        write_until_stopped(&writer, "writer/", Duration::ZERO, || connect(&cloud)),
+        async {
+            writer.wait_for_more_writes(10, SETTLE).await;
+            asg.terminate_instance_in_auto_scaling_group()
+                .instance_id(&victim)
+                .should_decrement_desired_capacity(false)
+                .send()
+                .await
+                .expect("terminate the leader's instance");
+            let token = pending_token(&cloud, &victim).expect("its lifecycle action waits");
+            let event = json!({
+                "version": "0", "id": "2d7c5a3e-1f0b-4c9a-8e6d-5b4a3c2d1e0f",
+                "detail-type": "EC2 Instance-terminate Lifecycle Action", "source": "aws.autoscaling",
+                "account": "123456789012", "time": "2026-12-03T00:00:00Z", "region": "us-west-2",
+                "resources": [],
+                "detail": {"LifecycleActionToken": token, "AutoScalingGroupName": group,
+                           "LifecycleHookName": HOOK_NAME, "EC2InstanceId": victim,
+                           "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING"}
+            });
+            let started = Instant::now();
+            sqs.send_message()
+                .queue_url(&queue)
+                .message_body(event.to_string())
+                .send()
+                .await
+                .expect("send the event");
+            wait_until(
+                Duration::from_secs(120),
+                "the leader's lifecycle action completed by the handler",
+                || async { pending_token(&cloud, &victim).is_none() },
+            )
+            .await;
+            let completed_after = started.elapsed();
+            let mut c = connect(&cloud).await.expect("an etcd client");
+            let term_after = c.status().await.expect("status").raft_term();
+            writer.wait_for_more_writes(10, SETTLE).await;
+            writer.stop();
+            (completed_after, term_after)
+        }
+    );
+    eprintln!(
+        "the leader's action completed {completed_after:?} after the event; term {term_before} -> {term_after}; \
+         {} writes acknowledged, {} failed",
+        report.acknowledged.len(),
+        report.failures
+    );
+    // The hook's heartbeat is 300 s: completed long before, it was the handler.
+    assert!(completed_after < Duration::from_secs(120));
+    // The leader's own node stopped its member on the request, after handing leadership away.
+    let log = std::fs::read_to_string(cloud.instance(&victim).log).unwrap_or_default();
+    let stopped = log
+        .lines()
+        .find(|l| l.contains("etcd stopped on a termination handler's request"))
+        .unwrap_or_else(|| panic!("the victim's nodeup never stopped etcd on the request:\n{log}"));
+    assert!(stopped.contains("handed over to"), "{stopped}");
+    assert!(
+        term_after <= term_before + 1,
+        "an election beyond the handoff: term {term_before} -> {term_after}"
+    );
+
+    // The replacement heals the cluster as on any termination, and nothing acknowledged is lost.
+    let healed = wait_until(
+        SETTLE,
+        "three voting members without the victim",
+        || async {
+            let m = wait_for_settled(&cloud, 3, SETTLE).await;
+            if m.voters.contains(&victim) {
+                Err(m)
+            } else {
+                Ok(m)
+            }
+        },
+    )
+    .await;
+    assert_eq!(healed.voters.len(), 3);
+    let mut client = connect(&cloud).await.expect("an etcd client");
+    report.assert_none_lost(&mut client, 10).await;
+}
