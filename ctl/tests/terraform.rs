@@ -559,6 +559,38 @@ fn check_change(
                     "LaunchTemplate {name}: encrypted {encrypted}, the plan's rootVolume is {root}"
                 ));
             }
+            // Extra volumes (`spec.volumes`): every block_device_mappings after the root's is one entry of the
+            // plan's `volumes` field, by its size, type and device, and there are as many.
+            let volumes = field("volumes");
+            let planned = if volumes.is_empty() {
+                0
+            } else {
+                volumes.split(", ").count()
+            };
+            let extra: Vec<&hcl::Block> = body
+                .blocks()
+                .filter(|b| b.identifier() == "block_device_mappings")
+                .skip(1)
+                .collect();
+            if extra.len() != planned {
+                problems.borrow_mut().push(format!(
+                    "LaunchTemplate {name}: {} extra block_device_mappings, the plan's volumes are {volumes:?}",
+                    extra.len()
+                ));
+            }
+            for block in extra {
+                let size = text(attribute(block.body(), &["ebs", "volume_size"]));
+                let kind = text(attribute(block.body(), &["ebs", "volume_type"]));
+                let device = text(attribute(block.body(), &["device_name"]));
+                let entry = volumes
+                    .split(", ")
+                    .find(|v| v.contains(&format!(" on {device}")));
+                if !entry.is_some_and(|v| v.starts_with(&format!("{size} GiB {kind}"))) {
+                    problems.borrow_mut().push(format!(
+                        "LaunchTemplate {name}: {device} is {size} GiB {kind}, the plan's volumes are {volumes}"
+                    ));
+                }
+            }
             // Tags and the node spec's hash travel in the instances' tag specification.
             let hash = field("nodeSpecSha256");
             let instance_tags = text(attribute(&body, &["tag_specifications", "tags"]));
