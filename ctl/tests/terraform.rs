@@ -27,7 +27,8 @@ use hcl::{Body, Expression};
 use predicates::prelude::*;
 
 const STATE: &str = "s3://state/clusters";
-const CASES: [&str; 6] = [
+const CASES: [&str; 7] = [
+    "api-security-groups-create",
     "create-from-nothing",
     "extra-volumes-create",
     "group-aws-create",
