@@ -312,3 +312,69 @@ fn the_api_load_balancers_security_groups_map_as_they_are() {
     assert_eq!(lb.lb_type, None);
     assert_eq!(lb.additional_security_groups, ["sg-0aaaaaaa"]);
 }
+
+#[test]
+fn a_groups_volumes_and_mounts_map_field_by_field_and_an_unknown_one_is_refused() {
+    let group = r#"---
+apiVersion: kops.k8s.io/v1alpha2
+kind: InstanceGroup
+metadata:
+  name: nodes
+  labels: {kops.k8s.io/cluster: t.example.com}
+spec:
+  role: Node
+  machineType: m5.large
+  minSize: 2
+  maxSize: 2
+  subnets: [a]
+  image: ballast-k8s-1.32-debian-12
+  volumes:
+  - {device: /dev/xvdg, size: 50, type: io2, iops: 3000, encrypted: true, key: alias/data, deleteOnTermination: false}
+  volumeMounts:
+  - {device: /dev/xvdg, path: /data, filesystem: xfs, formatOptions: [-m, crc=1], mountOptions: [noatime]}
+"#;
+    let imported = run(&format!("{CLUSTER}{group}"));
+    let config = imported.config.as_ref().expect("imported");
+    let nodes = config.instance_group("nodes").expect("the node group");
+    assert_eq!(
+        nodes.spec.volumes,
+        [ballast_state::spec::VolumeSpec {
+            device: "/dev/xvdg".into(),
+            size: Some(50),
+            volume_type: Some("io2".into()),
+            iops: Some(3000),
+            throughput: None,
+            encrypted: Some(true),
+            key: Some("alias/data".into()),
+            delete_on_termination: Some(false),
+        }]
+    );
+    assert_eq!(
+        nodes.spec.volume_mounts,
+        [ballast_state::spec::VolumeMountSpec {
+            device: "/dev/xvdg".into(),
+            path: "/data".into(),
+            filesystem: Some("xfs".into()),
+            format_options: vec!["-m".into(), "crc=1".into()],
+            mount_options: vec!["noatime".into()],
+        }]
+    );
+    assert!(matches!(
+        fate_of(&imported, "InstanceGroup/nodes", "spec.volumes[0]"),
+        Fate::Mapped(_)
+    ));
+    assert!(imported.refused().next().is_none());
+
+    let imported = run(&format!(
+        "{CLUSTER}{}",
+        group.replace("deleteOnTermination: false", "snapshotId: snap-1")
+    ));
+    assert!(matches!(
+        fate_of(
+            &imported,
+            "InstanceGroup/nodes",
+            "spec.volumes[0].snapshotId"
+        ),
+        Fate::Refused(_)
+    ));
+}
