@@ -52,7 +52,7 @@ pub mod report;
 pub mod report_signature;
 pub mod rolling_update;
 pub mod spec;
-pub mod termination;
 pub mod ssh_key;
+pub mod termination;
 pub mod timestamp;
 pub mod validate;
