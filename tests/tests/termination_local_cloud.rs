@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use ballast_e2e::cluster_etcd::{connect, wait_for_settled};
+use ballast_e2e::cluster_etcd::{connect, connect_member, control_plane, wait_for_settled};
 use ballast_e2e::etcd_writer::{write_until_stopped, WriterControl};
 use ballast_e2e::localcloud::{endpoint_addr, http, LocalCloud};
 use ballast_e2e::operator::{ballast_cli, ballast_cli_on, STATE_BUCKET, ZONES};
@@ -140,8 +140,8 @@ async fn the_leaders_instance_goes_through_the_hook_with_a_handoff_and_no_lost_w
             )
             .await;
             let completed_after = started.elapsed();
-            let mut c = connect(&cloud).await.expect("an etcd client");
-            let term_after = c.status().await.expect("status").raft_term();
+            // The victim's member has stopped while its instance may still be up: ask the others.
+            let term_after = term_seen_by_others(&cloud, &victim).await;
             writer.wait_for_more_writes(10, SETTLE).await;
             writer.stop();
             (completed_after, term_after)
@@ -184,4 +184,33 @@ async fn the_leaders_instance_goes_through_the_hook_with_a_handoff_and_no_lost_w
     assert_eq!(healed.voters.len(), 3);
     let mut client = connect(&cloud).await.expect("an etcd client");
     report.assert_none_lost(&mut client, 10).await;
+}
+
+/// The highest raft term the control-plane members other than `victim` report, once one of them answers (within
+/// 30 s): a client of the whole cluster may pick the stopped member's endpoint and fail.
+async fn term_seen_by_others(cloud: &LocalCloud, victim: &str) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut highest = None;
+        for record in control_plane(cloud)
+            .into_iter()
+            .filter(|r| r.instance_id != victim)
+        {
+            if let Ok(mut client) = connect_member(&record).await {
+                if let Ok(Ok(status)) =
+                    tokio::time::timeout(Duration::from_secs(2), client.status()).await
+                {
+                    highest = highest.max(Some(status.raft_term()));
+                }
+            }
+        }
+        if let Some(term) = highest {
+            return term;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no control-plane member but {victim} answered a status request in 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
