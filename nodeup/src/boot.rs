@@ -463,6 +463,7 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
             boot.cluster_name.clone(),
             identity.region.clone(),
             own,
+            cli.bootstrap_republish_every,
         )));
     }
     if let Some(mut volume) = volume {
@@ -895,7 +896,7 @@ async fn identity_and_boot(cli: &Cli) -> Result<(Identity, BootConfig), NodeupEr
         bytes = user_data.len(),
         "user-data (boot config):\n{user_data}"
     );
-    let credentials = check_credentials(&identity.region).await;
+    let credentials = check_credentials(&identity.region, cli.credentials_wait).await;
     match (&credentials.access_key_id, &credentials.error) {
         (Some(key), _) => {
             tracing::info!(access_key_id = %key, "AWS credentials from the default chain")

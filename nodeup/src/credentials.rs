@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use crate::identity::CredentialsCheck;
 
-/// How long a booting node waits for its instance role's credentials to appear in IMDS: the deadline of the
-/// retry policy it waits with.
+/// How long a booting node waits for its instance role's credentials to appear in IMDS by default: the deadline
+/// of the retry policy it waits with (`--credentials-wait` replaces it).
 pub const CREDENTIALS_WAIT: Duration = crate::retry::CREDENTIALS_WAIT;
 
 /// Resolves credentials the way every AWS client of nodeup will: through the SDK's default chain, which on an
@@ -15,14 +15,20 @@ pub const CREDENTIALS_WAIT: Duration = crate::retry::CREDENTIALS_WAIT;
 ///
 /// Right after launch the instance profile may not be associated yet: IMDS answers 404 for the role (on AWS and
 /// on the local cloud alike). That is a wait, not a failure, so the chain is asked again until
-/// [`CREDENTIALS_WAIT`] has passed; only then is the last error reported.
-pub async fn check_credentials(region: &str) -> CredentialsCheck {
+/// `wait` ([`CREDENTIALS_WAIT`] unless `--credentials-wait` says otherwise) has passed; only then is the last
+/// error reported. An instance launched without a profile waits all of it, which is why tests of such instances
+/// set it short.
+pub async fn check_credentials(region: &str, wait: Duration) -> CredentialsCheck {
     use aws_credential_types::provider::ProvideCredentials;
     let chain = aws_config::default_provider::credentials::DefaultCredentialsChain::builder()
         .region(aws_config::Region::new(region.to_owned()))
         .build()
         .await;
-    let result = crate::retry::CREDENTIALS
+    let policy = crate::retry::Policy {
+        deadline: wait,
+        ..crate::retry::CREDENTIALS
+    };
+    let result = policy
         .retry(
             || async {
                 match tokio::time::timeout(Duration::from_secs(30), chain.provide_credentials()).await

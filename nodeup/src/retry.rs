@@ -20,8 +20,15 @@ pub const STORE_READ: Policy = Policy::new(
     Duration::from_secs(300),
 );
 
-/// How long a booting node waits for its instance role's credentials to appear in IMDS.
+/// How long a booting node waits for its instance role's credentials to appear in IMDS, unless
+/// `--credentials-wait` says otherwise.
 pub const CREDENTIALS_WAIT: Duration = Duration::from_secs(60);
+
+/// The shortest `--credentials-wait`: one try and one pause.
+pub const CREDENTIALS_WAIT_MIN: Duration = Duration::from_secs(1);
+
+/// The longest: the wait holds the boot (and a worker without a role would hold it that long for nothing).
+pub const CREDENTIALS_WAIT_MAX: Duration = Duration::from_secs(10 * 60);
 
 /// The instance role's credentials appearing in IMDS after launch.
 pub const CREDENTIALS: Policy = Policy::new(

@@ -50,6 +50,30 @@ impl Default for Options {
     }
 }
 
+/// Writes `dir/nodeup-env`, a stand-in for nodeup that runs the real one with `env` added to its environment, for
+/// [`Options::nodeup`]: how a test gives every instance's nodeup a setting it reads from its environment (the
+/// runner starts instances with a cleared one). `dir` must outlive the cloud.
+pub fn nodeup_with_env(dir: &Path, env: &[(&str, &str)]) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let mut script = String::from("#!/bin/sh\n");
+    for (name, value) in env {
+        assert!(
+            name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                && value
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-/".contains(&b)),
+            "{name}={value}: only plain names and values go into the wrapper's shell line"
+        );
+        script.push_str(&format!("export {name}={value}\n"));
+    }
+    script.push_str(&format!("exec '{}' \"$@\"\n", binaries().nodeup.display()));
+    let path = dir.join("nodeup-env");
+    std::fs::write(&path, script).expect("writing the nodeup wrapper");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+        .expect("making the nodeup wrapper executable");
+    path
+}
+
 /// How a test terminates an instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Termination {
@@ -66,6 +90,9 @@ pub struct LocalCloud {
     pub state: StateDir,
     pub record: CloudRecord,
     dir: Option<tempfile::TempDir>,
+    /// Holds this cloud's VPC CIDR against other clouds on the machine ([`reserve_network_cidr`]); released
+    /// after the teardown, when the instances that used its addresses are gone.
+    network_lock: Option<std::fs::File>,
 }
 
 impl std::fmt::Debug for LocalCloud {
@@ -76,14 +103,43 @@ impl std::fmt::Debug for LocalCloud {
     }
 }
 
-/// A VPC CIDR of its own for each local cloud of this test process (`127.X.0.0/16`, X in 100..=239), handed to
-/// `ballast` as `BALLAST_NETWORK_CIDR`: clouds that run at the same time must not hand out the same private IPs,
-/// or their instances' etcd (which binds `IP:2379` and `IP:2380`) would collide.
-fn unique_network_cidr() -> String {
+/// A VPC CIDR of its own for each running local cloud on this machine (`127.X.0.0/16`, X in 100..=239), handed
+/// to `ballast` as `BALLAST_NETWORK_CIDR`: clouds that run at the same time must not hand out the same private
+/// IPs, or their instances' etcd (which binds `IP:2379` and `IP:2380`) and bootstrap service (`IP:3988`) collide.
+/// Clouds of other test processes count too (test binaries run side by side, or two suites on one machine): each
+/// X is held by an exclusive `flock` on `$TMPDIR/ballast-e2e-cidrs/127.X`, kept open in the [`LocalCloud`] and
+/// released when it is dropped or its process dies. The search starts at a per-process offset so that most
+/// first tries succeed.
+fn reserve_network_cidr() -> (String, std::fs::File) {
+    use std::os::fd::AsRawFd;
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed) + std::process::id();
-    format!("127.{}.0.0/16", 100 + n % 140)
+    const FIRST: u32 = 100;
+    const COUNT: u32 = 140;
+    let dir = std::env::temp_dir().join("ballast-e2e-cidrs");
+    std::fs::create_dir_all(&dir)
+        .unwrap_or_else(|e| panic!("creating {} for the CIDR locks: {e}", dir.display()));
+    let start = NEXT.fetch_add(1, Ordering::Relaxed) + std::process::id();
+    for k in 0..COUNT {
+        let x = FIRST + (start + k) % COUNT;
+        let path = dir.join(format!("127.{x}"));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .unwrap_or_else(|e| panic!("opening the CIDR lock {}: {e}", path.display()));
+        // SAFETY: flock on a descriptor this function owns; no memory is passed.
+        let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+        if locked {
+            return (format!("127.{x}.0.0/16"), file);
+        }
+    }
+    panic!(
+        "all {COUNT} local-cloud VPC CIDRs (127.{FIRST}-{}.0.0/16) are held by running clouds (locks in {})",
+        FIRST + COUNT - 1,
+        dir.display()
+    );
 }
 
 /// Panics unless the emulator's venv exists: tests that need it fail loudly, never skip.
@@ -136,6 +192,7 @@ impl LocalCloud {
             state: state.clone(),
             record: placeholder_record(),
             dir: Some(dir),
+            network_lock: None,
         };
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -152,7 +209,9 @@ impl LocalCloud {
             ),
         }
         cloud.record = state.read_cloud().expect("the runner's record after ready");
-        cloud.record.network_cidr = unique_network_cidr();
+        let (cidr, lock) = reserve_network_cidr();
+        cloud.record.network_cidr = cidr;
+        cloud.network_lock = Some(lock);
         cloud
     }
 

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use aws_sdk_ec2::types::InstanceType;
-use ballast_e2e::localcloud::{binaries, endpoint_addr, require_emulator_venv, run_cli};
+use ballast_e2e::localcloud::{
+    binaries, endpoint_addr, nodeup_with_env, require_emulator_venv, run_cli,
+};
 use base64::Engine as _;
 use localcloud::process::{group_members, is_listening};
 use localcloud::state::StateDir;
@@ -55,7 +57,12 @@ async fn up_status_logs_down_and_nothing_is_left_running() {
     let root: &Path = dir.path();
     let _guard = DownOnDrop(root.to_owned());
 
-    let (ok, env, err) = run_cli(root, &["up"]);
+    // The instance below has no instance profile: nodeup's wait for role credentials (`--credentials-wait`, 60 s
+    // by default) is set short, or its boot would be that minute of waiting for a role nothing will associate.
+    let scratch = tempfile::tempdir().expect("a temp dir for the nodeup wrapper");
+    let nodeup = nodeup_with_env(scratch.path(), &[("NODEUP_CREDENTIALS_WAIT", "2s")]);
+    let nodeup = nodeup.to_str().expect("a UTF-8 temp path");
+    let (ok, env, err) = run_cli(root, &["up", "--nodeup", nodeup]);
     assert!(ok, "up failed: {err}");
     let vars = exports(&env);
     assert_eq!(var(&vars, "AWS_REGION"), "us-west-2");

@@ -6,11 +6,15 @@ use std::time::Duration;
 use aws_credential_types::provider::ProvideCredentials;
 use aws_sdk_ec2::types::{IamInstanceProfileSpecification, InstanceType};
 use ballast_e2e::localcloud::{
-    create_instance_role, endpoint_addr, http, LocalCloud, Network, Options,
+    create_instance_role, endpoint_addr, http, nodeup_with_env, LocalCloud, Network, Options,
 };
 use base64::Engine as _;
 
 const BOOT_TIMEOUT: Duration = Duration::from_secs(60);
+/// nodeup's wait for role credentials on instances launched without a profile (`--credentials-wait`, 60 s by
+/// default): nothing will ever associate one, so the default would be a minute of every boot spent waiting, as
+/// long as [`BOOT_TIMEOUT`] itself.
+const NO_PROFILE_CREDENTIALS_WAIT: &str = "2s";
 /// The role may describe instances, nothing else.
 const READER_POLICY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"ec2:DescribeInstances","Resource":"*"}]}"#;
 
@@ -50,7 +54,14 @@ fn error_code<E: aws_sdk_ec2::error::ProvideErrorMetadata>(e: &E) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn imds_enforces_the_token_flow_and_serves_only_its_instance() {
-    let cloud = LocalCloud::start();
+    let scratch = tempfile::tempdir().expect("a temp dir for the nodeup wrapper");
+    let cloud = LocalCloud::start_with(Options {
+        nodeup: Some(nodeup_with_env(
+            scratch.path(),
+            &[("NODEUP_CREDENTIALS_WAIT", NO_PROFILE_CREDENTIALS_WAIT)],
+        )),
+        ..Options::default()
+    });
     let network = Network::create(&cloud.ec2(), 20, &["us-west-2a"]).await;
     let subnet = &network.subnets[0].0;
     let with = run_instance(&cloud, subnet, None, Some("hello\n")).await;

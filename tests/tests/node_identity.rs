@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use aws_credential_types::provider::ProvideCredentials;
 use aws_credential_types::Credentials;
-use ballast_e2e::localcloud::LocalCloud;
+use ballast_e2e::localcloud::{nodeup_with_env, LocalCloud, Options};
 use ballast_state::etcd::health::HealthReport;
 use ballast_state::layout::ClusterPaths;
 use ballast_state::node_bootstrap::{NodeBootstrapService, NodeBootstrapServices};
@@ -32,6 +32,11 @@ use nodeup::certs::cert_facts;
 
 const CLUSTER: &str = "identity.example.com";
 const BUCKET: &str = "ballast-identity-e2e";
+/// The control plane's bootstrap-service republish interval in this test (`--bootstrap-republish-every`, 60 s by
+/// default): the test waits for a republish to drop a stale entry, and a short interval makes that wait seconds,
+/// not a minute. The drop is the same code at any interval.
+const REPUBLISH_EVERY: &str = "2s";
+const REPUBLISH_EVERY_SECS: u64 = 2;
 
 /// Every running instance of the cluster, with its EC2 private DNS name and role tag.
 async fn instances(cloud: &LocalCloud) -> Vec<(String, String, String)> {
@@ -189,7 +194,14 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
     // The instances' nodeup starts with the descriptor limit systemd gives a service (soft 1024), as on AWS:
     // the local cloud's runner, and each nodeup it starts, inherit this process's limit.
     let hard = set_soft_nofile(SYSTEMD_SOFT_NOFILE);
-    let cloud = LocalCloud::start();
+    let scratch = tempfile::tempdir().expect("a temp dir for the nodeup wrapper");
+    let cloud = LocalCloud::start_with(Options {
+        nodeup: Some(nodeup_with_env(
+            scratch.path(),
+            &[("NODEUP_BOOTSTRAP_REPUBLISH_EVERY", REPUBLISH_EVERY)],
+        )),
+        ..Options::default()
+    });
     // The flood below needs more than that here.
     set_soft_nofile(hard);
     cloud.prepare_for_ballast(BUCKET).await;
@@ -456,7 +468,8 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
         aws_sdk_s3::error::DisplayErrorContext(&overwrite)
     );
     // An entry of a control-plane instance gone without a replacement booting (a control-plane scale-down): the
-    // control-plane node's periodic republish (every 60 s) drops it, so workers stop trying its address.
+    // control-plane node's periodic republish (every REPUBLISH_EVERY here) drops it, so workers stop trying its
+    // address.
     let mut with_stale = services.clone();
     with_stale.services.push(NodeBootstrapService {
         instance_id: "i-0123456789abcdef0".to_string(),
@@ -472,17 +485,21 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
         .send()
         .await
         .expect("an administrator writes a stale entry");
-    let deadline = std::time::Instant::now()
-        + nodeup::bootstrap::directory::REPUBLISH_EVERY
-        + std::time::Duration::from_secs(30);
+    let stale_written = Instant::now();
+    // One interval, and a margin for a busy machine (the republish's EC2 listing and conditional write).
+    let deadline = stale_written + Duration::from_secs(REPUBLISH_EVERY_SECS + 30);
     let republished = loop {
         let now = published_services(&s3, &published_key).await;
-        if now != with_stale || std::time::Instant::now() > deadline {
+        if now != with_stale || Instant::now() > deadline {
             break now;
         }
-        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert_eq!(republished, services, "the stale entry stayed");
+    eprintln!(
+        "the stale entry was dropped {:?} after it was written (republish every {REPUBLISH_EVERY})",
+        stale_written.elapsed()
+    );
     let worker_log = std::fs::read_to_string(&worker_record.log).expect("the worker's log");
     assert!(
         worker_log

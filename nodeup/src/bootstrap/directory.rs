@@ -25,26 +25,36 @@ pub const EC2_FALLBACK_AFTER: Duration = Duration::from_secs(30);
 /// looks again within seconds, and the entries of the other control-plane nodes answer it meanwhile.
 pub const PUBLISH_AFTER: Duration = Duration::from_secs(1);
 
-/// How often a control-plane node publishes again after its first publish. What it catches: the entry of a
-/// control-plane instance gone without a replacement booting (a control-plane scale-down), whose address
-/// answers nothing and costs each worker that tries it first a connect timeout ([`super::client::CONNECT_TIMEOUT`]).
-/// A republish costs an EC2 listing and one read of the object; it writes only when the list changed.
+/// How often a control-plane node publishes again after its first publish, unless `--bootstrap-republish-every`
+/// says otherwise. What it catches: the entry of a control-plane instance gone without a replacement booting (a
+/// control-plane scale-down), whose address answers nothing and costs each worker that tries it first a connect
+/// timeout ([`super::client::CONNECT_TIMEOUT`]). A republish costs an EC2 listing and one read of the object; it
+/// writes only when the list changed.
 pub const REPUBLISH_EVERY: Duration = Duration::from_secs(60);
 
+/// The shortest republish interval the flag accepts: each republish is an EC2 listing, and a cluster's control
+/// plane listing several times a second would count against the account's EC2 request throttle on AWS.
+pub const REPUBLISH_EVERY_MIN: Duration = Duration::from_secs(1);
+
+/// The longest: a gone node's entry lasts up to one interval, costing each worker that tries it a connect
+/// timeout, and a failed publish waits that long for its retry.
+pub const REPUBLISH_EVERY_MAX: Duration = Duration::from_secs(60 * 60);
+
 /// Keeps this control-plane node's service published, for as long as the node runs: the first publish
-/// [`PUBLISH_AFTER`] the service listens, then one every [`REPUBLISH_EVERY`].
+/// [`PUBLISH_AFTER`] the service listens, then one every `every` (the flag's value, [`REPUBLISH_EVERY`] by default).
 pub async fn keep_published(
     store: StateStore,
     cluster: String,
     region: String,
     own: NodeBootstrapService,
+    every: Duration,
 ) {
     tokio::time::sleep(PUBLISH_AFTER).await;
     let peers = Ec2Peers::in_region(&cluster, &region).await;
     let paths = ClusterPaths::new(&cluster);
     loop {
         publish(&store, &paths, &peers, &own).await;
-        tokio::time::sleep(REPUBLISH_EVERY).await;
+        tokio::time::sleep(every).await;
     }
 }
 
