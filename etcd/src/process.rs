@@ -15,6 +15,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use ballast_state::etcd::timing::EtcdTiming;
+
 /// Where etcd's certificates are: the caller (nodeup) issues them; this crate only reads them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EtcdTls {
@@ -95,6 +97,8 @@ pub struct StartSpec {
     pub initial_cluster: Vec<(String, String)>,
     pub token: String,
     pub mode: StartMode,
+    /// Raft's heartbeat interval and election timeout (`spec.etcd.heartbeatInterval`, `leaderElectionTimeout`).
+    pub timing: EtcdTiming,
 }
 
 /// The local state directory.
@@ -303,6 +307,53 @@ fn initial_cluster_arg(spec: &StartSpec) -> String {
         .join(",")
 }
 
+/// etcd's command line for one start: mutual TLS on client and peer URLs, on `spec.ip` only; raft's timing
+/// always given, so what runs does not depend on the etcd version's defaults; and pre-vote on, which etcd 3.4
+/// (the local cloud's, Debian's) leaves off and 3.5 and 3.6 (the AMI's) turn on by default: a member that
+/// comes back from a partition or a restart without hearing the leader in time first asks whether it could win
+/// an election, and the others, who hear from the leader, say no; without it, it raises its term and forces the
+/// whole cluster into an election, one election timeout without a leader.
+pub fn etcd_args(state: &LocalState, tls: &EtcdTls, spec: &StartSpec) -> Vec<String> {
+    let client = crate::decide::client_url(&spec.ip);
+    let peer = crate::decide::peer_url(&spec.ip);
+    let p = |path: &Path| path.display().to_string();
+    let mut args = vec![
+        format!("--name={}", spec.name),
+        format!("--data-dir={}", state.data_dir().display()),
+        "--logger=zap".to_string(),
+        "--log-outputs=stderr".to_string(),
+        format!("--listen-client-urls={client}"),
+        format!("--advertise-client-urls={client}"),
+        format!("--listen-peer-urls={peer}"),
+        format!("--initial-advertise-peer-urls={}", spec.peer_url),
+        format!("--initial-cluster={}", initial_cluster_arg(spec)),
+        format!("--initial-cluster-token={}", spec.token),
+        format!(
+            "--initial-cluster-state={}",
+            if spec.mode == StartMode::New {
+                "new"
+            } else {
+                "existing"
+            }
+        ),
+        format!("--heartbeat-interval={}", spec.timing.heartbeat_interval_ms),
+        format!("--election-timeout={}", spec.timing.election_timeout_ms),
+        "--pre-vote=true".to_string(),
+        "--client-cert-auth".to_string(),
+        format!("--trusted-ca-file={}", p(&tls.ca_cert)),
+        format!("--cert-file={}", p(&tls.server_cert)),
+        format!("--key-file={}", p(&tls.server_key)),
+        "--peer-client-cert-auth".to_string(),
+        format!("--peer-trusted-ca-file={}", p(&tls.ca_cert)),
+        format!("--peer-cert-file={}", p(&tls.peer_cert)),
+        format!("--peer-key-file={}", p(&tls.peer_key)),
+    ];
+    if spec.mode == StartMode::ForceNewCluster {
+        args.push("--force-new-cluster".to_string());
+    }
+    args
+}
+
 /// A running etcd, killed (SIGKILL) when dropped.
 #[derive(Debug)]
 pub struct EtcdProcess {
@@ -326,39 +377,8 @@ impl EtcdProcess {
             .open(&log_path)
             .map_err(io(&log_path))?;
         let log_err = log.try_clone().map_err(io(&log_path))?;
-        let client = crate::decide::client_url(&spec.ip);
-        let peer = crate::decide::peer_url(&spec.ip);
-        let p = |path: &Path| path.display().to_string();
         let mut cmd = tokio::process::Command::new(binary);
-        cmd.arg(format!("--name={}", spec.name))
-            .arg(format!("--data-dir={}", state.data_dir().display()))
-            .arg("--logger=zap")
-            .arg("--log-outputs=stderr")
-            .arg(format!("--listen-client-urls={client}"))
-            .arg(format!("--advertise-client-urls={client}"))
-            .arg(format!("--listen-peer-urls={peer}"))
-            .arg(format!("--initial-advertise-peer-urls={}", spec.peer_url))
-            .arg(format!("--initial-cluster={}", initial_cluster_arg(spec)))
-            .arg(format!("--initial-cluster-token={}", spec.token))
-            .arg(format!(
-                "--initial-cluster-state={}",
-                if spec.mode == StartMode::New {
-                    "new"
-                } else {
-                    "existing"
-                }
-            ))
-            .arg("--client-cert-auth")
-            .arg(format!("--trusted-ca-file={}", p(&tls.ca_cert)))
-            .arg(format!("--cert-file={}", p(&tls.server_cert)))
-            .arg(format!("--key-file={}", p(&tls.server_key)))
-            .arg("--peer-client-cert-auth")
-            .arg(format!("--peer-trusted-ca-file={}", p(&tls.ca_cert)))
-            .arg(format!("--peer-cert-file={}", p(&tls.peer_cert)))
-            .arg(format!("--peer-key-file={}", p(&tls.peer_key)));
-        if spec.mode == StartMode::ForceNewCluster {
-            cmd.arg("--force-new-cluster");
-        }
+        cmd.args(etcd_args(state, tls, spec));
         cmd.stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log_err))
@@ -477,5 +497,68 @@ mod tests {
             w.join().expect("writer");
         }
         assert_eq!(leftovers(dir.path()), Vec::<String>::new());
+    }
+
+    fn spec(timing: EtcdTiming, mode: StartMode) -> StartSpec {
+        StartSpec {
+            name: "i-0abc".to_string(),
+            ip: "10.0.1.5".to_string(),
+            peer_url: "https://etcd-a.internal.demo.example.com:2380".to_string(),
+            initial_cluster: vec![(
+                "i-0abc".to_string(),
+                "https://etcd-a.internal.demo.example.com:2380".to_string(),
+            )],
+            token: "ballast-demo.example.com-epoch-1".to_string(),
+            mode,
+            timing,
+        }
+    }
+
+    /// The spec's timing reaches etcd's command line as its flags (milliseconds), pre-vote is always on, and the
+    /// rest of the line is what it was.
+    #[test]
+    fn timing_and_pre_vote_reach_etcds_command_line() {
+        let state = LocalState::new(PathBuf::from("/var/lib/etcd"));
+        let tls = EtcdTls::in_dir(Path::new("/etc/kubernetes/pki/etcd"));
+        let tight = EtcdTiming::from_spec(Some("50ms"), Some("500ms")).expect("a valid pair");
+        let args = etcd_args(&state, &tls, &spec(tight, StartMode::Existing));
+        let expected: Vec<String> = [
+            "--name=i-0abc",
+            "--data-dir=/var/lib/etcd/data",
+            "--logger=zap",
+            "--log-outputs=stderr",
+            "--listen-client-urls=https://10.0.1.5:2379",
+            "--advertise-client-urls=https://10.0.1.5:2379",
+            "--listen-peer-urls=https://10.0.1.5:2380",
+            "--initial-advertise-peer-urls=https://etcd-a.internal.demo.example.com:2380",
+            "--initial-cluster=i-0abc=https://etcd-a.internal.demo.example.com:2380",
+            "--initial-cluster-token=ballast-demo.example.com-epoch-1",
+            "--initial-cluster-state=existing",
+            "--heartbeat-interval=50",
+            "--election-timeout=500",
+            "--pre-vote=true",
+            "--client-cert-auth",
+            "--trusted-ca-file=/etc/kubernetes/pki/etcd/ca.crt",
+            "--cert-file=/etc/kubernetes/pki/etcd/server.crt",
+            "--key-file=/etc/kubernetes/pki/etcd/server.key",
+            "--peer-client-cert-auth",
+            "--peer-trusted-ca-file=/etc/kubernetes/pki/etcd/ca.crt",
+            "--peer-cert-file=/etc/kubernetes/pki/etcd/peer.crt",
+            "--peer-key-file=/etc/kubernetes/pki/etcd/peer.key",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(args, expected);
+
+        // No timing in the spec: etcd's defaults, written out; a forced new cluster says so last.
+        let args = etcd_args(
+            &state,
+            &tls,
+            &spec(EtcdTiming::default(), StartMode::ForceNewCluster),
+        );
+        assert!(args.contains(&"--heartbeat-interval=100".to_string()));
+        assert!(args.contains(&"--election-timeout=1000".to_string()));
+        assert!(args.contains(&"--pre-vote=true".to_string()));
+        assert_eq!(args.last().map(String::as_str), Some("--force-new-cluster"));
     }
 }

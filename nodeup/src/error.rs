@@ -129,7 +129,7 @@ pub enum NodeupError {
     Runtime(#[source] std::io::Error),
     /// The node spec's etcd settings are unusable (e.g. a backup interval that does not parse).
     #[error("the node spec's etcd settings: {0}")]
-    EtcdSettings(#[source] ballast_etcd::backup::BackupError),
+    EtcdSettings(#[source] ballast_etcd::supervisor::SettingsError),
     /// The node spec's audit shipping settings are unusable (a chunk interval that does not parse).
     #[error("the node spec's audit shipping settings: {0}")]
     AuditSettings(#[source] crate::audit::shipper::AuditError),

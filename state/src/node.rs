@@ -259,6 +259,13 @@ pub struct EtcdSettings {
     pub members: BTreeMap<String, String>,
     pub backup_interval: String,
     pub backup_retention: String,
+    /// etcd's `--heartbeat-interval` in ms (`spec.etcd.heartbeatInterval`); absent when the spec leaves it to
+    /// etcd's default (100 ms), so a spec without it renders the node spec it always did (no roll).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_interval_ms: Option<u32>,
+    /// etcd's `--election-timeout` in ms (`spec.etcd.leaderElectionTimeout`); absent: etcd's default (1 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub election_timeout_ms: Option<u32>,
 }
 
 /// Where and how a control-plane node ships its audit log, from the completed spec: the named destination, or
@@ -288,6 +295,32 @@ fn audit_shipping(
     }
 }
 
+/// The spec's etcd timing in ms (`etcd::timing`), each `None` when the spec leaves it to etcd's default.
+/// Validation refuses a bad pair first; rendering checks again rather than trust it, so no node spec ever
+/// carries a pair etcd would refuse to start with.
+fn etcd_timing_ms(
+    etcd: &crate::spec::EtcdSpec,
+    group: &str,
+) -> Result<(Option<u32>, Option<u32>), NodeSpecError> {
+    let timing = crate::etcd::timing::EtcdTiming::from_spec(
+        etcd.heartbeat_interval.as_deref(),
+        etcd.leader_election_timeout.as_deref(),
+    )
+    .map_err(|(field, source)| NodeSpecError::EtcdTiming {
+        group: group.to_string(),
+        field,
+        source,
+    })?;
+    Ok((
+        etcd.heartbeat_interval
+            .as_ref()
+            .map(|_| timing.heartbeat_interval_ms),
+        etcd.leader_election_timeout
+            .as_ref()
+            .map(|_| timing.election_timeout_ms),
+    ))
+}
+
 /// Failures rendering what a node is told.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeSpecError {
@@ -295,6 +328,14 @@ pub enum NodeSpecError {
     UnknownGroup { group: String },
     #[error("control-plane group {group:?} hosts no etcd member")]
     NoEtcdMember { group: String },
+    /// The spec's etcd timing is one etcd would refuse (validation refuses it first).
+    #[error("the node spec of {group:?}: {field}: {source}")]
+    EtcdTiming {
+        group: String,
+        field: &'static str,
+        #[source]
+        source: crate::etcd::timing::TimingError,
+    },
     #[error("rendering the node spec of {group:?}: {source}")]
     Render {
         group: String,
@@ -397,6 +438,7 @@ pub fn render_node_spec_with_keys(
                 group: group.to_string(),
             })?;
         let backup = etcd.backup.clone().unwrap_or_default();
+        let (heartbeat_interval_ms, election_timeout_ms) = etcd_timing_ms(&etcd, group)?;
         let encryption = cluster.encryption_config.clone().unwrap_or_default();
         Some(ControlPlaneSettings {
             encryption_provider: encryption
@@ -420,6 +462,8 @@ pub fn render_node_spec_with_keys(
                     .collect(),
                 backup_interval: backup.interval.unwrap_or_default(),
                 backup_retention: backup.retention.unwrap_or_default(),
+                heartbeat_interval_ms,
+                election_timeout_ms,
             },
         })
     } else {
@@ -657,6 +701,77 @@ mod tests {
         assert_ne!(older.sha256, newer.sha256);
         // A version the manifest does not pin (validation refuses it first) keeps the default.
         assert_eq!(sandbox_image("1.29.1"), PAUSE_IMAGE);
+    }
+
+    /// `spec.etcd.heartbeatInterval` and `leaderElectionTimeout` reach the control-plane node specs in ms and
+    /// change their hash (so `rolling-update cluster` carries a change to every member, one at a time); workers'
+    /// specs are untouched; with neither set the node spec is byte for byte what it was before the fields existed.
+    #[test]
+    fn etcd_timing_reaches_control_plane_node_specs_only() {
+        let config = completed();
+        let cp = "control-plane-us-west-2a";
+        let before = render_node_spec(&config, cp, "s3://b/p", "api.elb").expect("render");
+        assert!(!before.yaml.contains("heartbeat"), "{}", before.yaml);
+        assert!(!before.yaml.contains("electionTimeout"), "{}", before.yaml);
+        let worker = render_node_spec(&config, "nodes", "s3://b/p", "api.elb").expect("render");
+
+        let mut tight = config.clone();
+        let etcd = tight.cluster.spec.etcd.get_or_insert_with(Default::default);
+        etcd.heartbeat_interval = Some("50ms".into());
+        etcd.leader_election_timeout = Some("0.5s".into());
+        let after = render_node_spec(&tight, cp, "s3://b/p", "api.elb").expect("render");
+        let settings = &after
+            .spec
+            .control_plane
+            .as_ref()
+            .expect("control plane")
+            .etcd;
+        assert_eq!(settings.heartbeat_interval_ms, Some(50));
+        assert_eq!(settings.election_timeout_ms, Some(500));
+        assert!(
+            after.yaml.contains("heartbeatIntervalMs: 50"),
+            "{}",
+            after.yaml
+        );
+        assert!(
+            after.yaml.contains("electionTimeoutMs: 500"),
+            "{}",
+            after.yaml
+        );
+        assert_ne!(before.sha256, after.sha256);
+        let worker_after =
+            render_node_spec(&tight, "nodes", "s3://b/p", "api.elb").expect("render");
+        assert_eq!(worker.sha256, worker_after.sha256);
+
+        // One alone is carried alone: the other stays etcd's default on the node.
+        let mut one = config.clone();
+        one.cluster
+            .spec
+            .etcd
+            .get_or_insert_with(Default::default)
+            .heartbeat_interval = Some("150ms".into());
+        let rendered = render_node_spec(&one, cp, "s3://b/p", "api.elb").expect("render");
+        let settings = &rendered
+            .spec
+            .control_plane
+            .as_ref()
+            .expect("control plane")
+            .etcd;
+        assert_eq!(settings.heartbeat_interval_ms, Some(150));
+        assert_eq!(settings.election_timeout_ms, None);
+
+        // A pair etcd would refuse never becomes a node spec, even if validation was skipped.
+        let mut bad = config.clone();
+        bad.cluster
+            .spec
+            .etcd
+            .get_or_insert_with(Default::default)
+            .heartbeat_interval = Some("300ms".into());
+        let err = render_node_spec(&bad, cp, "s3://b/p", "api.elb").expect_err("refused");
+        assert!(
+            err.to_string().contains("spec.etcd.heartbeatInterval"),
+            "{err}"
+        );
     }
 
     /// The operator's SSH keys go into every node spec, workers' included, and change its hash (so a roll carries

@@ -303,6 +303,14 @@ pub struct EtcdSpec {
     pub volume_throughput: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<EtcdBackupSpec>,
+    /// etcd's `--heartbeat-interval`, as kops's `etcdClusters[].heartbeatInterval`: a Go duration of whole
+    /// milliseconds (`50ms`), 1 ms..10 s; absent: etcd's default, 100 ms (`etcd::timing`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_interval: Option<String>,
+    /// etcd's `--election-timeout`, as kops's `etcdClusters[].leaderElectionTimeout`: at least five heartbeats,
+    /// at most 50 s; absent: etcd's default, 1 s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_election_timeout: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]

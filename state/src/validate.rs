@@ -725,6 +725,12 @@ fn check_etcd(report: &mut Report<'_>, etcd: &EtcdSpec) {
         };
         report.error(field, problem.message);
     }
+    if let Err((field, problem)) = crate::etcd::timing::EtcdTiming::from_spec(
+        etcd.heartbeat_interval.as_deref(),
+        etcd.leader_election_timeout.as_deref(),
+    ) {
+        report.error(field, problem.to_string());
+    }
     if let Some(backup) = &etcd.backup {
         let interval = check_duration(
             report,

@@ -27,6 +27,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ballast_state::etcd::timing::EtcdTiming;
 use ballast_state::layout::ClusterPaths;
 use ballast_state::node::EtcdSettings;
 use ballast_store::store::StateStore;
@@ -71,6 +72,8 @@ pub struct SupervisorConfig {
     /// Peer URLs by name (`hosts`): this member's name and the hosts file that makes every member's name resolve.
     /// `None`: peer URLs by IP.
     pub peer_names: Option<PeerNames>,
+    /// etcd's heartbeat interval and election timeout (the node spec's; etcd's defaults when it has none).
+    pub timing: EtcdTiming,
 }
 
 /// Peer URLs by name: this node's member and the hosts file the supervisor keeps current (`/etc/hosts` under
@@ -107,15 +110,37 @@ impl SupervisorConfig {
             request_timeout: Duration::from_secs(2),
             member_volume: false,
             peer_names: None,
+            timing: EtcdTiming::default(),
         }
     }
 
-    /// Backup interval and retention from the node spec's etcd settings.
-    pub fn with_settings(mut self, settings: &EtcdSettings) -> Result<Self, BackupError> {
+    /// Backup interval and retention, and raft's timing, from the node spec's etcd settings.
+    pub fn with_settings(mut self, settings: &EtcdSettings) -> Result<Self, SettingsError> {
         self.backup_interval = Some(parse_duration(&settings.backup_interval)?);
         self.backup_retention = parse_duration(&settings.backup_retention)?;
+        // Held to etcd's bounds again here: a node spec edited by hand must not start an etcd that refuses to run.
+        self.timing = EtcdTiming::from_millis(
+            settings.heartbeat_interval_ms.map(u64::from),
+            settings.election_timeout_ms.map(u64::from),
+        )
+        .map_err(|(field, source)| SettingsError::Timing { field, source })?;
         Ok(self)
     }
+}
+
+/// The node spec's etcd settings cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    /// A backup interval or retention that does not parse.
+    #[error(transparent)]
+    Backup(#[from] BackupError),
+    /// A heartbeat interval or election timeout etcd would refuse; `field` is the spec's field it came from.
+    #[error("{field}: {source}")]
+    Timing {
+        field: &'static str,
+        #[source]
+        source: ballast_state::etcd::timing::TimingError,
+    },
 }
 
 /// Failures of one round (the loop logs them and tries again).
@@ -321,6 +346,7 @@ impl Supervisor {
             initial_cluster,
             token: record.cluster_token(&self.config.cluster_name),
             mode,
+            timing: self.config.timing,
         }
     }
 
@@ -404,5 +430,71 @@ impl Supervisor {
     /// supervisor's last act.
     pub async fn shutdown(mut self) -> StopOutcome {
         self.stop_gracefully().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(heartbeat: Option<u32>, election: Option<u32>) -> EtcdSettings {
+        EtcdSettings {
+            member_name: "a".into(),
+            members: BTreeMap::from([("a".to_string(), "control-plane-a".to_string())]),
+            backup_interval: "1h".into(),
+            backup_retention: "7d".into(),
+            heartbeat_interval_ms: heartbeat,
+            election_timeout_ms: election,
+        }
+    }
+
+    fn config() -> SupervisorConfig {
+        SupervisorConfig::new(
+            "demo.example.com",
+            "i-0abc",
+            "10.0.1.5",
+            PathBuf::from("/var/lib/etcd"),
+            EtcdTls::in_dir(std::path::Path::new("/etc/kubernetes/pki/etcd")),
+        )
+    }
+
+    /// The node spec's timing becomes the supervisor's (what `etcd_args` passes to etcd); none: etcd's defaults.
+    #[test]
+    fn the_node_specs_timing_is_the_supervisors() {
+        let c = config()
+            .with_settings(&settings(Some(50), Some(500)))
+            .expect("valid settings");
+        assert_eq!(
+            c.timing,
+            EtcdTiming {
+                heartbeat_interval_ms: 50,
+                election_timeout_ms: 500
+            }
+        );
+        let c = config()
+            .with_settings(&settings(None, None))
+            .expect("valid settings");
+        assert_eq!(c.timing, EtcdTiming::default());
+    }
+
+    /// A node spec edited by hand with a pair etcd would refuse is an error naming the spec's field, not an etcd
+    /// that fails to start on every round.
+    #[test]
+    fn a_pair_etcd_refuses_is_an_error_naming_its_field() {
+        for (heartbeat, election, field) in [
+            (Some(0), None, "spec.etcd.heartbeatInterval"),
+            (Some(300), None, "spec.etcd.heartbeatInterval"),
+            (Some(100), Some(400), "spec.etcd.leaderElectionTimeout"),
+            (None, Some(60_000), "spec.etcd.leaderElectionTimeout"),
+        ] {
+            let err = config()
+                .with_settings(&settings(heartbeat, election))
+                .expect_err("refused");
+            assert!(
+                matches!(&err, SettingsError::Timing { field: f, .. } if *f == field),
+                "{heartbeat:?}/{election:?}: {err}"
+            );
+            assert!(err.to_string().starts_with(field), "{err}");
+        }
     }
 }

@@ -4,11 +4,13 @@
 //!
 //! - [`record`]: `etcd/cluster.json`, the cluster's epoch and who seeds it;
 //! - [`health`]: each member's published health (`etcd/health/<instance-id>.json`) and the judgement of them;
-//! - [`backup`]: a backup's metadata, ids, keys and snapshot checksum.
+//! - [`backup`]: a backup's metadata, ids, keys and snapshot checksum;
+//! - [`timing`]: etcd's heartbeat interval and election timeout from the spec, held to etcd's own bounds.
 
 pub mod backup;
 pub mod health;
 pub mod record;
+pub mod timing;
 
 use serde::Serialize;
 

@@ -15,9 +15,12 @@
 //! (issue 17), with volumes and default terminations: termination call to three voting healthy members within
 //! 1 s median and 3 s at the 90th percentile over 10 replacements, leader rounds included.
 //!
-//! cargo run -p ballast-e2e --bin etcd-replace-bench [--release] [-- REPLACEMENTS [KEYS [POWER_CUTS]]]
+//! cargo run -p ballast-e2e --bin etcd-replace-bench [--release] [-- [--etcd-timing HEARTBEAT,ELECTION]
+//! [REPLACEMENTS [KEYS [POWER_CUTS]]]]
 //! (REPLACEMENTS graceful rounds, 1..=100, default 5; KEYS up to 1,000,000, default 10,000; POWER_CUTS
-//! power-cut leader rounds, 0..=100, default REPLACEMENTS / 2.)
+//! power-cut leader rounds, 0..=100, default REPLACEMENTS / 2. `--etcd-timing 50ms,500ms` sets the clusters'
+//! `spec.etcd.heartbeatInterval` and `leaderElectionTimeout` before `update cluster --yes`; without it, etcd's
+//! defaults, 100 ms and 1 s.)
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -114,8 +117,30 @@ struct Sample {
     from_boot: f64,
 }
 
+/// `--etcd-timing HEARTBEAT,ELECTION`, taken out of the arguments; refused (exit 2) as `ballast` would refuse it.
+fn etcd_timing(args: &mut Vec<String>) -> Option<(String, String)> {
+    let at = args.iter().position(|a| a == "--etcd-timing")?;
+    let value = args.get(at + 1).cloned().unwrap_or_default();
+    args.drain(at..(at + 2).min(args.len()));
+    let refuse = |why: String| -> ! {
+        eprintln!("etcd-replace-bench: --etcd-timing {value:?}: {why}");
+        std::process::exit(2);
+    };
+    let Some((heartbeat, election)) = value.split_once(',') else {
+        refuse("use HEARTBEAT,ELECTION, e.g. 50ms,500ms".into());
+    };
+    if let Err((field, e)) =
+        ballast_state::etcd::timing::EtcdTiming::from_spec(Some(heartbeat), Some(election))
+    {
+        refuse(format!("{field}: {e}"));
+    }
+    Some((heartbeat.to_string(), election.to_string()))
+}
+
 fn main() {
-    let mut args = std::env::args().skip(1);
+    let mut argv: Vec<String> = std::env::args().skip(1).collect();
+    let timing = etcd_timing(&mut argv);
+    let mut args = argv.into_iter();
     let replacements = bounded(args.next(), "REPLACEMENTS", 5, 1..=MAX_ROUNDS);
     let keys = bounded(args.next(), "KEYS", 10_000, 0..=MAX_KEYS);
     let cuts = bounded(args.next(), "POWER_CUTS", replacements / 2, 0..=MAX_ROUNDS);
@@ -123,7 +148,17 @@ fn main() {
     let ballast = bench_binaries();
     let scratch = tempfile::tempdir().expect("a scratch directory");
     println!("== member volumes: the replacement re-attaches its member's volume");
-    let reattach = runtime.block_on(bench(&ballast, None, &rounds(replacements, cuts), keys));
+    match &timing {
+        Some((h, e)) => println!("etcd timing: heartbeatInterval {h}, leaderElectionTimeout {e}"),
+        None => println!("etcd timing: etcd's defaults (heartbeat 100 ms, election timeout 1 s)"),
+    }
+    let reattach = runtime.block_on(bench(
+        &ballast,
+        None,
+        &rounds(replacements, cuts),
+        keys,
+        timing.as_ref(),
+    ));
     println!("== root disk: the replacement joins as a learner");
     let wrapper = root_disk_nodeup(scratch.path());
     let learner = runtime.block_on(bench(
@@ -131,6 +166,7 @@ fn main() {
         Some(wrapper),
         &rounds(replacements, 0),
         keys,
+        timing.as_ref(),
     ));
     let graceful = |samples: &[Sample]| -> (Vec<f64>, Vec<f64>) {
         samples
@@ -189,33 +225,58 @@ fn now_unix() -> f64 {
 
 /// One cluster's run of `plan`; prints every round and, per kind, the median and 90th percentile from the
 /// termination call to three voting healthy members.
-async fn bench(ballast: &Path, nodeup: Option<PathBuf>, plan: &[Kind], keys: usize) -> Vec<Sample> {
+async fn bench(
+    ballast: &Path,
+    nodeup: Option<PathBuf>,
+    plan: &[Kind],
+    keys: usize,
+    timing: Option<&(String, String)>,
+) -> Vec<Sample> {
     let cloud = LocalCloud::start_with(Options {
         nodeup,
         ..Options::default()
     });
     cloud.prepare_for_ballast("etcd-bench").await;
-    let out = Command::new(ballast)
-        .args([
-            "create",
-            "cluster",
-            "--name",
-            "bench.example.com",
-            "--zones",
-            "us-west-2a,us-west-2b,us-west-2c",
-            "--node-count",
-            "0",
-            "--yes",
-        ])
-        .env_clear()
-        .envs(cloud.operator_env("s3://etcd-bench/clusters"))
-        .output()
-        .expect("ballast");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let run = |args: &[&str]| -> String {
+        let out = Command::new(ballast)
+            .args(args)
+            .env_clear()
+            .envs(cloud.operator_env("s3://etcd-bench/clusters"))
+            .output()
+            .expect("ballast");
+        assert!(
+            out.status.success(),
+            "ballast {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let mut create = vec![
+        "create",
+        "cluster",
+        "--name",
+        "bench.example.com",
+        "--zones",
+        "us-west-2a,us-west-2b,us-west-2c",
+        "--node-count",
+        "0",
+    ];
+    match timing {
+        None => {
+            create.push("--yes");
+            run(&create);
+        }
+        // The timing is a spec field with no `create` flag: store the cluster, set it, then build it.
+        Some((heartbeat, election)) => {
+            run(&create);
+            let spec = run(&["get", "clusters", "bench.example.com", "-o", "yaml"]);
+            let timed = with_etcd_timing(&spec, heartbeat, election);
+            let file = tempfile::NamedTempFile::new().expect("a spec file");
+            std::fs::write(file.path(), timed).expect("writing the spec");
+            run(&["replace", "-f", &file.path().display().to_string()]);
+            run(&["update", "cluster", "bench.example.com", "--yes"]);
+        }
+    }
     let created = Instant::now();
     wait_for_settled(&cloud, 3, Duration::from_secs(180)).await;
     println!(
@@ -325,6 +386,25 @@ async fn bench(ballast: &Path, nodeup: Option<PathBuf>, plan: &[Kind], keys: usi
         );
     }
     samples
+}
+
+/// The cluster's YAML with `spec.etcd.heartbeatInterval` and `leaderElectionTimeout` set, inserted right under
+/// its `etcd:` key (a completed spec always has one).
+fn with_etcd_timing(spec: &str, heartbeat: &str, election: &str) -> String {
+    let mut out = String::with_capacity(spec.len() + 80);
+    let mut done = false;
+    for line in spec.lines() {
+        out.push_str(line);
+        out.push('\n');
+        if !done && line.trim_end() == "  etcd:" {
+            out.push_str(&format!(
+                "    heartbeatInterval: {heartbeat}\n    leaderElectionTimeout: {election}\n"
+            ));
+            done = true;
+        }
+    }
+    assert!(done, "no spec.etcd in:\n{spec}");
+    out
 }
 
 /// The nearest-rank percentile `q` (0..=1) of `v`.

@@ -212,8 +212,7 @@ pub trait Task: Delete + Sync {
     ) -> impl Future<Output = Result<(), UpdateError>> + Send;
 
     /// Writes the changes as Terraform resources, recording in `known` the Terraform references (`${...}`)
-    /// that stand for the ids `apply` would have recorded. State-store kinds write no resource (node specs hand
-    /// theirs over for the caller to write: [`Terraform::node_specs`]).
+    /// that stand for the ids `apply` would have recorded. State-store kinds write nothing.
     fn render_terraform(
         &self,
         wanted: Wanted<'_>,

@@ -1044,6 +1044,7 @@ fn etcd(r: &mut Recorder<'_>, v: Value, spec: &mut ClusterSpec) -> Option<Vec<St
                 );
             }
         }
+        etcd_timing(r, &path, &mut c, main, &mut out);
         let mut groups = Vec::new();
         match c.take("etcdMembers") {
             Some(Value::Sequence(members)) => {
@@ -1088,6 +1089,73 @@ fn etcd(r: &mut Recorder<'_>, v: Value, spec: &mut ClusterSpec) -> Option<Vec<St
     }
     spec.etcd = Some(out);
     Some(main_groups)
+}
+
+/// kops's raft timing, `heartbeatInterval` and `leaderElectionTimeout` (`metav1.Duration`s, e.g. `100ms`):
+/// main's become `spec.etcd.heartbeatInterval` and `leaderElectionTimeout`, which the supervisor passes to etcd.
+/// (kops declares both but its etcd-manager refuses them at `update cluster`; Ballast applies them.) A value
+/// etcd would refuse, alone or as a pair with etcd's default for the other, is refused by its kops path. Events'
+/// are dropped: Ballast keeps events in main's etcd, which runs with main's timing.
+fn etcd_timing(r: &mut Recorder<'_>, path: &str, c: &mut Fields, main: bool, out: &mut EtcdSpec) {
+    use ballast_state::etcd::timing::{format_millis, parse_millis, EtcdTiming, HEARTBEAT_FIELD};
+    let fields = [
+        ("heartbeatInterval", "spec.etcd.heartbeatInterval"),
+        ("leaderElectionTimeout", "spec.etcd.leaderElectionTimeout"),
+    ];
+    let mut read: [Option<u64>; 2] = [None, None];
+    for (i, (field, target)) in fields.iter().enumerate() {
+        let Some(v) = c.take(field) else { continue };
+        let kops_path = format!("{path}.{field}");
+        if !main {
+            r.dropped(
+                &kops_path,
+                "events' etcd timing: Ballast keeps events in main's etcd, which runs with main's                  heartbeatInterval and leaderElectionTimeout",
+            );
+            continue;
+        }
+        let Some(text) = r.string(&kops_path, v) else {
+            continue;
+        };
+        match parse_millis(&text) {
+            Ok(ms) => read[i] = Some(ms),
+            Err(e) => r.refused(&kops_path, format!("{e} (it maps to {target})")),
+        }
+    }
+    if read.iter().all(Option::is_none) {
+        return;
+    }
+    match EtcdTiming::from_millis(read[0], read[1]) {
+        Ok(timing) => {
+            if read[0].is_some() {
+                r.mapped(&format!("{path}.heartbeatInterval"), fields[0].1);
+                out.heartbeat_interval = Some(format_millis(timing.heartbeat_interval_ms));
+            }
+            if read[1].is_some() {
+                r.mapped(&format!("{path}.leaderElectionTimeout"), fields[1].1);
+                out.leader_election_timeout = Some(format_millis(timing.election_timeout_ms));
+            }
+        }
+        Err((field, e)) => {
+            let kops_field = if field == HEARTBEAT_FIELD {
+                "heartbeatInterval"
+            } else {
+                "leaderElectionTimeout"
+            };
+            r.refused(
+                &format!("{path}.{kops_field}"),
+                format!("{e}: etcd needs 1..=10000 ms of heartbeat and an election timeout of 5 heartbeats to 50 s"),
+            );
+            // The other of a refused pair is not mapped either: say so by its path.
+            for (i, (other, _)) in fields.iter().enumerate() {
+                if *other != kops_field && read[i].is_some() {
+                    r.refused(
+                        &format!("{path}.{other}"),
+                        format!("paired with {kops_field}, which etcd refuses with it"),
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// One member: `name` and `instanceGroup` (main's only; events' members are main's), the volume settings.

@@ -378,3 +378,75 @@ spec:
         Fate::Refused(_)
     ));
 }
+
+/// kops's `heartbeatInterval` and `leaderElectionTimeout` (Go durations) map to `spec.etcd`'s, in whole
+/// milliseconds; events' are dropped (events live in main's etcd); a pair etcd refuses is refused by its path.
+#[test]
+fn etcd_timing_maps_from_main_and_a_pair_etcd_refuses_is_refused_by_its_path() {
+    let timed = CLUSTER.replacen(
+        "  - name: main\n",
+        "  - name: main\n    heartbeatInterval: 50ms\n    leaderElectionTimeout: 0.5s\n",
+        1,
+    );
+    let timed = timed.replacen(
+        "  - name: events\n",
+        "  - name: events\n    heartbeatInterval: 250ms\n",
+        1,
+    );
+    let imported = run(&timed);
+    let config = imported.config.as_ref().expect("imported");
+    let etcd = config.cluster.spec.etcd.as_ref().expect("etcd");
+    assert_eq!(etcd.heartbeat_interval.as_deref(), Some("50ms"));
+    assert_eq!(etcd.leader_election_timeout.as_deref(), Some("500ms"));
+    let cluster = "Cluster/t.example.com";
+    assert!(matches!(
+        fate_of(&imported, cluster, "spec.etcdClusters[0].heartbeatInterval"),
+        Fate::Mapped(to) if to == "spec.etcd.heartbeatInterval"
+    ));
+    assert!(matches!(
+        fate_of(&imported, cluster, "spec.etcdClusters[0].leaderElectionTimeout"),
+        Fate::Mapped(to) if to == "spec.etcd.leaderElectionTimeout"
+    ));
+    assert!(matches!(
+        fate_of(&imported, cluster, "spec.etcdClusters[1].heartbeatInterval"),
+        Fate::Dropped(_)
+    ));
+
+    // A heartbeat etcd's default election timeout (1 s) cannot hold five times: refused by its kops path.
+    let too_slow = CLUSTER.replacen(
+        "  - name: main\n",
+        "  - name: main\n    heartbeatInterval: 300ms\n",
+        1,
+    );
+    let imported = run(&too_slow);
+    assert!(imported.config.is_none(), "a refused field imports nothing");
+    match fate_of(&imported, cluster, "spec.etcdClusters[0].heartbeatInterval") {
+        Fate::Refused(why) => assert!(why.contains("5 x heartbeatInterval"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    // Beyond etcd's 50 s, and not whole milliseconds: each refused by its path, the pair's other too.
+    let out_of_range = CLUSTER.replacen(
+        "  - name: main\n",
+        "  - name: main\n    heartbeatInterval: 100ms\n    leaderElectionTimeout: 1m\n",
+        1,
+    );
+    let imported = run(&out_of_range);
+    assert!(matches!(
+        fate_of(&imported, cluster, "spec.etcdClusters[0].leaderElectionTimeout"),
+        Fate::Refused(why) if why.contains("5..=50000")
+    ));
+    assert!(matches!(
+        fate_of(&imported, cluster, "spec.etcdClusters[0].heartbeatInterval"),
+        Fate::Refused(_)
+    ));
+    let fractional = CLUSTER.replacen(
+        "  - name: main\n",
+        "  - name: main\n    heartbeatInterval: 50.5ms\n",
+        1,
+    );
+    let imported = run(&fractional);
+    assert!(matches!(
+        fate_of(&imported, cluster, "spec.etcdClusters[0].heartbeatInterval"),
+        Fate::Refused(why) if why.contains("whole number of milliseconds")
+    ));
+}
