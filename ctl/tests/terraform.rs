@@ -15,9 +15,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use ballast::cloud::kinds::oidc_discovery::terraform_name as document_name;
+use ballast::cloud::kinds::service_account_roles::attachment_name;
+use ballast::cloud::kinds::ActualState;
 use ballast::cloud::model::{cluster_model, ClusterModel, StateLocation};
 use ballast::cloud::plan::{Action, Change, Kind, KNOWN_AFTER_APPLY};
-use ballast::cloud::to_terraform::{render_terraform, Rendered};
+use ballast::cloud::to_terraform::{render as render_with, render_terraform, Inputs, Rendered};
 use ballast_state::defaults::complete;
 use ballast_state::document::{config_from_objects, parse_objects};
 use ballast_state::keyset::NodeKeys;
@@ -27,11 +30,12 @@ use hcl::{Body, Expression};
 use predicates::prelude::*;
 
 const STATE: &str = "s3://state/clusters";
-const CASES: [&str; 7] = [
+const CASES: [&str; 8] = [
     "api-security-groups-create",
     "create-from-nothing",
     "extra-volumes-create",
     "group-aws-create",
+    "irsa-amazon-vpc-create",
     "private-create",
     "shared-vpc-create",
     "termination-create",
@@ -72,9 +76,27 @@ fn load(case: &str) -> (ClusterConfig, ClusterModel) {
     (completed, model)
 }
 
+/// The instance profile Terraform made, as `update cluster --target terraform` reads it once the load balancer
+/// exists: the account of IRSA's role ARNs in the node specs.
+const PROFILE_ARN: &str =
+    "arn:aws:iam::123456789012:instance-profile/control-plane.demo.example.com";
+
+/// What the caller reads for the rendering: the case's service-account public keys (its actual.yaml's, as
+/// `update cluster` reads them from the state store) and the instance profile once the load balancer exists.
+fn inputs(case: &str, api_dns: Option<&str>) -> Inputs {
+    let text = std::fs::read_to_string(data(case).join("actual.yaml")).unwrap_or_default();
+    let actual: ActualState = yaml_serde::from_str(&text).expect("actual.yaml");
+    Inputs {
+        api_dns: api_dns.map(str::to_string),
+        keys: NodeKeys::default(),
+        service_account_keys: actual.oidc_discovery.public_keys,
+        instance_profile_arn: api_dns.map(|_| PROFILE_ARN.to_string()),
+    }
+}
+
 async fn render(case: &str, api_dns: Option<&str>) -> Rendered {
     let (completed, model) = load(case);
-    render_terraform(&model, &completed, api_dns, &NodeKeys::default())
+    render_with(&model, &completed, &inputs(case, api_dns))
         .await
         .unwrap_or_else(|e| panic!("{case}: {e}"))
 }
@@ -432,6 +454,61 @@ fn check_change(
                     field("trust")
                 ));
             }
+            let account = field("serviceAccount");
+            if !account.is_empty() {
+                check_service_account_role(change, &account, &trust, hcl, model, &problems);
+            }
+        }
+        Kind::OidcDocument => {
+            let (bucket, key) = name
+                .strip_prefix("s3://")
+                .and_then(|rest| rest.split_once('/'))
+                .expect("s3://bucket/key");
+            let tf_name = document_name(key);
+            let body = find("aws_s3_object", tf_name).cloned().unwrap_or_default();
+            let content = text(attribute(&body, &["content"]));
+            let hash = ballast_state::digest::sha256_hex(content.as_bytes());
+            if field("sha256") != hash[..12] {
+                problems.borrow_mut().push(format!(
+                    "OidcDocument {name}: content's sha256 {} in Terraform, {} in the plan",
+                    &hash[..12],
+                    field("sha256")
+                ));
+            }
+            for (path, want) in [
+                ("bucket", bucket),
+                ("key", key),
+                ("acl", field("acl").as_str()),
+                ("content_type", "application/json"),
+            ] {
+                expect("aws_s3_object", tf_name, &[path], want);
+            }
+        }
+        Kind::OidcProvider => {
+            let tf_cluster = model.cluster.as_str();
+            expect(
+                "aws_iam_openid_connect_provider",
+                tf_cluster,
+                &["url"],
+                name,
+            );
+            let ids: Vec<String> = field("clientIds")
+                .split(',')
+                .map(|id| format!("\"{id}\""))
+                .collect();
+            expect(
+                "aws_iam_openid_connect_provider",
+                tf_cluster,
+                &["client_id_list"],
+                &format!("[{}]", ids.join(", ")),
+            );
+            // As the direct apply: no thumbprint (IAM takes the issuer's CA itself).
+            expect(
+                "aws_iam_openid_connect_provider",
+                tf_cluster,
+                &["thumbprint_list"],
+                "(absent)",
+            );
         }
         Kind::IamRolePolicy => {
             let role = model
@@ -698,6 +775,96 @@ fn check_change(
     problems.into_inner()
 }
 
+/// A service account's role (IRSA): trust by reference to the provider's ARN, for exactly its service account;
+/// its tag; each managed policy attached; its inline policy the plan's (by hash) and named `irsa`.
+fn check_service_account_role(
+    change: &Change,
+    account: &str,
+    trust: &str,
+    hcl: &BTreeMap<(String, String), Body>,
+    model: &ClusterModel,
+    problems: &std::cell::RefCell<Vec<String>>,
+) {
+    let name = change.name.as_str();
+    let field = |f: &str| -> String {
+        change
+            .fields
+            .iter()
+            .find(|x| x.field == f)
+            .map(|x| x.to.clone())
+            .unwrap_or_default()
+    };
+    let mut found = Vec::new();
+    let provider = format!(
+        "\"Federated\" = aws_iam_openid_connect_provider.{}.arn",
+        tf(&model.cluster)
+    );
+    let (namespace, service_account) = account.split_once('/').expect("namespace/name");
+    let subject = format!("= \"system:serviceaccount:{namespace}:{service_account}\"");
+    for want in [provider.as_str(), subject.as_str(), "jsonencode("] {
+        if !trust.contains(want) {
+            found.push(format!(
+                "IamRole {name}: trust does not hold {want}: {trust}"
+            ));
+        }
+    }
+    let role = hcl
+        .get(&("aws_iam_role".to_string(), tf(name)))
+        .cloned()
+        .unwrap_or_default();
+    let tags = text(attribute(&role, &["tags"]));
+    if !tags.contains(&format!("\"ballast.dev/service-account\" = \"{account}\"")) {
+        found.push(format!("IamRole {name}: no service-account tag in {tags}"));
+    }
+    let role_ref = format!("aws_iam_role.{}.name", tf(name));
+    let arns = field("policyARNs");
+    for arn in arns
+        .trim_start_matches("+[")
+        .trim_end_matches(']')
+        .split(',')
+        .filter(|a| !a.is_empty())
+    {
+        let attachment = hcl.get(&(
+            "aws_iam_role_policy_attachment".to_string(),
+            attachment_name(name, arn),
+        ));
+        match attachment {
+            Some(body)
+                if text(attribute(body, &["policy_arn"])) == arn
+                    && text(attribute(body, &["role"])) == role_ref => {}
+            _ => found.push(format!(
+                "IamRole {name}: {arn} is not attached to {role_ref}"
+            )),
+        }
+    }
+    let inline = field("irsa");
+    let policy = hcl.get(&("aws_iam_role_policy".to_string(), tf(name)));
+    match (inline.is_empty(), policy) {
+        (true, None) => {}
+        (false, Some(body)) => {
+            let document = text(attribute(body, &["policy"]));
+            let hash = ballast_state::digest::sha256_hex(document.as_bytes());
+            if hash[..12] != inline
+                || text(attribute(body, &["name"])) != "irsa"
+                || text(attribute(body, &["role"])) != role_ref
+            {
+                found.push(format!(
+                    "IamRole {name}: inline policy {} named {} on {}, the plan's is {inline}",
+                    &hash[..12],
+                    text(attribute(body, &["name"])),
+                    text(attribute(body, &["role"]))
+                ));
+            }
+        }
+        (want_none, got) => found.push(format!(
+            "IamRole {name}: inline policy in the plan {}, in Terraform {}",
+            !want_none,
+            got.is_some()
+        )),
+    }
+    problems.borrow_mut().extend(found);
+}
+
 #[tokio::test]
 async fn terraform_and_the_direct_plan_agree_resource_by_resource() {
     for case in CASES {
@@ -741,6 +908,8 @@ async fn terraform_and_the_direct_plan_agree_resource_by_resource() {
             ("aws_cloudwatch_event_rule", Kind::EventRule),
             ("aws_cloudwatch_event_target", Kind::EventRule),
             ("aws_autoscaling_lifecycle_hook", Kind::LifecycleHook),
+            ("aws_s3_object", Kind::OidcDocument),
+            ("aws_iam_openid_connect_provider", Kind::OidcProvider),
         ]
         .into_iter()
         .map(|(t, kind)| {
@@ -753,6 +922,28 @@ async fn terraform_and_the_direct_plan_agree_resource_by_resource() {
             (t, n)
         })
         .collect();
+        // A service account's role adds its inline policy and its managed policies' attachments.
+        let mut expected_types = expected_types;
+        for change in rendered
+            .plan
+            .changes
+            .iter()
+            .filter(|c| c.kind == Kind::IamRole)
+        {
+            for f in &change.fields {
+                if f.field == "irsa" {
+                    *expected_types.entry("aws_iam_role_policy").or_default() += 1;
+                }
+                if f.field == "policyARNs" {
+                    *expected_types
+                        .entry("aws_iam_role_policy_attachment")
+                        .or_default() += f.to.split(',').count();
+                }
+            }
+        }
+        expected_types
+            .entry("aws_iam_role_policy_attachment")
+            .or_default();
         for (t, n) in &expected_types {
             let got = hcl.keys().filter(|(kind, _)| kind == t).count();
             if got != *n {
@@ -823,18 +1014,86 @@ fn a_terraform_managed_cluster_refuses_direct_applies_unless_forced() {
         .stderr(predicate::str::contains("needs an S3 state store"));
 }
 
-/// What is not written as Terraform yet (IRSA's discovery documents, OIDC provider and roles) is refused, naming the
-/// resource, never left out of the file.
+/// IRSA as Terraform: the node specs handed over for the state store are the ones whose hashes the launch
+/// templates carry, and they name the published issuer and the add-ons' roles (aws-node's with amazon-vpc) in the
+/// given instance profile's account; the file asks for an AWS provider that takes an OIDC provider without
+/// thumbprints, and has kops's outputs.
 #[tokio::test]
-async fn what_terraform_does_not_render_yet_is_refused() {
+async fn irsa_node_specs_are_the_launch_templates_and_name_the_roles() {
+    let rendered = render("irsa-amazon-vpc-create", Some(API_DNS)).await;
+    let specs = rendered.terraform.node_specs();
+    assert_eq!(specs.len(), 2, "one node spec per group");
+    for spec in specs {
+        let group = &spec.spec.instance_group;
+        let planned = rendered
+            .plan
+            .changes
+            .iter()
+            .find(|c| c.kind == Kind::LaunchTemplate && c.name.starts_with(&format!("{group}.")))
+            .and_then(|c| c.fields.iter().find(|f| f.field == "nodeSpecSha256"))
+            .map(|f| f.to.clone());
+        assert_eq!(planned.as_deref(), Some(&spec.sha256[..12]), "{group}");
+        // The whole hash, in the launch template's instance tags.
+        assert!(rendered.files[0].1.contains(&spec.sha256), "{group}");
+    }
+    let control_plane = specs
+        .iter()
+        .find(|s| s.spec.instance_group == "control-plane")
+        .expect("the control-plane spec");
+    for want in [
+        "https://demo-oidc.s3.us-west-2.amazonaws.com/demo.example.com",
+        "arn:aws:iam::123456789012:role/aws-node.kube-system.sa.demo.example.com",
+        "arn:aws:iam::123456789012:role/cloud-controller-manager.kube-system.sa.demo.example.com",
+        "arn:aws:iam::123456789012:role/reports.team-a.sa.demo.example.com",
+    ] {
+        assert!(
+            control_plane.yaml.contains(want),
+            "{want} in {}",
+            control_plane.yaml
+        );
+    }
+    let (_, text) = &rendered.files[0];
+    assert!(text.contains(r#"= ">= 5.81.0""#), "{text}");
+    for output in [
+        "iam_openid_connect_provider_arn",
+        "iam_openid_connect_provider_issuer",
+        "team-a-reports_role_arn",
+        "kube-system-aws-node_role_name",
+    ] {
+        assert!(
+            text.contains(&format!("output \"{output}\"")),
+            "{output} in {text}"
+        );
+    }
+    // Without IRSA the file keeps the provider's first 5.x.
+    let plain = render("create-from-nothing", Some(API_DNS)).await;
+    assert!(plain.files[0].1.contains(r#"= ">= 5.0.0""#));
+}
+
+/// What the caller must read for IRSA is refused when missing, naming it, never rendered without: the
+/// service-account keys (the JWKS would publish none) and, once the load balancer exists, the instance profile
+/// whose account the node specs' role ARNs are in.
+#[tokio::test]
+async fn irsa_without_its_inputs_is_refused() {
     let (completed, model) = load("irsa-create");
-    let err = render_terraform(&model, &completed, Some(API_DNS), &NodeKeys::default())
+    let err = render_terraform(&model, &completed, None, &NodeKeys::default())
         .await
-        .expect_err("IRSA's resources are not rendered yet");
-    let message = err.to_string();
+        .expect_err("no public key to publish")
+        .to_string();
     assert!(
-        message.contains("not written as Terraform yet"),
-        "{message}"
+        err.contains("OidcDocument s3://demo-oidc/demo.example.com/openid/v1/jwks"),
+        "{err}"
     );
-    assert!(message.contains("--target direct"), "{message}");
+    assert!(err.contains("no service-account public key"), "{err}");
+    let mut given = inputs("irsa-create", Some(API_DNS));
+    given.instance_profile_arn = None;
+    let err = render_with(&model, &completed, &given)
+        .await
+        .expect_err("no instance profile")
+        .to_string();
+    assert!(err.contains("instance profile"), "{err}");
+    // Given both, the same cluster renders.
+    render_with(&model, &completed, &inputs("irsa-create", Some(API_DNS)))
+        .await
+        .expect("renders");
 }

@@ -239,8 +239,10 @@ async fn run_task<T: Task>(task: &T, run: &mut Run<'_>) -> Result<(), UpdateErro
     task.learn(wanted, &actual, &mut run.known)?;
     let changes = task.diff(wanted, &run.known, &actual)?;
     run.plan.record(&changes);
-    match (&mut run.terraform, Task::home(task)) {
-        (Some(terraform), Home::Aws) => {
+    match &mut run.terraform {
+        // Every kind renders: AWS kinds as Terraform resources, state-store kinds hand over what the caller
+        // writes itself (node specs).
+        Some(terraform) => {
             task.render_terraform(wanted, &changes, &mut run.known, terraform)?;
         }
         _ if task.applies(run.options.into()) => {

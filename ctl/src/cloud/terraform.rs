@@ -35,6 +35,10 @@ pub enum RenderError {
          direct`, or leave the feature out of its spec"
     )]
     NotYet { resource: String, why: &'static str },
+    /// Something the caller reads for the rendering (AWS, the state store) was not given: refused rather than
+    /// written without it.
+    #[error("{resource}: {why}")]
+    Missing { resource: String, why: String },
     /// hcl-rs could not print the document.
     #[error("printing HCL: {0}")]
     Hcl(#[from] hcl::Error),
@@ -42,6 +46,10 @@ pub enum RenderError {
 
 /// The AWS provider the output is written for.
 pub const AWS_PROVIDER_VERSION: &str = ">= 5.0.0";
+/// The first AWS provider whose `aws_iam_openid_connect_provider` takes no `thumbprint_list` (hashicorp's
+/// terraform-provider-aws pull request 37255, December 2024, after IAM made the list optional): required only
+/// by a file that has an OIDC provider, which Ballast makes without thumbprints.
+pub const AWS_PROVIDER_VERSION_OIDC_WITHOUT_THUMBPRINTS: &str = ">= 5.81.0";
 /// Terraform itself: 1.0 reads every construct used here.
 pub const TERRAFORM_VERSION: &str = ">= 1.0.0";
 /// The one file written.
@@ -114,6 +122,36 @@ pub fn values<S: AsRef<str>>(texts: &[S]) -> Expression {
     Expression::Array(texts.iter().map(|t| value(t.as_ref())).collect())
 }
 
+/// A JSON document as HCL's `jsonencode(...)` of an object, each `${TYPE.NAME.ATTR}` string in it a reference
+/// Terraform resolves (in a plain string it would be escaped, and the document would name the text `${...}`).
+pub fn jsonencode(document: &serde_json::Value) -> Expression {
+    hcl::expr::FuncCall::builder("jsonencode")
+        .arg(json_as_hcl(document))
+        .build()
+        .into()
+}
+
+fn json_as_hcl(v: &serde_json::Value) -> Expression {
+    use serde_json::Value;
+    match v {
+        Value::Null => Expression::Null,
+        Value::Bool(b) => Expression::Bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => Expression::Number(i.into()),
+            None => Expression::String(n.to_string()),
+        },
+        Value::String(s) => value(s),
+        Value::Array(items) => Expression::Array(items.iter().map(json_as_hcl).collect()),
+        Value::Object(fields) => {
+            let mut object = Object::new();
+            for (k, v) in fields {
+                object.insert(ObjectKey::from(k.as_str()), json_as_hcl(v));
+            }
+            Expression::Object(object)
+        }
+    }
+}
+
 /// A map of strings (tags): `{ "Name" = "x", ... }`, in key order.
 pub fn string_map(map: &BTreeMap<String, String>) -> Expression {
     let mut object = Object::new();
@@ -179,6 +217,11 @@ pub struct Terraform {
     outputs: BTreeMap<String, Expression>,
     /// Groups whose launch templates and Auto Scaling Groups wait for the load balancer (see [`Self::deferred`]).
     deferred: Vec<String>,
+    /// The AWS provider's version constraint: [`AWS_PROVIDER_VERSION`] unless a resource needs a later one.
+    aws_provider_version: Option<&'static str>,
+    /// The node specs the launch templates' hashes name: not Terraform's (Ballast writes them to the state
+    /// store), handed over so the caller writes exactly these.
+    node_specs: Vec<ballast_state::node::RenderedNodeSpec>,
 }
 
 impl Terraform {
@@ -222,6 +265,23 @@ impl Terraform {
 
     pub fn deferred(&self) -> &[String] {
         &self.deferred
+    }
+
+    /// Raises the AWS provider's version constraint to `version` (one of this module's constants) for a
+    /// resource an earlier provider cannot take as written.
+    pub fn require_aws_provider(&mut self, version: &'static str) {
+        self.aws_provider_version = Some(version);
+    }
+
+    /// Hands over the node specs rendered with the plan (their hashes are in the launch templates).
+    pub fn keep_node_specs(&mut self, specs: Vec<ballast_state::node::RenderedNodeSpec>) {
+        self.node_specs = specs;
+    }
+
+    /// The node specs rendered with the plan, for the caller to write to the state store; none before the
+    /// load balancer exists.
+    pub fn node_specs(&self) -> &[ballast_state::node::RenderedNodeSpec] {
+        &self.node_specs
     }
 
     /// The resources rendered, by (type, name).
@@ -273,7 +333,7 @@ impl Terraform {
         aws.insert(ObjectKey::from("source"), Expression::from("hashicorp/aws"));
         aws.insert(
             ObjectKey::from("version"),
-            Expression::from(AWS_PROVIDER_VERSION),
+            Expression::from(self.aws_provider_version.unwrap_or(AWS_PROVIDER_VERSION)),
         );
         let mut providers = Object::new();
         providers.insert(ObjectKey::from("aws"), Expression::Object(aws));

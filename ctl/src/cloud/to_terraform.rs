@@ -27,19 +27,63 @@ pub struct Rendered {
     pub files: Vec<(String, String)>,
 }
 
-/// The cluster's Terraform. `api_dns` is the API load balancer's DNS name once Terraform has made it (node
-/// specs name it; without it the groups' launch templates and Auto Scaling Groups wait: [`Terraform::deferred`]).
-/// `keys` are the node keys of the cluster's keysets (`NodeKeys::default()`: never rotated).
+/// What the rendering reads besides the spec, read by the caller (read-only) so the rendering itself stays pure.
+#[derive(Debug, Clone, Default)]
+pub struct Inputs {
+    /// The API load balancer's DNS name once Terraform has made it (node specs name it; without it the groups'
+    /// launch templates and Auto Scaling Groups wait: [`Terraform::deferred`]).
+    pub api_dns: Option<String>,
+    /// The node keys of the cluster's keysets (`NodeKeys::default()`: never rotated).
+    pub keys: NodeKeys,
+    /// IRSA: the service-account public keys (PEM, primary first) the JWKS publishes
+    /// ([`super::kinds::oidc_discovery::service_account_public_keys`]).
+    pub service_account_keys: Vec<String>,
+    /// IRSA with the OIDC provider: an instance profile's ARN once Terraform has made it, whose account and
+    /// partition the node specs' role ARNs (the add-ons', the service accounts') are in.
+    pub instance_profile_arn: Option<String>,
+}
+
+/// The cluster's Terraform, with no IRSA inputs: see [`render`].
 pub async fn render_terraform(
     model: &ClusterModel,
     completed: &ClusterConfig,
     api_dns: Option<&str>,
     keys: &NodeKeys,
 ) -> Result<Rendered, UpdateError> {
+    let inputs = Inputs {
+        api_dns: api_dns.map(str::to_string),
+        keys: keys.clone(),
+        ..Inputs::default()
+    };
+    render(model, completed, &inputs).await
+}
+
+/// The cluster's Terraform. With IRSA's provider on and the load balancer made, the node specs name the roles'
+/// ARNs, so an instance profile's ARN must be given: refused without one, rather than specs that leave the
+/// add-ons no role.
+pub async fn render(
+    model: &ClusterModel,
+    completed: &ClusterConfig,
+    inputs: &Inputs,
+) -> Result<Rendered, UpdateError> {
+    if inputs.api_dns.is_some()
+        && inputs.instance_profile_arn.is_none()
+        && ballast_state::irsa::addons_on_irsa(&completed.cluster.spec)
+    {
+        return Err(UpdateError::Missing {
+            resource: format!("Cluster/{}", model.cluster),
+            message: "the node specs name the IRSA roles' ARNs, in the account of the instance profiles, and no \
+                      instance profile's ARN was given: run `terraform apply` first (it makes the profiles), then \
+                      `update cluster --target terraform --yes` again"
+                .to_string(),
+        });
+    }
     let (mut actual, images) = nothing_yet(model);
-    actual.node_specs.keys = keys.clone();
+    actual.node_specs.keys = inputs.keys.clone();
+    actual.oidc_discovery.public_keys = inputs.service_account_keys.clone();
     let known = Known {
-        load_balancer_dns: api_dns.map(str::to_string),
+        load_balancer_dns: inputs.api_dns.clone(),
+        given_profile_arn: inputs.instance_profile_arn.clone(),
         ..Known::default()
     };
     let (plan, mut terraform) = plan_terraform(model, completed, &actual, known).await?;

@@ -4,15 +4,16 @@ use ballast_store::registry::Registry;
 
 use std::path::{Path, PathBuf};
 
+use ballast_state::irsa::IrsaSettings;
 use ballast_state::layout::ClusterPaths;
 use ballast_store::store::Precondition;
 
 use super::Context;
 use crate::cli::{UpdateArgs, UpdateClusterArgs, UpdateTarget, UpdateWhat};
 use crate::cloud::engine::{update, UpdateOptions};
-use crate::cloud::kinds::{load_balancer, node_specs, Target};
-use crate::cloud::model::{cluster_model, StateLocation};
-use crate::cloud::to_terraform::render_terraform;
+use crate::cloud::kinds::{load_balancer, node_specs, oidc_discovery, Target};
+use crate::cloud::model::{cluster_model, ClusterModel, StateLocation};
+use crate::cloud::to_terraform::{render, Inputs};
 use crate::cloud::{CallLog, Cloud};
 use crate::error::CommandError;
 
@@ -90,7 +91,20 @@ async fn update_terraform(
     let mut stored = node_specs::find(registry.store(), &model).await?;
     node_specs::check_api_server_etcd_client(registry.store(), &completed, &model, &mut stored)
         .await?;
-    let rendered = render_terraform(&model, &completed, api_dns.as_deref(), &stored.keys).await?;
+    let inputs = Inputs {
+        instance_profile_arn: match &api_dns {
+            Some(_) => instance_profile_arn(&cloud, &model).await?,
+            None => None,
+        },
+        service_account_keys: if IrsaSettings::of(&completed.cluster.spec).is_some() {
+            oidc_discovery::service_account_public_keys(registry.store(), name).await?
+        } else {
+            Vec::new()
+        },
+        api_dns: api_dns.clone(),
+        keys: stored.keys.clone(),
+    };
+    let rendered = render(&model, &completed, &inputs).await?;
     if args.stats {
         eprintln!("{}", calls.summary());
     }
@@ -117,8 +131,9 @@ async fn update_terraform(
         )
         .await?;
     match &api_dns {
-        Some(dns) => {
-            let specs = node_specs::render(&completed, &model, dns, &stored.keys)?;
+        Some(_) => {
+            // The specs rendered with the plan: their hashes are the launch templates'.
+            let specs = rendered.terraform.node_specs().to_vec();
             let changes = node_specs::diff(&model, Some(&specs), &stored);
             let target = Target {
                 cloud: &cloud,
@@ -149,6 +164,33 @@ async fn update_terraform(
         ),
     }
     Ok(())
+}
+
+/// The ARN of the first instance profile Terraform has made (read-only): the account and partition the node
+/// specs' IRSA role ARNs are in. `None` while none exists.
+async fn instance_profile_arn(
+    cloud: &Cloud,
+    model: &ClusterModel,
+) -> Result<Option<String>, CommandError> {
+    for role in &model.roles {
+        let found = crate::cloud::aws::find(
+            &format!("InstanceProfile {}", role.name),
+            "GetInstanceProfile",
+            &["NoSuchEntity"],
+            || {
+                cloud
+                    .iam
+                    .get_instance_profile()
+                    .instance_profile_name(&role.name)
+                    .send()
+            },
+        )
+        .await?;
+        if let Some(profile) = found.and_then(|o| o.instance_profile().cloned()) {
+            return Ok(Some(profile.arn().to_string()));
+        }
+    }
+    Ok(None)
 }
 
 /// Writes one output file (0644: Terraform files hold no secret), creating the directory.

@@ -70,6 +70,22 @@ pub struct Known {
     /// The termination queue's ARN and URL, once it exists (`termination`): its rules target it.
     pub termination_queue_arn: Option<String>,
     pub termination_queue_url: Option<String>,
+    /// An instance profile's ARN given by the caller of `--target terraform`, whose `profile_arns` are Terraform
+    /// references naming no account: see [`Known::account_arn`].
+    pub given_profile_arn: Option<String>,
+}
+
+impl Known {
+    /// An ARN in the cluster's account and partition (an instance profile's): the roles' ARNs the node specs
+    /// carry (the add-ons', the service accounts') are built in it before those roles exist. A found or made
+    /// profile's; with `--target terraform`, where those are references, the one the caller gave.
+    pub fn account_arn(&self) -> Option<&str> {
+        self.profile_arns
+            .values()
+            .map(String::as_str)
+            .find(|arn| arn.starts_with("arn:"))
+            .or(self.given_profile_arn.as_deref())
+    }
 }
 
 /// What the kinds' `apply` works on: the AWS clients, the state store and the model (for names and tags).

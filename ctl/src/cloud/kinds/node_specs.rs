@@ -348,7 +348,7 @@ impl NodeSpecsTask {
         actual: &Actual,
     ) -> Result<Option<Vec<RenderedNodeSpec>>, UpdateError> {
         // The webhook's role ARNs in the account of the cluster's instance profiles, as the add-ons' roles are.
-        let webhook = known.profile_arns.values().next().and_then(|profile| {
+        let webhook = known.account_arn().and_then(|profile| {
             PodIdentityWebhookSettings::of(
                 &wanted.completed.cluster.spec,
                 &wanted.model.cluster,
@@ -440,14 +440,25 @@ impl Task for NodeSpecsTask {
         apply(target, changes).await
     }
 
-    /// Node specs are state-store objects, not AWS resources: nothing of theirs is Terraform's.
+    /// Node specs are state-store objects, not AWS resources: nothing of theirs is Terraform's. The specs
+    /// rendered are handed over, so `--target terraform --yes` writes the very specs whose hashes the launch
+    /// templates carry (with IRSA's issuer and roles, which only this run knows).
     fn render_terraform(
         &self,
         _wanted: Wanted<'_>,
-        _changes: &[Change],
+        changes: &[Change],
         _known: &mut Known,
-        _terraform: &mut Terraform,
+        terraform: &mut Terraform,
     ) -> Result<(), RenderError> {
+        terraform.keep_node_specs(
+            changes
+                .iter()
+                .filter_map(|c| match c {
+                    Change::Put { rendered, .. } => Some(rendered.as_ref().clone()),
+                    _ => None,
+                })
+                .collect(),
+        );
         Ok(())
     }
 }

@@ -19,15 +19,16 @@ use ballast_state::issuer::discovery::{
     jwks, openid_configuration, published_public_keys, to_json,
 };
 use ballast_state::layout::ClusterPaths;
+use ballast_store::store::StateStore;
 use serde::{Deserialize, Serialize};
 
-use super::task::{Finder, Home, Task, Wanted};
+use super::task::{Finder, Task, Wanted};
 use super::{ActualState, Known, Target};
 use crate::cloud::aws::{call, find as find_call};
 use crate::cloud::error::UpdateError;
 use crate::cloud::model::ClusterModel;
 use crate::cloud::plan::{Action, Change as PlanChange, Kind, Planned, Stage};
-use crate::cloud::terraform::{RenderError, Terraform};
+use crate::cloud::terraform::{RenderError, Resource as TfResource, Terraform};
 
 /// The group every ACL grant to "anyone" names.
 const ALL_USERS: &str = "http://acs.amazonaws.com/groups/global/AllUsers";
@@ -170,6 +171,31 @@ pub(crate) async fn s3(region: &str) -> (aws_sdk_s3::Client, Option<String>) {
     (aws_sdk_s3::Client::from_conf(builder.build()), endpoint)
 }
 
+/// The service-account public keys the JWKS publishes (PEM, primary first), read from the state store: every
+/// key the keyset trusts at its rotation's stage.
+pub async fn service_account_public_keys(
+    store: &StateStore,
+    cluster: &str,
+) -> Result<Vec<String>, UpdateError> {
+    let keys = ballast_store::keystore::node_keys(store, cluster)
+        .await
+        .map_err(|source| UpdateError::Keys {
+            cluster: cluster.to_string(),
+            source: Box::new(source),
+        })?;
+    let paths = ClusterPaths::new(cluster);
+    let mut public_keys = Vec::new();
+    for key in published_public_keys(&paths, keys.service_account.as_ref()) {
+        let object = store.get(&key).await?.ok_or_else(|| UpdateError::Missing {
+            resource: format!("state store object {key}"),
+            message: "a trusted service-account public key is missing: restore it from the bucket's versions"
+                .to_string(),
+        })?;
+        public_keys.push(String::from_utf8_lossy(&object.data).into_owned());
+    }
+    Ok(public_keys)
+}
+
 async fn find(finder: &Finder<'_>, wanted: Wanted<'_>) -> Result<Actual, UpdateError> {
     if IrsaSettings::of(&wanted.completed.cluster.spec).is_none() {
         return Ok(Actual::default());
@@ -178,31 +204,9 @@ async fn find(finder: &Finder<'_>, wanted: Wanted<'_>) -> Result<Actual, UpdateE
     let (client, s3_endpoint) = s3(&model.region).await;
     let mut actual = Actual {
         s3_endpoint,
+        public_keys: service_account_public_keys(finder.store, &model.cluster).await?,
         ..Default::default()
     };
-    let keys = ballast_store::keystore::node_keys(finder.store, &model.cluster)
-        .await
-        .map_err(|source| UpdateError::Keys {
-            cluster: model.cluster.clone(),
-            source: Box::new(source),
-        })?;
-    let paths = ClusterPaths::new(&model.cluster);
-    for key in published_public_keys(&paths, keys.service_account.as_ref()) {
-        let object = finder
-            .store
-            .get(&key)
-            .await?
-            .ok_or_else(|| UpdateError::Missing {
-                resource: format!("state store object {key}"),
-                message:
-                    "a trusted service-account public key is missing: restore it from the bucket's \
-                          versions"
-                        .to_string(),
-            })?;
-        actual
-            .public_keys
-            .push(String::from_utf8_lossy(&object.data).into_owned());
-    }
     let Some(discovery) = discovery(wanted, &actual)? else {
         return Ok(actual);
     };
@@ -323,17 +327,29 @@ impl super::task::Delete for OidcDiscoveryTask {
     }
 }
 
+/// A document's Terraform name, kops's: `discovery-json` for the OpenID configuration, `keys-json` for the JWKS.
+pub fn terraform_name(key: &str) -> &'static str {
+    if key.ends_with(JWKS) {
+        "keys-json"
+    } else {
+        "discovery-json"
+    }
+}
+
+/// Whether a JWKS document lists at least one key.
+fn publishes_a_key(body: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["keys"].as_array().map(|keys| !keys.is_empty()))
+        .unwrap_or(false)
+}
+
 /// The discovery documents as a [`Task`].
 pub struct OidcDiscoveryTask;
 
 impl Task for OidcDiscoveryTask {
     type Actual = Actual;
     type Change = Change;
-
-    fn home(&self) -> Home {
-        // Published by Ballast whatever the target: Terraform cannot read the keyset.
-        Home::StateStore
-    }
 
     fn recorded<'s>(&self, state: &'s ActualState) -> &'s Actual {
         &state.oidc_discovery
@@ -376,15 +392,45 @@ impl Task for OidcDiscoveryTask {
         apply(target, changes).await
     }
 
+    /// Each document as an `aws_s3_object` named as kops names them (`discovery-json`, `keys-json`): the
+    /// plan's bytes as its content (rendered here from the keyset's public keys, which Terraform cannot read),
+    /// public-read and `application/json`, as the direct apply puts them.
     fn render_terraform(
         &self,
         _wanted: Wanted<'_>,
         changes: &[Change],
         _known: &mut Known,
-        _terraform: &mut Terraform,
+        terraform: &mut Terraform,
     ) -> Result<(), RenderError> {
-        // The Terraform target applies nothing itself, so documents still to publish would be silently left out
-        // (and the API server's issuer with them): refused, like the provider and roles.
-        crate::cloud::terraform::not_yet(changes, "IRSA's discovery documents")
+        for change in changes {
+            let resource = format!("OidcDocument s3://{}/{}", change.bucket, change.key);
+            if change.previous.is_some() {
+                return Err(RenderError::NotACreate {
+                    resource,
+                    action: "an update",
+                });
+            }
+            let name = terraform_name(&change.key);
+            if name == "keys-json" && !publishes_a_key(&change.body) {
+                return Err(RenderError::Missing {
+                    resource,
+                    why: "no service-account public key was given, so the JWKS would publish none and AWS could \
+                          verify no token: `update cluster --target terraform` reads them from the state store"
+                        .to_string(),
+                });
+            }
+            terraform.resource(
+                "aws_s3_object",
+                name,
+                TfResource::new()
+                    .attr("acl", "public-read")
+                    .attr("bucket", change.bucket.as_str())
+                    // The exact bytes: a literal (hcl-rs escapes it), never a template Terraform would evaluate.
+                    .attr("content", hcl::Expression::String(change.body.clone()))
+                    .attr("content_type", "application/json")
+                    .attr("key", change.key.as_str()),
+            )?;
+        }
+        Ok(())
     }
 }

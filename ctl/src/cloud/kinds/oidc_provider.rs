@@ -14,7 +14,10 @@ use super::{ActualState, Known, Target};
 use crate::cloud::aws::{call, find as find_call, ownership_tag};
 use crate::cloud::error::UpdateError;
 use crate::cloud::plan::{Action, Change as PlanChange, Kind, Planned, Stage};
-use crate::cloud::terraform::{RenderError, Terraform};
+use crate::cloud::terraform::{
+    reference, string_map, tf_name, value, values, RenderError, Resource as TfResource, Terraform,
+    AWS_PROVIDER_VERSION_OIDC_WITHOUT_THUMBPRINTS,
+};
 
 /// The provider as found: the one whose URL is the issuer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -293,14 +296,47 @@ impl Task for OidcProviderTask {
         apply(target, changes, known).await
     }
 
+    /// The provider as `aws_iam_openid_connect_provider` named for the cluster (kops's name): url, client ids
+    /// and tags as the direct apply makes it, and no `thumbprint_list`, as it gives none (the file then needs
+    /// an AWS provider that takes none); its ARN is a reference the roles' trust policies name. kops's outputs
+    /// `iam_openid_connect_provider_arn` and `iam_openid_connect_provider_issuer` (the issuer without scheme).
     fn render_terraform(
         &self,
-        _wanted: Wanted<'_>,
+        wanted: Wanted<'_>,
         changes: &[Change],
-        _known: &mut Known,
-        _terraform: &mut Terraform,
+        known: &mut Known,
+        terraform: &mut Terraform,
     ) -> Result<(), RenderError> {
-        // Not rendered yet (docs/irsa.md, docs/terraform.md): refused rather than left out of the Terraform.
-        crate::cloud::terraform::not_yet(changes, "IRSA's IAM OIDC provider")
+        for change in changes {
+            let (url, client_ids) = match change {
+                Change::Create { url, client_ids } => (url, client_ids),
+                Change::ClientIds { url, .. } => {
+                    return Err(RenderError::NotACreate {
+                        resource: format!("OidcProvider {url}"),
+                        action: "a change of its client ids",
+                    })
+                }
+            };
+            let cluster = &wanted.model.cluster;
+            let tf = tf_name(cluster);
+            let tags = super::tags_named(wanted.model, &format!("oidc.{cluster}"));
+            terraform.resource(
+                "aws_iam_openid_connect_provider",
+                &tf,
+                TfResource::new()
+                    .attr("client_id_list", values(client_ids))
+                    .attr("tags", string_map(&tags))
+                    .attr("url", url.as_str()),
+            )?;
+            terraform.require_aws_provider(AWS_PROVIDER_VERSION_OIDC_WITHOUT_THUMBPRINTS);
+            let arn = reference("aws_iam_openid_connect_provider", &tf, "arn");
+            terraform.output("iam_openid_connect_provider_arn", value(&arn));
+            terraform.output(
+                "iam_openid_connect_provider_issuer",
+                hcl::Expression::String(issuer_host_path(url).to_string()),
+            );
+            known.oidc_provider_arn = Some(arn);
+        }
+        Ok(())
     }
 }

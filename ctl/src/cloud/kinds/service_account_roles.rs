@@ -25,7 +25,10 @@ use super::{ActualState, Known, Target};
 use crate::cloud::aws::{call, find as find_call, ownership_tag};
 use crate::cloud::error::UpdateError;
 use crate::cloud::plan::{Action, Change as PlanChange, Kind, Planned, Stage, KNOWN_AFTER_APPLY};
-use crate::cloud::terraform::{RenderError, Terraform};
+use crate::cloud::terraform::{
+    jsonencode, reference, string_map, tf_name, value, RenderError, Resource as TfResource,
+    Terraform,
+};
 
 /// The name of each role's inline policy.
 pub const INLINE_POLICY_NAME: &str = "irsa";
@@ -133,7 +136,7 @@ pub fn addon_roles(wanted: Wanted<'_>, known: &Known) -> Option<AddonRoles> {
     if !addons_on_irsa(&wanted.completed.cluster.spec) {
         return None;
     }
-    let profile = known.profile_arns.values().next()?;
+    let profile = known.account_arn()?;
     // arn:PARTITION:iam::ACCOUNT:instance-profile/NAME
     let mut parts = profile.split(':');
     let (partition, account) = (parts.nth(1)?, parts.nth(2)?);
@@ -631,6 +634,13 @@ impl super::task::Delete for ServiceAccountRolesTask {
     }
 }
 
+/// A managed policy's attachment's Terraform name: the role's, then 8 hex digits of the policy ARN's sha256
+/// (stable whatever the order of `policyARNs`, and distinct for two policies of one role).
+pub fn attachment_name(role: &str, policy_arn: &str) -> String {
+    let hash = ballast_state::digest::sha256_hex(policy_arn.as_bytes());
+    tf_name(&format!("{role}-{}", &hash[..8]))
+}
+
 /// The service accounts' roles as a [`Task`].
 pub struct ServiceAccountRolesTask;
 
@@ -678,15 +688,88 @@ impl Task for ServiceAccountRolesTask {
         apply(target, changes).await
     }
 
+    /// Each role as the direct apply makes it: `aws_iam_role` (trust policy as `jsonencode`, so the provider's
+    /// ARN is a reference; description, permissions boundary and tags as `CreateRole` gets them), its inline
+    /// policy as `aws_iam_role_policy` named `irsa`, each managed policy as an `aws_iam_role_policy_attachment`,
+    /// and kops's outputs `<namespace>-<name>_role_arn` / `_role_name`. Only creations: the plan is against a
+    /// state with no role, so a role to delete (a service account left the spec) never arises here; Terraform's
+    /// own state deletes what its files no longer declare.
     fn render_terraform(
         &self,
-        _wanted: Wanted<'_>,
+        wanted: Wanted<'_>,
         changes: &[Change],
         _known: &mut Known,
-        _terraform: &mut Terraform,
+        terraform: &mut Terraform,
     ) -> Result<(), RenderError> {
-        // Not rendered yet (docs/irsa.md, docs/terraform.md): refused rather than left out of the Terraform.
-        crate::cloud::terraform::not_yet(changes, "IRSA's service-account roles")
+        let boundary = wanted
+            .model
+            .roles
+            .iter()
+            .find_map(|r| r.permissions_boundary.clone());
+        for change in changes {
+            let change = match change {
+                Change::Role(change) if change.found.is_none() => change,
+                Change::Role(change) => {
+                    return Err(RenderError::NotACreate {
+                        resource: format!("IamRole {}", change.role.name),
+                        action: "an update",
+                    })
+                }
+                Change::Delete { name, .. } => {
+                    return Err(RenderError::NotACreate {
+                        resource: format!("IamRole {name}"),
+                        action: "a deletion",
+                    })
+                }
+            };
+            let role = &change.role;
+            let tf = tf_name(&role.name);
+            let account = format!("{}/{}", role.namespace, role.service_account);
+            let mut tags = super::tags_named(wanted.model, &role.name);
+            tags.insert(SERVICE_ACCOUNT_TAG.to_string(), account.clone());
+            let mut body = TfResource::new()
+                .attr("assume_role_policy", jsonencode(&role.trust))
+                .attr(
+                    "description",
+                    format!(
+                        "IRSA: service account {account} of cluster {}",
+                        wanted.model.cluster
+                    ),
+                )
+                .attr("name", role.name.as_str());
+            if let Some(boundary) = &boundary {
+                body = body.attr("permissions_boundary", boundary.as_str());
+            }
+            terraform.resource("aws_iam_role", &tf, body.attr("tags", string_map(&tags)))?;
+            let role_name = value(&reference("aws_iam_role", &tf, "name"));
+            if let Some(document) = &role.inline {
+                // The same text `PutRolePolicy` gets (the plan's hash is of it); it names no reference.
+                terraform.resource(
+                    "aws_iam_role_policy",
+                    &tf,
+                    TfResource::new()
+                        .attr("name", INLINE_POLICY_NAME)
+                        .attr("policy", hcl::Expression::String(document.to_string()))
+                        .attr("role", role_name.clone()),
+                )?;
+            }
+            for arn in &change.attach {
+                terraform.resource(
+                    "aws_iam_role_policy_attachment",
+                    &attachment_name(&role.name, arn),
+                    TfResource::new()
+                        .attr("policy_arn", arn.as_str())
+                        .attr("role", role_name.clone()),
+                )?;
+            }
+            let output = tf_name(&format!("{}-{}", role.namespace, role.service_account));
+            terraform.output(
+                &format!("{output}_role_arn"),
+                value(&reference("aws_iam_role", &tf, "arn")),
+            );
+            terraform.output(&format!("{output}_role_name"), role_name);
+        }
+        Ok(())
     }
 }
 

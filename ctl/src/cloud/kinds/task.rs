@@ -212,7 +212,8 @@ pub trait Task: Delete + Sync {
     ) -> impl Future<Output = Result<(), UpdateError>> + Send;
 
     /// Writes the changes as Terraform resources, recording in `known` the Terraform references (`${...}`)
-    /// that stand for the ids `apply` would have recorded. State-store kinds write nothing.
+    /// that stand for the ids `apply` would have recorded. State-store kinds write no resource (node specs hand
+    /// theirs over for the caller to write: [`Terraform::node_specs`]).
     fn render_terraform(
         &self,
         wanted: Wanted<'_>,

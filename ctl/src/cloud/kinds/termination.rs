@@ -36,7 +36,8 @@ use crate::cloud::plan::{
     or_known_after_apply, Action, Change as PlanChange, Kind, Planned, Stage,
 };
 use crate::cloud::terraform::{
-    reference, string_map, tf_name, value, RenderError, Resource as TfResource, Terraform,
+    jsonencode, reference, string_map, tf_name, value, RenderError, Resource as TfResource,
+    Terraform,
 };
 
 /// The terminating lifecycle hook's name on every group (the handler completes actions of this hook only).
@@ -570,34 +571,6 @@ impl Task for QueueTask {
             known.termination_queue_url = Some(reference("aws_sqs_queue", &tf, "id"));
         }
         Ok(())
-    }
-}
-
-/// A JSON document as HCL's `jsonencode(...)` of an object, each `${TYPE.NAME.ATTR}` string in it a reference.
-fn jsonencode(document: &Value) -> hcl::Expression {
-    hcl::expr::FuncCall::builder("jsonencode")
-        .arg(json_as_hcl(document))
-        .build()
-        .into()
-}
-
-fn json_as_hcl(v: &Value) -> hcl::Expression {
-    match v {
-        Value::Null => hcl::Expression::Null,
-        Value::Bool(b) => hcl::Expression::Bool(*b),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => hcl::Expression::Number(i.into()),
-            None => hcl::Expression::String(n.to_string()),
-        },
-        Value::String(s) => value(s),
-        Value::Array(items) => hcl::Expression::Array(items.iter().map(json_as_hcl).collect()),
-        Value::Object(fields) => {
-            let mut object = hcl::Object::new();
-            for (k, v) in fields {
-                object.insert(hcl::ObjectKey::from(k.as_str()), json_as_hcl(v));
-            }
-            hcl::Expression::Object(object)
-        }
     }
 }
 
