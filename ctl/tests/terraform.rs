@@ -176,6 +176,23 @@ async fn terraform_fmt_accepts_the_output_as_it_is() {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        // `terraform providers` decodes the configuration's `terraform` block (required_version,
+        // required_providers) as `init` would, with no provider and no network: a malformed requirement, which
+        // fmt accepts, fails here.
+        let out = Command::new(&terraform)
+            .args(["providers", "-no-color"])
+            .current_dir(dir.path())
+            .env("TF_IN_AUTOMATION", "1")
+            .env("CHECKPOINT_DISABLE", "1")
+            .output()
+            .expect("run terraform");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success()
+                && stdout.contains("provider[registry.terraform.io/hashicorp/aws]"),
+            "{case}: terraform providers: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 

@@ -335,14 +335,15 @@ impl Terraform {
             ObjectKey::from("version"),
             Expression::from(self.aws_provider_version.unwrap_or(AWS_PROVIDER_VERSION)),
         );
-        let mut providers = Object::new();
-        providers.insert(ObjectKey::from("aws"), Expression::Object(aws));
+        // `required_providers { aws = { source, version } }`: the block's attribute is the provider's local
+        // name, its value the requirement itself (an object nested under a second `aws` key is refused by
+        // `terraform init` and `terraform providers`).
         body = body.add_block(
             Block::builder("terraform")
                 .add_attribute(("required_version", TERRAFORM_VERSION))
                 .add_block(
                     Block::builder("required_providers")
-                        .add_attribute(("aws", Expression::Object(providers).clone()))
+                        .add_attribute(("aws", Expression::Object(aws)))
                         .build(),
                 )
                 .build(),

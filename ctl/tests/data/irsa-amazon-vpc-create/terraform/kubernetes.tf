@@ -731,10 +731,8 @@ terraform {
 
   required_providers {
     aws = {
-      "aws" = {
-        "source"  = "hashicorp/aws"
-        "version" = ">= 5.81.0"
-      }
+      "source"  = "hashicorp/aws"
+      "version" = ">= 5.81.0"
     }
   }
 }

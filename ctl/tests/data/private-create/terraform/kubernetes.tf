@@ -712,10 +712,8 @@ terraform {
 
   required_providers {
     aws = {
-      "aws" = {
-        "source"  = "hashicorp/aws"
-        "version" = ">= 5.0.0"
-      }
+      "source"  = "hashicorp/aws"
+      "version" = ">= 5.0.0"
     }
   }
 }
