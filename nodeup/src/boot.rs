@@ -254,9 +254,11 @@ async fn run_etcd_supervisor(
     };
     let outcome = supervisor.run(shutdown).await;
     if let (Ok(request), Some(watch)) = (requested_rx.try_recv(), &watch) {
+        // The reason says who asked: the termination handler (the event's kind) or `rolling-update`.
         tracing::info!(
             outcome = %crate::termination::stop::describe(&outcome),
-            "etcd stopped on a termination handler's request; waiting for this instance's end"
+            reason = %request.reason,
+            "etcd stopped on a stop request; waiting for this instance's end"
         );
         watch.acknowledge(request, &outcome).await;
         termination.await;

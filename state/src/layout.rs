@@ -189,8 +189,8 @@ impl ClusterPaths {
         format!("{}/etcd/backup-request.json", self.name)
     }
 
-    /// A termination handler's request that the control-plane node `instance_id` stop its etcd member before the
-    /// instance goes (`ballast_state::termination::EtcdStopRequest`).
+    /// A termination handler's (or `rolling-update`'s) request that the control-plane node `instance_id` stop its
+    /// etcd member before the instance goes (`ballast_state::termination::EtcdStopRequest`).
     pub fn etcd_stop_request(&self, instance_id: &str) -> String {
         format!("{}/etcd/stop-requests/{instance_id}.json", self.name)
     }

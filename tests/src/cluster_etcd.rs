@@ -171,6 +171,11 @@ pub struct QuorumSample {
     pub answering: usize,
     /// Whether any answering member knew a leader (none does during an election).
     pub leader_known: bool,
+    /// The highest raft term any answering member reported, and the leader (member ID) that member knew, 0 for
+    /// none: a candidate's term rises before anyone knows a leader of it, so an election shows here even when no
+    /// sample catches the cluster leaderless.
+    pub term: u64,
+    pub leader: u64,
     /// Each live instance's answer, for a failure message.
     pub detail: String,
 }
@@ -192,7 +197,7 @@ pub async fn sample_quorum(cloud: &LocalCloud) -> Option<QuorumSample> {
                     match tokio::time::timeout(Duration::from_secs(2), client.status()).await {
                         Ok(Ok(status)) => {
                             let id = status.header().map_or(0, |h| h.member_id());
-                            Ok((client, id, status.leader()))
+                            Ok((client, id, status.leader(), status.raft_term()))
                         }
                         Ok(Err(e)) => Err(format!("status: {e}")),
                         Err(_) => Err("status timed out after 2s".to_string()),
@@ -205,16 +210,26 @@ pub async fn sample_quorum(cloud: &LocalCloud) -> Option<QuorumSample> {
     }
     let mut answers = Vec::new();
     let mut detail = Vec::new();
+    let mut terms = Vec::new();
     for (instance, answer) in asks.join_all().await {
         match answer {
-            Ok((client, id, leader)) => {
-                detail.push(format!("{instance}: member {id:x}, leader {leader:x}"));
+            Ok((client, id, leader, term)) => {
+                detail.push(format!(
+                    "{instance}: member {id:x}, leader {leader:x}, term {term}"
+                ));
                 answers.push((client, id, leader));
+                terms.push((term, leader));
             }
             Err(e) => detail.push(format!("{instance}: {e}")),
         }
     }
     let leader_known = answers.iter().any(|(_, _, leader)| *leader != 0);
+    // The highest term, and among its reporters the leader one of them knows.
+    let (term, leader) = terms
+        .iter()
+        .max_by_key(|(term, leader)| (*term, *leader != 0))
+        .copied()
+        .unwrap_or((0, 0));
     let best = answers
         .iter()
         .position(|(_, id, leader)| *leader != 0 && id == leader)
@@ -243,6 +258,8 @@ pub async fn sample_quorum(cloud: &LocalCloud) -> Option<QuorumSample> {
         voters: voters.len(),
         answering,
         leader_known,
+        term,
+        leader,
         detail: detail.join("; "),
     })
 }
@@ -255,6 +272,9 @@ pub struct QuorumWatch {
     pub leaderless: usize,
     /// The sample with the fewest voters answering.
     pub worst: Option<QuorumSample>,
+    /// Each (term, leader) seen, in order, when it differs from the one seen before: a handoff shows as the term
+    /// one higher with the new leader; an election as a term with no leader, or more than one higher.
+    pub leadership: Vec<(u64, u64)>,
 }
 
 impl QuorumWatch {
@@ -294,6 +314,9 @@ pub async fn watch_quorum_counting(
             taken.store(watch.samples, std::sync::atomic::Ordering::Relaxed);
             if !sample.leader_known {
                 watch.leaderless += 1;
+            }
+            if watch.leadership.last() != Some(&(sample.term, sample.leader)) {
+                watch.leadership.push((sample.term, sample.leader));
             }
             if sample.answering < watch.fewest() {
                 watch.worst = Some(sample);

@@ -727,3 +727,31 @@ pub async fn assert_s3_read_denied(s3: &aws_sdk_s3::Client, bucket: &str, key: &
         aws_sdk_s3::error::DisplayErrorContext(&err)
     );
 }
+
+/// The terminating lifecycle actions waiting now, as the emulator lists them (`GET /_ballast/lifecycle-actions`,
+/// not an AWS API): (instance id, token) each. `None` when the emulator does not answer.
+pub fn lifecycle_actions(endpoint: &str) -> Option<Vec<(String, String)>> {
+    let (code, body) = http(
+        endpoint_addr(endpoint),
+        "GET",
+        "/_ballast/lifecycle-actions",
+        &[],
+    )
+    .ok()?;
+    if code != 200 {
+        return None;
+    }
+    let listed: serde_json::Value = serde_json::from_str(&body).ok()?;
+    Some(
+        listed["actions"]
+            .as_array()?
+            .iter()
+            .filter_map(|a| {
+                Some((
+                    a["instance_id"].as_str()?.to_string(),
+                    a["lifecycle_action_token"].as_str()?.to_string(),
+                ))
+            })
+            .collect(),
+    )
+}

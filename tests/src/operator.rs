@@ -36,3 +36,26 @@ pub async fn create_ha_cluster(cloud: &LocalCloud, cluster: &str, nodes: u32) {
         .assert()
         .success();
 }
+
+/// Turns `spec.terminationHandling` on in `cluster`'s stored spec (`replace -f` of it, the file written in `dir`):
+/// `update cluster` then makes the queue, its rules, the `ballast-termination` hook on every group and the
+/// handler on the control plane. Panics with ballast's output when a step fails.
+pub fn enable_termination_handling(cloud: &LocalCloud, cluster: &str, dir: &std::path::Path) {
+    let stored = ballast_cli_on(cloud, cluster)
+        .args(["get", "clusters", cluster, "-o", "yaml"])
+        .output()
+        .expect("get clusters");
+    let yaml = String::from_utf8_lossy(&stored.stdout).replacen(
+        "\nspec:\n",
+        "\nspec:\n  terminationHandling:\n    enabled: true\n",
+        1,
+    );
+    assert!(yaml.contains("terminationHandling"), "{yaml}");
+    let path = dir.join("termination-handling.yaml");
+    std::fs::write(&path, yaml).expect("write the spec");
+    ballast_cli_on(cloud, cluster)
+        .args(["replace", "-f"])
+        .arg(&path)
+        .assert()
+        .success();
+}

@@ -1,11 +1,16 @@
 //! `ballast rolling-update cluster` end to end on the local cloud with IAM enforced: a Kubernetes upgrade of 3
-//! control-plane groups and a node group of 4 (1.32.8 -> 1.33.4, both AMIs registered), killed with SIGKILL
-//! during the control plane and again during the nodes, then finished by a third run, while a watcher polls etcd
-//! and a client writes to it throughout; refusals (etcd missing a member, an unknown group, an unpinned version,
-//! a downgrade) that change nothing; and `--instance-group nodes` rolling only that group. One cluster for all
-//! of it. The control-plane instances' audit logs (written by the test as the API server writes them) are all
-//! in S3 after the roll. No Kubernetes API runs here: every roll is `--cloudonly` (the drain is tested against a local fake
-//! API server in ctl's unit tests).
+//! control-plane groups and a node group of 10 (1.32.8 -> 1.33.4, both AMIs registered) with termination handling
+//! on (`spec.terminationHandling`: the `ballast-termination` hook on every group holds each terminated instance in
+//! `Terminating:Wait`), killed with SIGKILL during the control plane and again during the nodes, then finished by a
+//! third run, while a watcher polls etcd and a client writes to it throughout. Every instance the roll terminated
+//! waited on the hook and had its action completed by the roll (well within the hook's 300 s heartbeat; nothing
+//! else completes actions here: no event reaches the queue); each control-plane member was stopped by its own node
+//! on the roll's stop request before its instance went; etcd never fell below quorum, and its term rose only by
+//! the handoffs the stopped leaders logged (no election). Refusals (etcd missing a member, an unknown group, an
+//! unpinned version, a downgrade) change nothing; `--instance-group nodes` rolls only that group. One cluster for
+//! all of it. The control-plane instances' audit logs (written by the test as the API server writes them) are all
+//! in S3 after the roll. No Kubernetes API runs here: every roll is `--cloudonly` (the drain is tested against a
+//! local fake API server in ctl's unit tests).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Stdio;
@@ -15,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use ballast_e2e::cluster_etcd::{connect, control_plane, wait_for_settled, watch_quorum};
 use ballast_e2e::etcd_writer::{write_until_stopped, WriterControl};
-use ballast_e2e::localcloud::LocalCloud;
-use ballast_e2e::operator::{ballast_cli_on, STATE};
+use ballast_e2e::localcloud::{lifecycle_actions, LocalCloud};
+use ballast_e2e::operator::{ballast_cli_on, enable_termination_handling, STATE};
 use ballast_e2e::wait::wait_until;
 use sha2::{Digest, Sha256};
 
@@ -26,17 +31,75 @@ const OLD: &str = "1.32.8";
 const NEW: &str = "1.33.4";
 const SETTLE: Duration = Duration::from_secs(180);
 const MARKER_TAG: &str = "ballast.dev/rolling-update";
+const NODES: usize = 10;
 
-/// A roll as a child process, to be killed.
-fn spawn_roll(cloud: &LocalCloud) -> std::process::Child {
+/// A roll as a child process, to be killed; its progress (stderr) appended to `log`.
+fn spawn_roll(cloud: &LocalCloud, log: &std::path::Path) -> std::process::Child {
+    let stderr = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("the rolls' log");
     std::process::Command::new(&ballast_e2e::localcloud::binaries().ballast)
         .env_clear()
         .envs(cloud.operator_env(STATE))
         .args(["rolling-update", "cluster", CLUSTER, "--yes", "--cloudonly"])
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+        .stderr(stderr)
         .spawn()
         .expect("spawning ballast rolling-update")
+}
+
+/// For each instance whose lifecycle action was seen waiting, how long it was seen waiting (first seen to first
+/// seen gone, at this poll's resolution; `None`: still waiting when told to stop). A thread of its own: the
+/// emulator's HTTP helper blocks.
+fn watch_lifecycle_actions(
+    cloud: &LocalCloud,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<BTreeMap<String, Option<Duration>>> {
+    let endpoint = cloud.record.endpoint.clone();
+    std::thread::spawn(move || {
+        let mut seen: BTreeMap<String, (Instant, Option<Duration>)> = BTreeMap::new();
+        while !stop.load(Ordering::Relaxed) {
+            if let Some(listed) = lifecycle_actions(&endpoint) {
+                let pending: BTreeSet<String> = listed.into_iter().map(|(id, _)| id).collect();
+                for id in &pending {
+                    seen.entry(id.clone()).or_insert((Instant::now(), None));
+                }
+                for (id, (since, gone)) in seen.iter_mut() {
+                    if gone.is_none() && !pending.contains(id) {
+                        *gone = Some(since.elapsed());
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        seen.into_iter().map(|(id, (_, gone))| (id, gone)).collect()
+    })
+}
+
+/// The handoffs control-plane nodes logged when they stopped their member on the roll's stop request: the new
+/// leader's member ID, per instance.
+fn handoffs_on_roll_requests(cloud: &LocalCloud, ids: &BTreeSet<String>) -> BTreeMap<String, u64> {
+    let mut found = BTreeMap::new();
+    for id in ids {
+        let log = std::fs::read_to_string(cloud.instance(id).log).unwrap_or_default();
+        let Some(line) = log
+            .lines()
+            .find(|l| l.contains("etcd stopped on a stop request") && l.contains("rolling-update"))
+        else {
+            continue;
+        };
+        if let Some(to) = line
+            .split("handed over to ")
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_hexdigit()).next())
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+        {
+            found.insert(id.clone(), to);
+        }
+    }
+    found
 }
 
 /// Every instance of the cluster EC2 knows: id -> (state, group, node-spec hash).
@@ -177,10 +240,11 @@ async fn wait_for_published_etcd_health(cloud: &LocalCloud) {
 /// Runs `roll` and SIGKILLs it once `reached` holds for what EC2 shows; panics if it ends first.
 async fn kill_when(
     cloud: &LocalCloud,
+    log: &std::path::Path,
     what: &str,
     reached: impl Fn(&BTreeMap<String, (String, String, String)>) -> bool,
 ) {
-    let mut child = spawn_roll(cloud);
+    let mut child = spawn_roll(cloud, log);
     let reached = &reached;
     wait_until(
         Duration::from_secs(300),
@@ -266,11 +330,17 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
             "--zones",
             "us-west-2a,us-west-2b,us-west-2c",
             "--node-count",
-            "4",
+            &NODES.to_string(),
             "--kubernetes-version",
             OLD,
-            "--yes",
         ])
+        .assert()
+        .success();
+    // Termination handling on (the queue, its rules, the hook on every group, the handler on the control plane),
+    // then the cluster made.
+    enable_termination_handling(&cloud, CLUSTER, dir.path());
+    ballast_cli_on(&cloud, CLUSTER)
+        .args(["update", "cluster", "--yes"])
         .assert()
         .success();
     ballast_cli_on(&cloud, CLUSTER)
@@ -303,7 +373,7 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
         .success();
     let originals = instances(&cloud).await;
     let original_running = running(&originals);
-    assert_eq!(original_running.len(), 7);
+    assert_eq!(original_running.len(), 3 + NODES);
 
     // Without --yes: the table of what needs replacing and why; nothing changes.
     let planned = ballast_cli_on(&cloud, CLUSTER)
@@ -385,7 +455,7 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
         .filter(|i| originals.contains_key(*i))
         .cloned()
         .collect();
-    assert_eq!(outdated.len(), 6);
+    assert_eq!(outdated.len(), 2 + NODES);
     // The API server's audit log, as it writes it (no kube-apiserver runs here): lines appended to each outdated
     // control-plane instance's log. Their shippers flush them to S3 when the roll's graceful termination stops
     // nodeup, whatever their chunk interval (30 s by default); checked after the roll (docs/audit.md).
@@ -404,10 +474,13 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
     );
     let stop = Arc::new(AtomicBool::new(false));
     let writer = WriterControl::new();
+    let roll_log = dir.path().join("rolls.log");
     let roll_started = Instant::now();
-    // Elections: when the roll terminates the leader, the two voters left elect a new one within about a
-    // second; such samples are counted apart (no voter is missing then and no write is lost).
-    let (quorum, written, ()) = tokio::join!(
+    let lifecycle = watch_lifecycle_actions(&cloud, stop.clone());
+    // A leader the roll replaces hands leadership away on the roll's stop request (the term one higher, the new
+    // leader the one it names); an election (a term with no leader known, or a leader no handoff named) fails
+    // the test below. Leaderless samples are still counted apart.
+    let (quorum, written, final_roll) = tokio::join!(
         watch_quorum(&cloud, &stop, Duration::from_millis(300)),
         // Paced: a steady load through the roll, not a flood that starves the watcher on a 2-core machine.
         write_until_stopped(&writer, "roll/", Duration::from_millis(20), || connect(
@@ -421,27 +494,34 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
                     })
                 })
             };
-            kill_when(&cloud, "during the control plane", cp_gone).await;
+            kill_when(&cloud, &roll_log, "during the control plane", cp_gone).await;
             let node_gone = |all: &BTreeMap<String, (String, String, String)>| {
                 outdated.iter().any(|id| {
                     all.get(id)
                         .is_some_and(|(state, group, _)| group == "nodes" && state != "running")
                 })
             };
-            kill_when(&cloud, "during the nodes", node_gone).await;
+            kill_when(&cloud, &roll_log, "during the nodes", node_gone).await;
             let sizes = group_sizes(&cloud).await;
             assert!(
                 sizes.get(&format!("nodes.{CLUSTER}")).is_some_and(|s| s.3),
                 "the killed roll left its marker: {sizes:?}"
             );
-            ballast_cli_on(&cloud, CLUSTER)
+            let finished = ballast_cli_on(&cloud, CLUSTER)
                 .args(["rolling-update", "cluster", "--yes", "--cloudonly"])
                 .assert()
                 .success();
             stop.store(true, Ordering::Relaxed);
             writer.stop();
+            String::from_utf8_lossy(&finished.get_output().stderr).into_owned()
         }
     );
+    let waited = lifecycle.join().expect("the lifecycle watcher");
+    let rolls = format!(
+        "{}{final_roll}",
+        std::fs::read_to_string(&roll_log).unwrap_or_default()
+    );
+    eprintln!("the rolls' progress:\n{rolls}");
     let (samples, fewest, leaderless) = (quorum.samples, quorum.fewest(), quorum.leaderless);
     eprintln!(
         "roll with two kills: {:?}; etcd samples {samples}, fewest voters answering {fewest}, {leaderless} samples during an election; writer {} acknowledged, {} failed",
@@ -462,6 +542,99 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
     );
     let mut client = connect(&cloud).await.expect("client");
     written.assert_none_lost(&mut client, 11).await;
+
+    // Through the hook: every instance the roll terminated waited in Terminating:Wait and the roll completed its
+    // action (the roll calls CompleteLifecycleAction only for instances it sees waiting, and says "completed" only
+    // when Auto Scaling took the completion); every action the watcher saw waiting (at 50 ms, it catches the
+    // control-plane ones, held while their members stop) went long before the hook's 300 s heartbeat; none waits
+    // now. Nothing else completes actions here: no event reaches the cluster's queue on the local cloud.
+    eprintln!("lifecycle actions seen waiting, and for how long: {waited:?}");
+    for id in &outdated {
+        assert!(
+            rolls.contains(&format!("{id}: lifecycle action completed")),
+            "the roll did not complete {id}'s action"
+        );
+    }
+    for (id, held) in &waited {
+        assert!(
+            outdated.contains(id),
+            "{id} was held by the hook, and not the roll's"
+        );
+        assert!(
+            held.is_some_and(|d| d < Duration::from_secs(60)),
+            "{id}'s action waited {held:?}"
+        );
+    }
+    assert_eq!(
+        lifecycle_actions(&cloud.record.endpoint),
+        Some(Vec::new()),
+        "actions left waiting"
+    );
+    // Each control-plane member was stopped by its own node on the roll's stop request before its instance went.
+    let rolled_control_plane: BTreeSet<String> = outdated
+        .iter()
+        .filter(|id| {
+            originals
+                .get(*id)
+                .is_some_and(|(_, g, _)| g.starts_with("control-plane"))
+        })
+        .cloned()
+        .collect();
+    assert_eq!(rolled_control_plane.len(), 2);
+    for id in &rolled_control_plane {
+        assert!(
+            waited.contains_key(id),
+            "{id} was never seen waiting on its lifecycle hook: {waited:?}"
+        );
+        let log = std::fs::read_to_string(cloud.instance(id).log).unwrap_or_default();
+        assert!(
+            log.lines()
+                .any(|l| l.contains("etcd stopped on a stop request")
+                    && l.contains("rolling-update")),
+            "{id}'s nodeup did not stop etcd on the roll's request:\n{log}"
+        );
+        assert!(
+            rolls.contains(&format!("{id}: etcd member stopped (")),
+            "the roll did not see {id}'s answer"
+        );
+    }
+    // No leadership change but by a handoff: each term after the first is one higher than the one before, and its
+    // leader is the member a stopped leader handed over to on the roll's request.
+    let handoffs = handoffs_on_roll_requests(&cloud, &rolled_control_plane);
+    let mut terms: Vec<(u64, u64)> = Vec::new();
+    for &(term, leader) in &quorum.leadership {
+        match terms.last_mut() {
+            Some(last) if last.0 == term => {
+                if leader != 0 {
+                    last.1 = leader;
+                }
+            }
+            _ => terms.push((term, leader)),
+        }
+    }
+    eprintln!(
+        "etcd's terms and leaders seen: {:?}; handoffs on the roll's requests: {handoffs:x?}",
+        terms
+            .iter()
+            .map(|(t, l)| format!("{t}:{l:x}"))
+            .collect::<Vec<_>>()
+    );
+    for pair in terms.windows(2) {
+        let ((before, old), (after, new)) = (pair[0], pair[1]);
+        assert_eq!(
+            after,
+            before + 1,
+            "term {before} -> {after}: an election ({terms:x?})"
+        );
+        assert!(
+            new != 0 && new != old && handoffs.values().any(|to| *to == new),
+            "term {after}'s leader {new:x} was handed no leadership by the roll ({handoffs:x?}, {terms:x?})"
+        );
+    }
+    assert!(
+        terms.len() - 1 <= handoffs.len(),
+        "more leadership changes than handoffs: {terms:x?}, {handoffs:x?}"
+    );
 
     // Every outdated instance replaced exactly once: each terminated, as many launched, none of those gone.
     let after = instances(&cloud).await;
@@ -620,12 +793,12 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
         .iter()
         .filter(|id| !control_plane_before.contains(*id))
         .collect();
-    assert_eq!(nodes_before.len(), 4);
+    assert_eq!(nodes_before.len(), NODES);
     assert!(
         nodes_before.iter().all(|id| !final_running.contains(*id)),
         "every node replaced"
     );
-    assert_eq!(final_running.len(), 7);
+    assert_eq!(final_running.len(), 3 + NODES);
     assert_eq!(group_sizes(&cloud).await, sizes_before);
     ballast_cli_on(&cloud, CLUSTER)
         .args(["validate", "cluster", "--wait", "2m"])

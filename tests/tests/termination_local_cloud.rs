@@ -10,32 +10,21 @@ use std::time::{Duration, Instant};
 
 use ballast_e2e::cluster_etcd::{connect, connect_member, control_plane, wait_for_settled};
 use ballast_e2e::etcd_writer::{write_until_stopped, WriterControl};
-use ballast_e2e::localcloud::{endpoint_addr, http, LocalCloud};
-use ballast_e2e::operator::{ballast_cli, ballast_cli_on, STATE_BUCKET, ZONES};
+use ballast_e2e::localcloud::{lifecycle_actions, LocalCloud};
+use ballast_e2e::operator::{
+    ballast_cli, ballast_cli_on, enable_termination_handling, STATE_BUCKET, ZONES,
+};
 use ballast_e2e::wait::wait_until;
 use ballast_state::termination::{queue_name, HOOK_NAME};
-use serde_json::{json, Value};
+use serde_json::json;
 
 const CLUSTER: &str = "hooks.example.com";
 const SETTLE: Duration = Duration::from_secs(180);
 
 fn pending_token(cloud: &LocalCloud, instance: &str) -> Option<String> {
-    let (code, body) = http(
-        endpoint_addr(&cloud.record.endpoint),
-        "GET",
-        "/_ballast/lifecycle-actions",
-        &[],
-    )
-    .ok()?;
-    if code != 200 {
-        return None;
-    }
-    let v: Value = serde_json::from_str(&body).ok()?;
-    v["actions"].as_array()?.iter().find_map(|a| {
-        (a["instance_id"] == instance)
-            .then(|| a["lifecycle_action_token"].as_str().map(str::to_string))
-            .flatten()
-    })
+    lifecycle_actions(&cloud.record.endpoint)?
+        .into_iter()
+        .find_map(|(id, token)| (id == instance).then_some(token))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -48,24 +37,8 @@ async fn the_leaders_instance_goes_through_the_hook_with_a_handoff_and_no_lost_w
         .assert()
         .success();
     // Termination handling on, then the cluster made.
-    let stored = ballast_cli_on(&cloud, CLUSTER)
-        .args(["get", "clusters", CLUSTER, "-o", "yaml"])
-        .output()
-        .expect("get clusters");
-    let yaml = String::from_utf8_lossy(&stored.stdout).replacen(
-        "\nspec:\n",
-        "\nspec:\n  terminationHandling:\n    enabled: true\n",
-        1,
-    );
-    assert!(yaml.contains("terminationHandling"), "{yaml}");
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("cluster.yaml");
-    std::fs::write(&path, yaml).expect("write");
-    ballast_cli_on(&cloud, CLUSTER)
-        .args(["replace", "-f"])
-        .arg(&path)
-        .assert()
-        .success();
+    enable_termination_handling(&cloud, CLUSTER, dir.path());
     ballast_cli_on(&cloud, CLUSTER)
         .args(["update", "cluster", "--yes"])
         .assert()
@@ -159,7 +132,7 @@ async fn the_leaders_instance_goes_through_the_hook_with_a_handoff_and_no_lost_w
     let log = std::fs::read_to_string(cloud.instance(&victim).log).unwrap_or_default();
     let stopped = log
         .lines()
-        .find(|l| l.contains("etcd stopped on a termination handler's request"))
+        .find(|l| l.contains("etcd stopped on a stop request"))
         .unwrap_or_else(|| panic!("the victim's nodeup never stopped etcd on the request:\n{log}"));
     assert!(stopped.contains("handed over to"), "{stopped}");
     assert!(

@@ -3,7 +3,7 @@
 
 use aws_sdk_autoscaling::types::Tag;
 
-use super::decide::{GroupView, RollMarker, Sizes};
+use super::decide::{needs_update, GroupView, RollMarker, Sizes};
 use super::MARKER_TAG;
 use crate::cloud::aws::call;
 use crate::cloud::error::UpdateError;
@@ -63,28 +63,36 @@ pub async fn resize(cloud: &Cloud, resource: &str, sizes: Sizes) -> Result<(), U
     Ok(())
 }
 
-/// Instances this roll terminated (and so drained first) that wait in `Terminating:Wait` on a lifecycle hook: the
-/// roll completes their action itself (`spec.terminationHandling`'s hook, docs/termination.md) rather than leave
-/// each to its heartbeat. Pure.
+/// Instances of the roll that wait in `Terminating:Wait` on a lifecycle hook, whose action the roll completes
+/// itself (`spec.terminationHandling`'s hook, docs/termination.md) rather than leave each to its heartbeat: those
+/// this run terminated (and so prepared first), and, while the group's roll is recorded on it (its marker), those
+/// the roll would replace: a run killed between a termination and its completion left them, and the next run
+/// takes them over (it prepares them again: a drain and a stop request are both idempotent). An up-to-date
+/// instance going for another reason (a spot interruption) is left to the termination handler. Pure.
 pub fn awaiting_completion(
     group: &GroupView,
     terminated: &std::collections::BTreeSet<String>,
+    force: Option<&str>,
 ) -> Vec<String> {
     group
         .instances
         .iter()
-        .filter(|i| i.lifecycle == "Terminating:Wait" && terminated.contains(&i.id))
+        .filter(|i| i.lifecycle == "Terminating:Wait")
+        .filter(|i| {
+            terminated.contains(&i.id)
+                || (group.marker.is_some() && needs_update(group, i, force).is_some())
+        })
         .map(|i| i.id.clone())
         .collect()
 }
 
 /// Completes the terminating lifecycle action of an instance this roll drained and terminated: `CONTINUE` on
-/// Ballast's hook. An action no longer there (completed by another, or timed out) is done already.
+/// Ballast's hook. An action no longer there (completed by another, or timed out) is done already: `false`.
 pub async fn complete_termination(
     cloud: &Cloud,
     resource: &str,
     instance: &str,
-) -> Result<(), UpdateError> {
+) -> Result<bool, UpdateError> {
     let result = cloud
         .autoscaling
         .complete_lifecycle_action()
@@ -95,8 +103,8 @@ pub async fn complete_termination(
         .send()
         .await;
     match result {
-        Ok(_) => Ok(()),
-        Err(e) if no_active_action(&e) => Ok(()),
+        Ok(_) => Ok(true),
+        Err(e) if no_active_action(&e) => Ok(false),
         Err(e) => Err(crate::cloud::aws::failure(
             &format!("instance {instance} of {resource}"),
             "CompleteLifecycleAction",
@@ -178,8 +186,49 @@ mod tests {
             ..test_group()
         };
         let terminated: BTreeSet<String> = ["i-drained", "i-going"].map(String::from).into();
-        assert_eq!(awaiting_completion(&group, &terminated), vec!["i-drained"]);
-        assert!(awaiting_completion(&group, &BTreeSet::new()).is_empty());
+        assert_eq!(
+            awaiting_completion(&group, &terminated, None),
+            vec!["i-drained"]
+        );
+        assert!(awaiting_completion(&group, &BTreeSet::new(), None).is_empty());
+    }
+
+    #[test]
+    fn a_resumed_roll_takes_over_the_outdated_instances_a_killed_run_left_waiting() {
+        let spec = |id: &str, lifecycle: &str, hash: &str| InstanceView {
+            node_spec_hash: Some(hash.to_string()),
+            ..instance(id, lifecycle)
+        };
+        let group = GroupView {
+            want_hash: Some("new".to_string()),
+            instances: vec![
+                // Terminated by the killed run: outdated, waiting on the hook.
+                spec("i-old-waiting", "Terminating:Wait", "old"),
+                // Up to date and going for another reason (a spot interruption): the handler's.
+                spec("i-new-waiting", "Terminating:Wait", "new"),
+                spec("i-old", "InService", "old"),
+            ],
+            marker: Some(RollMarker::new(
+                Sizes {
+                    min: 1,
+                    max: 2,
+                    desired: 1,
+                },
+                "2026-12-03T00:00:00Z",
+                false,
+            )),
+            ..test_group()
+        };
+        assert_eq!(
+            awaiting_completion(&group, &BTreeSet::new(), None),
+            vec!["i-old-waiting"]
+        );
+        // No roll recorded on the group: nothing of it is the roll's.
+        let unmarked = GroupView {
+            marker: None,
+            ..group
+        };
+        assert!(awaiting_completion(&unmarked, &BTreeSet::new(), None).is_empty());
     }
 
     fn test_group() -> GroupView {

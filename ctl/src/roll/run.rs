@@ -23,6 +23,12 @@ use crate::progress::Progress;
 
 /// How often a roll looks again while it waits.
 const POLL: Duration = Duration::from_millis(500);
+/// How long the roll waits for a control-plane node to answer its stop request: it looks every 2 s and stops in
+/// about 1.5 s at worst, so it answers within about 4 s. Shorter than the handler's 60 s because a node that
+/// booted before the cluster turned termination handling on never answers (it does not watch), and the first
+/// roll after turning it on replaces exactly those; within the hook's shortest heartbeat (30 s), so the roll
+/// records none.
+const STOP_ANSWER_WAIT: Duration = Duration::from_secs(20);
 
 /// How a roll goes, from the flags.
 pub struct Settings {
@@ -139,19 +145,81 @@ impl<'a> Roller<'a> {
         Ok((groups, group))
     }
 
-    /// Completes the lifecycle actions of instances this run drained and terminated that wait on a hook, once each:
-    /// the roll's own drain is what the hook waits for, so it does not sit out the heartbeat.
+    /// Completes, once each, the lifecycle actions of the roll's instances that wait on a hook
+    /// ([`act::awaiting_completion`]): the roll's own preparation is what the hook waits for, so it neither sits out
+    /// the heartbeat nor deadlocks. A control-plane instance's etcd member is first stopped by its own node on the
+    /// roll's stop request (a leader hands leadership away first), as the termination handler has it stopped; an
+    /// instance a killed run left waiting is prepared again (a node drained) before its action is completed.
     async fn complete_waiting(
         &mut self,
         resource: &str,
         group: &super::decide::GroupView,
     ) -> Result<(), RollError> {
-        for id in act::awaiting_completion(group, &self.terminated) {
-            if self.completed_actions.insert(id.clone()) {
-                act::complete_termination(self.cloud, resource, &id).await?;
+        let force = self.force_since(group);
+        for id in act::awaiting_completion(group, &self.terminated, force.as_deref()) {
+            if !self.completed_actions.insert(id.clone()) {
+                continue;
             }
+            let taken_over = !self.terminated.contains(&id);
+            if taken_over {
+                self.progress(
+                    &group.name,
+                    &format!(
+                        "{id}: waits on its lifecycle hook since an earlier run; taking it over"
+                    ),
+                );
+            }
+            match group.role {
+                Role::ControlPlane => self.stop_member(&group.name, &id).await,
+                Role::Node | Role::ApiServer if taken_over => {
+                    let instance = group.instances.iter().find(|i| i.id == id).cloned();
+                    self.drain(&group.name, instance.as_ref()).await?;
+                }
+                _ => {}
+            }
+            let what = if act::complete_termination(self.cloud, resource, &id).await? {
+                "lifecycle action completed"
+            } else {
+                "no lifecycle action waiting any more (completed by another, or its heartbeat ran out)"
+            };
+            self.progress(&group.name, &format!("{id}: {what}"));
         }
         Ok(())
+    }
+
+    /// Has the control-plane node `id` stop its etcd member before its instance goes, through the stop request the
+    /// termination handler writes (`ballast_store::etcd::stop`, docs/termination.md): its own supervisor hands
+    /// leadership to an up-to-date voter when it leads, stops etcd, keeps its data and membership, and answers.
+    /// Only nodes of a cluster with termination handling on watch their requests; without it (or with no answer
+    /// in time) the instance's own shutdown stops etcd the same way once its action is completed, so a failure
+    /// here is reported and the roll goes on.
+    async fn stop_member(&mut self, group: &str, id: &str) {
+        if ballast_state::termination::settings(self.completed).is_none() {
+            return;
+        }
+        let cluster = self.completed.name().to_string();
+        self.progress(
+            group,
+            &format!("{id}: asking its node to stop its etcd member (a leader hands leadership away first)"),
+        );
+        let asked = ballast_store::etcd::stop::request_stop(
+            self.store,
+            &cluster,
+            id,
+            "rolling-update",
+            STOP_ANSWER_WAIT,
+        )
+        .await;
+        match asked {
+            Ok(outcome) => self.progress(group, &format!("{id}: etcd member stopped ({outcome})")),
+            Err(e) => self.out.line(&format!(
+                "{group}: {id}: {e}; its own shutdown stops its etcd member once it goes"
+            )),
+        }
+        if let Err(e) = ballast_store::etcd::stop::withdraw(self.store, &cluster, id).await {
+            self.out
+                .line(&format!("{group}: {id}: the stop request stays: {e}"));
+        }
     }
 
     fn resource(&self, group: &str) -> String {

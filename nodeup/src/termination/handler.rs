@@ -12,11 +12,9 @@ use aws_sdk_autoscaling::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::Filter;
 use ballast_common::retry::Policy;
 use ballast_drain::Kubernetes;
-use ballast_state::layout::ClusterPaths;
-use ballast_state::limits::MAX_NODE_RECORD;
 use ballast_state::spec::Role;
-use ballast_state::termination::{EtcdStopRequest, TerminationHandlingSettings};
-use ballast_store::store::{Precondition, StateStore};
+use ballast_state::termination::TerminationHandlingSettings;
+use ballast_store::store::StateStore;
 
 use super::decide::{instances_of, plan, InstanceFacts, Plan};
 use super::event::{parse, LifecycleAction};
@@ -35,8 +33,6 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(240);
 /// is bounded at about 1.5 s; it notices the request within its poll, [`super::stop::POLL`]). A node that does
 /// not answer (gone, or its nodeup down) is not waited for further: the action is completed all the same.
 pub const STOP_WAIT: Duration = Duration::from_secs(60);
-/// How often the handler looks whether the stop request was acted on.
-const STOP_POLL: Duration = Duration::from_secs(1);
 /// Each AWS or store call of the handler.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Receive failures: backed off from 1 s to 30 s, forever (the queue may not exist yet: update cluster makes it).
@@ -240,9 +236,14 @@ impl Handler {
                     if let Some(action) = action {
                         self.complete(&action).await;
                     }
-                    let key = ClusterPaths::new(&self.cluster).etcd_stop_request(&instance_id);
-                    if let Err(e) = self.store.delete(&key).await {
-                        tracing::warn!(key, error = %e, "termination handler: the stop request stays");
+                    if let Err(e) = ballast_store::etcd::stop::withdraw(
+                        &self.store,
+                        &self.cluster,
+                        &instance_id,
+                    )
+                    .await
+                    {
+                        tracing::warn!(error = %e, "termination handler: the stop request stays");
                     }
                 }
             }
@@ -314,43 +315,18 @@ impl Handler {
             .map_err(|e| e.to_string())
     }
 
-    /// Writes the stop request for `instance_id` and waits (at most [`STOP_WAIT`]) for its supervisor's answer.
+    /// Asks `instance_id`'s node to stop its member and waits (at most [`STOP_WAIT`]) for its supervisor's answer
+    /// (the one asking code, shared with `rolling-update`: `ballast_store::etcd::stop`).
     async fn stop_etcd(&self, instance_id: &str, reason: &str) -> Result<String, String> {
-        let key = ClusterPaths::new(&self.cluster).etcd_stop_request(instance_id);
-        let request = EtcdStopRequest {
-            instance_id: instance_id.to_string(),
-            reason: reason.to_string(),
-            requested_at: ballast_state::timestamp::now_rfc3339(),
-            stopped: None,
-        };
-        let body = serde_json::to_vec(&request).map_err(|e| e.to_string())?;
-        // Overwritten if there: only the handler holding the message writes it (SQS visibility).
-        self.store
-            .put(&key, &body, &Precondition::None)
-            .await
-            .map_err(|e| format!("writing {key}: {e}"))?;
-        let deadline = tokio::time::Instant::now() + STOP_WAIT;
-        loop {
-            tokio::time::sleep(STOP_POLL).await;
-            match self.store.get_bounded(&key, MAX_NODE_RECORD).await {
-                Ok(Some(object)) => {
-                    if let Ok(EtcdStopRequest {
-                        stopped: Some(stopped),
-                        ..
-                    }) = serde_json::from_slice(&object.data)
-                    {
-                        return Ok(stopped.outcome);
-                    }
-                }
-                Ok(None) => return Err(format!("{key} was deleted before an answer")),
-                Err(e) => {
-                    tracing::warn!(key, error = %e, "termination handler: reading the stop request")
-                }
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Err(format!("no answer within {STOP_WAIT:?}"));
-            }
-        }
+        ballast_store::etcd::stop::request_stop(
+            &self.store,
+            &self.cluster,
+            instance_id,
+            reason,
+            STOP_WAIT,
+        )
+        .await
+        .map_err(|e| e.to_string())
     }
 
     /// Runs `work`, recording a heartbeat of `action` every third of the hook's heartbeat timeout meanwhile.
