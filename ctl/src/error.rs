@@ -147,9 +147,10 @@ impl CommandError {
             CommandError::Store(StoreError::NotConfigured | StoreError::InvalidUrl { .. }) => USAGE,
             CommandError::Store(StoreError::Conflict { .. }) => CONFLICT,
             CommandError::ResourcesRemain { .. } => CONFLICT,
-            CommandError::Update(crate::cloud::engine::UpdateError::Immutable { .. }) => {
-                INVALID_SPEC
-            }
+            CommandError::Update(
+                crate::cloud::engine::UpdateError::Immutable { .. }
+                | crate::cloud::engine::UpdateError::SecurityGroups { .. },
+            ) => INVALID_SPEC,
             CommandError::Update(crate::cloud::engine::UpdateError::Store(
                 StoreError::Conflict { .. },
             )) => CONFLICT,

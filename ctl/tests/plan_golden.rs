@@ -89,6 +89,7 @@ async fn applied_state(model: &ClusterModel, completed: &ClusterConfig) -> Actua
             node_specs::StoredSpec {
                 sha256: spec.sha256.clone(),
                 version: None,
+                registration: Some(node_specs::Registration::of_spec(spec)),
             },
         );
     }

@@ -75,6 +75,8 @@ pub async fn update(
     options: UpdateOptions,
     progress: &dyn Fn(&str),
 ) -> Result<UpdateReport, UpdateError> {
+    // Before any change: what the spec names that AWS would refuse only half-way through.
+    super::security_group_check::check(cloud, model, completed).await?;
     let mut run = Run::new(Source::Live { cloud, store }, model, completed, options);
     for (stage, tasks) in STAGES {
         if options.apply {

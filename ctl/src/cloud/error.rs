@@ -53,6 +53,12 @@ pub enum UpdateError {
     /// The changes could not be written as Terraform (`--target terraform`).
     #[error("rendering Terraform: {0}")]
     Terraform(#[from] super::terraform::RenderError),
+    /// Security groups the spec names beside the cluster's own are not in the cluster's VPC (checked before any
+    /// change: `super::security_group_check`); each refusal names its object, field and id.
+    #[error("{}", refusals.iter().map(|r| r.to_string()).collect::<Vec<_>>().join("; "))]
+    SecurityGroups {
+        refusals: Vec<super::security_group_check::Refusal>,
+    },
     /// Something the spec names does not exist.
     #[error("{resource}: {message}")]
     Missing { resource: String, message: String },

@@ -25,6 +25,7 @@ pub mod kinds;
 pub mod model;
 pub mod plan;
 pub mod rules;
+pub mod security_group_check;
 pub mod teardown;
 pub mod termination_iam;
 pub mod terraform;

@@ -29,6 +29,113 @@ pub struct StoredSpec {
     /// The object's version, for the conditional write that replaces it (not recorded).
     #[serde(skip)]
     pub version: Option<Version>,
+    /// The labels and taints its kubelet registers with, read from the stored spec so a plan can show what a
+    /// change of them is; `None`: not readable (a spec of another shape), and a plan shows only the new ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registration: Option<Registration>,
+}
+
+/// What a group's kubelet registers its node with (`spec.nodeLabels`, `spec.taints`, completed): not an AWS
+/// setting, so a plan shows it on the group's node spec, whose new hash rolls the group's instances.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Registration {
+    #[serde(default)]
+    pub node_labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub taints: Vec<String>,
+}
+
+impl Registration {
+    /// A completed group's, as its node spec will carry it (`ballast_state::node`'s `KubeletSettings`).
+    fn of_group(completed: &ClusterConfig, group: &str) -> Self {
+        completed
+            .instance_group(group)
+            .map(|ig| Registration {
+                node_labels: ig.spec.node_labels.clone(),
+                taints: ig.spec.taints.clone().unwrap_or_default(),
+            })
+            .unwrap_or_default()
+    }
+
+    /// A rendered node spec's.
+    pub fn of_spec(rendered: &RenderedNodeSpec) -> Self {
+        Registration {
+            node_labels: rendered.spec.kubelet.node_labels.clone(),
+            taints: rendered.spec.kubelet.taints.clone(),
+        }
+    }
+
+    /// A stored node spec's, read leniently (only `kubelet.nodeLabels` and `kubelet.taints`): `None` when the
+    /// object is not YAML of that shape.
+    fn of_stored(data: &[u8]) -> Option<Self> {
+        #[derive(Deserialize)]
+        struct Stored {
+            kubelet: StoredKubelet,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct StoredKubelet {
+            #[serde(default)]
+            node_labels: BTreeMap<String, String>,
+            #[serde(default)]
+            taints: Vec<String>,
+        }
+        let stored: Stored = yaml_serde::from_slice(data).ok()?;
+        Some(Registration {
+            node_labels: stored.kubelet.node_labels,
+            taints: stored.kubelet.taints,
+        })
+    }
+
+    fn labels_text(&self) -> String {
+        if self.node_labels.is_empty() {
+            return "(none)".to_string();
+        }
+        self.node_labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn taints_text(&self) -> String {
+        if self.taints.is_empty() {
+            return "(none)".to_string();
+        }
+        self.taints.join(", ")
+    }
+
+    /// Plan lines: every label and taint of a new spec (`previous` None), or those that changed.
+    fn fields(
+        &self,
+        previous: Option<&Registration>,
+    ) -> Vec<(&'static str, Option<String>, String)> {
+        let mut fields = Vec::new();
+        match previous {
+            None => {
+                if !self.node_labels.is_empty() {
+                    fields.push(("nodeLabels", None, self.labels_text()));
+                }
+                if !self.taints.is_empty() {
+                    fields.push(("taints", None, self.taints_text()));
+                }
+            }
+            Some(previous) => {
+                if previous.node_labels != self.node_labels {
+                    fields.push((
+                        "nodeLabels",
+                        Some(previous.labels_text()),
+                        self.labels_text(),
+                    ));
+                }
+                if previous.taints != self.taints {
+                    fields.push(("taints", Some(previous.taints_text()), self.taints_text()));
+                }
+            }
+        }
+        fields
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,8 +157,12 @@ pub struct Actual {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
-    /// The load balancer does not exist yet, so neither does the spec's content.
-    CreateLater { group: String },
+    /// The load balancer does not exist yet, so neither does the spec's content (but its kubelet's
+    /// registration is known).
+    CreateLater {
+        group: String,
+        registration: Registration,
+    },
     /// Writes the rendered spec over `previous` (`None`: there is none).
     Put {
         group: String,
@@ -67,34 +178,51 @@ impl Planned for Change {
     fn planned(&self) -> Vec<PlanChange> {
         let stage = Stage::NodeSpecs;
         let change = match self {
-            Change::CreateLater { group } => {
+            Change::CreateLater {
+                group,
+                registration,
+            } => with_fields(
                 PlanChange::new(stage, Kind::NodeSpec, group, Action::Create).field(
                     "sha256",
                     None,
                     KNOWN_AFTER_APPLY,
-                )
-            }
+                ),
+                registration.fields(None),
+            ),
             Change::Put {
                 group,
                 rendered,
                 previous,
-            } => PlanChange::new(
-                stage,
-                Kind::NodeSpec,
-                group,
-                if previous.is_some() {
-                    Action::Update
-                } else {
-                    Action::Create
-                },
-            )
-            .field(
-                "sha256",
-                previous
-                    .as_ref()
-                    .map(|p| p.sha256[..12.min(p.sha256.len())].to_string()),
-                &rendered.sha256[..12],
-            ),
+            } => {
+                let change = PlanChange::new(
+                    stage,
+                    Kind::NodeSpec,
+                    group,
+                    if previous.is_some() {
+                        Action::Update
+                    } else {
+                        Action::Create
+                    },
+                )
+                .field(
+                    "sha256",
+                    previous
+                        .as_ref()
+                        .map(|p| p.sha256[..12.min(p.sha256.len())].to_string()),
+                    &rendered.sha256[..12],
+                );
+                // A spec found but not readable shows no registration lines rather than a false "all new".
+                let registration = Registration::of_spec(rendered);
+                let fields = match previous {
+                    None => registration.fields(None),
+                    Some(StoredSpec {
+                        registration: Some(before),
+                        ..
+                    }) => registration.fields(Some(before)),
+                    Some(_) => Vec::new(),
+                };
+                with_fields(change, fields)
+            }
             Change::IssueApiServerEtcdClient => PlanChange::new(
                 stage,
                 Kind::NodeSpec,
@@ -105,6 +233,17 @@ impl Planned for Change {
         };
         vec![change]
     }
+}
+
+fn with_fields(
+    change: PlanChange,
+    fields: Vec<(&'static str, Option<String>, String)>,
+) -> PlanChange {
+    fields
+        .into_iter()
+        .fold(change, |change, (field, from, to)| {
+            change.field(field, from, to)
+        })
 }
 
 /// Reads each group's node spec.
@@ -125,6 +264,7 @@ pub async fn find(store: &StateStore, model: &ClusterModel) -> Result<Actual, Up
                 group.name.clone(),
                 StoredSpec {
                     sha256: sha256_hex(&object.data),
+                    registration: Registration::of_stored(&object.data),
                     version: Some(object.version),
                 },
             );
@@ -255,6 +395,7 @@ pub fn diff(
             .iter()
             .map(|g| Change::CreateLater {
                 group: g.name.clone(),
+                registration: Registration::default(),
             })
             .chain(pair)
             .collect();
@@ -276,6 +417,20 @@ pub fn diff(
                     )
                 }),
         )
+        .collect()
+}
+
+/// `changes` with each spec to create later showing its group's kubelet registration, known from the spec.
+fn with_registrations(completed: &ClusterConfig, changes: Vec<Change>) -> Vec<Change> {
+    changes
+        .into_iter()
+        .map(|change| match change {
+            Change::CreateLater { group, .. } => Change::CreateLater {
+                registration: Registration::of_group(completed, &group),
+                group,
+            },
+            other => other,
+        })
         .collect()
 }
 
@@ -427,7 +582,10 @@ impl Task for NodeSpecsTask {
     ) -> Result<Vec<Change>, UpdateError> {
         Ok(match Self::rendered(wanted, known, actual)? {
             Some(rendered) => diff(wanted.model, Some(&rendered), actual),
-            None => diff(wanted.model, None, &Actual::default()),
+            None => with_registrations(
+                wanted.completed,
+                diff(wanted.model, None, &Actual::default()),
+            ),
         })
     }
 
