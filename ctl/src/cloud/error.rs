@@ -56,9 +56,7 @@ pub enum UpdateError {
     /// Security groups the spec names beside the cluster's own are not in the cluster's VPC (checked before any
     /// change: `super::security_group_check`); each refusal names its object, field and id.
     #[error("{}", refusals.iter().map(|r| r.to_string()).collect::<Vec<_>>().join("; "))]
-    SecurityGroups {
-        refusals: Vec<super::security_group_check::Refusal>,
-    },
+    SecurityGroups { refusals: Vec<SecurityGroupRefusal> },
     /// Something the spec names does not exist.
     #[error("{resource}: {message}")]
     Missing { resource: String, message: String },
@@ -88,4 +86,17 @@ pub enum UpdateError {
     /// A plan made from a recorded state cannot be applied: there is nothing to apply it to.
     #[error("a plan made from a recorded actual state cannot be applied")]
     RecordedState,
+}
+
+/// Why one security group the spec names cannot be used (`super::security_group_check`). Here, beside the error
+/// that carries it, so the check imports the error and not the other way round.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{object}: {field}: {id} {why}")]
+pub struct SecurityGroupRefusal {
+    /// `InstanceGroup/<name>` or `Cluster/<name>`.
+    pub object: String,
+    /// Its path in that object (`spec.additionalSecurityGroups[0]`).
+    pub field: String,
+    pub id: String,
+    pub why: String,
 }

@@ -10,7 +10,7 @@ use aws_sdk_ec2::types::Filter;
 use ballast_state::spec::{ClusterConfig, KIND_CLUSTER, KIND_INSTANCE_GROUP};
 
 use super::aws::call;
-use super::error::UpdateError;
+use super::error::{SecurityGroupRefusal, UpdateError};
 use super::kinds::network;
 use super::model::{ClusterModel, VpcModel};
 use super::Cloud;
@@ -26,14 +26,7 @@ pub struct Named {
 }
 
 /// Why one named security group cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{object}: {field}: {id} {why}")]
-pub struct Refusal {
-    pub object: String,
-    pub field: String,
-    pub id: String,
-    pub why: String,
-}
+pub type Refusal = SecurityGroupRefusal;
 
 /// Every security group the completed spec names beside the cluster's own, in the spec's order.
 pub fn named(completed: &ClusterConfig) -> Vec<Named> {
