@@ -388,22 +388,30 @@ async fn bench(
     samples
 }
 
-/// The cluster's YAML with `spec.etcd.heartbeatInterval` and `leaderElectionTimeout` set, inserted right under
-/// its `etcd:` key (a completed spec always has one).
+/// The cluster's YAML with `spec.etcd.heartbeatInterval` and `leaderElectionTimeout` set: under its `etcd:` key,
+/// or in a new one right under `spec:` (the stored spec of `create cluster` has none: defaults are not written).
 fn with_etcd_timing(spec: &str, heartbeat: &str, election: &str) -> String {
-    let mut out = String::with_capacity(spec.len() + 80);
+    let fields =
+        format!("    heartbeatInterval: {heartbeat}\n    leaderElectionTimeout: {election}\n");
+    let has_etcd = spec.lines().any(|l| l.trim_end() == "  etcd:");
+    let mut out = String::with_capacity(spec.len() + 100);
     let mut done = false;
     for line in spec.lines() {
         out.push_str(line);
         out.push('\n');
-        if !done && line.trim_end() == "  etcd:" {
-            out.push_str(&format!(
-                "    heartbeatInterval: {heartbeat}\n    leaderElectionTimeout: {election}\n"
-            ));
+        if done {
+            continue;
+        }
+        if has_etcd && line.trim_end() == "  etcd:" {
+            out.push_str(&fields);
+            done = true;
+        } else if !has_etcd && line.trim_end() == "spec:" {
+            out.push_str("  etcd:\n");
+            out.push_str(&fields);
             done = true;
         }
     }
-    assert!(done, "no spec.etcd in:\n{spec}");
+    assert!(done, "no spec in:\n{spec}");
     out
 }
 
