@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use ballast_state::etcd::timing::EtcdTiming;
+use ballast_state::etcd_timing::EtcdTiming;
 
 /// Where etcd's certificates are: the caller (nodeup) issues them; this crate only reads them.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -32,6 +32,7 @@ pub mod duration;
 pub mod ebs;
 pub mod error;
 pub mod etcd;
+pub mod etcd_timing;
 pub mod etcd_volume;
 pub mod generate;
 pub mod group_aws;

@@ -295,14 +295,14 @@ fn audit_shipping(
     }
 }
 
-/// The spec's etcd timing in ms (`etcd::timing`), each `None` when the spec leaves it to etcd's default.
+/// The spec's etcd timing in ms (`etcd_timing`), each `None` when the spec leaves it to etcd's default.
 /// Validation refuses a bad pair first; rendering checks again rather than trust it, so no node spec ever
 /// carries a pair etcd would refuse to start with.
 fn etcd_timing_ms(
     etcd: &crate::spec::EtcdSpec,
     group: &str,
 ) -> Result<(Option<u32>, Option<u32>), NodeSpecError> {
-    let timing = crate::etcd::timing::EtcdTiming::from_spec(
+    let timing = crate::etcd_timing::EtcdTiming::from_spec(
         etcd.heartbeat_interval.as_deref(),
         etcd.leader_election_timeout.as_deref(),
     )
@@ -334,7 +334,7 @@ pub enum NodeSpecError {
         group: String,
         field: &'static str,
         #[source]
-        source: crate::etcd::timing::TimingError,
+        source: crate::etcd_timing::TimingError,
     },
     #[error("rendering the node spec of {group:?}: {source}")]
     Render {

@@ -304,7 +304,7 @@ pub struct EtcdSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<EtcdBackupSpec>,
     /// etcd's `--heartbeat-interval`, as kops's `etcdClusters[].heartbeatInterval`: a Go duration of whole
-    /// milliseconds (`50ms`), 1 ms..10 s; absent: etcd's default, 100 ms (`etcd::timing`).
+    /// milliseconds (`50ms`), 1 ms..10 s; absent: etcd's default, 100 ms (`etcd_timing`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_interval: Option<String>,
     /// etcd's `--election-timeout`, as kops's `etcdClusters[].leaderElectionTimeout`: at least five heartbeats,

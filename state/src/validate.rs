@@ -725,7 +725,7 @@ fn check_etcd(report: &mut Report<'_>, etcd: &EtcdSpec) {
         };
         report.error(field, problem.message);
     }
-    if let Err((field, problem)) = crate::etcd::timing::EtcdTiming::from_spec(
+    if let Err((field, problem)) = crate::etcd_timing::EtcdTiming::from_spec(
         etcd.heartbeat_interval.as_deref(),
         etcd.leader_election_timeout.as_deref(),
     ) {

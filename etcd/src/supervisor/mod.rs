@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ballast_state::etcd::timing::EtcdTiming;
+use ballast_state::etcd_timing::EtcdTiming;
 use ballast_state::layout::ClusterPaths;
 use ballast_state::node::EtcdSettings;
 use ballast_store::store::StateStore;
@@ -139,7 +139,7 @@ pub enum SettingsError {
     Timing {
         field: &'static str,
         #[source]
-        source: ballast_state::etcd::timing::TimingError,
+        source: ballast_state::etcd_timing::TimingError,
     },
 }
 

@@ -10,7 +10,6 @@
 pub mod backup;
 pub mod health;
 pub mod record;
-pub mod timing;
 
 use serde::Serialize;
 

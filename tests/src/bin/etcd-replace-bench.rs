@@ -130,7 +130,7 @@ fn etcd_timing(args: &mut Vec<String>) -> Option<(String, String)> {
         refuse("use HEARTBEAT,ELECTION, e.g. 50ms,500ms".into());
     };
     if let Err((field, e)) =
-        ballast_state::etcd::timing::EtcdTiming::from_spec(Some(heartbeat), Some(election))
+        ballast_state::etcd_timing::EtcdTiming::from_spec(Some(heartbeat), Some(election))
     {
         refuse(format!("{field}: {e}"));
     }

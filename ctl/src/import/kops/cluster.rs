@@ -1097,7 +1097,7 @@ fn etcd(r: &mut Recorder<'_>, v: Value, spec: &mut ClusterSpec) -> Option<Vec<St
 /// etcd would refuse, alone or as a pair with etcd's default for the other, is refused by its kops path. Events'
 /// are dropped: Ballast keeps events in main's etcd, which runs with main's timing.
 fn etcd_timing(r: &mut Recorder<'_>, path: &str, c: &mut Fields, main: bool, out: &mut EtcdSpec) {
-    use ballast_state::etcd::timing::{format_millis, parse_millis, EtcdTiming, HEARTBEAT_FIELD};
+    use ballast_state::etcd_timing::{format_millis, parse_millis, EtcdTiming, HEARTBEAT_FIELD};
     let fields = [
         ("heartbeatInterval", "spec.etcd.heartbeatInterval"),
         ("leaderElectionTimeout", "spec.etcd.leaderElectionTimeout"),
