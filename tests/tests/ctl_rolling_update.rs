@@ -60,7 +60,10 @@ fn watch_lifecycle_actions(
     let endpoint = cloud.record.endpoint.clone();
     std::thread::spawn(move || {
         let mut seen: BTreeMap<String, (Instant, Option<Duration>)> = BTreeMap::new();
-        while !stop.load(Ordering::Relaxed) {
+        loop {
+            // One listing more once asked to stop: an action the roll completed just before it ended is then
+            // seen gone rather than left unresolved by the last sample.
+            let stopping = stop.load(Ordering::Relaxed);
             if let Some(listed) = lifecycle_actions(&endpoint) {
                 let pending: BTreeSet<String> = listed.into_iter().map(|(id, _)| id).collect();
                 for id in &pending {
@@ -71,6 +74,9 @@ fn watch_lifecycle_actions(
                         *gone = Some(since.elapsed());
                     }
                 }
+            }
+            if stopping {
+                break;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
