@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use ballast_e2e::cluster_etcd::{connect, control_plane, wait_for_settled, watch_quorum};
 use ballast_e2e::etcd_writer::{write_until_stopped, WriterControl};
-use ballast_e2e::localcloud::{lifecycle_actions, LocalCloud};
+use ballast_e2e::localcloud::{lifecycle_actions, nodeup_with_env, LocalCloud, Options};
 use ballast_e2e::operator::{ballast_cli_on, enable_termination_handling, STATE};
 use ballast_e2e::wait::wait_until;
 use sha2::{Digest, Sha256};
@@ -323,7 +323,15 @@ async fn shipped_audit_log(cloud: &LocalCloud, instance_id: &str) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole() {
-    let cloud = LocalCloud::start();
+    // Control-plane nodes republish the bootstrap directory every 2 s rather than every minute (below).
+    let wrapper_dir = tempfile::tempdir().expect("a temp dir for the nodeup wrapper");
+    let cloud = LocalCloud::start_with(Options {
+        nodeup: Some(nodeup_with_env(
+            wrapper_dir.path(),
+            &[("NODEUP_BOOTSTRAP_REPUBLISH_EVERY", "2s")],
+        )),
+        ..Options::default()
+    });
     cloud.prepare_for_ballast(BUCKET).await;
     cloud.register_older_release_image().await;
     let dir = tempfile::tempdir().expect("tempdir");
@@ -811,19 +819,28 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
         .assert()
         .success();
 
-    // Where workers find the bootstrap service names the running control plane and no replaced instance: each
-    // replacement dropped the entries of the instances it replaced when it published its own.
+    // Where workers find the bootstrap service comes to name the running control plane and no replaced instance.
+    // A replacement drops, when it publishes its own entry, those of instances EC2 no longer runs; with the hooks
+    // the instance it replaced may still be running in EC2 then (held in Terminating:Wait until the roll completes
+    // its action), so the control plane's periodic republish (2 s here, a minute by default) drops it.
     let key = format!("clusters/{CLUSTER}/control-plane/node-bootstrap.json");
-    let published = cloud
-        .s3_object(BUCKET, &key)
-        .await
-        .expect("the published services");
-    let published: ballast_state::node_bootstrap::NodeBootstrapServices =
-        serde_json::from_slice(&published).expect("JSON");
-    let listed: BTreeSet<String> = published
-        .services
-        .into_iter()
-        .map(|s| s.instance_id)
-        .collect();
-    assert_eq!(listed, control_plane_before);
+    let listed = || async {
+        let published = cloud
+            .s3_object(BUCKET, &key)
+            .await
+            .expect("the published services");
+        let published: ballast_state::node_bootstrap::NodeBootstrapServices =
+            serde_json::from_slice(&published).expect("JSON");
+        published
+            .services
+            .into_iter()
+            .map(|s| s.instance_id)
+            .collect::<BTreeSet<String>>()
+    };
+    wait_until(
+        Duration::from_secs(30),
+        "the bootstrap directory to list exactly the running control plane",
+        || async { listed().await == control_plane_before },
+    )
+    .await;
 }
