@@ -127,15 +127,15 @@ fn ballast(cloud: &LocalCloud, args: &[&str], file: Option<&Path>) -> String {
     text
 }
 
-/// The node group's running instances: id -> (device -> volume id), from EC2's block device mappings.
-async fn node_instances(cloud: &LocalCloud) -> BTreeMap<String, BTreeMap<String, String>> {
+/// The running EC2 instances of the cluster's instance group `group` (by its group tag).
+async fn running_in_group(cloud: &LocalCloud, group: &str) -> Vec<aws_sdk_ec2::types::Instance> {
     let out = cloud
         .ec2()
         .describe_instances()
         .filters(
             Filter::builder()
                 .name(format!("tag:{GROUP_TAG}"))
-                .values("nodes")
+                .values(group)
                 .build(),
         )
         .filters(
@@ -149,7 +149,15 @@ async fn node_instances(cloud: &LocalCloud) -> BTreeMap<String, BTreeMap<String,
         .expect("DescribeInstances");
     out.reservations()
         .iter()
-        .flat_map(|r| r.instances())
+        .flat_map(|r| r.instances().iter().cloned())
+        .collect()
+}
+
+/// The node group's running instances: id -> (device -> volume id), from EC2's block device mappings.
+async fn node_instances(cloud: &LocalCloud) -> BTreeMap<String, BTreeMap<String, String>> {
+    running_in_group(cloud, "nodes")
+        .await
+        .iter()
         .map(|i| {
             let devices = i
                 .block_device_mappings()
@@ -355,31 +363,11 @@ async fn assert_kubelet_registration(cloud: &LocalCloud, id: &str, taint: &str) 
 /// The cluster autoscaler's Deployment, rendered by nodeup's add-on code from the control-plane node spec the
 /// control-plane instance booted with (read from the store, checked against the instance's hash tag).
 async fn autoscaler_deployment(cloud: &LocalCloud) -> serde_json::Value {
-    let instances = cloud
-        .ec2()
-        .describe_instances()
-        .filters(
-            Filter::builder()
-                .name(format!("tag:{GROUP_TAG}"))
-                .values("control-plane")
-                .build(),
-        )
-        .filters(
-            Filter::builder()
-                .name("instance-state-name")
-                .values("running")
-                .build(),
-        )
-        .send()
+    let instance = running_in_group(cloud, "control-plane")
         .await
-        .expect("DescribeInstances");
-    let instance = instances
-        .reservations()
-        .iter()
-        .flat_map(|r| r.instances())
+        .into_iter()
         .next()
-        .expect("a control-plane instance")
-        .clone();
+        .expect("a control-plane instance");
     let id = instance.instance_id().expect("an id").to_string();
     let booted_hash = instance
         .tags()
