@@ -1093,3 +1093,50 @@ fn a_cluster_is_quiet_only_while_every_member_is_a_started_voter_that_answers() 
     assert!(!leaderless.is_quiet(), "no leader");
     assert!(!joiner().is_quiet(), "a joiner");
 }
+
+/// etcd's strict reconfiguration check is off (`process::etcd_args`): a promotion is decided only on a healthy
+/// view (a quorum of voters answering), and that must leave a quorum of the voters after the promotion, counting
+/// the learner whose etcd runs. Every size up to the largest control plane a spec allows, and beyond.
+#[test]
+fn a_healthy_cluster_keeps_a_quorum_after_promoting_its_learner() {
+    for voters in 1..=9u64 {
+        for answering in 0..=voters {
+            let mut members: Vec<MemberView> = (1..=voters)
+                .map(|id| {
+                    let answers = (id <= answering).then_some(1);
+                    member(
+                        id,
+                        &format!("i-{id}"),
+                        &format!("127.0.1.{id}"),
+                        false,
+                        answers,
+                    )
+                })
+                .collect();
+            members.push(member(99, ME, ME_IP, true, Some(1)));
+            let view = view(members).expect("a view of the members");
+            if !view.is_healthy() {
+                continue;
+            }
+            let after = usize::try_from(voters + 1).expect("small");
+            let answering_after = usize::try_from(answering + 1).expect("small");
+            assert!(
+                answering_after >= quorum(after),
+                "{voters} voters, {answering} answering: a promotion would leave {answering_after} of {after}"
+            );
+        }
+    }
+
+    // And decide promotes a learner only in a healthy cluster: one voter of three answering is no quorum.
+    let mut o = member_of_three(1);
+    o.local_etcd = LocalEtcd::Running(MemberStatus {
+        is_learner: true,
+        ..status(3, 1, 100)
+    });
+    if let Some(c) = o.cluster.as_mut() {
+        c.members[2].is_learner = true;
+        c.members.push(member(4, "i-d", "127.0.0.14", false, None));
+        c.members[1].status = None;
+    }
+    assert!(is_wait(&decide(&o)), "{:?}", decide(&o));
+}
