@@ -1507,7 +1507,10 @@ def patch_asg_terminating_lifecycle_wait() -> None:
     so without a decrement its replacement launches at once, as on AWS), one action per hook is recorded, and
     the EC2 instance keeps running. DeleteAutoScalingGroup (moto's is always a force delete) drops the group's
     pending actions and terminates at once, as AWS's ForceDelete does. A group without a terminating hook is
-    unchanged. moto has no instance refresh, so there is none to hold.
+    unchanged. moto has no instance refresh, so there is none to hold. Each TerminateInstanceInAutoScalingGroup runs
+    alone (under LIFECYCLE_LOCK), one atomic change to its group as on AWS: moto's threaded server let concurrent
+    ones read the capacity and the instances in service before another changed them (a decrement lost, an
+    instance scaled in or a replacement launched twice).
 
     Ballast's `ballast-termination` hook (spec.terminationHandling) and the handler that completes its actions
     are tested against this, and rolling-update completes the action of each instance it drained.
@@ -1563,6 +1566,14 @@ def patch_asg_terminating_lifecycle_wait() -> None:
     original_terminate = AutoScalingBackend.terminate_instance
 
     def terminate_instance(self, instance_id, should_decrement):  # type: ignore[no-untyped-def]
+        # One termination at a time, as on AWS, where each TerminateInstanceInAutoScalingGroup is one atomic change
+        # to its group: moto's server is threaded, and two at once (a roll terminates a batch concurrently) each read
+        # the desired capacity and the instances in service before the other changed them, so a decrement was lost
+        # or a replacement launched twice.
+        with LIFECYCLE_LOCK:
+            return terminate_instance_alone(self, instance_id, should_decrement)
+
+    def terminate_instance_alone(self, instance_id, should_decrement):  # type: ignore[no-untyped-def]
         state = next(
             (s for g in self.autoscaling_groups.values() for s in g.instance_states if s.instance.id == instance_id),
             None,

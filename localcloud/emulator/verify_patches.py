@@ -1148,6 +1148,25 @@ def verify_lifecycle_hooks(c: Cloud, url: str) -> None:
     check("lifecycle: once the heartbeats stop, it goes too", e not in states("short.c1") and
           ec2_state(e) in ("shutting-down", "terminated"), ec2_state(e))
 
+    # A batch terminated at once (rolling-update issues a batch's calls concurrently): each call is one atomic change
+    # to the group, as on AWS, so no decrement is lost and no replacement launches twice.
+    import concurrent.futures
+
+    batch = make("batch.c1", 8, 300)
+    chosen = [(i, n >= 3) for n, i in enumerate(batch[:5])]  # 3 replaced, 2 with a decrement
+
+    def terminate(item: tuple[str, bool]) -> None:
+        c.asg.terminate_instance_in_auto_scaling_group(InstanceId=item[0], ShouldDecrementDesiredCapacity=item[1])
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=5) as pool:
+        list(pool.map(terminate, chosen))
+    (g,) = c.asg.describe_auto_scaling_groups(AutoScalingGroupNames=["batch.c1"])["AutoScalingGroups"]
+    now = {i["InstanceId"]: i["LifecycleState"] for i in g["Instances"]}
+    check("lifecycle: 5 concurrent terminations (2 decrementing) of 8: desired 6, 6 InService, 5 waiting",
+          g["DesiredCapacity"] == 6 and sum(1 for s in now.values() if s == "InService") == 6
+          and sorted(i for i, s in now.items() if s == "Terminating:Wait") == sorted(i for i, _ in chosen),
+          f"desired {g['DesiredCapacity']}, {Counter(now.values())}")
+
     # A group without hooks is unchanged; deleting a group drops its pending actions.
     f, _ = make("plain.c1", 2, None)
     c.asg.terminate_instance_in_auto_scaling_group(InstanceId=f, ShouldDecrementDesiredCapacity=False)

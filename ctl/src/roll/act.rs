@@ -128,6 +128,30 @@ fn no_active_action<R>(
     })
 }
 
+/// How many of a batch's terminations are in flight at once. A batch is a quarter of a group by default (25 of
+/// 100) but up to twice a group's size with `maxSurge` and `maxUnavailable` at 100%: all at once, a group of
+/// 1000 would be 2000 calls in one burst, which Auto Scaling throttles.
+pub const TERMINATE_CONCURRENCY: usize = 32;
+
+/// Terminates a batch of a group's instances, each `(id, decrement)` as [`terminate`] does, up to
+/// [`TERMINATE_CONCURRENCY`] at a time rather than one after another: a batch's calls are independent (each
+/// termination and each decrement is its own atomic change to the group), so their order does not matter.
+/// Returns every instance's outcome, in the order given, so a caller records each one that went even when
+/// another failed.
+pub async fn terminate_batch(
+    cloud: &Cloud,
+    resource: &str,
+    batch: &[(String, bool)],
+) -> Vec<(String, Result<(), UpdateError>)> {
+    use futures_util::{stream, StreamExt};
+    stream::iter(batch.iter().map(|(id, decrement)| async move {
+        (id.clone(), terminate(cloud, resource, id, *decrement).await)
+    }))
+    .buffered(TERMINATE_CONCURRENCY)
+    .collect()
+    .await
+}
+
 /// Terminates an instance of the group; with `decrement` the group's desired capacity shrinks by one instead
 /// of a replacement being launched.
 pub async fn terminate(

@@ -523,17 +523,36 @@ impl<'a> Roller<'a> {
                         self.drain(name, instance.as_ref()).await?;
                     }
                     let keep = ids.len() - decrement.min(ids.len());
-                    for (n, id) in ids.iter().enumerate() {
-                        let shrink = n >= keep;
+                    let batch: Vec<(String, bool)> = ids
+                        .iter()
+                        .enumerate()
+                        .map(|(n, id)| (id.clone(), n >= keep))
+                        .collect();
+                    for (id, shrink) in &batch {
                         self.progress(
                             name,
                             &format!(
                                 "{id}: terminating{}",
-                                if shrink { " (the surge shrinks)" } else { "" }
+                                if *shrink { " (the surge shrinks)" } else { "" }
                             ),
                         );
-                        act::terminate(self.cloud, &resource, id, shrink).await?;
-                        self.terminated.insert(id.clone());
+                    }
+                    // The whole batch at once, then one wait for all its replacements (the next steps): one
+                    // after another, a batch of 25 cost 25 round trips to Auto Scaling.
+                    let mut failed = None;
+                    for (id, result) in act::terminate_batch(self.cloud, &resource, &batch).await {
+                        match result {
+                            // Recorded even when another of the batch failed: never terminated twice.
+                            Ok(()) => {
+                                self.terminated.insert(id);
+                            }
+                            Err(e) => {
+                                failed.get_or_insert(e);
+                            }
+                        }
+                    }
+                    if let Some(e) = failed {
+                        return Err(e.into());
                     }
                     replacing = Some((ids, Instant::now()));
                     since = Instant::now();
