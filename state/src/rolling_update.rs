@@ -7,9 +7,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::limits::MAX_GROUP_SIZE;
 
-/// Extra instances a node group launches before it takes old ones down, when its spec sets none (kops's AWS
-/// default): one new instance is configured before any old one is drained, so capacity never drops.
-pub const DEFAULT_MAX_SURGE: IntOrPercent = IntOrPercent::Int(1);
+/// Extra instances a node group launches before it takes old ones down, when its spec sets none: this
+/// percentage of its desired capacity, rounded up (at least one), as a Kubernetes Deployment surges by default.
+/// The new instances are configured before any old one is drained, so capacity never drops; the roll goes a
+/// quarter of the group at a time (kops's AWS default of one at a time made a roll of 100 nodes take minutes),
+/// at the cost of up to a quarter more instances while it runs. A group that cannot afford them sets `maxSurge`.
+pub const DEFAULT_MAX_SURGE_PERCENT: u32 = 25;
 /// Old instances a node group may be short of, when its spec sets none: with a surge, none.
 pub const DEFAULT_MAX_UNAVAILABLE: IntOrPercent = IntOrPercent::Int(0);
 
@@ -19,7 +22,7 @@ pub const DEFAULT_MAX_UNAVAILABLE: IntOrPercent = IntOrPercent::Int(0);
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RollingUpdateSpec {
     /// Instances launched above the group's desired capacity during the roll: a count, or a percentage of
-    /// the group's desired capacity (rounded up). Default 1.
+    /// the group's desired capacity (rounded up). Default 25% (at least 1): [`DEFAULT_MAX_SURGE_PERCENT`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_surge: Option<IntOrPercent>,
     /// Instances that may be missing from the group's desired capacity during the roll: a count, or a
@@ -106,15 +109,20 @@ impl IntOrPercent {
         if !percent {
             return Ok(value);
         }
-        let scaled = u64::from(value) * u64::from(desired);
-        let count = if round_up {
-            scaled.div_ceil(100)
-        } else {
-            scaled / 100
-        };
-        // At most 100% of a u32, so it fits.
-        Ok(u32::try_from(count).unwrap_or(u32::MAX))
+        Ok(percent_of(value, desired, round_up))
     }
+}
+
+/// `percent`% of `desired`, rounded up or down; `percent` is at most 100 (checked by the caller).
+fn percent_of(percent: u32, desired: u32, round_up: bool) -> u32 {
+    let scaled = u64::from(percent) * u64::from(desired);
+    let count = if round_up {
+        scaled.div_ceil(100)
+    } else {
+        scaled / 100
+    };
+    // At most 100% of a u32, so it fits.
+    u32::try_from(count).unwrap_or(u32::MAX)
 }
 
 impl RollingUpdateSpec {
@@ -133,24 +141,24 @@ impl RollingUpdateSpec {
     }
 }
 
-/// The pace of a roll of a group of `desired` instances with this spec (None: the defaults); `surge_allowed`
-/// false (`--surge=false`) rolls without surging. kops's rules: a percentage surge rounds up, a percentage
+/// The pace of a roll of a group of `desired` instances with this spec (None, or a field left out: the
+/// defaults, [`DEFAULT_MAX_SURGE_PERCENT`] and [`DEFAULT_MAX_UNAVAILABLE`]); `surge_allowed` false
+/// (`--surge=false`) rolls without surging. kops's rules: a percentage surge rounds up, a percentage
 /// unavailability rounds down, and a pace of nothing at all becomes one instance unavailable at a time.
 pub fn pace(
     spec: Option<&RollingUpdateSpec>,
     desired: u32,
     surge_allowed: bool,
 ) -> Result<Pace, IntOrPercentError> {
-    let surge_value = spec
-        .and_then(|s| s.max_surge.clone())
-        .unwrap_or(DEFAULT_MAX_SURGE);
     let unavailable_value = spec
         .and_then(|s| s.max_unavailable.clone())
         .unwrap_or(DEFAULT_MAX_UNAVAILABLE);
-    let surge = if surge_allowed {
-        surge_value.resolve(desired, true)?
-    } else {
-        0
+    let surge = match (surge_allowed, spec.and_then(|s| s.max_surge.as_ref())) {
+        (false, _) => 0,
+        (true, Some(value)) => value.resolve(desired, true)?,
+        // At least one: a group's roll surges even when a quarter of it rounds to nothing (an empty group is
+        // held to nothing below).
+        (true, None) => percent_of(DEFAULT_MAX_SURGE_PERCENT, desired, true).max(1),
     };
     // No more surge than instances to replace: surging beyond the group's size only launches spares.
     let surge = surge.min(desired);
@@ -236,9 +244,30 @@ mod tests {
 
     #[test]
     fn the_pace_follows_kops_rounding_and_defaults() {
-        // Defaults: surge one, none unavailable.
+        // Defaults: surge a quarter of the group, rounded up (at least one), none unavailable.
+        let surge_of = |desired| pace(None, desired, true).map(|p| (p.surge, p.unavailable));
+        assert_eq!(surge_of(4), Ok((1, 0)));
+        assert_eq!(surge_of(1), Ok((1, 0)));
+        assert_eq!(surge_of(5), Ok((2, 0)));
+        assert_eq!(surge_of(10), Ok((3, 0)));
+        assert_eq!(surge_of(100), Ok((25, 0)));
+        assert_eq!(surge_of(1000), Ok((250, 0)));
+        assert_eq!(pace(None, 100, true).map(Pace::batch), Ok(25));
+        // An empty group has nothing to surge for.
+        assert_eq!(surge_of(0), Ok((0, 1)));
+        // A group that sets only one field keeps the other's default.
+        let unavailable_only = spec(None, Some(IntOrPercent::Int(2)));
         assert_eq!(
-            pace(None, 4, true),
+            pace(Some(&unavailable_only), 10, true),
+            Ok(Pace {
+                surge: 3,
+                unavailable: 2
+            })
+        );
+        // A group that cannot afford a quarter more instances sets maxSurge 1.
+        let one = spec(Some(IntOrPercent::Int(1)), None);
+        assert_eq!(
+            pace(Some(&one), 100, true),
             Ok(Pace {
                 surge: 1,
                 unavailable: 0

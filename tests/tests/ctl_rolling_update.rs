@@ -2,8 +2,9 @@
 //! control-plane groups and a node group of 10 (1.32.8 -> 1.33.4, both AMIs registered) with termination handling
 //! on (`spec.terminationHandling`: the `ballast-termination` hook on every group holds each terminated instance in
 //! `Terminating:Wait`), killed with SIGKILL during the control plane and again during the nodes, then finished by a
-//! third run, while a watcher polls etcd and a client writes to it throughout. Every instance the roll terminated
-//! waited on the hook and had its action completed by the roll (well within the hook's 300 s heartbeat; nothing
+//! third run (the nodes at the default pace, a quarter of the group at a time), while a watcher polls etcd and a
+//! client writes to it throughout. Every instance the roll terminated waited on the hook and had its action
+//! completed by the roll (well within the hook's 300 s heartbeat; nothing
 //! else completes actions here: no event reaches the queue); each control-plane member was stopped by its own node
 //! on the roll's stop request before its instance went; etcd never fell below quorum, and its term rose only by
 //! the handoffs the stopped leaders logged (no election). Refusals (etcd missing a member, an unknown group, an
@@ -785,7 +786,7 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
         })
         .cloned()
         .collect();
-    ballast_cli_on(&cloud, CLUSTER)
+    let forced = ballast_cli_on(&cloud, CLUSTER)
         .args([
             "rolling-update",
             "cluster",
@@ -797,6 +798,20 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
         ])
         .assert()
         .success();
+    // At the default pace, a surge of a quarter of the group (3 of 10, rounded up): batches of 3, the last one
+    // what is left, each batch's instances terminated together and replaced in one wait.
+    let forced_log = String::from_utf8_lossy(&forced.get_output().stderr).into_owned();
+    let batches: Vec<usize> = forced_log
+        .lines()
+        .filter_map(|l| l.split_once("] nodes: "))
+        .filter_map(|(_, rest)| rest.split_once(" replaced in "))
+        .map(|(ids, _)| ids.split(", ").count())
+        .collect();
+    assert_eq!(
+        batches,
+        [3, 3, 3, 1],
+        "the forced roll's batches:\n{forced_log}"
+    );
     let final_state = instances(&cloud).await;
     let final_running = running(&final_state);
     assert!(
