@@ -294,7 +294,12 @@ fn one_change_at_a_time() {
         member(2, "i-b", "127.0.0.12", false, Some(1)),
         member(9, "", "127.0.0.19", true, None),
     ]);
-    assert!(is_wait(&decide(&o)), "another learner is joining");
+    let step = decide(&o);
+    assert!(
+        matches!(&step, Step::WaitForLearner { learner } if *learner == peer_url("127.0.0.19")),
+        "another learner is joining: {step:?}"
+    );
+    assert_eq!(step.requeue(Duration::from_secs(2)), LEARNER_WAIT_POLL);
 }
 
 #[test]

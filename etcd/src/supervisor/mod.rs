@@ -199,12 +199,18 @@ pub struct Supervisor {
     peer_hosts: BTreeMap<String, String>,
     /// The last EC2 listing of the control-plane instances, and when it was asked for.
     listed: Option<(Instant, Vec<PeerInstance>)>,
-    /// The last round was steady and its observation quiet: the next may reuse `listed`.
-    quiet: bool,
+    /// How old a listing the next round may reuse instead of asking EC2: `quiet_peer_refresh` after a steady
+    /// round of a quiet cluster, [`LEARNER_WAIT_LISTING`] while waiting for another learner; `None` otherwise.
+    reuse_listing: Option<Duration>,
 }
 
 /// The requeue after etcd was (re)started, or a learner is not ready to promote: its next state comes quickly.
 const LOOK_AGAIN_SOON: Duration = Duration::from_millis(100);
+
+/// How old an EC2 listing a joiner waiting for another learner may reuse: its rounds come every
+/// `decide::LEARNER_WAIT_POLL` and ask etcd for the member list each time (what ends the wait); an instance
+/// terminated meanwhile is seen at most this much later.
+const LEARNER_WAIT_LISTING: Duration = Duration::from_secs(2);
 
 impl Supervisor {
     pub fn new(
@@ -239,7 +245,7 @@ impl Supervisor {
             unlisted_since: HashMap::new(),
             peer_hosts: BTreeMap::new(),
             listed: None,
-            quiet: false,
+            reuse_listing: None,
         })
     }
 
@@ -292,10 +298,16 @@ impl Supervisor {
         // member change) can outlast a peer's whole round, whose newer view must win (`trusted_report`).
         let observed_at = now_stamp();
         // A round that fails asks EC2 afresh next time.
-        let quiet_before = std::mem::take(&mut self.quiet);
-        let observation = self.observe(quiet_before).await?;
+        let reuse_listing = self.reuse_listing.take();
+        let observation = self.observe(reuse_listing).await?;
         let step = decide(&observation);
-        self.quiet = matches!(step, Step::Steady | Step::Backup) && observation.is_quiet();
+        self.reuse_listing = match step {
+            Step::Steady | Step::Backup if observation.is_quiet() => {
+                Some(self.config.quiet_peer_refresh)
+            }
+            Step::WaitForLearner { .. } => Some(LEARNER_WAIT_LISTING),
+            _ => None,
+        };
         if !matches!(step, Step::Steady) {
             tracing::info!(instance = %self.me.instance_id, step = %step.describe(), "etcd supervisor");
         }
@@ -388,7 +400,7 @@ impl Supervisor {
     /// Acts on one step. `Ok(Some(d))` overrides the requeue.
     async fn act(&mut self, step: &Step) -> Result<Option<Duration>, SupervisorError> {
         match step {
-            Step::Wait { .. } | Step::Steady => Ok(None),
+            Step::Wait { .. } | Step::WaitForLearner { .. } | Step::Steady => Ok(None),
             Step::ClaimBootstrap => self.claim_bootstrap().await.map(|()| None),
             Step::ClaimSeed => self.claim_seed().await.map(|()| None),
             Step::ClaimReseed { .. } => self.claim_reseed().await.map(|()| None),

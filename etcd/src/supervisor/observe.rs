@@ -16,15 +16,16 @@ use crate::process::EtcdProcess;
 use crate::record::{now_stamp, read_health, read_record};
 
 impl Supervisor {
-    /// `quiet_before`: the last round was steady and quiet, so a recent EC2 listing may stand in for a new one.
+    /// `reuse_listing`: an EC2 listing younger than this may stand in for a new one (the last round was steady
+    /// and quiet, or waiting for another learner).
     pub(super) async fn observe(
         &mut self,
-        quiet_before: bool,
+        reuse_listing: Option<Duration>,
     ) -> Result<Observation, SupervisorError> {
         let reusable = self
             .listed
             .as_ref()
-            .filter(|(at, _)| quiet_before && at.elapsed() < self.config.quiet_peer_refresh)
+            .filter(|(at, _)| reuse_listing.is_some_and(|max| at.elapsed() < max))
             .map(|(_, listed)| listed.clone());
         let mut instances = if let Some(listed) = reusable {
             self.record = read_record(&self.store, &self.paths).await?;
