@@ -2,7 +2,8 @@
 //! cordon it (spec.unschedulable), then evict its pods through the Eviction API, which refuses an eviction a
 //! PodDisruptionBudget forbids (HTTP 429): those are retried until the timeout. DaemonSet pods (their
 //! controller would put them straight back) and mirror pods (the kubelet owns them) are left; pods that already
-//! finished need no eviction. Also: whether a node is Ready, the roll's Kubernetes validation.
+//! finished need no eviction. A roll's batch of nodes drains together ([`Kubernetes::drain_all`]). Also: whether
+//! a node is Ready, the roll's Kubernetes validation.
 //!
 //! `rolling-update` takes its client from the operator's kubeconfig (`KUBECONFIG`, else `~/.kube/config`), as
 //! kubectl's would; a control-plane node's termination handler (nodeup) gives one of its own.
@@ -16,6 +17,12 @@ use kube::Client;
 
 /// How often evictions refused by a disruption budget are retried, and gone pods checked.
 const RETRY: Duration = Duration::from_secs(2);
+
+/// How many of a batch's drains run at once ([`Kubernetes::drain_all`]). A roll's batch is a quarter of a group
+/// by default (25 of 100) but a whole group (up to 1000) with `maxSurge` and `maxUnavailable` at 100%: each drain
+/// lists its node's pods every 2 s while it waits, so a batch of 1000 at once would be 500 requests a second to
+/// the API server. The same bound as the batch's terminations (`roll::act::TERMINATE_CONCURRENCY`).
+pub const DRAIN_CONCURRENCY: usize = 32;
 
 /// Draining a node failed.
 #[derive(Debug, thiserror::Error)]
@@ -157,7 +164,7 @@ impl Kubernetes {
                     // A disruption budget forbids it now: retried on the next round.
                     Err(kube::Error::Api(status)) if status.code == 429 => {
                         drained.refused += 1;
-                        tracing::info!(namespace, pod, message = %status.message, "eviction refused by a disruption budget; retrying");
+                        tracing::info!(node = name, namespace, pod, message = %status.message, "eviction refused by a disruption budget; retrying");
                     }
                     Err(source) => {
                         return Err(DrainError::Api {
@@ -170,6 +177,31 @@ impl Kubernetes {
             }
             tokio::time::sleep(RETRY.min(self.timeout.saturating_sub(started.elapsed()))).await;
         }
+    }
+
+    /// Drains the nodes of one batch together, up to [`DRAIN_CONCURRENCY`] at a time, each as [`Self::drain`]
+    /// does and with its own timeout: one after another, each waiting on its disruption budgets, a batch of 25
+    /// took up to 25 timeouts. Returns every node's outcome in the order given, so a caller knows which drains
+    /// succeeded when another failed: a failure does not cut the others short (stopped halfway, a node would be
+    /// left cordoned with some of its pods evicted and the rest still on it).
+    pub async fn drain_all(&self, names: &[String]) -> Vec<(String, Result<Drained, DrainError>)> {
+        use futures_util::{stream, StreamExt};
+        // Unordered, so one node held back by a budget does not keep the next from starting; put back in order
+        // below.
+        let mut outcomes: Vec<(usize, String, Result<Drained, DrainError>)> = stream::iter(
+            names
+                .iter()
+                .enumerate()
+                .map(|(n, name)| async move { (n, name.clone(), self.drain(name).await) }),
+        )
+        .buffer_unordered(DRAIN_CONCURRENCY)
+        .collect()
+        .await;
+        outcomes.sort_by_key(|(n, _, _)| *n);
+        outcomes
+            .into_iter()
+            .map(|(_, name, outcome)| (name, outcome))
+            .collect()
     }
 
     /// The pods on node `name` a drain must evict: (namespace, name).

@@ -237,6 +237,81 @@ async fn a_budget_that_never_allows_times_out_naming_the_pod() {
 }
 
 #[tokio::test]
+async fn a_batch_drains_its_nodes_together_and_names_the_one_that_fails() {
+    let mut fake = cluster();
+    // node-a's db-0 is refused once by its budget, so node-a's drain waits one retry (2 s) for it.
+    fake.refuse.insert("db-0".into(), 1);
+    // node-c's only pod is one a budget never lets go.
+    fake.nodes.insert("node-c".into(), false);
+    let (key, value) = pod("default", "stuck-0", "node-c", json!({}));
+    fake.pods.insert(key, value);
+    fake.refuse.insert("stuck-0".into(), usize::MAX);
+    let (kube, shared) = serve(fake, Duration::from_secs(3)).await;
+    let names = ["node-a", "node-b", "node-c"].map(String::from);
+    let outcomes = kube.drain_all(&names).await;
+
+    // Every node answered, in the order given.
+    let order: Vec<&str> = outcomes.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(order, names);
+    let a = outcomes[0].1.as_ref().expect("node-a drained");
+    assert_eq!((a.evicted, a.refused), (2, 1));
+    let b = outcomes[1].1.as_ref().expect("node-b drained");
+    assert_eq!((b.evicted, b.refused), (1, 0));
+    // The failure names its node and the pod left on it.
+    let error = outcomes[2].1.as_ref().expect_err("node-c times out");
+    let message = error.to_string();
+    assert!(matches!(error, DrainError::Timeout { .. }), "{message}");
+    assert!(
+        message.contains("draining node node-c") && message.contains("default/stuck-0"),
+        "{message}"
+    );
+
+    let fake = shared.lock().expect("lock");
+    // All three cordoned; every pod a drain evicts gone but the stubborn one.
+    for node in ["node-a", "node-b", "node-c"] {
+        assert_eq!(fake.nodes.get(node), Some(&true), "{node} cordoned");
+    }
+    assert_eq!(
+        fake.nodes.get("sick"),
+        Some(&false),
+        "only the batch's nodes"
+    );
+    let left: Vec<&str> = fake.pods.keys().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(left, ["job-x", "stuck-0", "cni-x", "static-x"]);
+    // They overlapped: node-b was cordoned and drained, and node-c cordoned and first refused, while node-a's
+    // drain still waited on its budget (its second eviction of db-0 comes one retry, 2 s, after the first).
+    // One after another, node-a's drain would have ended before node-b's began.
+    let at = |line: &str| {
+        fake.log
+            .iter()
+            .position(|l| l.starts_with(line))
+            .unwrap_or_else(|| panic!("no {line:?} in {:?}", fake.log))
+    };
+    let db_retried = fake
+        .log
+        .iter()
+        .rposition(|l| l == "POST eviction default/db-0")
+        .expect("db-0 evicted");
+    assert!(
+        at("POST eviction default/db-0") < db_retried,
+        "{:?}",
+        fake.log
+    );
+    for other in [
+        "PATCH node node-b",
+        "POST eviction default/web-2",
+        "PATCH node node-c",
+        "POST eviction default/stuck-0",
+    ] {
+        assert!(
+            at(other) < db_retried,
+            "{other} before node-a's drain ended: {:?}",
+            fake.log
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_node_kubernetes_does_not_have_needs_no_drain_and_readiness_is_read() {
     let (kube, shared) = serve(cluster(), Duration::from_secs(5)).await;
     let drained = kube.drain("ip-127-0-0-9").await.expect("no node");

@@ -463,5 +463,23 @@ pub fn replace_batch(group: &GroupView, pace: Pace, force: Option<&str>) -> Node
     NodeStep::Replace { ids, decrement }
 }
 
+/// A node batch's terminations, each `(id, decrement)`: the last `decrement` of `ids` shrink the surge (no
+/// replacement is launched for them), the others are replaced. Instances in `undrained`, whose drain failed so
+/// their nodes still hold pods, are left out: the roll terminates only what it drained, then stops. The others
+/// keep the decrement they have in the whole batch: the stopped roll puts the group's sizes back from its marker
+/// either way.
+pub fn batch_terminations(
+    ids: &[String],
+    decrement: usize,
+    undrained: &BTreeSet<String>,
+) -> Vec<(String, bool)> {
+    let keep = ids.len() - decrement.min(ids.len());
+    ids.iter()
+        .enumerate()
+        .filter(|(_, id)| !undrained.contains(*id))
+        .map(|(n, id)| (id.clone(), n >= keep))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests;

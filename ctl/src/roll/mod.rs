@@ -38,6 +38,19 @@ pub enum RollError {
     EtcdHealth(#[source] ballast_store::etcd::record::RecordError),
     #[error(transparent)]
     Drain(#[from] drain::DrainError),
+    /// Drains of a node batch failed (the batch's drains run together). Those instances were not terminated;
+    /// the batch's instances whose drains succeeded were (their nodes held no pods any more).
+    #[error("instance group {group}: {failed} of the batch's {batch} instances could not be drained, and were not \
+             terminated: {failures}. {terminated}. The roll stopped; run it again once the pods can go")]
+    BatchDrain {
+        group: String,
+        batch: usize,
+        failed: usize,
+        /// Each failed drain: `i-... (node NAME): why` (the pods left on it, or the call that failed).
+        failures: String,
+        /// What became of the batch's other instances.
+        terminated: String,
+    },
     /// The roll would have to take a control-plane member down without a quorum to spare.
     #[error("refusing to roll: {reason}. Nothing was terminated; wait until `ballast validate cluster {cluster}` \
              passes (`ballast etcd status {cluster}` shows each member), then run the roll again")]

@@ -365,6 +365,35 @@ fn batches_follow_surge_plus_unavailable_and_never_overshoot() {
 }
 
 #[test]
+fn a_batch_terminates_only_what_it_drained_each_with_its_decrement() {
+    let ids: Vec<String> = ["i-1", "i-2", "i-3", "i-4"].map(String::from).into();
+    let none = BTreeSet::new();
+    // The last `decrement` shrink the surge; the rest are replaced.
+    assert_eq!(
+        batch_terminations(&ids, 1, &none),
+        [
+            ("i-1", false),
+            ("i-2", false),
+            ("i-3", false),
+            ("i-4", true)
+        ]
+        .map(|(id, shrink)| (id.to_string(), shrink))
+    );
+    // A decrement larger than the batch shrinks it all.
+    assert!(batch_terminations(&ids, 9, &none)
+        .iter()
+        .all(|(_, shrink)| *shrink));
+    // i-2's and i-4's drains failed: they are not terminated, the others keep their decrements.
+    let undrained: BTreeSet<String> = ["i-2", "i-4"].map(String::from).into();
+    assert_eq!(
+        batch_terminations(&ids, 2, &undrained),
+        [("i-1", false), ("i-3", true)].map(|(id, shrink)| (id.to_string(), shrink))
+    );
+    let all: BTreeSet<String> = ids.iter().cloned().collect();
+    assert!(batch_terminations(&ids, 0, &all).is_empty());
+}
+
+#[test]
 fn the_marker_round_trips_through_its_tag() {
     let marker = RollMarker::new(
         Sizes {
