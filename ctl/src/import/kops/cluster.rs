@@ -43,6 +43,9 @@ pub struct MappedCluster {
     pub subnet_public: BTreeMap<String, bool>,
     /// The etcd members' instance groups (`main`'s), for the groups' check.
     pub etcd_groups: Vec<String>,
+    /// kops's Cluster-level `spec.rollingUpdate`: each group's default, field by field (Ballast has no
+    /// Cluster-level field).
+    pub rolling_update: super::rolling_update::ClusterDefault,
 }
 
 impl MappedCluster {
@@ -82,6 +85,7 @@ pub fn map(
         spec: ClusterSpec::default(),
         subnet_public: BTreeMap::new(),
         etcd_groups: Vec::new(),
+        rolling_update: Default::default(),
     };
     if let Some(meta) = top.take("metadata") {
         if let Some(mut meta) = r.fields("metadata", meta) {
@@ -394,6 +398,9 @@ fn spec_fields(
     }
     if let Some(v) = f.take("nodeTerminationHandler") {
         super::termination::node_termination_handler(r, v, spec);
+    }
+    if let Some(v) = f.take("rollingUpdate") {
+        mapped.rolling_update = super::rolling_update::cluster(r, v);
     }
     if let Some(v) = f.take("clusterAutoscaler") {
         cluster_autoscaler(r, v, spec);

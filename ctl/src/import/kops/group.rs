@@ -304,6 +304,15 @@ fn spec_fields(
     if let Some(v) = f.take("kubelet") {
         kubelet(r, "spec.kubelet", v);
     }
+    // After the role and sizes: a control-plane group's pace is judged by how many instances it may have.
+    let most = spec.max_size.or(spec.min_size).unwrap_or(1);
+    spec.rolling_update = super::rolling_update::group(
+        r,
+        f.take("rollingUpdate"),
+        spec.role,
+        most,
+        &cluster.rolling_update,
+    );
     r.finish(f, NO_EQUIVALENT);
     role_ok
 }

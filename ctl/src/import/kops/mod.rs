@@ -9,6 +9,7 @@
 
 mod cluster;
 mod group;
+mod rolling_update;
 mod termination;
 mod walk;
 

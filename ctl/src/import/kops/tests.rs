@@ -1,5 +1,7 @@
 //! Unit tests of the kops mapping (the cases of kops's own corpus are in `ctl/tests/kops_import.rs`).
 
+use ballast_state::rolling_update::{IntOrPercent, RollingUpdateSpec};
+
 use super::*;
 
 const CLUSTER: &str = r#"
@@ -449,4 +451,412 @@ fn etcd_timing_maps_from_main_and_a_pair_etcd_refuses_is_refused_by_its_path() {
         fate_of(&imported, cluster, "spec.etcdClusters[0].heartbeatInterval"),
         Fate::Refused(why) if why.contains("whole number of milliseconds")
     ));
+}
+
+/// A kops node group named `name` in subnet `a`, with `extra` lines under its spec.
+fn node_group(name: &str, extra: &str) -> String {
+    format!(
+        r#"---
+apiVersion: kops.k8s.io/v1alpha2
+kind: InstanceGroup
+metadata:
+  name: {name}
+  labels: {{kops.k8s.io/cluster: t.example.com}}
+spec:
+  role: Node
+  machineType: m5.large
+  minSize: 4
+  maxSize: 4
+  subnets: [a]
+  image: ballast-k8s-1.32-debian-12
+{extra}"#
+    )
+}
+
+/// CLUSTER with the Cluster's `spec.rollingUpdate` set to `cluster` (a flow mapping, or "" for none) and its
+/// control-plane group `cp` of up to `cp_size` instances given `cp` (", rollingUpdate: {...}", or "").
+fn with_rolling_update(cluster: &str, cp_size: u32, cp: &str) -> String {
+    let mut text = CLUSTER.replace(
+        "maxSize: 1, subnets: [a]",
+        &format!("maxSize: {cp_size}, subnets: [a]{cp}"),
+    );
+    if !cluster.is_empty() {
+        text = text.replace(
+            "  kubernetesVersion:",
+            &format!("  rollingUpdate: {cluster}\n  kubernetesVersion:"),
+        );
+    }
+    text
+}
+
+fn pace_of(imported: &Import, group: &str) -> Option<RollingUpdateSpec> {
+    imported
+        .config
+        .as_ref()
+        .expect("imported")
+        .instance_group(group)
+        .unwrap_or_else(|| panic!("no group {group}"))
+        .spec
+        .rolling_update
+        .clone()
+}
+
+fn int(n: i64) -> Option<IntOrPercent> {
+    Some(IntOrPercent::Int(n))
+}
+
+fn percent(s: &str) -> Option<IntOrPercent> {
+    Some(IntOrPercent::Text(s.to_string()))
+}
+
+/// Every refusal of `path` on `object`, one a line (a Cluster's field may be refused for several groups).
+fn refusal(imported: &Import, object: &str, path: &str) -> String {
+    let why: Vec<&str> = imported
+        .refused()
+        .filter(|f| f.object == object && f.path == path)
+        .map(|f| f.fate.detail())
+        .collect();
+    assert!(
+        !why.is_empty(),
+        "{object} {path} is not refused: {:#?}",
+        imported.fields
+    );
+    why.join("\n")
+}
+
+/// A node group's own `rollingUpdate` maps field for field; one that sets only `maxUnavailable` gets kops's
+/// `maxSurge: 0` written out (Ballast's default surge is 25%); the result passes Ballast's validation.
+#[test]
+fn a_node_groups_rolling_update_maps_with_kops_default_surge_written_out() {
+    let text = format!(
+        "{CLUSTER}{}{}",
+        node_group(
+            "both",
+            "  rollingUpdate:\n    maxSurge: 2\n    maxUnavailable: 10%\n    drainAndTerminate: true\n"
+        ),
+        node_group("unavailable", "  rollingUpdate: {maxUnavailable: 2}\n"),
+    );
+    let imported = run(&text);
+    assert!(
+        imported.refused().next().is_none(),
+        "{:#?}",
+        imported.fields
+    );
+    assert_eq!(
+        pace_of(&imported, "both"),
+        Some(RollingUpdateSpec {
+            max_surge: int(2),
+            max_unavailable: percent("10%"),
+        })
+    );
+    assert!(matches!(
+        fate_of(
+            &imported,
+            "InstanceGroup/both",
+            "spec.rollingUpdate.maxSurge"
+        ),
+        Fate::Mapped(_)
+    ));
+    assert!(matches!(
+        fate_of(
+            &imported,
+            "InstanceGroup/both",
+            "spec.rollingUpdate.drainAndTerminate"
+        ),
+        Fate::Dropped(_)
+    ));
+    // kops rolls it 2 at a time with no surge, and so does Ballast with maxSurge: 0 written out.
+    assert_eq!(
+        pace_of(&imported, "unavailable"),
+        Some(RollingUpdateSpec {
+            max_surge: int(0),
+            max_unavailable: int(2),
+        })
+    );
+    let Fate::Mapped(to) = fate_of(
+        &imported,
+        "InstanceGroup/unavailable",
+        "spec.rollingUpdate.maxUnavailable",
+    ) else {
+        panic!("not mapped");
+    };
+    assert!(to.contains("maxSurge: 0"), "{to}");
+    let errors = ballast_state::validate::validate(imported.config.as_ref().expect("imported"));
+    assert!(
+        errors.iter().all(|e| !e.path.contains("rollingUpdate")),
+        "{errors:?}"
+    );
+}
+
+/// kops's Cluster-level `rollingUpdate` is each group's default field by field, as kops resolves it: a group
+/// that sets none takes both, one that sets one field takes the Cluster's other; a control-plane group takes
+/// none (its `maxSurge` ignored by kops, its one-at-a-time `maxUnavailable` Ballast's own way).
+#[test]
+fn the_clusters_rolling_update_is_each_node_groups_default_field_by_field() {
+    let text = format!(
+        "{}{}{}",
+        with_rolling_update("{maxSurge: 50%, maxUnavailable: 1}", 1, ""),
+        node_group("plain", ""),
+        node_group("own", "  rollingUpdate: {maxSurge: 1}\n"),
+    );
+    let imported = run(&text);
+    assert!(
+        imported.refused().next().is_none(),
+        "{:#?}",
+        imported.fields
+    );
+    assert_eq!(
+        pace_of(&imported, "plain"),
+        Some(RollingUpdateSpec {
+            max_surge: percent("50%"),
+            max_unavailable: int(1),
+        })
+    );
+    assert_eq!(
+        pace_of(&imported, "own"),
+        Some(RollingUpdateSpec {
+            max_surge: int(1),
+            max_unavailable: int(1),
+        })
+    );
+    assert_eq!(pace_of(&imported, "cp"), None);
+    let Fate::Mapped(to) = fate_of(
+        &imported,
+        "Cluster/t.example.com",
+        "spec.rollingUpdate.maxSurge",
+    ) else {
+        panic!("not mapped");
+    };
+    assert!(to.contains("Ballast has no Cluster-level field"), "{to}");
+    let errors = ballast_state::validate::validate(imported.config.as_ref().expect("imported"));
+    assert!(
+        errors.iter().all(|e| !e.path.contains("rollingUpdate")),
+        "{errors:?}"
+    );
+    // Without a Cluster-level field or a group's own, a group keeps Ballast's defaults.
+    let imported = run(&format!("{CLUSTER}{}", node_group("plain", "")));
+    assert_eq!(pace_of(&imported, "plain"), None);
+}
+
+/// A control-plane group's `rollingUpdate` that rolls it one instance at a time, as Ballast always does, is
+/// dropped with why; a surge, more than one at a time, or kops's "off" is refused naming the field.
+#[test]
+fn a_control_plane_rolling_update_is_dropped_when_one_at_a_time_and_refused_otherwise() {
+    // maxSurge 0 and maxUnavailable 1; 50% of a group of one and 33% of three, which kops round down to 0
+    // and then take as 1.
+    for (size, cp) in [
+        (3, ", rollingUpdate: {maxSurge: 0, maxUnavailable: 1}"),
+        (3, ", rollingUpdate: {maxSurge: 0%, maxUnavailable: 1}"),
+        (1, ", rollingUpdate: {maxUnavailable: 50%}"),
+        (3, ", rollingUpdate: {maxUnavailable: 33%}"),
+    ] {
+        let imported = run(&with_rolling_update("", size, cp));
+        assert!(
+            imported.refused().next().is_none(),
+            "{cp}: {:#?}",
+            imported.fields
+        );
+        assert_eq!(pace_of(&imported, "cp"), None, "{cp}");
+        let Fate::Dropped(why) = fate_of(
+            &imported,
+            "InstanceGroup/cp",
+            "spec.rollingUpdate.maxUnavailable",
+        ) else {
+            panic!("{cp}: not dropped");
+        };
+        assert!(why.contains("one instance at a time"), "{why}");
+    }
+    let imported = run(&with_rolling_update(
+        "",
+        3,
+        ", rollingUpdate: {maxSurge: 0, maxUnavailable: 1}",
+    ));
+    assert!(matches!(
+        fate_of(&imported, "InstanceGroup/cp", "spec.rollingUpdate.maxSurge"),
+        Fate::Dropped(_)
+    ));
+
+    // Two of three at once.
+    let imported = run(&with_rolling_update(
+        "",
+        3,
+        ", rollingUpdate: {maxUnavailable: 2}",
+    ));
+    assert!(imported.config.is_none());
+    let why = refusal(
+        &imported,
+        "InstanceGroup/cp",
+        "spec.rollingUpdate.maxUnavailable",
+    );
+    assert!(
+        why.contains("up to 2") && why.contains("one instance at a time"),
+        "{why}"
+    );
+    // 67% of three rounds down to 2.
+    let imported = run(&with_rolling_update(
+        "",
+        3,
+        ", rollingUpdate: {maxUnavailable: 67%}",
+    ));
+    assert!(refusal(
+        &imported,
+        "InstanceGroup/cp",
+        "spec.rollingUpdate.maxUnavailable"
+    )
+    .contains("up to 2"));
+    // A surge on the control plane.
+    let imported = run(&with_rolling_update(
+        "",
+        1,
+        ", rollingUpdate: {maxSurge: 1}",
+    ));
+    assert!(
+        refusal(&imported, "InstanceGroup/cp", "spec.rollingUpdate.maxSurge")
+            .contains("cannot surge")
+    );
+    // kops's "off": 0 unavailable and no surge.
+    let imported = run(&with_rolling_update(
+        "",
+        1,
+        ", rollingUpdate: {maxUnavailable: 0}",
+    ));
+    assert!(refusal(
+        &imported,
+        "InstanceGroup/cp",
+        "spec.rollingUpdate.maxUnavailable"
+    )
+    .contains("off"));
+}
+
+/// The Cluster's `maxUnavailable` applies to control-plane groups in kops: one that would take more than one
+/// instance of a control-plane group down at once is refused on the Cluster, naming the group; one that means
+/// one at a time there is taken (only the node groups get it).
+#[test]
+fn the_clusters_max_unavailable_is_refused_where_it_would_roll_the_control_plane_faster() {
+    let imported = run(&with_rolling_update("{maxUnavailable: 2}", 3, ""));
+    assert!(imported.config.is_none());
+    let why = refusal(
+        &imported,
+        "Cluster/t.example.com",
+        "spec.rollingUpdate.maxUnavailable",
+    );
+    assert!(
+        why.contains("InstanceGroup/cp") && why.contains("up to 2"),
+        "{why}"
+    );
+    // The group's own one-at-a-time value wins over the Cluster's, as in kops.
+    let imported = run(&format!(
+        "{}{}",
+        with_rolling_update(
+            "{maxUnavailable: 2}",
+            3,
+            ", rollingUpdate: {maxUnavailable: 1}"
+        ),
+        node_group("nodes", ""),
+    ));
+    assert!(
+        imported.refused().next().is_none(),
+        "{:#?}",
+        imported.fields
+    );
+    assert_eq!(
+        pace_of(&imported, "nodes"),
+        Some(RollingUpdateSpec {
+            max_surge: int(0),
+            max_unavailable: int(2),
+        })
+    );
+    // On control-plane groups of one (kops's HA layout: a group per zone), 2 unavailable is one at a time.
+    let imported = run(&with_rolling_update("{maxUnavailable: 2}", 1, ""));
+    assert!(
+        imported.refused().next().is_none(),
+        "{:#?}",
+        imported.fields
+    );
+}
+
+/// What Ballast cannot take is refused by its path: kops's "off" on a node group (0 unavailable, no surge, from
+/// the group or the Cluster), `drainAndTerminate: false`, values outside Ballast's bounds or not a number, and
+/// any other field.
+#[test]
+fn a_rolling_update_ballast_cannot_take_is_refused_by_its_path() {
+    for (extra, path, says) in [
+        (
+            "  rollingUpdate: {maxUnavailable: 0}\n",
+            "spec.rollingUpdate.maxUnavailable",
+            "off",
+        ),
+        (
+            "  rollingUpdate: {drainAndTerminate: false}\n",
+            "spec.rollingUpdate.drainAndTerminate",
+            "drains and terminates",
+        ),
+        (
+            "  rollingUpdate: {maxSurge: 5000}\n",
+            "spec.rollingUpdate.maxSurge",
+            "0 to 1000",
+        ),
+        (
+            "  rollingUpdate: {maxSurge: 150%}\n",
+            "spec.rollingUpdate.maxSurge",
+            "0% to 100%",
+        ),
+        (
+            "  rollingUpdate: {maxSurge: lots}\n",
+            "spec.rollingUpdate.maxSurge",
+            "neither a count",
+        ),
+        (
+            "  rollingUpdate: {maxSurge: 1.5}\n",
+            "spec.rollingUpdate.maxSurge",
+            "not a whole number",
+        ),
+        (
+            "  rollingUpdate: {maxSurge: 1, somethingNew: 3}\n",
+            "spec.rollingUpdate.somethingNew",
+            "no equivalent",
+        ),
+        (
+            "  rollingUpdate: 3\n",
+            "spec.rollingUpdate",
+            "not a mapping",
+        ),
+    ] {
+        let imported = run(&format!("{CLUSTER}{}", node_group("nodes", extra)));
+        assert!(imported.config.is_none(), "{extra}");
+        let why = refusal(&imported, "InstanceGroup/nodes", path);
+        assert!(why.contains(says), "{extra}: {why}");
+    }
+    // The Cluster's 0 unavailable turns off every group's roll in kops: refused on the Cluster, naming the group.
+    let imported = run(&format!(
+        "{}{}",
+        with_rolling_update("{maxUnavailable: 0}", 1, ""),
+        node_group("nodes", ""),
+    ));
+    let why = refusal(
+        &imported,
+        "Cluster/t.example.com",
+        "spec.rollingUpdate.maxUnavailable",
+    );
+    assert!(
+        why.contains("InstanceGroup/nodes")
+            && why.contains("InstanceGroup/cp")
+            && why.contains("off"),
+        "{why}"
+    );
+    // A surge of its own turns it back on: that group is taken (the control plane's is refused, as above).
+    let imported = run(&format!(
+        "{CLUSTER}{}",
+        node_group(
+            "nodes",
+            "  rollingUpdate: {maxUnavailable: 0, maxSurge: 1}\n"
+        )
+    ));
+    assert_eq!(
+        pace_of(&imported, "nodes"),
+        Some(RollingUpdateSpec {
+            max_surge: int(1),
+            max_unavailable: int(0),
+        })
+    );
 }
