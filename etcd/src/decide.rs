@@ -211,9 +211,9 @@ pub const REPORT_FRESHNESS_SECS: i64 = 30;
 /// listed yet, so one absence proves nothing: the absence must last this long, seen in every round.
 pub const UNLISTED_GRACE: Duration = Duration::from_secs(300);
 
-/// How soon a supervisor waiting on etcd itself looks again (see [`Step::WaitOnEtcd`]); it reuses its EC2
-/// listing meanwhile (the supervisor's `SHORT_WAIT_LISTING`), so these rounds ask only etcd and the store.
-pub const ETCD_WAIT_POLL: Duration = Duration::from_millis(150);
+/// How soon a joiner waiting for another learner looks again (see [`Step::WaitForLearner`]); the supervisor
+/// reuses its EC2 listing meanwhile (`LEARNER_WAIT_LISTING`), so the faster rounds ask only etcd and the store.
+pub const LEARNER_WAIT_POLL: Duration = Duration::from_millis(150);
 
 impl Observation {
     /// Nothing to act on and nothing EC2 could add: this member's etcd runs as a voter, and every member is a
@@ -328,11 +328,10 @@ impl Observation {
 pub enum Step {
     /// Nothing to do now; look again soon.
     Wait { reason: String },
-    /// Wait for etcd itself, which moves in a fraction of a second: another instance's learner joining (one
-    /// membership change at a time), or the local etcd starting to answer. Looked at again soon
-    /// ([`ETCD_WAIT_POLL`]): at a cluster's first boot every member but the seed joins in turn, and a whole
-    /// [`Step::Wait`] round at each of those waits added up to seconds.
-    WaitOnEtcd { reason: String },
+    /// Wait while another instance's learner joins (one membership change at a time). Looked at again soon
+    /// ([`LEARNER_WAIT_POLL`]): at a cluster's first boot every member but the seed joins in turn, and a wait of
+    /// a whole [`Step::Wait`] round after each promotion added up to seconds.
+    WaitForLearner { learner: String },
     /// Healthy and nothing to change.
     Steady,
     /// No cluster was ever decided: try to win `etcd/cluster.json` (must not exist) as the bootstrap seed.
@@ -380,7 +379,7 @@ impl Step {
         match self {
             Step::Steady | Step::Backup => steady,
             Step::Wait { .. } => Duration::from_millis(500),
-            Step::WaitOnEtcd { .. } => ETCD_WAIT_POLL,
+            Step::WaitForLearner { .. } => LEARNER_WAIT_POLL,
             _ => Duration::ZERO,
         }
     }
@@ -389,7 +388,9 @@ impl Step {
     pub fn describe(&self) -> String {
         match self {
             Step::Wait { reason } => format!("waiting: {reason}"),
-            Step::WaitOnEtcd { reason } => format!("waiting: {reason}"),
+            Step::WaitForLearner { learner } => {
+                format!("waiting: learner {learner} is joining: one membership change at a time")
+            }
             Step::Steady => "steady".to_string(),
             Step::ClaimBootstrap => "claiming the bootstrap of a new cluster".to_string(),
             Step::ClaimSeed => "claiming the seed of the recorded epoch".to_string(),
@@ -585,11 +586,7 @@ fn with_current_data(o: &Observation, healthy: Option<&ClusterView>) -> Step {
     }
     let st = match o.local_etcd {
         LocalEtcd::Stopped => return Step::Restart,
-        LocalEtcd::Unresponsive => {
-            return Step::WaitOnEtcd {
-                reason: "local etcd is starting".to_string(),
-            }
-        }
+        LocalEtcd::Unresponsive => return wait("local etcd is starting"),
         LocalEtcd::Running(st) => st,
     };
     let Some(view) = healthy else {
@@ -663,11 +660,8 @@ fn join(
         return step;
     }
     if let Some(l) = view.members.iter().find(|m| m.is_learner) {
-        return Step::WaitOnEtcd {
-            reason: format!(
-                "learner {} is joining: one membership change at a time",
-                Observation::label(l)
-            ),
+        return Step::WaitForLearner {
+            learner: Observation::label(l),
         };
     }
     Step::AddLearner

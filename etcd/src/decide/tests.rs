@@ -105,9 +105,8 @@ fn member_of_three(leader: u64) -> Observation {
     o
 }
 
-/// Any wait: a round's worth, or a short one on etcd itself.
 fn is_wait(step: &Step) -> bool {
-    matches!(step, Step::Wait { .. } | Step::WaitOnEtcd { .. })
+    matches!(step, Step::Wait { .. })
 }
 
 #[test]
@@ -297,10 +296,10 @@ fn one_change_at_a_time() {
     ]);
     let step = decide(&o);
     assert!(
-        matches!(&step, Step::WaitOnEtcd { reason } if reason.contains(&peer_url("127.0.0.19"))),
+        matches!(&step, Step::WaitForLearner { learner } if *learner == peer_url("127.0.0.19")),
         "another learner is joining: {step:?}"
     );
-    assert_eq!(step.requeue(Duration::from_secs(2)), ETCD_WAIT_POLL);
+    assert_eq!(step.requeue(Duration::from_secs(2)), LEARNER_WAIT_POLL);
 }
 
 #[test]
@@ -594,7 +593,7 @@ fn restore_record(epoch: u64, forced: bool) -> ClusterRecord {
 
 fn wait_reason(step: &Step) -> &str {
     match step {
-        Step::Wait { reason } | Step::WaitOnEtcd { reason } => reason,
+        Step::Wait { reason } => reason,
         other => panic!("expected a wait, got {other:?}"),
     }
 }

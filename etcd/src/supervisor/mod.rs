@@ -200,17 +200,17 @@ pub struct Supervisor {
     /// The last EC2 listing of the control-plane instances, and when it was asked for.
     listed: Option<(Instant, Vec<PeerInstance>)>,
     /// How old a listing the next round may reuse instead of asking EC2: `quiet_peer_refresh` after a steady
-    /// round of a quiet cluster, [`SHORT_WAIT_LISTING`] while a join moves along; `None` otherwise.
+    /// round of a quiet cluster, [`LEARNER_WAIT_LISTING`] while waiting for another learner; `None` otherwise.
     reuse_listing: Option<Duration>,
 }
 
 /// The requeue after etcd was (re)started, or a learner is not ready to promote: its next state comes quickly.
 const LOOK_AGAIN_SOON: Duration = Duration::from_millis(100);
 
-/// How old an EC2 listing a round may reuse while a join moves along (waiting on etcd, or right after adding,
-/// starting or promoting a learner): those rounds come every `decide::ETCD_WAIT_POLL` or at once, and what ends
-/// them is in etcd's answers, not EC2's; an instance terminated meanwhile is seen at most this much later.
-const SHORT_WAIT_LISTING: Duration = Duration::from_secs(2);
+/// How old an EC2 listing a joiner waiting for another learner may reuse: its rounds come every
+/// `decide::LEARNER_WAIT_POLL` and ask etcd for the member list each time (what ends the wait); an instance
+/// terminated meanwhile is seen at most this much later.
+const LEARNER_WAIT_LISTING: Duration = Duration::from_secs(2);
 
 impl Supervisor {
     pub fn new(
@@ -305,10 +305,7 @@ impl Supervisor {
             Step::Steady | Step::Backup if observation.is_quiet() => {
                 Some(self.config.quiet_peer_refresh)
             }
-            Step::WaitOnEtcd { .. }
-            | Step::AddLearner
-            | Step::StartJoined { .. }
-            | Step::Promote { .. } => Some(SHORT_WAIT_LISTING),
+            Step::WaitForLearner { .. } => Some(LEARNER_WAIT_LISTING),
             _ => None,
         };
         if !matches!(step, Step::Steady) {
@@ -403,7 +400,7 @@ impl Supervisor {
     /// Acts on one step. `Ok(Some(d))` overrides the requeue.
     async fn act(&mut self, step: &Step) -> Result<Option<Duration>, SupervisorError> {
         match step {
-            Step::Wait { .. } | Step::WaitOnEtcd { .. } | Step::Steady => Ok(None),
+            Step::Wait { .. } | Step::WaitForLearner { .. } | Step::Steady => Ok(None),
             Step::ClaimBootstrap => self.claim_bootstrap().await.map(|()| None),
             Step::ClaimSeed => self.claim_seed().await.map(|()| None),
             Step::ClaimReseed { .. } => self.claim_reseed().await.map(|()| None),
