@@ -53,8 +53,19 @@ fn http(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    try_http(port, method, target, headers, body).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`http`], with a connection or read failure as an error (a server just started may still drop one).
+fn try_http(
+    port: u16,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<(u16, Vec<(String, String)>, Vec<u8>), String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port))
-        .unwrap_or_else(|e| panic!("{method} {target}: cannot connect to 127.0.0.1:{port}: {e}"));
+        .map_err(|e| format!("{method} {target}: cannot connect to 127.0.0.1:{port}: {e}"))?;
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .expect("a read timeout");
@@ -69,11 +80,11 @@ fn http(
     stream
         .write_all(request.as_bytes())
         .and_then(|()| stream.write_all(body))
-        .unwrap_or_else(|e| panic!("{method} {target}: cannot send: {e}"));
+        .map_err(|e| format!("{method} {target}: cannot send: {e}"))?;
     let mut response = Vec::new();
     stream
         .read_to_end(&mut response)
-        .unwrap_or_else(|e| panic!("{method} {target}: cannot read the answer: {e}"));
+        .map_err(|e| format!("{method} {target}: cannot read the answer: {e}"))?;
     let split = response
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -90,7 +101,7 @@ fn http(
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
         .collect();
-    (status, headers, body)
+    Ok((status, headers, body))
 }
 
 fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
@@ -190,13 +201,28 @@ impl Registry {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start docker-registry: {e}"));
         wait_listening(&mut child, port, "docker-registry", &log);
+        // Listening is not answering yet: a connection accepted in the registry's first moments was once reset
+        // (CI). Its first answer is waited for the same way, up to 20 s, naming the last failure.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let (status, headers, _) = loop {
+            match try_http(port, "GET", "/v2/", &[], b"") {
+                Ok(answer) => break answer,
+                Err(e) if Instant::now() < deadline => {
+                    eprintln!("docker-registry not answering yet: {e}");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => panic!(
+                    "docker-registry on 127.0.0.1:{port} gives no answer after 20 s: {e}\n{}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                ),
+            }
+        };
         let registry = Registry {
             child,
             _dir: dir,
             port,
             authorization: token_realm.map(|_| "Bearer the-test-pushes-own-token".to_string()),
         };
-        let (status, headers, _) = http(port, "GET", "/v2/", &[], b"");
         if let Some(realm) = token_realm {
             assert_eq!(
                 status, 401,
