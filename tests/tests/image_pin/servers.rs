@@ -201,8 +201,15 @@ impl Registry {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start docker-registry: {e}"));
         wait_listening(&mut child, port, "docker-registry", &log);
+        let registry = Registry {
+            child,
+            _dir: dir,
+            port,
+            authorization: token_realm.map(|_| "Bearer the-test-pushes-own-token".to_string()),
+        };
         // Listening is not answering yet: a connection accepted in the registry's first moments was once reset
-        // (CI). Its first answer is waited for the same way, up to 20 s, naming the last failure.
+        // (CI). Its first answer is waited for the same way, up to 20 s, naming the last failure; a panic here stops
+        // the registry (the guard is built first).
         let deadline = Instant::now() + Duration::from_secs(20);
         let (status, headers, _) = loop {
             match try_http(port, "GET", "/v2/", &[], b"") {
@@ -216,12 +223,6 @@ impl Registry {
                     std::fs::read_to_string(&log).unwrap_or_default()
                 ),
             }
-        };
-        let registry = Registry {
-            child,
-            _dir: dir,
-            port,
-            authorization: token_realm.map(|_| "Bearer the-test-pushes-own-token".to_string()),
         };
         if let Some(realm) = token_realm {
             assert_eq!(
