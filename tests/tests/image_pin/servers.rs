@@ -45,14 +45,11 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// One HTTP/1.1 exchange over a fresh connection (`Connection: close`): (status, headers lowercased, body).
-fn http(
-    port: u16,
-    method: &str,
-    target: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> (u16, Vec<(String, String)>, Vec<u8>) {
+/// An HTTP answer: status, headers (names lowercased), body.
+type Answer = (u16, Vec<(String, String)>, Vec<u8>);
+
+/// One HTTP/1.1 exchange over a fresh connection (`Connection: close`).
+fn http(port: u16, method: &str, target: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
     try_http(port, method, target, headers, body).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -63,7 +60,7 @@ fn try_http(
     target: &str,
     headers: &[(&str, &str)],
     body: &[u8],
-) -> Result<(u16, Vec<(String, String)>, Vec<u8>), String> {
+) -> Result<Answer, String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port))
         .map_err(|e| format!("{method} {target}: cannot connect to 127.0.0.1:{port}: {e}"))?;
     stream
