@@ -1471,19 +1471,13 @@ fn cluster_autoscaler(r: &mut Recorder<'_>, v: Value, spec: &mut ClusterSpec) {
         }
     }
     if let Some(v) = f.take("createPriorityExpenderConfig") {
-        let field = format!("{path}.createPriorityExpenderConfig");
-        match r.boolean(&field, v) {
-            Some(true) => r.dropped(
-                &field,
-                "Ballast writes the priority expander's ConfigMap whenever the expander is priority",
-            ),
-            Some(false) => r.refused(
-                &field,
-                "false: Ballast always writes the priority expander's ConfigMap from the groups' autoscalePriority; \
-                 remove the field",
-            ),
-            None => {}
-        }
+        r.only_true(
+            &format!("{path}.createPriorityExpenderConfig"),
+            v,
+            "Ballast writes the priority expander's ConfigMap whenever the expander is priority",
+            "false: Ballast always writes the priority expander's ConfigMap from the groups' autoscalePriority; \
+             remove the field",
+        );
     }
     r.finish(
         f,

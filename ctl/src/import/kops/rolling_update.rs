@@ -302,20 +302,14 @@ fn read(r: &mut Recorder<'_>, path: &str, value: Value) -> KopsRollingUpdate {
         out.max_unavailable = int_or_percent(r, &format!("{path}.maxUnavailable"), v);
     }
     if let Some(v) = f.take("drainAndTerminate") {
-        let at = format!("{path}.drainAndTerminate");
-        match r.boolean(&at, v) {
-            Some(true) => r.dropped(
-                &at,
-                "true: a roll drains and terminates the instances it replaces, kops's default and Ballast's only way",
-            ),
-            Some(false) => r.refused(
-                &at,
-                "false: kops then only taints (and surges) and leaves the old instances running; Ballast's roll \
-                 always drains and terminates what it replaces: remove the field (a roll leaves a group out when \
-                 `rolling-update cluster --instance-group` names only the others)",
-            ),
-            None => {}
-        }
+        r.only_true(
+            &format!("{path}.drainAndTerminate"),
+            v,
+            "true: a roll drains and terminates the instances it replaces, kops's default and Ballast's only way",
+            "false: kops then only taints (and surges) and leaves the old instances running; Ballast's roll \
+             always drains and terminates what it replaces: remove the field (a roll leaves a group out when \
+             `rolling-update cluster --instance-group` names only the others)",
+        );
     }
     // Its own words, not cluster's NO_EQUIVALENT: cluster uses this module, so this one may not use cluster.
     r.finish(

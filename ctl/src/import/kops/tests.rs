@@ -489,6 +489,23 @@ fn with_rolling_update(cluster: &str, cp_size: u32, cp: &str) -> String {
     text
 }
 
+/// What a mapped field became; panics naming the field when it was not mapped.
+fn mapped_to<'a>(imported: &'a Import, object: &str, path: &str) -> &'a str {
+    match fate_of(imported, object, path) {
+        Fate::Mapped(to) => to,
+        other => panic!("{object} {path} was not mapped: {other:?}"),
+    }
+}
+
+/// The imported spec's validation finds nothing wrong with any group's `rollingUpdate`.
+fn assert_paces_valid(imported: &Import) {
+    let errors = ballast_state::validate::validate(imported.config.as_ref().expect("imported"));
+    assert!(
+        errors.iter().all(|e| !e.path.contains("rollingUpdate")),
+        "{errors:?}"
+    );
+}
+
 fn pace_of(imported: &Import, group: &str) -> Option<RollingUpdateSpec> {
     imported
         .config
@@ -573,19 +590,13 @@ fn a_node_groups_rolling_update_maps_with_kops_default_surge_written_out() {
             max_unavailable: int(2),
         })
     );
-    let Fate::Mapped(to) = fate_of(
+    let to = mapped_to(
         &imported,
         "InstanceGroup/unavailable",
         "spec.rollingUpdate.maxUnavailable",
-    ) else {
-        panic!("not mapped");
-    };
-    assert!(to.contains("maxSurge: 0"), "{to}");
-    let errors = ballast_state::validate::validate(imported.config.as_ref().expect("imported"));
-    assert!(
-        errors.iter().all(|e| !e.path.contains("rollingUpdate")),
-        "{errors:?}"
     );
+    assert!(to.contains("maxSurge: 0"), "{to}");
+    assert_paces_valid(&imported);
 }
 
 /// kops's Cluster-level `rollingUpdate` is each group's default field by field, as kops resolves it: a group
@@ -620,19 +631,13 @@ fn the_clusters_rolling_update_is_each_node_groups_default_field_by_field() {
         })
     );
     assert_eq!(pace_of(&imported, "cp"), None);
-    let Fate::Mapped(to) = fate_of(
+    let to = mapped_to(
         &imported,
         "Cluster/t.example.com",
         "spec.rollingUpdate.maxSurge",
-    ) else {
-        panic!("not mapped");
-    };
-    assert!(to.contains("Ballast has no Cluster-level field"), "{to}");
-    let errors = ballast_state::validate::validate(imported.config.as_ref().expect("imported"));
-    assert!(
-        errors.iter().all(|e| !e.path.contains("rollingUpdate")),
-        "{errors:?}"
     );
+    assert!(to.contains("Ballast has no Cluster-level field"), "{to}");
+    assert_paces_valid(&imported);
     // Without a Cluster-level field or a group's own, a group keeps Ballast's defaults.
     let imported = run(&format!("{CLUSTER}{}", node_group("plain", "")));
     assert_eq!(pace_of(&imported, "plain"), None);

@@ -111,6 +111,16 @@ impl Recorder<'_> {
         }
     }
 
+    /// A boolean whose `true` is what Ballast always does (dropped, saying so) and whose `false` asks for what
+    /// Ballast never does (refused, saying why); anything else refused as not a boolean.
+    pub fn only_true(&mut self, path: &str, value: Value, when_true: &str, when_false: &str) {
+        match self.boolean(path, value) {
+            Some(true) => self.dropped(path, when_true),
+            Some(false) => self.refused(path, when_false),
+            None => {}
+        }
+    }
+
     /// A whole number that fits a `u32`, or refused.
     pub fn number(&mut self, path: &str, value: Value) -> Option<u32> {
         match value.as_u64().map(u32::try_from) {
