@@ -31,7 +31,8 @@ pub fn run() -> i32 {
             return e.exit_code();
         }
     };
-    init_logging(cli.verbose);
+    let verbose = cli.verbose;
+    init_logging(verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -48,6 +49,9 @@ pub fn run() -> i32 {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("error: {e}");
+            if verbose > 0 {
+                print_detail(&e);
+            }
             e.exit_code()
         }
     };
@@ -65,9 +69,28 @@ pub fn run() -> i32 {
     code
 }
 
+/// Under `-v`, what an error's message leaves out: each cause, and the first one's own detail (the AWS SDK's
+/// Debug text, for instance), which the message, in Ballast's words, does not repeat.
+fn print_detail(error: &CommandError) {
+    let first = std::error::Error::source(error);
+    let mut cause = first;
+    while let Some(e) = cause {
+        eprintln!("  caused by: {e}");
+        cause = e.source();
+    }
+    if let Some(e) = first {
+        eprintln!("  detail: {e:?}");
+    }
+}
+
+/// Logs go to stderr. By default only Ballast's own warnings (and anyone's errors): the AWS SDK's and other
+/// libraries' warnings are their detail, shown from `-v` on, with Ballast's progress (`info`).
+const DEFAULT_FILTER: &str =
+    "error,ballast=warn,ballast_store=warn,ballast_state=warn,ballast_common=warn,ballast_drain=warn";
+
 fn init_logging(verbose: u8) {
     let default = match verbose {
-        0 => "warn",
+        0 => DEFAULT_FILTER,
         1 => "info",
         _ => "debug",
     };

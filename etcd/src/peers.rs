@@ -151,16 +151,13 @@ impl Ec2Peers {
 
     /// A client from the standard AWS configuration (environment, profile, IMDS role credentials).
     pub async fn from_env(cluster: &str) -> Self {
-        let config = aws_config::load_from_env().await;
+        let config = ballast_store::sdk::load(None).await;
         Self::new(aws_sdk_ec2::Client::new(&config), cluster)
     }
 
     /// The same, in the instance's own region (from its identity: a node's environment names none).
     pub async fn in_region(cluster: &str, region: &str) -> Self {
-        let config = aws_config::from_env()
-            .region(aws_config::Region::new(region.to_owned()))
-            .load()
-            .await;
+        let config = ballast_store::sdk::load(Some(&region)).await;
         Self::new(aws_sdk_ec2::Client::new(&config), cluster)
     }
 

@@ -121,7 +121,7 @@ impl TailPublisher {
 /// The node's `aws:userid` as STS says it (`<role-id>:<instance-id>`), or the instance id when STS cannot say
 /// or names another session.
 async fn writer_id(instance_id: &str) -> String {
-    let config = aws_config::from_env().load().await;
+    let config = ballast_store::sdk::load(None).await;
     let sts = aws_sdk_sts::Client::new(&config);
     match tokio::time::timeout(CALL_TIMEOUT, sts.get_caller_identity().send()).await {
         Ok(Ok(answer)) => match answer.user_id() {

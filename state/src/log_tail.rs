@@ -76,15 +76,20 @@ pub fn instance_of_writer(writer: &str) -> &str {
 }
 
 impl NodeLogTail {
-    /// The tail as stored: every line redacted and cut again (a reader does the same: defence in depth), and the
-    /// whole under [`MAX_LOG_TAIL`].
-    pub fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
-        let mut tail = self.clone();
-        for lines in [&mut tail.nodeup, &mut tail.etcd] {
+    /// The tail as kept, by its writer and again by every reader (a stored tail is the node's word, and a node
+    /// may be anyone's): the last [`TAIL_LINES`] of each source, every line redacted and cut to
+    /// [`MAX_LINE_BYTES`].
+    pub fn kept(mut self) -> Self {
+        for lines in [&mut self.nodeup, &mut self.etcd] {
             let skip = lines.len().saturating_sub(TAIL_LINES);
             *lines = lines.iter().skip(skip).map(|l| kept_line(l)).collect();
         }
-        serde_json::to_vec_pretty(&tail)
+        self
+    }
+
+    /// The tail as stored: [`NodeLogTail::kept`], so the whole is under [`MAX_LOG_TAIL`].
+    pub fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_vec_pretty(&self.clone().kept())
     }
 }
 

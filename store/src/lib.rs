@@ -14,4 +14,5 @@ pub mod keystore;
 pub mod local_file;
 pub mod node_bootstrap;
 pub mod registry;
+pub mod sdk;
 pub mod store;

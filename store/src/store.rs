@@ -593,6 +593,8 @@ impl FileStore {
 #[derive(Debug, Clone)]
 pub struct S3Store {
     client: aws_sdk_s3::Client,
+    /// The endpoint the client calls, for errors to name (`crate::sdk::endpoint_of`).
+    endpoint: String,
     bucket: String,
     prefix: String,
     kms_key_id: Option<String>,
@@ -603,19 +605,24 @@ impl S3Store {
     /// (`AWS_ENDPOINT_URL`, e.g. the local cloud) path-style addressing is used, since bucket subdomains of a
     /// loopback address do not resolve.
     pub async fn connect(bucket: &str, prefix: &str, options: StoreOptions) -> Self {
-        let shared = aws_config::load_from_env().await;
+        let mut shared = crate::sdk::load(None).await;
+        if shared.region().is_none() {
+            shared = shared
+                .into_builder()
+                .region(aws_sdk_s3::config::Region::new("us-east-1"))
+                .build();
+        }
+        let endpoint = crate::sdk::endpoint_of(&shared, "s3");
         let mut builder = aws_sdk_s3::config::Builder::from(&shared);
         if shared.endpoint_url().is_some() {
             builder = builder.force_path_style(true);
-        }
-        if shared.region().is_none() {
-            builder = builder.region(aws_sdk_s3::config::Region::new("us-east-1"));
         }
         if let Some(interceptor) = options.interceptor {
             builder.push_interceptor(interceptor);
         }
         S3Store {
             client: aws_sdk_s3::Client::from_conf(builder.build()),
+            endpoint,
             bucket: bucket.to_string(),
             prefix: prefix.to_string(),
             kms_key_id: options.kms_key_id,
@@ -639,9 +646,18 @@ impl S3Store {
             operation,
             bucket: self.bucket.clone(),
             key: self.full_key(key),
-            message: describe_sdk_error(&err, &self.bucket),
+            message: self.describe(&err),
             source: Box::new(err),
         }
+    }
+
+    /// [`describe_sdk_error`] for this store's bucket and endpoint.
+    pub(crate) fn describe<E, R>(&self, err: &SdkError<E, R>) -> String
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+        R: fmt::Debug + 'static,
+    {
+        describe_sdk_error(err, &self.bucket, &self.endpoint)
     }
 
     /// An object of the operator's or Ballast's own, read whole: the one S3 read path, with no bound.
@@ -728,6 +744,7 @@ impl S3Store {
             .bucket(&self.bucket)
             .key(self.full_key(key))
             .body(ByteStream::from(data.to_vec()));
+
         request = match &self.kms_key_id {
             Some(kms) => request
                 .server_side_encryption(ServerSideEncryption::AwsKms)
@@ -739,7 +756,19 @@ impl S3Store {
             Precondition::MustNotExist => request.if_none_match("*"),
             Precondition::MustMatch(v) => request.if_match(&v.0),
         };
-        match request.send().await {
+        let sent = if crate::sdk::upload_needs_more_time(data.len()) {
+            request
+                .customize()
+                .config_override(
+                    aws_sdk_s3::config::Builder::new()
+                        .timeout_config(crate::sdk::upload_timeouts(data.len())),
+                )
+                .send()
+                .await
+        } else {
+            request.send().await
+        };
+        match sent {
             Ok(output) => Ok(Version(output.e_tag().unwrap_or_default().to_string())),
             Err(e) if is_precondition_failure(&e) => Err(StoreError::Conflict {
                 key: key.to_string(),
@@ -802,11 +831,13 @@ fn is_precondition_failure<E>(err: &SdkError<E, HttpResponse>) -> bool {
             .is_some_and(|r| matches!(r.status().as_u16(), 409 | 412))
 }
 
-/// A message an operator can act on: the AWS error code and message, or what went wrong on the way.
-pub fn describe_sdk_error<E, R>(err: &SdkError<E, R>, bucket: &str) -> String
+/// A message an operator can act on, in Ballast's words: the AWS error code and message, or what went wrong on
+/// the way and what to do, naming the bucket and the `endpoint` called. The SDK's own detail stays in the
+/// error's source (printed under `-v`).
+pub fn describe_sdk_error<E, R>(err: &SdkError<E, R>, bucket: &str, endpoint: &str) -> String
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: fmt::Debug,
+    R: fmt::Debug + 'static,
 {
     match err {
         SdkError::ServiceError(service) => {
@@ -817,25 +848,16 @@ where
                 "NoSuchBucket" => format!(
                     ": create the bucket first (e.g. aws s3 mb s3://{bucket}, with versioning and default encryption on)"
                 ),
-                "AccessDenied" | "InvalidAccessKeyId" | "SignatureDoesNotMatch" | "ExpiredToken" => {
-                    ": check the AWS credentials in use and that they may use this bucket".to_string()
+                "AccessDenied" | "AllAccessDisabled" => {
+                    ": the AWS identity in use may not use this bucket; use one allowed to (see docs/security.md for what Ballast needs)".to_string()
+                }
+                "InvalidAccessKeyId" | "SignatureDoesNotMatch" | "ExpiredToken" | "InvalidToken" => {
+                    ": AWS refused the credentials in use; check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE".to_string()
                 }
                 _ => String::new(),
             };
             format!("{code}: {message}{hint}")
         }
-        SdkError::DispatchFailure(failure) => {
-            let context = aws_sdk_s3::error::DisplayErrorContext(err).to_string();
-            if context.contains("credentials") || context.contains("Credentials") {
-                format!(
-                    "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE ({context})"
-                )
-            } else if failure.is_io() || failure.is_timeout() {
-                format!("cannot reach the S3 endpoint: check the network and AWS_ENDPOINT_URL ({context})")
-            } else {
-                context
-            }
-        }
-        other => aws_sdk_s3::error::DisplayErrorContext(other).to_string(),
+        other => crate::sdk::describe_failure(other, endpoint),
     }
 }

@@ -10,7 +10,6 @@ use std::time::Duration;
 use aws_sdk_autoscaling::types::AutoScalingGroup;
 use aws_sdk_ec2::types::{self as ec2, Filter};
 use aws_smithy_runtime_api::client::result::SdkError;
-use aws_smithy_types::error::display::DisplayErrorContext;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 
 use super::error::UpdateError;
@@ -77,7 +76,7 @@ pub fn owned_filter(cluster: &str) -> Filter {
 pub fn describe<E, R>(err: &SdkError<E, R>) -> (String, String)
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
+    R: std::fmt::Debug + 'static,
 {
     match err {
         SdkError::ServiceError(service) => {
@@ -98,16 +97,11 @@ where
             };
             (message, hint.to_string())
         }
-        SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => {
-            let context = DisplayErrorContext(err).to_string();
-            let hint = if context.to_lowercase().contains("credentials") {
-                ": no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
-            } else {
-                ": cannot reach the AWS endpoint: check the network, AWS_REGION and AWS_ENDPOINT_URL"
-            };
-            (context, hint.to_string())
-        }
-        other => (DisplayErrorContext(other).to_string(), String::new()),
+        // Ballast's words only; the SDK's detail stays in the error's source (`ballast -v` prints it).
+        other => (
+            ballast_store::sdk::describe_failure(other, &super::endpoint_named()),
+            String::new(),
+        ),
     }
 }
 

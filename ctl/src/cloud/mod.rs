@@ -35,14 +35,27 @@ use aws_config::SdkConfig;
 
 pub use calls::CallLog;
 
-/// The SDK's own retry, the only retry of throttling and transient failures (5xx, timeouts, connection
-/// resets): standard mode (exponential backoff with jitter, a client-side token bucket that stops retrying when
-/// most calls fail), 5 attempts per call, pauses of at most 20 s. Ballast retries on top of it only what the SDK
-/// cannot know is temporary: "not ready yet" answers of eventually consistent APIs (`aws::call`).
-pub fn sdk_retry() -> aws_config::retry::RetryConfig {
-    aws_config::retry::RetryConfig::standard()
-        .with_max_attempts(5)
-        .with_max_backoff(std::time::Duration::from_secs(20))
+/// The SDK's own retry (`ballast_store::sdk::retry`, where every client's configuration is built): the only
+/// retry of throttling and transient failures. Ballast retries on top of it only what the SDK cannot know is
+/// temporary: "not ready yet" answers of eventually consistent APIs (`aws::call`).
+pub use ballast_store::sdk::retry as sdk_retry;
+
+/// The region the run's clients call, for an error that AWS did not answer to name its endpoint
+/// (`aws::describe`): one region per run.
+static REGION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The endpoint the run's AWS clients call, for errors to name: `AWS_ENDPOINT_URL` when set (the local cloud, a
+/// VPC endpoint), else AWS's own in the run's region.
+pub fn endpoint_named() -> String {
+    match std::env::var("AWS_ENDPOINT_URL") {
+        Ok(url) if !url.is_empty() => url,
+        _ => match REGION.get() {
+            Some(region) => {
+                format!("AWS's endpoints in {region} (https://SERVICE.{region}.amazonaws.com)")
+            }
+            None => "AWS's endpoints".to_string(),
+        },
+    }
 }
 
 /// The AWS clients of one run, all counting their calls into one [`CallLog`].
@@ -64,11 +77,8 @@ pub struct Cloud {
 impl Cloud {
     /// Clients from the standard AWS configuration (environment, profile, IMDS), in `region`.
     pub async fn connect(region: &str, calls: CallLog) -> Self {
-        let shared: SdkConfig = aws_config::from_env()
-            .region(aws_config::Region::new(region.to_string()))
-            .retry_config(sdk_retry())
-            .load()
-            .await;
+        let _ = REGION.set(region.to_string());
+        let shared: SdkConfig = ballast_store::sdk::load(Some(region)).await;
         let interceptor = calls.interceptor();
         Cloud {
             ec2: aws_sdk_ec2::Client::from_conf(

@@ -23,8 +23,8 @@ use serde_json::{json, Value};
 use super::{require_cluster, Context};
 use crate::cli::{SpecFormat, ToolboxArgs, ToolboxDumpArgs, ToolboxWhat};
 use crate::cloud::aws::{
-    auto_scaling_groups, cluster_instances, find, group_resource_name, owned_filter, tag_map,
-    GROUP_TAG, ROLE_TAG,
+    auto_scaling_groups, cluster_instances, failure, find, group_resource_name, owned_filter,
+    tag_map, GROUP_TAG, ROLE_TAG,
 };
 use crate::cloud::model::elb_names;
 use crate::cloud::{CallLog, Cloud};
@@ -32,8 +32,9 @@ use crate::error::{io_error, CommandError};
 use crate::reports::expected_members;
 use crate::toolbox::{assemble, Format, Gathered, Kind};
 
-/// How long one AWS read may take before the dump records it as missing and goes on.
-const AWS_READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long one source (AWS's reads together; each part of the state store) may take before what it has not
+/// answered is recorded as missing and the dump goes on. The sources are read at once.
+const SOURCE_BOUND: Duration = Duration::from_secs(60);
 /// How often the dump looks for the control-plane nodes' fresh tails while it waits.
 const TAIL_POLL: Duration = Duration::from_secs(2);
 
@@ -62,21 +63,59 @@ async fn dump(context: &Context, args: ToolboxDumpArgs) -> Result<(), CommandErr
 
     // Asked first, so the control-plane nodes publish while the rest is read.
     progress("asking the control-plane nodes for fresh log tails");
-    let requested = request_tails(store, &paths, &mut gathered).await;
+    let requested = match store_within(request_tails(store, &paths, &mut gathered)).await {
+        Some(requested) => requested,
+        None => {
+            gathered.missing(
+                "logs: fresh tails",
+                store_silent("the request for fresh tails"),
+            );
+            None
+        }
+    };
 
-    progress("reading the spec");
-    spec_part(store, &paths, &mut gathered).await;
-    let completed = completed_part(&registry, &name, &mut gathered).await;
+    progress("reading the completed spec");
+    let completed = match store_within(completed_part(&registry, &name, &mut gathered)).await {
+        Some(completed) => completed,
+        None => {
+            gathered.missing("completed", store_silent("the completed spec"));
+            None
+        }
+    };
 
-    progress("reading AWS by the cluster's tags");
-    let instances = cloud_part(&name, completed.as_ref(), &mut gathered).await;
-
-    progress("reading the boot reports");
-    let failed = reports_part(store, &paths, instances.as_deref(), &mut gathered).await;
-
-    progress("reading etcd's record and health");
-    etcd_part(store, &paths, completed.as_ref(), &mut gathered).await;
-    markers_part(store, &paths, &mut gathered).await;
+    // Every source at once, each within its own bound: one that hangs costs its part, not the others' time.
+    progress("reading the spec, AWS by the cluster's tags, the boot reports, etcd's record and health, and the lock, at once");
+    let mut parts: [Gathered; 5] = Default::default();
+    let [spec_g, cloud_g, reports_g, etcd_g, markers_g] = &mut parts;
+    let (spec, instances, reports, etcd, markers) = tokio::join!(
+        store_within(spec_part(store, &paths, spec_g)),
+        cloud_part(&name, completed.as_ref(), cloud_g),
+        store_within(reports_part(store, &paths, reports_g)),
+        store_within(etcd_part(store, &paths, completed.as_ref(), etcd_g)),
+        store_within(markers_part(store, &paths, markers_g)),
+    );
+    for part in parts {
+        gathered.merge(part);
+    }
+    for (read, part) in [
+        (spec.is_some(), "spec"),
+        (etcd.is_some(), "etcd"),
+        (markers.is_some(), "markers"),
+    ] {
+        if !read {
+            gathered.missing(part, store_silent(part));
+        }
+    }
+    let failed = match reports {
+        Some((failed, reported)) => {
+            unreported(instances.as_deref(), &reported, &mut gathered);
+            failed
+        }
+        None => {
+            gathered.missing("reports", store_silent("reports"));
+            BTreeSet::new()
+        }
+    };
 
     let control_plane: BTreeSet<String> = instances
         .iter()
@@ -90,19 +129,25 @@ async fn dump(context: &Context, args: ToolboxDumpArgs) -> Result<(), CommandErr
         args.log_wait,
         control_plane.len()
     ));
-    logs_part(
-        store,
-        &paths,
-        requested,
-        &control_plane,
-        &failed,
-        args.log_wait,
-        &mut gathered,
+    let logs = tokio::time::timeout(
+        args.log_wait + SOURCE_BOUND,
+        logs_part(
+            store,
+            &paths,
+            requested,
+            &control_plane,
+            &failed,
+            args.log_wait,
+            &mut gathered,
+        ),
     )
     .await;
+    if logs.is_err() {
+        gathered.missing("logs", store_silent("logs"));
+    }
     if requested.is_some() {
         // Taken: a node that restarts later need not answer it again.
-        let _ = store.delete(&paths.log_tail_request()).await;
+        let _ = store_within(store.delete(&paths.log_tail_request())).await;
     }
 
     let format = match args.output {
@@ -285,7 +330,9 @@ async fn completed_part(
     }
 }
 
-/// The cloud's view; returns the cluster's instances when EC2 answered.
+/// The cloud's view; returns the cluster's instances when EC2 answered. The five reads run at once, all within
+/// one bound ([`SOURCE_BOUND`] from the start of the part); a read that fails or runs past it is recorded as
+/// missing, with why, and the others are kept.
 async fn cloud_part(
     name: &str,
     completed: Option<&ClusterConfig>,
@@ -297,169 +344,182 @@ async fn cloud_part(
     };
     let region = completed.cluster.spec.region.clone().unwrap_or_default();
     let cloud = Cloud::connect(&region, CallLog::new()).await;
-    let mut view = serde_json::Map::new();
-    let timed = |what: &'static str| {
-        move |_| format!("{what}: AWS did not answer within {AWS_READ_TIMEOUT:?}")
-    };
+    let deadline = tokio::time::Instant::now() + SOURCE_BOUND;
+    let bounded = |what, read| aws_within(deadline, what, read);
 
     let states = ["pending", "running", "shutting-down", "stopping", "stopped"];
-    let instances =
-        match tokio::time::timeout(AWS_READ_TIMEOUT, cluster_instances(&cloud, name, &states))
-            .await
-            .map_err(timed("instances"))
-            .and_then(|r| r.map_err(|e| e.to_string()))
-        {
-            Ok(found) => {
-                view.insert(
-                    "instances".into(),
-                    found.iter().map(instance_view).collect(),
-                );
-                Some(found)
-            }
-            Err(why) => {
-                gathered.missing("cloud: instances", why);
-                None
-            }
-        };
-
     let names: Vec<String> = completed
         .instance_groups
         .iter()
         .map(|ig| group_resource_name(&ig.metadata.name, name))
         .collect();
-    match tokio::time::timeout(AWS_READ_TIMEOUT, auto_scaling_groups(&cloud, name, &names))
-        .await
-        .map_err(timed("groups"))
-        .and_then(|r| r.map_err(|e| e.to_string()))
-    {
-        Ok(groups) => {
-            let views: Vec<Value> = groups
-                .iter()
-                .map(|g| {
-                    let tags: BTreeMap<&str, &str> = g
-                        .tags()
-                        .iter()
-                        .filter_map(|t| Some((t.key()?, t.value()?)))
-                        .collect();
-                    json!({
-                        "name": g.auto_scaling_group_name(),
-                        "min": g.min_size(), "max": g.max_size(), "desired": g.desired_capacity(),
-                        "instances": g.instances().iter().map(|i| json!({
-                            "id": i.instance_id(),
-                            "lifecycle": i.lifecycle_state().map(|s| s.as_str()),
-                            "health": i.health_status(),
-                        })).collect::<Vec<_>>(),
-                        "tags": tags,
-                    })
+    let (instances, groups, load_balancers, volumes, security_groups) = tokio::join!(
+        bounded("instances", async {
+            cluster_instances(&cloud, name, &states)
+                .await
+                .map_err(|e| e.to_string())
+        }),
+        bounded("groups", async {
+            auto_scaling_groups(&cloud, name, &names)
+                .await
+                .map(|groups| groups.iter().map(group_view).collect::<Vec<_>>())
+                .map_err(|e| e.to_string())
+        }),
+        bounded("load balancers", load_balancers_view(&cloud, name)),
+        bounded("volumes", async {
+            cloud
+                .ec2
+                .describe_volumes()
+                .filters(owned_filter(name))
+                .send()
+                .await
+                .map(|answer| answer.volumes().iter().map(volume_view).collect::<Vec<_>>())
+                .map_err(|e| {
+                    failure(&format!("cluster {name}'s volumes"), "DescribeVolumes", e).to_string()
                 })
-                .collect();
-            view.insert("groups".into(), Value::Array(views));
-        }
-        Err(why) => gathered.missing("cloud: groups", why),
-    }
+        }),
+        bounded("security groups", async {
+            cloud
+                .ec2
+                .describe_security_groups()
+                .filters(owned_filter(name))
+                .send()
+                .await
+                .map(|answer| {
+                    answer
+                        .security_groups()
+                        .iter()
+                        .map(security_group_view)
+                        .collect::<Vec<_>>()
+                })
+                .map_err(|e| {
+                    failure(
+                        &format!("cluster {name}'s security groups"),
+                        "DescribeSecurityGroups",
+                        e,
+                    )
+                    .to_string()
+                })
+        }),
+    );
 
-    let mut load_balancers = Vec::new();
-    let mut lb_failed = None;
+    let mut view = serde_json::Map::new();
+    let instances = match instances {
+        Ok(found) => {
+            view.insert(
+                "instances".into(),
+                found.iter().map(instance_view).collect(),
+            );
+            Some(found)
+        }
+        Err(why) => {
+            gathered.missing("cloud: instances", why);
+            None
+        }
+    };
+    for (key, what, read) in [
+        ("groups", "cloud: groups", groups),
+        ("loadBalancers", "cloud: load balancers", load_balancers),
+        ("volumes", "cloud: volumes", volumes),
+        ("securityGroups", "cloud: security groups", security_groups),
+    ] {
+        match read {
+            Ok(items) => {
+                view.insert(key.into(), Value::Array(items));
+            }
+            Err(why) => gathered.missing(what, why),
+        }
+    }
+    gathered.found(Kind::Cloud, Value::Object(view));
+    instances
+}
+
+/// One AWS read of the cloud part, within the part's deadline.
+async fn aws_within<T>(
+    deadline: tokio::time::Instant,
+    what: &'static str,
+    read: impl std::future::Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    match tokio::time::timeout_at(deadline, read).await {
+        Ok(result) => result,
+        Err(_) => Err(format!(
+            "{what}: AWS did not answer within {SOURCE_BOUND:?} (check the network, AWS_REGION and AWS_ENDPOINT_URL)"
+        )),
+    }
+}
+
+/// A part read from the state store, within [`SOURCE_BOUND`]; `None` when the store did not answer in time.
+async fn store_within<T>(read: impl std::future::Future<Output = T>) -> Option<T> {
+    tokio::time::timeout(SOURCE_BOUND, read).await.ok()
+}
+
+fn store_silent(part: &str) -> String {
+    format!("the state store did not answer within {SOURCE_BOUND:?} (check the network and the store's endpoint); {part} is not in the dump")
+}
+
+fn group_view(g: &aws_sdk_autoscaling::types::AutoScalingGroup) -> Value {
+    let tags: BTreeMap<&str, &str> = g
+        .tags()
+        .iter()
+        .filter_map(|t| Some((t.key()?, t.value()?)))
+        .collect();
+    json!({
+        "name": g.auto_scaling_group_name(),
+        "min": g.min_size(), "max": g.max_size(), "desired": g.desired_capacity(),
+        "instances": g.instances().iter().map(|i| json!({
+            "id": i.instance_id(),
+            "lifecycle": i.lifecycle_state().map(|s| s.as_str()),
+            "health": i.health_status(),
+        })).collect::<Vec<_>>(),
+        "tags": tags,
+    })
+}
+
+/// The API load balancers, by their names.
+async fn load_balancers_view(cloud: &Cloud, name: &str) -> Result<Vec<Value>, String> {
+    let mut found = Vec::new();
     for lb in elb_names("api", name) {
         let client = &cloud.elb;
-        let found = tokio::time::timeout(
-            AWS_READ_TIMEOUT,
-            find(
-                &lb,
-                "DescribeLoadBalancers",
-                &["LoadBalancerNotFound"],
-                || client.describe_load_balancers().names(&lb).send(),
-            ),
+        let answer = find(
+            &lb,
+            "DescribeLoadBalancers",
+            &["LoadBalancerNotFound"],
+            || client.describe_load_balancers().names(&lb).send(),
         )
-        .await;
-        match found {
-            Ok(Ok(Some(answer))) => load_balancers.extend(answer.load_balancers().iter().map(|l| {
+        .await
+        .map_err(|e| e.to_string())?;
+        if let Some(answer) = answer {
+            found.extend(answer.load_balancers().iter().map(|l| {
                 json!({
                     "name": l.load_balancer_name(), "arn": l.load_balancer_arn(), "dns": l.dns_name(),
                     "state": l.state().and_then(|s| s.code()).map(|c| c.as_str()),
                     "scheme": l.scheme().map(|s| s.as_str()),
                 })
-            })),
-            Ok(Ok(None)) => {}
-            Ok(Err(e)) => lb_failed = Some(e.to_string()),
-            Err(_) => lb_failed = Some(format!("AWS did not answer within {AWS_READ_TIMEOUT:?}")),
+            }));
         }
     }
-    match lb_failed {
-        Some(why) => gathered.missing("cloud: load balancers", why),
-        None => {
-            view.insert("loadBalancers".into(), Value::Array(load_balancers));
-        }
-    }
+    Ok(found)
+}
 
-    let volumes = tokio::time::timeout(
-        AWS_READ_TIMEOUT,
-        cloud
-            .ec2
-            .describe_volumes()
-            .filters(owned_filter(name))
-            .send(),
-    )
-    .await;
-    match volumes {
-        Ok(Ok(answer)) => {
-            let views: Vec<Value> = answer
-                .volumes()
-                .iter()
-                .map(|v| {
-                    json!({
-                        "id": v.volume_id(), "state": v.state().map(|s| s.as_str()), "sizeGiB": v.size(),
-                        "zone": v.availability_zone(), "type": v.volume_type().map(|t| t.as_str()),
-                        "encrypted": v.encrypted(),
-                        "attachedTo": v.attachments().iter().filter_map(|a| a.instance_id()).collect::<Vec<_>>(),
-                        "tags": tag_map(v.tags()),
-                    })
-                })
-                .collect();
-            view.insert("volumes".into(), Value::Array(views));
-        }
-        Ok(Err(e)) => gathered.missing("cloud: volumes", ballast_common::error_chain(&e)),
-        Err(_) => gathered.missing(
-            "cloud: volumes",
-            format!("AWS did not answer within {AWS_READ_TIMEOUT:?}"),
-        ),
-    }
+fn volume_view(v: &aws_sdk_ec2::types::Volume) -> Value {
+    json!({
+        "id": v.volume_id(), "state": v.state().map(|s| s.as_str()), "sizeGiB": v.size(),
+        "zone": v.availability_zone(), "type": v.volume_type().map(|t| t.as_str()),
+        "encrypted": v.encrypted(),
+        "attachedTo": v.attachments().iter().filter_map(|a| a.instance_id()).collect::<Vec<_>>(),
+        "tags": tag_map(v.tags()),
+    })
+}
 
-    let groups = tokio::time::timeout(
-        AWS_READ_TIMEOUT,
-        cloud
-            .ec2
-            .describe_security_groups()
-            .filters(owned_filter(name))
-            .send(),
-    )
-    .await;
-    match groups {
-        Ok(Ok(answer)) => {
-            let views: Vec<Value> = answer
-                .security_groups()
-                .iter()
-                .map(|g| {
-                    json!({
-                        "id": g.group_id(), "name": g.group_name(), "vpc": g.vpc_id(),
-                        "ingress": g.ip_permissions().iter().map(|p| json!({
-                            "protocol": p.ip_protocol(), "from": p.from_port(), "to": p.to_port(),
-                            "cidrs": p.ip_ranges().iter().filter_map(|r| r.cidr_ip()).collect::<Vec<_>>(),
-                            "groups": p.user_id_group_pairs().iter().filter_map(|r| r.group_id()).collect::<Vec<_>>(),
-                        })).collect::<Vec<_>>(),
-                    })
-                })
-                .collect();
-            view.insert("securityGroups".into(), Value::Array(views));
-        }
-        Ok(Err(e)) => gathered.missing("cloud: security groups", ballast_common::error_chain(&e)),
-        Err(_) => gathered.missing(
-            "cloud: security groups",
-            format!("AWS did not answer within {AWS_READ_TIMEOUT:?}"),
-        ),
-    }
-    gathered.found(Kind::Cloud, Value::Object(view));
-    instances
+fn security_group_view(g: &aws_sdk_ec2::types::SecurityGroup) -> Value {
+    json!({
+        "id": g.group_id(), "name": g.group_name(), "vpc": g.vpc_id(),
+        "ingress": g.ip_permissions().iter().map(|p| json!({
+            "protocol": p.ip_protocol(), "from": p.from_port(), "to": p.to_port(),
+            "cidrs": p.ip_ranges().iter().filter_map(|r| r.cidr_ip()).collect::<Vec<_>>(),
+            "groups": p.user_id_group_pairs().iter().filter_map(|r| r.group_id()).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
 }
 
 fn instance_view(i: &Instance) -> Value {
@@ -476,24 +536,24 @@ fn instance_view(i: &Instance) -> Value {
     })
 }
 
-/// Every stored boot report; returns the ids of the nodes whose latest report says the boot failed.
+/// Every stored boot report; returns the ids of the nodes whose latest report says the boot failed, and of
+/// every node with a report.
 async fn reports_part(
     store: &StateStore,
     paths: &ClusterPaths,
-    instances: Option<&[Instance]>,
     gathered: &mut Gathered,
-) -> BTreeSet<String> {
+) -> (BTreeSet<String>, BTreeSet<String>) {
     let mut failed = BTreeSet::new();
+    let mut reported = BTreeSet::new();
     let prefix = paths.reports_prefix();
     let keys = match store.list(&prefix).await {
         Ok(keys) => keys,
         Err(e) => {
             gathered.missing("reports", e.to_string());
-            return failed;
+            return (failed, reported);
         }
     };
     let mut reports = Vec::new();
-    let mut reported = BTreeSet::new();
     for key in keys {
         let Some(id) = key
             .strip_prefix(&prefix)
@@ -528,6 +588,16 @@ async fn reports_part(
             ),
         }
     }
+    gathered.found(Kind::Reports, json!({"reports": reports}));
+    (failed, reported)
+}
+
+/// A running instance without a stored report is a gap the dump names.
+fn unreported(
+    instances: Option<&[Instance]>,
+    reported: &BTreeSet<String>,
+    gathered: &mut Gathered,
+) {
     for instance in instances.unwrap_or_default() {
         let running =
             instance.state().and_then(|s| s.name()).map(|n| n.as_str()) == Some("running");
@@ -540,8 +610,6 @@ async fn reports_part(
             }
         }
     }
-    gathered.found(Kind::Reports, json!({"reports": reports}));
-    failed
 }
 
 async fn etcd_part(
@@ -640,6 +708,8 @@ async fn logs_part(
         match store.get_bounded(key, MAX_LOG_TAIL).await {
             Ok(Some(object)) => match serde_json::from_slice::<NodeLogTail>(&object.data) {
                 Ok(tail) => {
+                    // Cut and redacted as its writer should have: what is stored is the node's word.
+                    let tail = tail.kept();
                     have.insert(instance.to_string(), fresh);
                     tails.push(json!({
                         "instanceId": instance,

@@ -88,6 +88,13 @@ impl Gathered {
         self.parts.insert(kind, value);
     }
 
+    /// What another gatherer found (a part read at the same time as this one's).
+    pub fn merge(&mut self, other: Gathered) {
+        self.parts.extend(other.parts);
+        self.missing.extend(other.missing);
+        self.notes.extend(other.notes);
+    }
+
     /// A part or an item of one, not found, and why.
     pub fn missing(&mut self, what: impl Into<String>, why: impl Into<String>) {
         self.missing.push(Missing {

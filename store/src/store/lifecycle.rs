@@ -11,7 +11,7 @@ use aws_sdk_s3::types::{
     LifecycleRuleFilter,
 };
 
-use super::{describe_sdk_error, S3Store, StoreError};
+use super::{S3Store, StoreError};
 
 /// Objects under `prefix` (a key prefix of the store, below its own prefix) expire `days` after they were
 /// written.
@@ -129,7 +129,7 @@ impl S3Store {
             operation,
             bucket: self.bucket.clone(),
             key: prefix.to_string(),
-            message: describe_sdk_error(&err, &self.bucket),
+            message: self.describe(&err),
             source: Box::new(err),
         }
     }

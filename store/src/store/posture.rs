@@ -9,7 +9,7 @@
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::types::BucketVersioningStatus;
 
-use super::{describe_sdk_error, S3Store, StoreError};
+use super::{S3Store, StoreError};
 
 /// The four settings of an S3 public-access block, as read from the bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -254,7 +254,7 @@ impl S3Store {
             operation,
             bucket: self.bucket.clone(),
             key: String::new(),
-            message: describe_sdk_error(&err, &self.bucket),
+            message: self.describe(&err),
             source: Box::new(err),
         }
     }

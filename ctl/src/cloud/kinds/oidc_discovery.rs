@@ -159,10 +159,7 @@ pub fn documents(
 /// The S3 client for the discovery store: the standard configuration in the cluster's region, path-style with
 /// a custom endpoint (as the state store's client), and that endpoint.
 pub(crate) async fn s3(region: &str) -> (aws_sdk_s3::Client, Option<String>) {
-    let shared = aws_config::from_env()
-        .region(aws_config::Region::new(region.to_string()))
-        .load()
-        .await;
+    let shared = ballast_store::sdk::load(Some(region)).await;
     let endpoint = shared.endpoint_url().map(str::to_string);
     let mut builder = aws_sdk_s3::config::Builder::from(&shared);
     if endpoint.is_some() {
