@@ -76,7 +76,7 @@ fn print_detail(error: &CommandError) {
     let mut cause = first;
     while let Some(e) = cause {
         eprintln!("  caused by: {e}");
-        cause = e.source();
+        cause = std::error::Error::source(e);
     }
     if let Some(e) = first {
         eprintln!("  detail: {e:?}");

@@ -157,7 +157,7 @@ impl Ec2Peers {
 
     /// The same, in the instance's own region (from its identity: a node's environment names none).
     pub async fn in_region(cluster: &str, region: &str) -> Self {
-        let config = ballast_store::sdk::load(Some(&region)).await;
+        let config = ballast_store::sdk::load(Some(region)).await;
         Self::new(aws_sdk_ec2::Client::new(&config), cluster)
     }
 

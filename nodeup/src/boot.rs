@@ -273,7 +273,7 @@ async fn start_termination_handler(
     cluster: String,
     job: AddonJob,
 ) -> tokio::task::JoinHandle<()> {
-    let aws = ballast_store::sdk::load(Some(&region)).await;
+    let aws = ballast_store::sdk::load(Some(region)).await;
     let job = Arc::new(job);
     let kube: KubeClients = Arc::new(move || {
         let job = job.clone();
@@ -747,7 +747,7 @@ async fn mount_etcd_volume(
     identity: &Identity,
     cp: &ControlPlaneSettings,
 ) -> Result<(), NodeupError> {
-    let aws = ballast_store::sdk::load(Some(&identity.region)).await;
+    let aws = ballast_store::sdk::load(Some(identity.region.as_str())).await;
     let ec2 = aws_sdk_ec2::Client::new(&aws);
     let request = VolumeRequest {
         cluster: &boot.cluster_name,
@@ -779,7 +779,7 @@ async fn mount_extra_volumes(
     identity: &Identity,
     mounts: &[ballast_state::node::VolumeMount],
 ) -> Result<(), NodeupError> {
-    let aws = ballast_store::sdk::load(Some(&identity.region)).await;
+    let aws = ballast_store::sdk::load(Some(identity.region.as_str())).await;
     let ec2 = aws_sdk_ec2::Client::new(&aws);
     let mappings = crate::volume::extra::block_device_mappings(&ec2, &identity.instance_id).await;
     let mounted =

@@ -118,7 +118,7 @@ fn named_secret() -> &'static Regex {
     // value is what follows the separator up to a quote, space, comma, semicolon or closing bracket.
     RE.get_or_init(|| {
         Regex::new(&format!(
-            r#"(?i)([a-z0-9_.-]*(?:{SECRET_WORDS})s?["']?\s*(?:[:=]|=>|\s)\s*["']?)([^"'\s,;}}\]]{{4,}})"#
+            r#"(?i)([a-z0-9_.-]*(?:{SECRET_WORDS})s?)(["']?\s*(?:[:=]|=>|\s)\s*["']?)([^"'\s,;}}\]]{{4,}})"#
         ))
         .expect("the named secret pattern compiles")
     })
@@ -234,10 +234,11 @@ pub fn redact(text: &str) -> Cow<'_, str> {
         }
     });
     let named = named_secret().replace_all(&users, |c: &Captures| {
-        if already_redacted(&c[2]) {
+        // `httpTokens: required`, `secretName: x`: the name says where or what, not a secret.
+        if already_redacted(&c[3]) || !is_secret_name(&c[1]) {
             c[0].to_string()
         } else {
-            format!("{}{REDACTED}", &c[1])
+            format!("{}{}{REDACTED}", &c[1], &c[2])
         }
     });
     let opaque = long_opaque()

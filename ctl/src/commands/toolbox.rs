@@ -345,8 +345,6 @@ async fn cloud_part(
     let region = completed.cluster.spec.region.clone().unwrap_or_default();
     let cloud = Cloud::connect(&region, CallLog::new()).await;
     let deadline = tokio::time::Instant::now() + SOURCE_BOUND;
-    let bounded = |what, read| aws_within(deadline, what, read);
-
     let states = ["pending", "running", "shutting-down", "stopping", "stopped"];
     let names: Vec<String> = completed
         .instance_groups
@@ -354,19 +352,23 @@ async fn cloud_part(
         .map(|ig| group_resource_name(&ig.metadata.name, name))
         .collect();
     let (instances, groups, load_balancers, volumes, security_groups) = tokio::join!(
-        bounded("instances", async {
+        aws_within(deadline, "instances", async {
             cluster_instances(&cloud, name, &states)
                 .await
                 .map_err(|e| e.to_string())
         }),
-        bounded("groups", async {
+        aws_within(deadline, "groups", async {
             auto_scaling_groups(&cloud, name, &names)
                 .await
                 .map(|groups| groups.iter().map(group_view).collect::<Vec<_>>())
                 .map_err(|e| e.to_string())
         }),
-        bounded("load balancers", load_balancers_view(&cloud, name)),
-        bounded("volumes", async {
+        aws_within(
+            deadline,
+            "load balancers",
+            load_balancers_view(&cloud, name)
+        ),
+        aws_within(deadline, "volumes", async {
             cloud
                 .ec2
                 .describe_volumes()
@@ -378,7 +380,7 @@ async fn cloud_part(
                     failure(&format!("cluster {name}'s volumes"), "DescribeVolumes", e).to_string()
                 })
         }),
-        bounded("security groups", async {
+        aws_within(deadline, "security groups", async {
             cloud
                 .ec2
                 .describe_security_groups()

@@ -93,7 +93,7 @@ pub async fn obtain_from(
     let (serving_csr, serving_key) = new_csr(ask.node_name).map_err(|e| prepare(&e))?;
     let digest = request_digest(ask.node_name, &csr, &serving_csr);
     let client = https_client(ask.ca_cert_pem)?;
-    let aws = ballast_store::sdk::load(Some(&ask.region)).await;
+    let aws = ballast_store::sdk::load(Some(ask.region)).await;
     let credentials = aws
         .credentials_provider()
         .ok_or_else(|| NodeCertificateError::Prepare("no AWS credentials provider".into()))?;

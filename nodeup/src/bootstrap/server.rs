@@ -370,7 +370,7 @@ pub async fn start(config: ServerConfig) -> Result<Running, StartServerError> {
             addr: config.bind,
             source,
         })?;
-    let aws = ballast_store::sdk::load(Some(&config.region)).await;
+    let aws = ballast_store::sdk::load(Some(config.region.as_str())).await;
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_native_roots(provider())
         .map_err(|e| StartServerError::Tls(format!("the system's root certificates: {e}")))?
