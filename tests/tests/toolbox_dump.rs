@@ -200,7 +200,9 @@ async fn a_dump_names_a_failed_boot_carries_its_tail_and_no_secret() {
         output.status
     );
     assert!(
-        stderr.contains("toolbox dump: reading the spec, AWS by the cluster's tags, the boot reports"),
+        stderr.contains(
+            "toolbox dump: reading the spec, AWS by the cluster's tags, the boot reports"
+        ),
         "progress on stderr: {stderr}"
     );
     let mut files: Vec<String> = std::fs::read_dir(&dir)
