@@ -300,7 +300,11 @@ async fn start_audit_shipper(
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) -> Option<tokio::task::JoinHandle<()>> {
     let started = match crate::audit::shipper::open_destination(shipping).await {
-        Ok(store) => Shipper::new(config, store),
+        Ok(store) => {
+            // The chunks' keys are bound to the node's IAM identity (its aws:userid), as its log tail's.
+            let writer = crate::tail_publish::writer_for(&store, &config.instance_id).await;
+            Shipper::new(ShipperConfig { writer, ..config }, store)
+        }
         Err(e) => Err(e),
     };
     match started {

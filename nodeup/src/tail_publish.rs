@@ -36,10 +36,7 @@ impl TailPublisher {
     /// credentials are (the key its policy allows), falling back to the instance id (logged: IAM will then
     /// refuse the write, as it should a key that is not the node's).
     pub async fn new(store: StateStore, cluster: &str, instance_id: &str) -> Self {
-        let writer = match store {
-            StateStore::S3(_) => writer_id(instance_id).await,
-            StateStore::File(_) => instance_id.to_string(),
-        };
+        let writer = writer_for(&store, instance_id).await;
         TailPublisher {
             store,
             paths: ClusterPaths::new(cluster),
@@ -118,8 +115,18 @@ impl TailPublisher {
     }
 }
 
+/// Who this node writes as in `store`, the name of the keys bound to it (its log tail, its audit chunks): on S3
+/// the instance role session's `aws:userid` as STS says it, the only such key its IAM policy lets it write; on
+/// a file store (no IAM) the instance id.
+pub async fn writer_for(store: &StateStore, instance_id: &str) -> String {
+    match store {
+        StateStore::S3(_) => writer_id(instance_id).await,
+        StateStore::File(_) => instance_id.to_string(),
+    }
+}
+
 /// The node's `aws:userid` as STS says it (`<role-id>:<instance-id>`), or the instance id when STS cannot say
-/// or names another session.
+/// or names another session (logged: IAM will then refuse the writes, as it should a key that is not the node's).
 async fn writer_id(instance_id: &str) -> String {
     let config = ballast_store::sdk::load(None).await;
     let sts = aws_sdk_sts::Client::new(&config);
@@ -129,20 +136,20 @@ async fn writer_id(instance_id: &str) -> String {
                 id.to_string()
             }
             other => {
-                tracing::warn!(user_id = ?other, "STS names another session than this instance's: the log tail is keyed by the instance id");
+                tracing::warn!(user_id = ?other, "STS names another session than this instance's: its log tail and audit chunks are keyed by the instance id");
                 instance_id.to_string()
             }
         },
         Ok(Err(e)) => {
             tracing::warn!(
-                "sts:GetCallerIdentity: {}: the log tail is keyed by the instance id",
+                "sts:GetCallerIdentity: {}: its log tail and audit chunks are keyed by the instance id",
                 ballast_common::error_chain(&e)
             );
             instance_id.to_string()
         }
         Err(_) => {
             tracing::warn!(
-                "sts:GetCallerIdentity timed out: the log tail is keyed by the instance id"
+                "sts:GetCallerIdentity timed out: its log tail and audit chunks are keyed by the instance id"
             );
             instance_id.to_string()
         }

@@ -103,15 +103,17 @@ impl ClusterPaths {
         format!("{}/audit/", self.name)
     }
 
-    /// One instance's audit chunks (`audit/<instance-id>/`).
-    pub fn audit_instance_prefix(&self, instance_id: &str) -> String {
-        format!("{}/audit/{instance_id}/", self.name)
+    /// One instance's audit chunks (`audit/<writer>/`), named by their writer: the instance role session's
+    /// `aws:userid` (`<role-id>:<instance-id>`), the only audit prefix the node's IAM policy lets it write (the
+    /// instance id on a file store), as a log tail's ([`ClusterPaths::log_tail`]).
+    pub fn audit_instance_prefix(&self, writer: &str) -> String {
+        format!("{}/audit/{writer}/", self.name)
     }
 
     /// One audit chunk: its sequence number, zero-padded to 20 digits, so that key order is the order the lines
-    /// were written, and a chunk uploaded again after a crash lands on the same key.
-    pub fn audit_chunk(&self, instance_id: &str, sequence: u64) -> String {
-        format!("{}/audit/{instance_id}/{sequence:020}.jsonl", self.name)
+    /// were written, and a chunk retried after a lost answer or a crash lands on the same key (written once).
+    pub fn audit_chunk(&self, writer: &str, sequence: u64) -> String {
+        format!("{}/audit/{writer}/{sequence:020}.jsonl", self.name)
     }
 
     /// Where the operator's SSH public keys are (`ssh/<name>.pub`, docs/keys.md).

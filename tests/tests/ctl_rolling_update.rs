@@ -298,9 +298,18 @@ fn write_audit_events(root: &std::path::Path, instance_id: &str, count: usize) -
     written
 }
 
-/// One instance's shipped audit log: its chunks in the state store, concatenated in key order.
+/// One instance's shipped audit log: its chunks in the state store, under its writer's prefix (the control-plane
+/// role session's `aws:userid`, `<role-id>:<instance-id>`), concatenated in key order.
 async fn shipped_audit_log(cloud: &LocalCloud, instance_id: &str) -> Vec<u8> {
-    let prefix = format!("clusters/{CLUSTER}/audit/{instance_id}/");
+    let role = cloud
+        .iam()
+        .get_role()
+        .role_name(format!("control-plane.{CLUSTER}"))
+        .send()
+        .await
+        .expect("GetRole of the control-plane role");
+    let writer = format!("{}:{instance_id}", role.role().expect("the role").role_id());
+    let prefix = format!("clusters/{CLUSTER}/audit/{writer}/");
     let listed = cloud
         .s3()
         .list_objects_v2()

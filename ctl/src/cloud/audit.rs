@@ -1,8 +1,10 @@
 //! What the audit shipper on control-plane nodes needs of IAM (pure): statements of the control-plane role's
 //! policy, for where `spec.auditLog` sends the chunks (docs/audit.md).
 //!
-//! - `s3:PutObject` on `<destination>/<cluster>/audit/*` only: the chunks of every control-plane instance of the
-//!   cluster (they share one role; a per-instance key would need `${aws:userid}` in the key, docs/audit.md).
+//! - `s3:PutObject` on `<destination>/<cluster>/audit/${aws:userid}/*` only: the instance role session's
+//!   `aws:userid` is `<role-id>:<instance-id>`, so each control-plane instance writes its own chunks and no other
+//!   instance's, though they share one role (as their log tails, `ctl/src/cloud/model.rs`); and only with
+//!   `If-None-Match: *` (the `s3:if-none-match` condition key), so a chunk, once written, is never overwritten.
 //! - An explicit `Deny` of reading them back (`s3:GetObject`, `s3:GetObjectVersion`): in the state store the
 //!   control plane otherwise reads its cluster's whole prefix, and a node that is taken over must not read what
 //!   the API server recorded of others.
@@ -23,12 +25,14 @@ use ballast_store::store::lifecycle::{ExpirationRule, RuleOutcome};
 use ballast_store::store::{StateStore, StoreError};
 use serde_json::{json, Value};
 
-/// The ARN pattern of every audit chunk of `cluster`, in the destination the spec names or the state store
-/// (`state`: its bucket and prefix, as a destination, so that this module does not import the model that uses it).
+/// The ARN pattern of every audit chunk of `cluster` (or, with `writer`, of one writer's: `${aws:userid}` in a
+/// policy), in the destination the spec names or the state store (`state`: its bucket and prefix, as a
+/// destination, so that this module does not import the model that uses it).
 pub fn audit_objects_arn(
     cluster: &str,
     completed: &ClusterConfig,
     state: &AuditDestination,
+    writer: Option<&str>,
 ) -> String {
     let named = completed
         .cluster
@@ -41,7 +45,10 @@ pub fn audit_objects_arn(
     format!(
         "arn:aws:s3:::{}/{}",
         destination.bucket,
-        destination.bucket_key(&format!("{cluster}/audit/*"))
+        destination.bucket_key(&match writer {
+            Some(writer) => format!("{cluster}/audit/{writer}/*"),
+            None => format!("{cluster}/audit/*"),
+        })
     )
 }
 
@@ -51,9 +58,12 @@ pub fn audit_iam_statements(
     completed: &ClusterConfig,
     state: &AuditDestination,
 ) -> Vec<Value> {
-    let objects = audit_objects_arn(cluster, completed, state);
+    let objects = audit_objects_arn(cluster, completed, state, None);
+    let own = audit_objects_arn(cluster, completed, state, Some("${aws:userid}"));
     let mut statements = vec![
-        json!({"Sid": "ShipAuditLog", "Effect": "Allow", "Action": ["s3:PutObject"], "Resource": [objects]}),
+        // Its own chunks only, each written once: a put without `If-None-Match: *` is not allowed.
+        json!({"Sid": "ShipOwnAuditLog", "Effect": "Allow", "Action": ["s3:PutObject"], "Resource": [own],
+            "Condition": {"Null": {"s3:if-none-match": "false"}}}),
         json!({"Sid": "NeverReadAuditLog", "Effect": "Deny", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
             "Resource": [objects]}),
     ];
@@ -170,13 +180,34 @@ mod tests {
     }
 
     #[test]
-    fn the_control_plane_writes_audit_chunks_under_the_clusters_prefix_and_never_reads_them() {
+    fn the_control_plane_writes_its_own_audit_chunks_once_and_never_reads_them() {
         let config = config();
         let chunks = "arn:aws:s3:::state/clusters/demo.example.com/audit/*".to_string();
+        let own =
+            "arn:aws:s3:::state/clusters/demo.example.com/audit/${aws:userid}/*".to_string();
         let puts = statements(&config, Role::ControlPlane, "s3:PutObject");
         assert!(
-            puts.contains(&("Allow".to_string(), vec![chunks.clone()])),
+            puts.contains(&("Allow".to_string(), vec![own])),
             "{puts:?}"
+        );
+        // No statement lets it put under another instance's prefix.
+        assert!(
+            !puts.iter().any(|(_, resources)| resources.contains(&chunks)),
+            "{puts:?}"
+        );
+        let all = audit_iam_statements(
+            "demo.example.com",
+            &config,
+            &AuditDestination::parse("s3://state/clusters").expect("s3"),
+        );
+        let ship = all
+            .iter()
+            .find(|s| s["Sid"] == "ShipOwnAuditLog")
+            .expect("the shipping statement");
+        assert_eq!(
+            ship["Condition"],
+            json!({"Null": {"s3:if-none-match": "false"}}),
+            "chunks are written once"
         );
         let gets = statements(&config, Role::ControlPlane, "s3:GetObject");
         assert!(
@@ -213,9 +244,10 @@ mod tests {
             ..Default::default()
         });
         let chunks = "arn:aws:s3:::demo-audit/kube/demo.example.com/audit/*".to_string();
+        let own = "arn:aws:s3:::demo-audit/kube/demo.example.com/audit/${aws:userid}/*".to_string();
         let puts = statements(&config, Role::ControlPlane, "s3:PutObject");
         assert!(
-            puts.contains(&("Allow".to_string(), vec![chunks.clone()])),
+            puts.contains(&("Allow".to_string(), vec![own])),
             "{puts:?}"
         );
         let gets = statements(&config, Role::ControlPlane, "s3:GetObject");

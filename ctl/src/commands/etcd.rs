@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use ballast_state::duration::human_duration;
 use ballast_state::etcd::backup::{request_key, BackupMetadata};
-use ballast_state::etcd::health::{health_prefix, EtcdHealthSummary, HealthReport};
+use ballast_state::etcd::health::{
+    health_prefix, member_seen, EtcdHealthSummary, HealthReport, MemberSeen,
+};
 use ballast_state::etcd::record::{ClusterRecord, Origin};
 use ballast_state::layout::ClusterPaths;
 use ballast_state::timestamp::unix_rfc3339;
@@ -273,10 +275,23 @@ struct EtcdStatus {
     cluster: String,
     /// `etcd/cluster.json`; `None` before the first bootstrap.
     record: Option<ClusterRecord>,
-    /// Every published health report, by instance id.
-    members: Vec<HealthReport>,
+    /// Every published health report, by instance id, with what it can still say (`seen`: a report older than
+    /// three publishing intervals is `stale`, whatever it says).
+    members: Vec<MemberStatus>,
     /// The same judgement as `validate cluster`'s.
     summary: EtcdHealthSummary,
+    /// When the reports were judged (Unix seconds).
+    #[serde(skip)]
+    now_unix: i64,
+}
+
+/// A member's last report and what it can still say of it now.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MemberStatus {
+    #[serde(flatten)]
+    report: HealthReport,
+    seen: MemberSeen,
 }
 
 async fn status(context: &Context, args: EtcdListArgs) -> Result<(), CommandError> {
@@ -296,11 +311,20 @@ async fn status(context: &Context, args: EtcdListArgs) -> Result<(), CommandErro
     let summary = cluster_health(store, &paths, expected)
         .await
         .map_err(record_error)?;
+    let now = ballast_state::timestamp::now_stamp().1;
+    let members = members
+        .into_iter()
+        .map(|report| MemberStatus {
+            seen: member_seen(&report, now),
+            report,
+        })
+        .collect();
     let status = EtcdStatus {
         cluster: name.clone(),
         record,
         members,
         summary,
+        now_unix: now,
     };
     if status.members.is_empty() {
         eprintln!(
@@ -350,18 +374,22 @@ fn status_table(status: &EtcdStatus) -> String {
     } else {
         format!("Health: not healthy: {}\n\n", s.problems.join("; "))
     });
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
+    let now = status.now_unix;
     let rows: Vec<Vec<String>> = status
         .members
         .iter()
-        .map(|m| {
+        .map(|member| {
+            let m = &member.report;
             let yes_no = |b: bool| if b { "yes" } else { "no" }.to_string();
             vec![
                 m.instance_id.clone(),
                 m.local_epoch.map_or("-".to_string(), |e| e.to_string()),
-                yes_no(m.running),
+                match member.seen {
+                    MemberSeen::Running => "yes".to_string(),
+                    MemberSeen::Stopped => "no".to_string(),
+                    // Not "yes" from a report its supervisor stopped renewing: its node may be gone.
+                    MemberSeen::Stale => "unknown (stale)".to_string(),
+                },
                 if m.is_leader {
                     "leader"
                 } else if m.is_learner {
@@ -373,7 +401,11 @@ fn status_table(status: &EtcdStatus) -> String {
                 }
                 .to_string(),
                 m.raft_index.to_string(),
-                yes_no(m.cluster_healthy),
+                if member.seen == MemberSeen::Stale {
+                    "-".to_string()
+                } else {
+                    yes_no(m.cluster_healthy)
+                },
                 format!("{}s", (now - m.updated_unix).max(0)),
                 m.last_step.clone(),
                 m.last_error.clone().unwrap_or_default(),
@@ -422,6 +454,72 @@ fn human_size(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn member(instance: &str, updated_unix: i64, running: bool, now: i64) -> MemberStatus {
+        let report = HealthReport {
+            instance_id: instance.to_string(),
+            peer_url: String::new(),
+            client_url: String::new(),
+            updated_at: String::new(),
+            updated_unix,
+            local_epoch: Some(1),
+            running,
+            member_id: Some("8e9e05c52164694d".to_string()),
+            is_learner: false,
+            is_leader: false,
+            raft_index: 42,
+            cluster_healthy: true,
+            voting_members: vec![],
+            learners: vec![],
+            last_step: "steady".to_string(),
+            last_error: None,
+        };
+        MemberStatus {
+            seen: member_seen(&report, now),
+            report,
+        }
+    }
+
+    /// A member whose supervisor stopped publishing (its instance stopped) is not shown running from its last
+    /// report: its state is unknown, and the table says how old the report is.
+    #[test]
+    fn a_stale_report_shows_its_member_as_unknown_not_running() {
+        let now = 10_000;
+        let status = EtcdStatus {
+            cluster: "demo.example.com".to_string(),
+            record: None,
+            members: vec![
+                member("i-fresh", now - 5, true, now),
+                member("i-down", now - 5, false, now),
+                member("i-stopped", now - 600, true, now),
+            ],
+            summary: EtcdHealthSummary {
+                epoch: Some(1),
+                healthy: false,
+                voting_members: vec![],
+                learners: vec![],
+                problems: vec![],
+            },
+            now_unix: now,
+        };
+        let table = status_table(&status);
+        let row = |id: &str| {
+            table
+                .lines()
+                .find(|l| l.contains(id))
+                .unwrap_or_else(|| panic!("no row for {id}:\n{table}"))
+                .to_string()
+        };
+        assert!(row("i-fresh").contains("yes"), "{table}");
+        assert!(row("i-down").contains(" no "), "{table}");
+        let stopped = row("i-stopped");
+        assert!(stopped.contains("unknown (stale)"), "{table}");
+        assert!(!stopped.contains("yes"), "{table}");
+        assert!(stopped.contains("600s"), "{table}");
+        let json = serde_json::to_value(&status.members[2]).expect("json");
+        assert_eq!(json["seen"], "stale");
+        assert_eq!(json["instanceId"], "i-stopped");
+    }
 
     #[test]
     fn renders_sizes() {

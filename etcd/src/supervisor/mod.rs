@@ -105,7 +105,7 @@ impl SupervisorConfig {
             backup_interval: None,
             backup_retention: Duration::from_secs(7 * 86400),
             steady_interval: Duration::from_secs(2),
-            publish_interval: Duration::from_secs(10),
+            publish_interval: ballast_state::etcd::health::PUBLISH_INTERVAL,
             quiet_peer_refresh: Duration::from_secs(10),
             request_timeout: Duration::from_secs(2),
             member_volume: false,

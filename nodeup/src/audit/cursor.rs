@@ -23,6 +23,26 @@ pub struct Position {
     pub file: Option<FileId>,
     pub offset: u64,
     pub next_sequence: u64,
+    /// The chunk being put under `next_sequence`'s key: its length from `offset`, kept before its first upload
+    /// and never cut again, so that a retry (after a lost answer, or a crash) puts the same bytes under the same
+    /// key. Chunks are write-once: a retry that finds the key taken was preceded by an upload that landed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<u64>,
+    /// The position started from nothing (no position on the node): keys under this instance's prefix may hold
+    /// an earlier position's chunks (a position moved aside), so a taken key is skipped, not taken as this
+    /// chunk. Cleared by the first chunk put.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fresh: bool,
+}
+
+impl Position {
+    /// The position of a shipper that has none on the node.
+    pub fn fresh() -> Self {
+        Position {
+            fresh: true,
+            ..Position::default()
+        }
+    }
 }
 
 /// One audit file as listed.
@@ -81,8 +101,28 @@ pub enum Lost {
     Truncated,
 }
 
-/// The next thing to do from `position`, given the directory now.
+/// The next thing to do from `position`, given the directory now. A move away from a pending chunk (its file
+/// removed or truncated before the chunk was acknowledged) gives up its sequence number: it may have landed,
+/// and chunks are write-once, so the next chunk takes the number after it (a gap in the keys, never a chunk
+/// mistaken for another).
 pub fn next(position: &Position, listing: &Listing) -> Next {
+    match next_in_files(position, listing) {
+        Next::Move {
+            position: moved,
+            lost,
+        } => Next::Move {
+            position: Position {
+                pending: None,
+                next_sequence: moved.next_sequence + u64::from(position.pending.is_some()),
+                ..moved
+            },
+            lost,
+        },
+        other => other,
+    }
+}
+
+fn next_in_files(position: &Position, listing: &Listing) -> Next {
     let files = || listing.rotated.iter().chain(listing.live.as_ref());
     let Some(current) = position.file else {
         // First start: the oldest file present, from its beginning.
@@ -91,7 +131,7 @@ pub fn next(position: &Position, listing: &Listing) -> Next {
                 position: Position {
                     file: Some(first.id),
                     offset: 0,
-                    next_sequence: position.next_sequence,
+                    ..*position
                 },
                 lost: None,
             },
@@ -138,7 +178,7 @@ pub fn next(position: &Position, listing: &Listing) -> Next {
                     position: Position {
                         file: Some(after.id),
                         offset: 0,
-                        next_sequence: position.next_sequence,
+                        ..*position
                     },
                     lost: None,
                 },
@@ -153,7 +193,7 @@ pub fn next(position: &Position, listing: &Listing) -> Next {
                     position: Position {
                         file: Some(first.id),
                         offset: 0,
-                        next_sequence: position.next_sequence,
+                        ..*position
                     },
                     lost: Some(Lost::FileRemoved),
                 },
@@ -195,7 +235,48 @@ mod tests {
             file: Some(FileId { dev: 1, ino }),
             offset,
             next_sequence: 7,
+            ..Position::default()
         }
+    }
+
+    #[test]
+    fn a_pending_chunk_is_read_again_and_its_number_given_up_when_its_file_goes() {
+        let pending = Position {
+            pending: Some(4),
+            ..at(3, 4)
+        };
+        // Still there: read again from the same offset (the chunk is cut as before, by the shipper).
+        let listing = Listing::new(Some(file("audit.log", 3, 10)), vec![]);
+        assert!(matches!(next(&pending, &listing), Next::Read { from: 4, .. }));
+        // Removed before it was acknowledged: it may have landed under 7, so the next chunk is 8.
+        let listing = Listing::new(Some(file("audit.log", 9, 1)), vec![]);
+        assert_eq!(
+            next(&pending, &listing),
+            Next::Move {
+                position: Position {
+                    next_sequence: 8,
+                    ..at(9, 0)
+                },
+                lost: Some(Lost::FileRemoved)
+            }
+        );
+        // Truncated under it: the same.
+        let listing = Listing::new(Some(file("audit.log", 3, 2)), vec![]);
+        assert_eq!(
+            next(&pending, &listing),
+            Next::Move {
+                position: Position {
+                    next_sequence: 8,
+                    ..at(3, 0)
+                },
+                lost: Some(Lost::Truncated)
+            }
+        );
+        // Without a pending chunk a move keeps the number.
+        assert!(matches!(
+            next(&at(3, 10), &listing),
+            Next::Move { position: Position { next_sequence: 7, .. }, .. }
+        ));
     }
 
     #[test]

@@ -7,9 +7,14 @@
 //! keeping its position durably on the node so that a restart neither ships a line twice nor skips one.
 //!
 //! [`cursor`] (pure) decides which file to read next and from where; [`chunk`] (pure) where a chunk ends;
-//! [`shipper`] does the reading, the uploads and the durable position, and runs beside the etcd supervisor
-//! until nodeup is told to stop, when it flushes what is left.
+//! [`trust`] (pure) which files may be shipped at all (the API server's own regular files, never a link);
+//! [`log_dir`] opens the log's directory beneath the node's root and its files without following a link;
+//! [`shipper`] does the reading, the write-once uploads under keys bound to the node's IAM identity and the
+//! durable position, and runs beside the etcd supervisor until nodeup is told to stop, when it flushes what is
+//! left.
 
 pub mod chunk;
 pub mod cursor;
+pub mod log_dir;
 pub mod shipper;
+pub mod trust;

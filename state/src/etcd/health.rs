@@ -36,8 +36,37 @@ pub struct HealthReport {
     pub last_error: Option<String>,
 }
 
-/// A published report older than this is not trusted (for restore refusals and `validate cluster`).
+/// How often a supervisor publishes its report at the least (and at once when its view changes): the etcd
+/// supervisor's `publish_interval`.
+pub const PUBLISH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A published report older than this is not trusted (for restore refusals, `validate cluster` and `etcd
+/// status`): three publishing intervals ([`PUBLISH_INTERVAL`]) missed, the supervisor (or its node) has stopped.
 pub const REPORT_FRESHNESS: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What a member's last report can still say of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum MemberSeen {
+    /// A fresh report says its etcd answers.
+    Running,
+    /// A fresh report says its etcd does not answer.
+    Stopped,
+    /// The report is older than [`REPORT_FRESHNESS`]: its supervisor stopped publishing (a stopped or lost
+    /// instance, a stopped nodeup), so what it says, running or not, is no longer known.
+    Stale,
+}
+
+/// What `report` says of its member at `now_unix`, judged by its age against the publishing cadence.
+pub fn member_seen(report: &HealthReport, now_unix: i64) -> MemberSeen {
+    if now_unix - report.updated_unix > REPORT_FRESHNESS.as_secs() as i64 {
+        MemberSeen::Stale
+    } else if report.running {
+        MemberSeen::Running
+    } else {
+        MemberSeen::Stopped
+    }
+}
 
 /// Where a member's health report lives.
 pub fn health_key(paths: &ClusterPaths, instance_id: &str) -> String {
@@ -183,6 +212,21 @@ mod tests {
             ]
         );
         assert_eq!(never.epoch, None);
+    }
+
+    #[test]
+    fn a_report_older_than_three_publishing_intervals_says_nothing_of_its_member() {
+        let running = report("i-a", 100, true, &["i-a"]);
+        assert_eq!(member_seen(&running, 100), MemberSeen::Running);
+        assert_eq!(member_seen(&running, 130), MemberSeen::Running);
+        assert_eq!(member_seen(&running, 131), MemberSeen::Stale);
+        let stopped = HealthReport {
+            running: false,
+            ..running
+        };
+        assert_eq!(member_seen(&stopped, 101), MemberSeen::Stopped);
+        assert_eq!(member_seen(&stopped, 1000), MemberSeen::Stale);
+        assert!(REPORT_FRESHNESS >= 3 * PUBLISH_INTERVAL);
     }
 
     #[test]

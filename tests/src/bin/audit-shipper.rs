@@ -34,10 +34,14 @@ async fn main() {
         chunk_max_bytes: number("MAX_BYTES", max_bytes),
     };
     let config = ShipperConfig {
+        root: PathBuf::from("/"),
         log_path: PathBuf::from(log),
+        // The test writes the log as the API server would, as this user.
+        owner: nix::unistd::geteuid().as_raw(),
         position_file: PathBuf::from(position),
         cluster: cluster.clone(),
         instance_id: instance.clone(),
+        writer: instance.clone(),
         // In milliseconds, below the spec's 5 s floor, so the test runs in seconds.
         interval: Duration::from_millis(number("INTERVAL_MS", interval_ms)),
         max_bytes: usize::try_from(shipping.chunk_max_bytes).unwrap_or(usize::MAX),
@@ -49,7 +53,10 @@ async fn main() {
             std::process::exit(1);
         }
     };
-    let shipper = match Shipper::new(config, store) {
+    // As nodeup's boot does: the keys named by the credentials' aws:userid (the instance id when STS names
+    // another session, as with the emulator's plain credentials).
+    let writer = nodeup::tail_publish::writer_for(&store, instance).await;
+    let shipper = match Shipper::new(ShipperConfig { writer, ..config }, store) {
         Ok(shipper) => shipper,
         Err(e) => {
             eprintln!("{}", ballast_common::error_chain(&e));
