@@ -175,17 +175,17 @@ pub struct Stat {
 }
 
 impl Stat {
+    // The widths of `nlink_t`, `dev_t` and `ino_t` differ between targets.
+    #[allow(clippy::useless_conversion)]
     fn of(st: &FileStat) -> Self {
         Stat {
             facts: Facts {
                 kind: kind(st),
                 uid: st.st_uid,
-                mode: u32::from(st.st_mode) & 0o7777,
+                mode: st.st_mode & 0o7777,
                 nlink: u64::from(st.st_nlink),
             },
-            #[allow(clippy::useless_conversion)] // the widths of dev_t and ino_t differ between targets
             dev: u64::from(st.st_dev),
-            #[allow(clippy::useless_conversion)]
             ino: u64::from(st.st_ino),
             len: u64::try_from(st.st_size).unwrap_or(0),
         }

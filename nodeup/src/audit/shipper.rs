@@ -417,8 +417,9 @@ impl Shipper {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        let shown_dir = crate::write::under_root(&self.config.root, &dir_path.to_string_lossy());
         let list_err = |source| AuditError::List {
-            dir: crate::write::under_root(&self.config.root, &dir_path.to_string_lossy()),
+            dir: shown_dir.clone(),
             source,
         };
         let dir = match LogDir::open(&self.config.root, &dir_path).map_err(list_err)? {
