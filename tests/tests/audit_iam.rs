@@ -36,9 +36,7 @@ async fn configured_control_plane(cloud: &LocalCloud) -> String {
                 .reservations()
                 .iter()
                 .flat_map(|r| r.instances())
-                .filter(|i| {
-                    i.state().and_then(|s| s.name()).map(|n| n.as_str()) == Some("running")
-                })
+                .filter(|i| i.state().and_then(|s| s.name()).map(|n| n.as_str()) == Some("running"))
                 .find(|i| {
                     i.tags().iter().any(|t| {
                         t.key() == Some("ballast.dev/role") && t.value() == Some("control-plane")

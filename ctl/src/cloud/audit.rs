@@ -183,16 +183,14 @@ mod tests {
     fn the_control_plane_writes_its_own_audit_chunks_once_and_never_reads_them() {
         let config = config();
         let chunks = "arn:aws:s3:::state/clusters/demo.example.com/audit/*".to_string();
-        let own =
-            "arn:aws:s3:::state/clusters/demo.example.com/audit/${aws:userid}/*".to_string();
+        let own = "arn:aws:s3:::state/clusters/demo.example.com/audit/${aws:userid}/*".to_string();
         let puts = statements(&config, Role::ControlPlane, "s3:PutObject");
-        assert!(
-            puts.contains(&("Allow".to_string(), vec![own])),
-            "{puts:?}"
-        );
+        assert!(puts.contains(&("Allow".to_string(), vec![own])), "{puts:?}");
         // No statement lets it put under another instance's prefix.
         assert!(
-            !puts.iter().any(|(_, resources)| resources.contains(&chunks)),
+            !puts
+                .iter()
+                .any(|(_, resources)| resources.contains(&chunks)),
             "{puts:?}"
         );
         let all = audit_iam_statements(
@@ -246,10 +244,7 @@ mod tests {
         let chunks = "arn:aws:s3:::demo-audit/kube/demo.example.com/audit/*".to_string();
         let own = "arn:aws:s3:::demo-audit/kube/demo.example.com/audit/${aws:userid}/*".to_string();
         let puts = statements(&config, Role::ControlPlane, "s3:PutObject");
-        assert!(
-            puts.contains(&("Allow".to_string(), vec![own])),
-            "{puts:?}"
-        );
+        assert!(puts.contains(&("Allow".to_string(), vec![own])), "{puts:?}");
         let gets = statements(&config, Role::ControlPlane, "s3:GetObject");
         assert!(
             gets.contains(&("Deny".to_string(), vec![chunks])),

@@ -247,7 +247,10 @@ mod tests {
         };
         // Still there: read again from the same offset (the chunk is cut as before, by the shipper).
         let listing = Listing::new(Some(file("audit.log", 3, 10)), vec![]);
-        assert!(matches!(next(&pending, &listing), Next::Read { from: 4, .. }));
+        assert!(matches!(
+            next(&pending, &listing),
+            Next::Read { from: 4, .. }
+        ));
         // Removed before it was acknowledged: it may have landed under 7, so the next chunk is 8.
         let listing = Listing::new(Some(file("audit.log", 9, 1)), vec![]);
         assert_eq!(
@@ -275,7 +278,13 @@ mod tests {
         // Without a pending chunk a move keeps the number.
         assert!(matches!(
             next(&at(3, 10), &listing),
-            Next::Move { position: Position { next_sequence: 7, .. }, .. }
+            Next::Move {
+                position: Position {
+                    next_sequence: 7,
+                    ..
+                },
+                ..
+            }
         ));
     }
 

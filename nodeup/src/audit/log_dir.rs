@@ -28,7 +28,10 @@ pub enum Opened {
     /// Not there (yet): the API server creates it.
     Absent,
     /// A component is not a plain directory: nothing under it is read.
-    Refused { path: PathBuf, refusal: Refusal },
+    Refused {
+        path: PathBuf,
+        refusal: Refusal,
+    },
 }
 
 impl LogDir {

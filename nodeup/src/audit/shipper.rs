@@ -276,7 +276,8 @@ impl Shipper {
                     let Some(dir) = dir.as_ref() else {
                         return Ok(shipped);
                     };
-                    let window = match read_window(dir, &name, id, from, to, &self.window_rules())? {
+                    let window = match read_window(dir, &name, id, from, to, &self.window_rules())?
+                    {
                         Window::Read(window) => window,
                         Window::Refused(refusal) => {
                             self.warn(&dir.path().join(&name), refusal);
@@ -360,7 +361,11 @@ impl Shipper {
         let key = self
             .paths
             .audit_chunk(&self.config.writer, self.position.next_sequence);
-        match self.store.put(&key, chunk, &Precondition::MustNotExist).await {
+        match self
+            .store
+            .put(&key, chunk, &Precondition::MustNotExist)
+            .await
+        {
             Ok(_) => {
                 tracing::debug!(key = %key, bytes = chunk.len(), "audit chunk shipped");
                 Ok(Put::Stored)
@@ -673,7 +678,8 @@ mod tests {
                 .open(&log)
                 .expect("the log opened");
             file.write_all(data).expect("appended");
-            std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o600)).expect("its mode");
+            std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o600))
+                .expect("its mode");
         }
     }
 
@@ -709,7 +715,10 @@ mod tests {
         node.append(LINE);
         node.ship().await;
         let after = node.position();
-        assert_eq!((after.next_sequence, after.pending, after.fresh), (1, None, false));
+        assert_eq!(
+            (after.next_sequence, after.pending, after.fresh),
+            (1, None, false)
+        );
         // Back to just before the position was kept: the chunk pending, its key already taken.
         node.set_position(&Position {
             offset: 0,
@@ -762,7 +771,11 @@ mod tests {
     #[tokio::test]
     async fn a_link_out_of_the_nodes_root_is_never_shipped() {
         let node = Node::new();
-        let outside = node.root.parent().expect("the temporary directory").join("host-secret");
+        let outside = node
+            .root
+            .parent()
+            .expect("the temporary directory")
+            .join("host-secret");
         write(&outside, KEY);
         symlink(&outside, node.log_dir().join("audit.log")).expect("a link");
         assert_eq!(node.ship().await, b"");
@@ -824,7 +837,8 @@ mod tests {
         let node = Node::new();
         let log = node.log_dir().join("audit.log");
         write(&log, LINE);
-        let Ok(Opened::Dir(dir)) = LogDir::open(&node.root, Path::new("/var/log/kubernetes")) else {
+        let Ok(Opened::Dir(dir)) = LogDir::open(&node.root, Path::new("/var/log/kubernetes"))
+        else {
             panic!("the log directory opens");
         };
         let stat = dir.stat("audit.log").expect("stat").expect("present");
