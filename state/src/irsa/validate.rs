@@ -1,7 +1,7 @@
 //! IRSA's rules: `spec.serviceAccountIssuerDiscovery` and `spec.iam.serviceAccountExternalPermissions`, each
 //! error naming its path and what to do. Called by [`crate::validate::validate`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -9,7 +9,8 @@ use regex::Regex;
 use super::store::DiscoveryStore;
 use super::trust::inline_policy_document;
 use super::{
-    ServiceAccountExternalPermission, ServiceAccountIssuerDiscovery, AMAZON_VPC_CNI_ACCOUNT,
+    ServiceAccountExternalPermission, ServiceAccountIssuerDiscovery, ServiceAccountRef,
+    AMAZON_VPC_CNI_ACCOUNT,
     AWS_AUDIENCE, CLOUD_CONTROLLER_MANAGER_ACCOUNT, EBS_CSI_CONTROLLER_ACCOUNT,
 };
 use crate::error::FieldError;
@@ -118,6 +119,84 @@ pub fn check(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
                 ),
             );
         }
+    }
+    check_role_names(
+        &mut report,
+        permissions,
+        &addon_accounts(spec),
+        &config.cluster.metadata.name,
+        super::naming::service_account_role_name,
+    );
+}
+
+/// The service accounts of Ballast's add-ons that get roles in `spec` (their names must not collide with an
+/// entry's either).
+fn addon_accounts(spec: &crate::spec::ClusterSpec) -> Vec<ServiceAccountRef> {
+    let mut accounts = Vec::new();
+    if super::addons_on_irsa(spec) {
+        accounts.extend([CLOUD_CONTROLLER_MANAGER_ACCOUNT, EBS_CSI_CONTROLLER_ACCOUNT]);
+        if super::aws_node_on_irsa(spec) {
+            accounts.push(AMAZON_VPC_CNI_ACCOUNT);
+        }
+        if crate::autoscaler::enabled(spec) {
+            accounts.push(super::CLUSTER_AUTOSCALER_ACCOUNT);
+        }
+    }
+    accounts
+}
+
+/// Every role the cluster makes must have a name of its own: two service accounts under one name would share one
+/// IAM role (one trust, both policies). Refuses the second entry of each colliding pair, naming the first.
+/// `naming` is the role naming (a parameter so the rule is tested with a naming whose collisions are known).
+fn check_role_names(
+    report: &mut Report<'_>,
+    permissions: &[ServiceAccountExternalPermission],
+    addons: &[ServiceAccountRef],
+    cluster: &str,
+    naming: fn(&str, &str, &str) -> String,
+) {
+    const PATH: &str = "spec.iam.serviceAccountExternalPermissions";
+    let accounts: Vec<(&str, &str)> = permissions
+        .iter()
+        .map(|p| (p.namespace.as_str(), p.name.as_str()))
+        .chain(addons.iter().map(|a| (a.namespace, a.name)))
+        .collect();
+    let describe = |i: usize| {
+        let (namespace, name) = accounts[i];
+        if i < permissions.len() {
+            format!("{PATH}[{i}] ({namespace}/{name})")
+        } else {
+            format!("the add-on service account {namespace}/{name}")
+        }
+    };
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, &(namespace, name)) in accounts.iter().enumerate() {
+        let role = naming(name, namespace, cluster);
+        let Some(&first) = seen.get(&role) else {
+            seen.insert(role, i);
+            continue;
+        };
+        // The same account twice is refused as listed twice; an add-on's account as reserved.
+        if accounts[first] == (namespace, name) {
+            continue;
+        }
+        let (entry, other) = if i < permissions.len() {
+            (i, first)
+        } else {
+            (first, i)
+        };
+        if entry >= permissions.len() {
+            continue;
+        }
+        report.error(
+            format!("{PATH}[{entry}]"),
+            format!(
+                "its IAM role would be named {role:?}, as would that of {}: two service accounts cannot share \
+                 a role (names over IAM's 64 characters are shortened, docs/irsa.md); give one of them a \
+                 shorter or different name",
+                describe(other)
+            ),
+        );
     }
 }
 
@@ -267,5 +346,98 @@ fn check_permission<'p>(
         } else if let Err(error) = inline_policy_document(inline) {
             report.error(inline_path, error.to_string());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::irsa::naming::tests::{FNV_COLLIDING, FNV_COLLIDING_CLUSTER, FNV_COLLIDING_NAMESPACE};
+    use crate::irsa::naming::{kops_role_name, service_account_role_name};
+
+    /// A cluster whose entries are `reports`, then the two service accounts whose kops role names collide.
+    fn colliding_config() -> ClusterConfig {
+        let [a, b] = FNV_COLLIDING;
+        let entry = |name: &str| {
+            format!(
+                "    - {{name: {name}, namespace: {FNV_COLLIDING_NAMESPACE}, aws: {{policyARNs: \
+                 [arn:aws:iam::aws:policy/ReadOnlyAccess]}}}}\n"
+            )
+        };
+        let text = format!(
+            "apiVersion: ballast.dev/v1alpha1
+kind: Cluster
+metadata: {{name: {FNV_COLLIDING_CLUSTER}}}
+spec:
+  subnets: [{{name: a, zone: us-west-2a}}]
+  serviceAccountIssuerDiscovery: {{discoveryStore: s3://demo-oidc/demo, enableAWSOIDCProvider: true}}
+  iam:
+    serviceAccountExternalPermissions:
+{}{}{}---
+apiVersion: ballast.dev/v1alpha1
+kind: InstanceGroup
+metadata: {{name: control-plane}}
+spec: {{role: ControlPlane}}
+",
+            entry("reports"),
+            entry(a),
+            entry(b)
+        );
+        let objects = crate::document::parse_objects("spec.yaml", &text).expect("parses");
+        crate::defaults::complete(
+            &crate::document::config_from_objects("spec.yaml", objects).expect("config"),
+        )
+    }
+
+    fn role_name_errors(naming: fn(&str, &str, &str) -> String) -> Vec<String> {
+        let config = colliding_config();
+        let spec = &config.cluster.spec;
+        let mut errors = Vec::new();
+        let mut report = Report {
+            object: "Cluster/demo.example.com".into(),
+            errors: &mut errors,
+        };
+        let permissions = &spec
+            .iam
+            .as_ref()
+            .expect("iam")
+            .service_account_external_permissions;
+        check_role_names(
+            &mut report,
+            permissions,
+            &addon_accounts(spec),
+            FNV_COLLIDING_CLUSTER,
+            naming,
+        );
+        errors.iter().map(ToString::to_string).collect()
+    }
+
+    /// With a naming whose hash collides (kops's FNV-1a, and a real colliding pair), the rule refuses the second
+    /// entry, naming both by their spec paths and saying what to do.
+    #[test]
+    fn two_entries_under_one_role_name_are_refused_naming_both() {
+        let [a, b] = FNV_COLLIDING;
+        let role = kops_role_name(a, FNV_COLLIDING_NAMESPACE, FNV_COLLIDING_CLUSTER);
+        assert_eq!(
+            role_name_errors(kops_role_name),
+            [format!(
+                "Cluster/demo.example.com: spec.iam.serviceAccountExternalPermissions[2]: its IAM role would be \
+                 named {role:?}, as would that of spec.iam.serviceAccountExternalPermissions[1] \
+                 ({FNV_COLLIDING_NAMESPACE}/{a}): two service accounts cannot share a role (names over IAM's 64 \
+                 characters are shortened, docs/irsa.md); give one of them a shorter or different name"
+            )]
+        );
+        assert!(
+            !role_name_errors(kops_role_name)[0].contains(&format!("/{b})")),
+            "the refused entry is named by its path, the other by its path and account"
+        );
+    }
+
+    /// Ballast's naming gives the pair kops collides on two roles, and validation accepts the spec.
+    #[test]
+    fn the_pair_kops_collides_on_is_valid_under_ballasts_names() {
+        assert_eq!(role_name_errors(service_account_role_name), Vec::<String>::new());
+        let errors = crate::validate::validate(&colliding_config());
+        assert!(errors.is_empty(), "{errors:?}");
     }
 }
