@@ -12,12 +12,13 @@
 //! policy (Federated principal, StringEquals on `:sub` and `:aud`). What only AWS checks: the issuer's TLS
 //! certificate and the provider's thumbprints (the local cloud serves plain HTTP), and AWS caches the JWKS.
 //!
-//! Two tests. `spec_driven` is the scenario on one cluster: `ballast create -f` with
+//! Three tests. `spec_driven` is the scenario on one cluster: `ballast create -f` with
 //! `spec.serviceAccountIssuerDiscovery` (the AWS OIDC provider on) and one `spec.iam.serviceAccountExternalPermissions`
 //! entry, `ballast update cluster --yes`, tokens signed with the cluster's own service-account key from the store,
 //! the role Ballast made, a second entry's role pruned once the entry leaves the spec (an operator's untagged
 //! role and another cluster's tagged one beside it stay), and `ballast rotate service-account` through add,
-//! promote and drop, each followed by `update cluster --yes`. The other test needs no cluster: it publishes documents and creates the provider and a
+//! promote and drop, each followed by `update cluster --yes`; beside it, `update cluster` refusing a role found under
+//! an entry's name but tagged as another service account's. The other test needs no cluster: it publishes documents and creates the provider and a
 //! role through the SDK, and proves the refusals the cluster test does not repeat (another namespace, a forged key
 //! under the published kid, an object that is not public read anonymously). Needs the emulator's venv; fails
 //! (never skips) without it.
@@ -856,6 +857,104 @@ spec: {{role: ControlPlane}}
         );
 
         delete_cluster_removes_irsa(&cloud).await;
+    }
+
+    /// A role already under the name of `team-a/reader`'s, tagged as this cluster's (owned) but as the role of
+    /// another service account (`team-a/admin`, as a collision of names would leave it): `update cluster` refuses,
+    /// preview and `--yes` alike, naming the role, the tag and what to do, and the role keeps its trust and tags
+    /// (never adopted or rewritten).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn update_refuses_a_role_under_the_name_tagged_for_another_service_account() {
+        let cloud = LocalCloud::start();
+        cloud.prepare_for_ballast(STATE_BUCKET).await;
+        create_bucket(&cloud, OIDC_BUCKET).await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("cluster.yaml");
+        std::fs::write(&file, spec()).expect("spec file");
+        let out = ballast_cli(&cloud)
+            .args(["create", "-f"])
+            .arg(&file)
+            .output()
+            .expect("ballast create -f");
+        assert!(
+            out.status.success(),
+            "create -f: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let name = format!("{ACCOUNT}.{NAMESPACE}.sa.{CLUSTER}");
+        let owned = format!("kubernetes.io/cluster/{CLUSTER}");
+        make_role(
+            &cloud,
+            &name,
+            &[
+                (owned.as_str(), "owned"),
+                ("ballast.dev/service-account", "team-a/admin"),
+            ],
+        )
+        .await;
+        let before = cloud
+            .iam()
+            .get_role()
+            .role_name(&name)
+            .send()
+            .await
+            .expect("GetRole")
+            .role
+            .expect("role");
+        for args in [&["update", "cluster"][..], &["update", "cluster", "--yes"]] {
+            let out = ballast_cli_on(&cloud, CLUSTER)
+                .args(args)
+                .output()
+                .expect("ballast update cluster");
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(!out.status.success(), "{args:?} succeeded: {text}");
+            for part in [
+                format!("IamRole {name}"),
+                format!("is the role of service account {NAMESPACE}/{ACCOUNT}"),
+                "tagged ballast.dev/service-account=team-a/admin".to_string(),
+                "neither adopts nor rewrites it".to_string(),
+            ] {
+                assert!(text.contains(&part), "{args:?}: {part:?} in: {text}");
+            }
+        }
+        let after = cloud
+            .iam()
+            .get_role()
+            .role_name(&name)
+            .send()
+            .await
+            .expect("GetRole")
+            .role
+            .expect("role");
+        assert_eq!(
+            after.assume_role_policy_document(),
+            before.assume_role_policy_document(),
+            "the trust was rewritten"
+        );
+        assert_eq!(after.tags(), before.tags(), "the tags were rewritten");
+        let attached = cloud
+            .iam()
+            .list_attached_role_policies()
+            .role_name(&name)
+            .send()
+            .await
+            .expect("ListAttachedRolePolicies");
+        let inline = cloud
+            .iam()
+            .list_role_policies()
+            .role_name(&name)
+            .send()
+            .await
+            .expect("ListRolePolicies");
+        assert!(
+            attached.attached_policies().is_empty() && inline.policy_names().is_empty(),
+            "policies put on another account's role: {attached:?} {inline:?}"
+        );
     }
 
     async fn role_exists(cloud: &LocalCloud, name: &str) -> bool {

@@ -172,6 +172,9 @@ pub struct FoundRole {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inline: Option<String>,
     pub owned: bool,
+    /// Its [`SERVICE_ACCOUNT_TAG`]: the service account it was made for (`namespace/name`), if tagged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -406,6 +409,11 @@ async fn find(finder: &Finder<'_>, wanted: Wanted<'_>) -> Result<Actual, UpdateE
                     .tags()
                     .iter()
                     .any(|t| t.key() == key && t.value() == "owned"),
+                service_account: aws_role
+                    .tags()
+                    .iter()
+                    .find(|t| t.key() == SERVICE_ACCOUNT_TAG)
+                    .map(|t| t.value().to_string()),
             },
         );
     }
@@ -476,6 +484,19 @@ fn diff(wanted: Wanted<'_>, known: &Known, actual: &Actual) -> Result<Vec<Change
                 message: "exists without this cluster's ownership tag: Ballast changes only roles it made; \
                           delete or rename that role"
                     .to_string(),
+            });
+        }
+        let account = format!("{}/{}", role.namespace, role.service_account);
+        if let Some(tagged) = found.service_account.as_deref().filter(|t| *t != account) {
+            return Err(UpdateError::Refused {
+                resource: format!("IamRole {}", role.name),
+                field: "spec.iam.serviceAccountExternalPermissions",
+                message: format!(
+                    "is the role of service account {account}, but it is tagged {SERVICE_ACCOUNT_TAG}={tagged}: \
+                     it was made for another service account, and Ballast neither adopts nor rewrites it. Find \
+                     what uses it (its trust and policies are {tagged}'s), then delete that role or give {account} \
+                     another name"
+                ),
             });
         }
         let have: BTreeSet<&String> = found.policy_arns.iter().collect();
@@ -1125,6 +1146,7 @@ spec: {role: ControlPlane}
                     policy_arns: role.policy_arns.clone(),
                     inline: role.inline.as_ref().map(Value::to_string),
                     owned: true,
+                    service_account: Some(format!("{}/{}", role.namespace, role.service_account)),
                 },
             );
         }
@@ -1159,7 +1181,7 @@ spec: {role: ControlPlane}
     }
 
     /// A role found as wanted changes nothing; a changed trust, a detached policy and a different inline policy
-    /// are each one change; a role without the ownership tag is refused.
+    /// are each one change; a role without the ownership tag, or tagged as another service account's, is refused.
     #[test]
     fn a_second_run_changes_nothing_and_drift_is_repaired() {
         let (completed, model) = load(SPEC);
@@ -1191,6 +1213,7 @@ spec: {role: ControlPlane}
                     policy_arns: role.policy_arns.clone(),
                     inline: role.inline.as_ref().map(Value::to_string),
                     owned: true,
+                    service_account: Some(format!("{}/{}", role.namespace, role.service_account)),
                 },
             );
         }
@@ -1210,6 +1233,17 @@ spec: {role: ControlPlane}
             change.attach,
             ["arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess"]
         );
+        // Tagged as another service account's: refused, naming the role and both accounts.
+        actual.roles.get_mut(name).expect("found").service_account = Some("team-b/admin".into());
+        let refused = diff(wanted, &known, &actual)
+            .expect_err("another account's role")
+            .to_string();
+        for part in [name, "team-a/reports", "ballast.dev/service-account=team-b/admin"] {
+            assert!(refused.contains(part), "{part} in: {refused}");
+        }
+        // Untagged (a role kops made for it): its own, repaired as above.
+        actual.roles.get_mut(name).expect("found").service_account = None;
+        assert_eq!(diff(wanted, &known, &actual).expect("diff").len(), 1);
         actual.roles.get_mut(name).expect("found").owned = false;
         assert!(diff(wanted, &known, &actual).is_err());
         known.service_account_issuer = None;
