@@ -336,7 +336,7 @@ fn spec_fields(
         let provider_on = f
             .get("serviceAccountIssuerDiscovery")
             .is_some_and(aws_oidc_provider_on);
-        iam(r, v, spec, provider_on);
+        iam(r, v, spec, provider_on, name);
     }
     if let Some(v) = f.take("api") {
         api(r, v, spec);
@@ -605,7 +605,7 @@ pub fn kubelet(r: &mut Recorder<'_>, path: &str, v: Value) {
     r.finish(k, NO_EQUIVALENT);
 }
 
-fn iam(r: &mut Recorder<'_>, v: Value, spec: &mut ClusterSpec, provider_on: bool) {
+fn iam(r: &mut Recorder<'_>, v: Value, spec: &mut ClusterSpec, provider_on: bool, cluster: &str) {
     let Some(mut i) = r.fields("spec.iam", v) else {
         return;
     };
@@ -646,7 +646,7 @@ fn iam(r: &mut Recorder<'_>, v: Value, spec: &mut ClusterSpec, provider_on: bool
         let path = "spec.iam.serviceAccountExternalPermissions";
         match yaml_serde::from_value(v) {
             Ok(permissions) => {
-                r.mapped(path, path);
+                r.mapped(path, renamed_roles(path, &permissions, cluster));
                 out.service_account_external_permissions = permissions;
             }
             Err(e) => r.refused(
@@ -685,6 +685,39 @@ fn iam(r: &mut Recorder<'_>, v: Value, spec: &mut ClusterSpec, provider_on: bool
     if out != ClusterIamSpec::default() {
         spec.iam = Some(out);
     }
+}
+
+/// Where the entries go, and the roles whose names change: kops shortens a name past IAM's 64 characters with a
+/// 30-bit FNV-1a hash anyone can collide, Ballast with 130 bits of sha256 (`ballast_state::irsa::naming`), so
+/// such a role is made anew under Ballast's name and kops's stays until the operator deletes it (docs/irsa.md,
+/// "Role names").
+fn renamed_roles(
+    path: &str,
+    permissions: &[ballast_state::irsa::ServiceAccountExternalPermission],
+    cluster: &str,
+) -> String {
+    use ballast_state::irsa::naming::{kops_role_name, service_account_role_name};
+    let renamed: Vec<String> = permissions
+        .iter()
+        .filter_map(|p| {
+            let kops = kops_role_name(&p.name, &p.namespace, cluster);
+            let ballast = service_account_role_name(&p.name, &p.namespace, cluster);
+            (kops != ballast).then(|| {
+                format!(
+                    "{}/{}: kops's role {kops} is made anew as {ballast}",
+                    p.namespace, p.name
+                )
+            })
+        })
+        .collect();
+    if renamed.is_empty() {
+        return path.to_string();
+    }
+    format!(
+        "{path} (roles whose names kops shortened get a new name, {}; point what names the old role's ARN at the \
+         new one, then delete the old role: docs/irsa.md, \"Role names\")",
+        renamed.join("; ")
+    )
 }
 
 fn api(r: &mut Recorder<'_>, v: Value, spec: &mut ClusterSpec) {

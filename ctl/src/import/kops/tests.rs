@@ -865,3 +865,39 @@ fn a_rolling_update_ballast_cannot_take_is_refused_by_its_path() {
         })
     );
 }
+
+/// A service account whose role name kops shortens: mapped, its new name and kops's both named; one that fits
+/// keeps kops's name and is mapped plainly.
+#[test]
+fn a_role_name_kops_shortened_is_mapped_under_ballasts_name_saying_so() {
+    use ballast_state::irsa::naming::{kops_role_name, service_account_role_name};
+    let long = "a-service-account-whose-name-is-long-enough-to-be-shortened";
+    let with = |name: &str| {
+        run(&CLUSTER.replacen(
+            "  kubernetesVersion: v1.32.0\n",
+            &format!(
+                "  kubernetesVersion: v1.32.0\n  serviceAccountIssuerDiscovery: {{discoveryStore: s3://oidc/t, \
+                 enableAWSOIDCProvider: true}}\n  iam:\n    serviceAccountExternalPermissions:\n    - {{name: {name}, \
+                 namespace: team-a, aws: {{policyARNs: [arn:aws:iam::aws:policy/ReadOnlyAccess]}}}}\n"
+            ),
+            1,
+        ))
+    };
+    let path = "spec.iam.serviceAccountExternalPermissions";
+    let object = "Cluster/t.example.com";
+    let short = with("reports");
+    assert_eq!(mapped_to(&short, object, path), path);
+    let renamed = with(long);
+    assert!(renamed.config.is_some(), "{:#?}", renamed.fields);
+    let kops = kops_role_name(long, "team-a", "t.example.com");
+    let ballast = service_account_role_name(long, "team-a", "t.example.com");
+    assert_ne!(kops, ballast);
+    assert_eq!(
+        mapped_to(&renamed, object, path),
+        format!(
+            "{path} (roles whose names kops shortened get a new name, team-a/{long}: kops's role {kops} is made \
+             anew as {ballast}; point what names the old role's ARN at the new one, then delete the old role: \
+             docs/irsa.md, \"Role names\")"
+        )
+    );
+}
