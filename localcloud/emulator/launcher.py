@@ -873,6 +873,40 @@ def patch_s3_conditional_writes_atomic() -> None:
     S3Response.delete_object = serialized(S3Response.delete_object)
 
 
+def patch_s3_expected_bucket_owner() -> None:
+    """Every S3 request's `x-amz-expected-bucket-owner` (moto.s3.responses.S3Response._bucket_response,
+    ._key_response).
+
+    moto gap (5.2.5): the header (`ExpectedBucketOwner` in the SDKs) is ignored, so a request that names an
+    account other than the bucket's owner succeeds; S3 refuses it with 403 AccessDenied. Ballast passes its own
+    account on every call to the state and discovery buckets, so that a bucket of that name owned by someone
+    else is never read or written. Fix: before either handler runs, a bucket that exists and belongs to another
+    account than the header names answers 403 AccessDenied; without the header, or for a bucket that does not
+    exist (its handler answers NoSuchBucket, as S3 does), nothing changes. Internals: S3Response.setup_class
+    (headers, bucket_name), backend.get_bucket, FakeBucket.account_id, S3AccessDeniedError.
+    """
+    from moto.s3.exceptions import MissingBucket, S3AccessDeniedError
+    from moto.s3.responses import S3Response
+
+    def checked(original):  # type: ignore[no-untyped-def]
+        def handler(self, request, full_url):  # type: ignore[no-untyped-def]
+            expected = request.headers.get("x-amz-expected-bucket-owner")
+            bucket_name = self.parse_bucket_name_from_url(request, full_url)
+            if expected is not None and bucket_name:
+                try:
+                    bucket = self.backend.get_bucket(bucket_name)
+                except MissingBucket:
+                    bucket = None
+                if bucket is not None and bucket.account_id != expected:
+                    raise S3AccessDeniedError()
+            return original(self, request, full_url)
+
+        return handler
+
+    S3Response._bucket_response = checked(S3Response._bucket_response)
+    S3Response._key_response = checked(S3Response._key_response)
+
+
 def patch_register_image_root_device_name() -> None:
     """RegisterImage (moto.ec2.responses.amis.AmisResponse.register_image).
 
@@ -1781,6 +1815,7 @@ PATCHES = [
     patch_policy_variable_userid,
     patch_bucket_versioning_root_element,
     patch_s3_conditional_writes_atomic,
+    patch_s3_expected_bucket_owner,
     patch_register_image_root_device_name,
     patch_tag_lookup_by_resource,
     patch_backend_dispatch_cache,

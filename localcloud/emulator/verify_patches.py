@@ -899,6 +899,47 @@ def verify_s3_conditional_writes_atomic(url: str) -> None:
           rounds_with_one_winner == rounds, f"{rounds_with_one_winner} of {rounds} rounds")
 
 
+def verify_s3_expected_bucket_owner(url: str) -> None:
+    """ExpectedBucketOwner: the bucket's own account passes, another account is 403 AccessDenied on bucket and
+    object calls alike, no header changes nothing, and a missing bucket stays NoSuchBucket. A bucket of another
+    account is made through moto's account switch on AssumeRole (the role ARN's account)."""
+    s3 = client("s3", url)
+    bucket = "owner-check"
+    s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+    s3.put_object(Bucket=bucket, Key="k", Body=b"x")
+    calls = {
+        "PutObject": lambda owner: s3.put_object(Bucket=bucket, Key="k", Body=b"y", ExpectedBucketOwner=owner),
+        "GetObject": lambda owner: s3.get_object(Bucket=bucket, Key="k", ExpectedBucketOwner=owner),
+        "HeadObject": lambda owner: s3.head_object(Bucket=bucket, Key="k", ExpectedBucketOwner=owner),
+        "ListObjectsV2": lambda owner: s3.list_objects_v2(Bucket=bucket, ExpectedBucketOwner=owner),
+        "GetBucketAcl": lambda owner: s3.get_bucket_acl(Bucket=bucket, ExpectedBucketOwner=owner),
+        "GetBucketVersioning": lambda owner: s3.get_bucket_versioning(Bucket=bucket, ExpectedBucketOwner=owner),
+        "DeleteObject": lambda owner: s3.delete_object(Bucket=bucket, Key="k", ExpectedBucketOwner=owner),
+    }
+    # HeadObject's 403 has no body: botocore names it by its status.
+    refused = {name: error_code(lambda: call("999999999999")) for name, call in calls.items()}
+    check("s3: another expected owner is refused on every call", all(c in ("AccessDenied", "403") for c in refused.values()),
+          refused)
+    check("s3: the refused calls changed nothing",
+          s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"x")
+    owned = {name: error_code(lambda: call(ACCOUNT)) for name, call in calls.items()}
+    check("s3: the bucket's own account as expected owner passes", set(owned.values()) == {"OK"}, owned)
+    check("s3: no expected owner changes nothing", error_code(lambda: s3.list_objects_v2(Bucket=bucket)) == "OK")
+    check("s3: a missing bucket stays NoSuchBucket",
+          error_code(lambda: s3.list_objects_v2(Bucket="owner-check-missing", ExpectedBucketOwner="999999999999"))
+          == "NoSuchBucket")
+    other = client("sts", url).assume_role(RoleArn="arn:aws:iam::222222222222:role/other", RoleSessionName="other")
+    c = other["Credentials"]
+    theirs = client("s3", url, c["AccessKeyId"], c["SecretAccessKey"], c["SessionToken"])
+    theirs.create_bucket(Bucket="owner-check-theirs", CreateBucketConfiguration={"LocationConstraint": REGION})
+    check("s3: another account's bucket, this account as expected owner: AccessDenied",
+          error_code(lambda: s3.put_object(Bucket="owner-check-theirs", Key="k", Body=b"x",
+                                           ExpectedBucketOwner=ACCOUNT)) == "AccessDenied")
+    check("s3: another account's bucket, its owner as expected owner: passes",
+          error_code(lambda: s3.list_objects_v2(Bucket="owner-check-theirs",
+                                                ExpectedBucketOwner="222222222222")) == "OK")
+
+
 def verify_web_identity() -> None:
     """AssumeRoleWithWebIdentity checks the token, the issuer's published keys and the role's trust policy."""
     import urllib.error
@@ -1197,6 +1238,7 @@ def main() -> int:
         guarded("power cuts", lambda: verify_power_cuts(c, url))
         guarded("lifecycle hooks", lambda: verify_lifecycle_hooks(c, url))
         guarded("s3 conditional writes", lambda: verify_s3_conditional_writes_atomic(url))
+        guarded("s3 expected bucket owner", lambda: verify_s3_expected_bucket_owner(url))
     finally:
         stop_launcher(proc)
     guarded("iam enforcement", verify_iam_enforcement)
