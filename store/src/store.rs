@@ -126,6 +126,19 @@ pub enum StoreError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The account of the credentials in use could not be read, so no request names the bucket's expected owner
+    /// and none is sent.
+    #[error(
+        "cannot tell which AWS account these credentials belong to (sts:GetCallerIdentity: {message}): Ballast \
+         names that account as the owner of s3://{bucket} on every request, so that a bucket of that name in \
+         another account is never read or written; check the credentials and the network"
+    )]
+    OwnerUnknown {
+        bucket: String,
+        message: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// Options that apply to every write.
@@ -598,6 +611,12 @@ pub struct S3Store {
     bucket: String,
     prefix: String,
     kms_key_id: Option<String>,
+    /// Who these credentials are (`sts:GetCallerIdentity`), asked once, on the first request.
+    sts: aws_sdk_sts::Client,
+    /// The account of these credentials: every request names it as the bucket's expected owner
+    /// (`x-amz-expected-bucket-owner`), so S3 refuses a bucket of this name in another account (a name taken
+    /// by someone else before the operator made it, or after it was deleted) with 403 instead of serving it.
+    owner: std::sync::Arc<tokio::sync::OnceCell<String>>,
 }
 
 impl S3Store {
@@ -626,7 +645,18 @@ impl S3Store {
             bucket: bucket.to_string(),
             prefix: prefix.to_string(),
             kms_key_id: options.kms_key_id,
+            sts: aws_sdk_sts::Client::new(&shared),
+            owner: Default::default(),
         }
+    }
+
+    /// The account every request names as the bucket's owner: that of the credentials in use, read once.
+    pub(crate) async fn expected_owner(&self) -> Result<&str, StoreError> {
+        let owner = self
+            .owner
+            .get_or_try_init(|| caller_account(&self.sts, &self.bucket))
+            .await?;
+        Ok(owner)
     }
 
     fn full_key(&self, key: &str) -> String {
@@ -680,6 +710,7 @@ impl S3Store {
             .client
             .get_object()
             .bucket(&self.bucket)
+            .expected_bucket_owner(self.expected_owner().await?)
             .key(self.full_key(key))
             .send()
             .await;
@@ -722,6 +753,7 @@ impl S3Store {
             .client
             .head_object()
             .bucket(&self.bucket)
+            .expected_bucket_owner(self.expected_owner().await?)
             .key(self.full_key(key))
             .send()
             .await;
@@ -742,6 +774,7 @@ impl S3Store {
             .client
             .put_object()
             .bucket(&self.bucket)
+            .expected_bucket_owner(self.expected_owner().await?)
             .key(self.full_key(key))
             .body(ByteStream::from(data.to_vec()));
 
@@ -782,6 +815,7 @@ impl S3Store {
         self.client
             .delete_object()
             .bucket(&self.bucket)
+            .expected_bucket_owner(self.expected_owner().await?)
             .key(self.full_key(key))
             .send()
             .await
@@ -801,6 +835,7 @@ impl S3Store {
             .client
             .list_objects_v2()
             .bucket(&self.bucket)
+            .expected_bucket_owner(self.expected_owner().await?)
             .prefix(&full_prefix)
             .into_paginator()
             .send();
@@ -821,6 +856,30 @@ impl S3Store {
     async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
         Ok(self.list_versions(prefix).await?.into_keys().collect())
     }
+}
+
+/// The AWS account of the credentials `sts` signs with (`sts:GetCallerIdentity`, which needs no permission): what
+/// Ballast names as the expected owner (`ExpectedBucketOwner`) of `bucket` on every request to it, the state
+/// bucket's here and the IRSA discovery bucket's in `ballast`.
+pub async fn caller_account(sts: &aws_sdk_sts::Client, bucket: &str) -> Result<String, StoreError> {
+    let identity =
+        sts.get_caller_identity()
+            .send()
+            .await
+            .map_err(|e| StoreError::OwnerUnknown {
+                bucket: bucket.to_string(),
+                message: describe_sdk_error(&e, bucket),
+                source: Box::new(e),
+            })?;
+    identity
+        .account()
+        .filter(|a| !a.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| StoreError::OwnerUnknown {
+            bucket: bucket.to_string(),
+            message: "the answer names no account".to_string(),
+            source: "GetCallerIdentity answered without an account".into(),
+        })
 }
 
 /// 412 PreconditionFailed, or 409 ConditionalRequestConflict (two conditional writes racing on AWS).
@@ -848,9 +907,12 @@ where
                 "NoSuchBucket" => format!(
                     ": create the bucket first (e.g. aws s3 mb s3://{bucket}, with versioning and default encryption on)"
                 ),
-                "AccessDenied" | "AllAccessDisabled" => {
-                    ": the AWS identity in use may not use this bucket; use one allowed to (see docs/security.md for what Ballast needs)".to_string()
-                }
+                "AccessDenied" | "AllAccessDisabled" => format!(
+                    ": the AWS identity in use may not use this bucket, or bucket {bucket} belongs to another \
+                     account (Ballast names the credentials' own account as the bucket's expected owner: a bucket of \
+                     that name in another account is refused); use an identity allowed to (docs/security.md says \
+                     what Ballast needs)"
+                ),
                 "InvalidAccessKeyId" | "SignatureDoesNotMatch" | "ExpiredToken" | "InvalidToken" => {
                     ": AWS refused the credentials in use; check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE".to_string()
                 }

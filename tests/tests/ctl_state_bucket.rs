@@ -277,3 +277,196 @@ fn urlencoding_decode(text: &str) -> String {
     }
     String::from_utf8(out).expect("utf8")
 }
+
+/// Another AWS account's S3: moto's AssumeRole switches accounts by the role ARN's account id (the role need not
+/// exist), so this client creates buckets that account owns, as someone squatting a bucket name would.
+async fn s3_of_another_account() -> aws_sdk_s3::Client {
+    let config = aws::sdk_config().await;
+    let assumed = aws_sdk_sts::Client::new(&config)
+        .assume_role()
+        .role_arn("arn:aws:iam::222222222222:role/squatter")
+        .role_session_name("squatter")
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("AssumeRole: {}", aws_sdk_sts::error::DisplayErrorContext(e)));
+    let c = assumed.credentials.expect("credentials");
+    let credentials = aws_credential_types::Credentials::new(
+        c.access_key_id,
+        c.secret_access_key,
+        Some(c.session_token),
+        None,
+        "another-account",
+    );
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&config)
+            .credentials_provider(credentials)
+            .force_path_style(true)
+            .build(),
+    );
+    let me = aws_sdk_sts::Client::new(&config)
+        .get_caller_identity()
+        .send()
+        .await
+        .expect("GetCallerIdentity");
+    assert_ne!(me.account(), Some("222222222222"), "the operator's account is another");
+    s3
+}
+
+/// The keys of `bucket`, as its owner lists them.
+async fn keys_of(s3: &aws_sdk_s3::Client, bucket: &str) -> Vec<String> {
+    s3.list_objects_v2()
+        .bucket(bucket)
+        .send()
+        .await
+        .expect("ListObjectsV2")
+        .contents()
+        .iter()
+        .filter_map(|o| o.key().map(str::to_string))
+        .collect()
+}
+
+/// A state bucket of the right name in another account (taken before the operator made theirs, or after it was
+/// deleted, and opened to them by its policy; the emulator lets any account use any bucket, as such a policy
+/// would): every request names the operator's own account as the bucket's expected owner, S3 answers 403, and
+/// `create cluster` stops naming the bucket and what to check, having written nothing there, the CA keys least.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_state_bucket_of_another_account_is_refused_and_nothing_is_written_to_it() {
+    let theirs = s3_of_another_account().await;
+    let bucket = format!("ballast-theirs-{}", std::process::id());
+    aws::create_bucket(&theirs, &bucket).await;
+    aws::ballast_cli(&format!("s3://{bucket}/clusters"), "theirs.example.com")
+        .args(["create", "cluster", "--zones", "us-west-2a", "--yes"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(format!("s3://{bucket}")))
+        .stderr(predicate::str::contains("AccessDenied"))
+        .stderr(predicate::str::contains(format!(
+            "that bucket {bucket} belongs to their account"
+        )));
+    assert_eq!(keys_of(&theirs, &bucket).await, Vec::<String>::new());
+}
+
+/// A cluster with IRSA whose discovery bucket is `discovery` (enableAWSOIDCProvider off: no IAM needed).
+fn irsa_spec(name: &str, discovery: &str) -> String {
+    format!(
+        "apiVersion: ballast.dev/v1alpha1
+kind: Cluster
+metadata:
+  name: {name}
+spec:
+  kubernetesVersion: 1.33.4
+  subnets:
+  - {{name: us-west-2a, zone: us-west-2a}}
+  serviceAccountIssuerDiscovery:
+    discoveryStore: s3://{discovery}/{name}
+---
+apiVersion: ballast.dev/v1alpha1
+kind: InstanceGroup
+metadata: {{name: control-plane}}
+spec: {{role: ControlPlane}}
+"
+    )
+}
+
+/// The `discovery bucket` check of `validate cluster -o json`: (ok, reason).
+fn discovery_check(state: &str, name: &str) -> (bool, String) {
+    let out = aws::ballast_cli(state, name)
+        .args(["validate", "cluster", "-o", "json"])
+        .assert()
+        .code(6); // the cluster was never built: other checks fail
+    let json: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).expect("json");
+    let check = json["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["name"] == "discovery bucket")
+        .unwrap_or_else(|| panic!("no discovery bucket check in {json}"))
+        .clone();
+    (
+        check["ok"].as_bool().expect("ok"),
+        check["reason"].as_str().expect("reason").to_string(),
+    )
+}
+
+/// IRSA's discovery bucket: one in another account is refused by `update cluster` (S3's 403 to the expected
+/// owner), nothing published there; the operator's own, its ACL opened to `public-read-write` (anyone could
+/// replace the JWKS and assume every service-account role), draws a warning from `update cluster` and fails
+/// `validate cluster`'s `discovery bucket` check, each naming the bucket and the command that closes it, until the
+/// ACL is private again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_discovery_bucket_of_another_account_is_refused_and_an_open_one_is_warned_about() {
+    use aws_sdk_s3::types::BucketCannedAcl;
+
+    aws::ensure_image("ballast-k8s-1.33-debian-12").await;
+    let state_bucket = aws::new_bucket("irsa-owner").await;
+    let state = format!("s3://{state_bucket}/clusters");
+    let name = "discovery.example.com";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("cluster.yaml");
+
+    let theirs = s3_of_another_account().await;
+    let their_bucket = format!("ballast-theirs-oidc-{}", std::process::id());
+    aws::create_bucket(&theirs, &their_bucket).await;
+    std::fs::write(&file, irsa_spec(name, &their_bucket)).expect("spec");
+    aws::ballast_cli(&state, name)
+        .args(["create", "-f"])
+        .arg(&file)
+        .assert()
+        .success();
+    aws::ballast_cli(&state, name)
+        .args(["update", "cluster"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(format!("s3://{their_bucket}/{name}/")))
+        .stderr(predicate::str::contains("AccessDenied"));
+    assert_eq!(keys_of(&theirs, &their_bucket).await, Vec::<String>::new());
+
+    let s3 = aws::s3_client().await;
+    let ours = format!("ballast-open-oidc-{}", std::process::id());
+    aws::create_bucket(&s3, &ours).await;
+    std::fs::write(&file, irsa_spec(name, &ours)).expect("spec");
+    aws::ballast_cli(&state, name)
+        .args(["replace", "-f"])
+        .arg(&file)
+        .assert()
+        .success();
+    let (ok, reason) = discovery_check(&state, name);
+    assert!(ok, "a private bucket: {reason}");
+    s3.put_bucket_acl()
+        .bucket(&ours)
+        .acl(BucketCannedAcl::PublicReadWrite)
+        .send()
+        .await
+        .expect("PutBucketAcl");
+    let fix = format!("fix: aws s3api put-bucket-acl --bucket {ours} --acl private");
+    aws::ballast_cli(&state, name)
+        .args(["update", "cluster"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(format!(
+            "Warning: discovery bucket {ours}: bucket {ours}'s ACL grants anyone write: they can replace the JWKS"
+        )))
+        .stderr(predicate::str::contains(fix.as_str()));
+    let (ok, reason) = discovery_check(&state, name);
+    assert!(!ok, "an open bucket passed: {reason}");
+    for part in [
+        format!("bucket {ours}'s ACL grants anyone write"),
+        format!("bucket {ours}'s ACL grants anyone read: they can list every object"),
+        fix.clone(),
+    ] {
+        assert!(reason.contains(&part), "{part:?} in: {reason}");
+    }
+    s3.put_bucket_acl()
+        .bucket(&ours)
+        .acl(BucketCannedAcl::Private)
+        .send()
+        .await
+        .expect("PutBucketAcl");
+    let (ok, reason) = discovery_check(&state, name);
+    assert!(ok, "closed again: {reason}");
+    aws::ballast_cli(&state, name)
+        .args(["update", "cluster"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("Warning: discovery bucket").not());
+}

@@ -263,8 +263,13 @@ async fn discovery_target(
              edit cluster {name}` so delete can find the discovery documents"
         ))
     })?;
-    let (s3, _) = crate::cloud::kinds::oidc_discovery::s3(region).await;
-    Ok(Some(DiscoveryTarget { store, s3 }))
+    let s3 = crate::cloud::kinds::oidc_discovery::s3(region).await;
+    let owner = s3.owner(&store.bucket).await?;
+    Ok(Some(DiscoveryTarget {
+        store,
+        s3: s3.client,
+        owner,
+    }))
 }
 
 /// `--unregister` must not orphan running, billing resources whose CA keys it is about to delete.

@@ -265,6 +265,13 @@ async fn update_cluster_unchecked(
         .await?;
     }
     print!("{}", report.plan);
+    // IRSA's discovery bucket, open to anyone's writes, makes every service-account role anyone's: said on every
+    // run (validate cluster fails its check too).
+    match oidc_discovery::discovery_bucket_exposure(&model.region, &completed.cluster.spec).await {
+        Ok(None) => {}
+        Ok(Some(exposed)) => eprintln!("Warning: {exposed}"),
+        Err(e) => eprintln!("Warning: discovery bucket: cannot read its ACL: {e}"),
+    }
     for (group, instances) in &report.out_of_date {
         println!(
             "Out of date: {} instance(s) of {group} run an older node spec: {}",

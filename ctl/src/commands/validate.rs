@@ -11,6 +11,7 @@ use ballast_state::duration::human_duration;
 use ballast_state::etcd::health::EtcdHealthSummary;
 use ballast_state::layout::ClusterPaths;
 use ballast_state::report::{NodeReport, Phase};
+use ballast_state::irsa::IrsaSettings;
 use ballast_state::spec::{ClusterConfig, Role};
 use ballast_store::etcd::health::cluster_health;
 use ballast_store::store::StateStore;
@@ -21,6 +22,7 @@ use super::{require_cluster, Context};
 use crate::cli::{OutputFormat, ValidateArgs, ValidateWhat};
 use crate::cloud::aws::{auto_scaling_groups, cluster_instances, cluster_instances_among};
 use crate::cloud::error::UpdateError;
+use crate::cloud::kinds::oidc_discovery;
 use crate::cloud::{CallLog, Cloud};
 use crate::error::CommandError;
 use crate::output;
@@ -339,15 +341,18 @@ async fn validate(
             }
         }
     };
-    let ((), (etcd_result, etcd), bucket) = tokio::join!(
+    let ((), (etcd_result, etcd), bucket, discovery) = tokio::join!(
         groups_part,
         // (c) etcd.
         etcd_check(store, &paths, completed, control_plane.as_ref()),
         // (d) the state bucket that holds the cluster's keys.
         bucket_check(store, completed),
+        // (d') IRSA's discovery bucket, whose JWKS every service-account role trusts.
+        discovery_bucket_check(completed),
     );
     checks.push(etcd_result);
     checks.extend(bucket);
+    checks.extend(discovery);
     // (e) Kubernetes, when the instances could be read (validate_kube says when the API is expected).
     if let Some(inputs) = &kube_inputs {
         for (name, outcome, reason) in kubernetes_checks(cloud, store, completed, inputs).await {
@@ -487,6 +492,28 @@ async fn bucket_check(store: &StateStore, completed: &ClusterConfig) -> Option<C
     };
     Some(Check {
         name: "state bucket".to_string(),
+        ok,
+        checked: true,
+        reason,
+    })
+}
+
+/// Whether IRSA's discovery bucket grants nothing to anyone through its own ACL (a bucket anyone may write lets
+/// anyone replace the JWKS and assume every service-account role); `None` without discovery.
+async fn discovery_bucket_check(completed: &ClusterConfig) -> Option<Check> {
+    let spec = &completed.cluster.spec;
+    IrsaSettings::of(spec)?;
+    let region = spec.region.clone().unwrap_or_default();
+    let (ok, reason) = match oidc_discovery::discovery_bucket_exposure(&region, spec).await {
+        Ok(None) => (
+            true,
+            "the bucket's ACL grants nothing to anyone (only the two documents are public-read)".to_string(),
+        ),
+        Ok(Some(exposed)) => (false, exposed),
+        Err(e) => (false, format!("cannot read the bucket's ACL: {e}")),
+    };
+    Some(Check {
+        name: "discovery bucket".to_string(),
         ok,
         checked: true,
         reason,

@@ -85,6 +85,7 @@ impl S3Store {
             .client
             .get_bucket_lifecycle_configuration()
             .bucket(&self.bucket)
+            .expected_bucket_owner(self.expected_owner().await?)
             .send()
             .await
         {
@@ -108,6 +109,7 @@ impl S3Store {
         self.client
             .put_bucket_lifecycle_configuration()
             .bucket(&self.bucket)
+            .expected_bucket_owner(self.expected_owner().await?)
             .lifecycle_configuration(configuration)
             .send()
             .await

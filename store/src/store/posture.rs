@@ -188,6 +188,7 @@ impl S3Store {
             .client
             .get_public_access_block()
             .bucket(&self.bucket)
+            .expected_bucket_owner(self.expected_owner().await?)
             .send()
             .await;
         match result {
@@ -212,6 +213,7 @@ impl S3Store {
             .client
             .get_bucket_versioning()
             .bucket(&self.bucket)
+            .expected_bucket_owner(self.expected_owner().await?)
             .send()
             .await
             .map_err(|e| self.bucket_error("versioning read", e))?;
@@ -227,6 +229,7 @@ impl S3Store {
             .client
             .get_bucket_encryption()
             .bucket(&self.bucket)
+            .expected_bucket_owner(self.expected_owner().await?)
             .send()
             .await;
         match result {

@@ -121,6 +121,8 @@ impl fmt::Display for ResourceKind {
 pub struct DiscoveryTarget {
     pub store: ballast_state::irsa::store::DiscoveryStore,
     pub s3: aws_sdk_s3::Client,
+    /// The account every request names as the bucket's expected owner (the credentials' own).
+    pub owner: String,
 }
 
 /// How a resource's tags relate it to the cluster. Only ownership tags decide.

@@ -158,14 +158,109 @@ pub fn documents(
 
 /// The S3 client for the discovery store: the standard configuration in the cluster's region, path-style with
 /// a custom endpoint (as the state store's client), and that endpoint.
-pub(crate) async fn s3(region: &str) -> (aws_sdk_s3::Client, Option<String>) {
+pub(crate) struct DiscoveryS3 {
+    pub client: aws_sdk_s3::Client,
+    /// The custom endpoint (`AWS_ENDPOINT_URL`), if any.
+    pub endpoint: Option<String>,
+    sts: aws_sdk_sts::Client,
+}
+
+impl DiscoveryS3 {
+    /// The account every request to `bucket` names as its expected owner (`ExpectedBucketOwner`): that of the
+    /// credentials in use, so a discovery bucket of that name in another account is refused by S3 with 403,
+    /// never written to or read from (`ballast_store::store::caller_account`, as the state store does).
+    pub async fn owner(&self, bucket: &str) -> Result<String, UpdateError> {
+        Ok(ballast_store::store::caller_account(&self.sts, bucket).await?)
+    }
+}
+
+pub(crate) async fn s3(region: &str) -> DiscoveryS3 {
     let shared = ballast_store::sdk::load(Some(region)).await;
     let endpoint = shared.endpoint_url().map(str::to_string);
     let mut builder = aws_sdk_s3::config::Builder::from(&shared);
     if endpoint.is_some() {
         builder = builder.force_path_style(true);
     }
-    (aws_sdk_s3::Client::from_conf(builder.build()), endpoint)
+    DiscoveryS3 {
+        client: aws_sdk_s3::Client::from_conf(builder.build()),
+        endpoint,
+        sts: aws_sdk_sts::Client::new(&shared),
+    }
+}
+
+/// The groups an ACL grant to "anyone" (and to any AWS account at all) names.
+const AUTHENTICATED_USERS: &str = "http://acs.amazonaws.com/groups/global/AuthenticatedUsers";
+
+/// What the discovery bucket's own ACL grants to anyone (pure): one sentence per grant to `AllUsers` or
+/// `AuthenticatedUsers`, saying what it lets them do. Empty when the bucket's ACL grants nothing to them (the two
+/// documents' object ACLs are public-read by design and are not the bucket's).
+pub fn open_bucket_grants(bucket: &str, grants: &[aws_sdk_s3::types::Grant]) -> Vec<String> {
+    let mut found = Vec::new();
+    for grant in grants {
+        let Some(grantee) = grant.grantee() else {
+            continue;
+        };
+        let who = match grantee.uri() {
+            Some(ALL_USERS) if grantee.r#type() == &Type::Group => "anyone",
+            Some(AUTHENTICATED_USERS) if grantee.r#type() == &Type::Group => "any AWS account",
+            _ => continue,
+        };
+        let what = match grant.permission() {
+            Some(Permission::Write) => {
+                "write: they can replace the JWKS with their own key and so assume every role that trusts this \
+                 cluster's issuer"
+            }
+            Some(Permission::FullControl) => {
+                "full control: they can replace the JWKS with their own key (and so assume every role that \
+                 trusts this cluster's issuer) and change the bucket's ACL"
+            }
+            Some(Permission::WriteAcp) => {
+                "WRITE_ACP: they can rewrite the bucket's ACL, and then its objects"
+            }
+            Some(Permission::Read) => "read: they can list every object in the bucket",
+            Some(Permission::ReadAcp) => "READ_ACP: they can read the bucket's ACL",
+            _ => continue,
+        };
+        found.push(format!("bucket {bucket}'s ACL grants {who} {what}"));
+    }
+    found
+}
+
+/// The discovery bucket's exposure: the ACL's grants to anyone ([`open_bucket_grants`]) and the command that
+/// closes them, or `None` with discovery off or nothing open. Read by `update cluster` (a warning) and `validate
+/// cluster` (a failed check).
+pub async fn discovery_bucket_exposure(
+    region: &str,
+    spec: &ballast_state::spec::ClusterSpec,
+) -> Result<Option<String>, UpdateError> {
+    let Some(irsa) = IrsaSettings::of(spec) else {
+        return Ok(None);
+    };
+    let Ok(store) = DiscoveryStore::parse(&irsa.discovery.discovery_store) else {
+        // Refused, saying why, by validation and by the update's own discovery step.
+        return Ok(None);
+    };
+    let s3 = s3(region).await;
+    let bucket = &store.bucket;
+    let owner = s3.owner(bucket).await?;
+    let acl = call(&format!("s3://{bucket}"), "GetBucketAcl", || {
+        s3.client
+            .get_bucket_acl()
+            .bucket(bucket)
+            .expected_bucket_owner(&owner)
+            .send()
+    })
+    .await?;
+    let open = open_bucket_grants(bucket, acl.grants());
+    if open.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "discovery bucket {bucket}: {}; fix: aws s3api put-bucket-acl --bucket {bucket} --acl private (the two \
+         documents keep their own public-read object ACLs; then check the bucket's objects, the JWKS first, for \
+         anything written while it was open)",
+        open.join("; ")
+    )))
 }
 
 /// The service-account public keys the JWKS publishes (PEM, primary first), read from the state store: every
@@ -198,9 +293,10 @@ async fn find(finder: &Finder<'_>, wanted: Wanted<'_>) -> Result<Actual, UpdateE
         return Ok(Actual::default());
     }
     let model: &ClusterModel = wanted.model;
-    let (client, s3_endpoint) = s3(&model.region).await;
+    let s3 = s3(&model.region).await;
+    let client = &s3.client;
     let mut actual = Actual {
-        s3_endpoint,
+        s3_endpoint: s3.endpoint.clone(),
         public_keys: service_account_public_keys(finder.store, &model.cluster).await?,
         ..Default::default()
     };
@@ -208,13 +304,19 @@ async fn find(finder: &Finder<'_>, wanted: Wanted<'_>) -> Result<Actual, UpdateE
         return Ok(actual);
     };
     let bucket = &discovery.store.bucket;
+    let owner = s3.owner(bucket).await?;
     for key in [
         discovery.store.key(OPENID_CONFIGURATION),
         discovery.store.key(JWKS),
     ] {
         let resource = format!("s3://{bucket}/{key}");
         let Some(object) = find_call(&resource, "GetObject", &["NoSuchKey", "NotFound"], || {
-            client.get_object().bucket(bucket).key(&key).send()
+            client
+                .get_object()
+                .bucket(bucket)
+                .expected_bucket_owner(&owner)
+                .key(&key)
+                .send()
         })
         .await?
         else {
@@ -227,7 +329,12 @@ async fn find(finder: &Finder<'_>, wanted: Wanted<'_>) -> Result<Actual, UpdateE
             .map(|data| data.into_bytes())
             .unwrap_or_default();
         let acl = call(&resource, "GetObjectAcl", || {
-            client.get_object_acl().bucket(bucket).key(&key).send()
+            client
+                .get_object_acl()
+                .bucket(bucket)
+                .expected_bucket_owner(&owner)
+                .key(&key)
+                .send()
         })
         .await?;
         let public = acl.grants().iter().any(|grant| {
@@ -276,13 +383,19 @@ async fn apply(target: &Target<'_>, changes: &[Change]) -> Result<(), UpdateErro
     if changes.is_empty() {
         return Ok(());
     }
-    let (client, _) = s3(&target.model.region).await;
+    let s3 = s3(&target.model.region).await;
+    let mut owners = BTreeMap::new();
     for change in changes {
         let resource = format!("s3://{}/{}", change.bucket, change.key);
+        if !owners.contains_key(&change.bucket) {
+            owners.insert(change.bucket.clone(), s3.owner(&change.bucket).await?);
+        }
+        let owner = &owners[&change.bucket];
         call(&resource, "PutObject", || {
-            client
+            s3.client
                 .put_object()
                 .bucket(&change.bucket)
+                .expected_bucket_owner(owner)
                 .key(&change.key)
                 .content_type("application/json")
                 .acl(ObjectCannedAcl::PublicRead)
@@ -304,7 +417,13 @@ pub async fn delete(
         return Ok(());
     };
     super::deletion::attempt(&document.label(), "DeleteObject", || {
-        target.s3.delete_object().bucket(bucket).key(key).send()
+        target
+            .s3
+            .delete_object()
+            .bucket(bucket)
+            .expected_bucket_owner(&target.owner)
+            .key(key)
+            .send()
     })
     .await
 }

@@ -121,7 +121,15 @@ pub async fn discovery_documents(target: &DiscoveryTarget) -> Result<Vec<Resourc
             &id,
             "HeadObject",
             &["NotFound", "NoSuchKey", "NoSuchBucket"],
-            || target.s3.head_object().bucket(bucket).key(&key).send(),
+            || {
+                target
+                    .s3
+                    .head_object()
+                    .bucket(bucket)
+                    .expected_bucket_owner(&target.owner)
+                    .key(&key)
+                    .send()
+            },
         )
         .await?;
         if head.is_some() {
