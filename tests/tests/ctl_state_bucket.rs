@@ -308,7 +308,11 @@ async fn s3_of_another_account() -> aws_sdk_s3::Client {
         .send()
         .await
         .expect("GetCallerIdentity");
-    assert_ne!(me.account(), Some("222222222222"), "the operator's account is another");
+    assert_ne!(
+        me.account(),
+        Some("222222222222"),
+        "the operator's account is another"
+    );
     s3
 }
 
@@ -417,7 +421,9 @@ async fn a_discovery_bucket_of_another_account_is_refused_and_an_open_one_is_war
         .args(["update", "cluster"])
         .assert()
         .failure()
-        .stderr(predicate::str::contains(format!("s3://{their_bucket}/{name}/")))
+        .stderr(predicate::str::contains(format!(
+            "s3://{their_bucket}/{name}/"
+        )))
         .stderr(predicate::str::contains("AccessDenied"));
     assert_eq!(keys_of(&theirs, &their_bucket).await, Vec::<String>::new());
 

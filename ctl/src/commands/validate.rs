@@ -9,9 +9,9 @@ use std::time::Duration;
 use aws_sdk_autoscaling::types::{AutoScalingGroup, LifecycleState};
 use ballast_state::duration::human_duration;
 use ballast_state::etcd::health::EtcdHealthSummary;
+use ballast_state::irsa::IrsaSettings;
 use ballast_state::layout::ClusterPaths;
 use ballast_state::report::{NodeReport, Phase};
-use ballast_state::irsa::IrsaSettings;
 use ballast_state::spec::{ClusterConfig, Role};
 use ballast_store::etcd::health::cluster_health;
 use ballast_store::store::StateStore;
@@ -507,7 +507,8 @@ async fn discovery_bucket_check(completed: &ClusterConfig) -> Option<Check> {
     let (ok, reason) = match oidc_discovery::discovery_bucket_exposure(&region, spec).await {
         Ok(None) => (
             true,
-            "the bucket's ACL grants nothing to anyone (only the two documents are public-read)".to_string(),
+            "the bucket's ACL grants nothing to anyone (only the two documents are public-read)"
+                .to_string(),
         ),
         Ok(Some(exposed)) => (false, exposed),
         Err(e) => (false, format!("cannot read the bucket's ACL: {e}")),

@@ -10,8 +10,8 @@ use super::store::DiscoveryStore;
 use super::trust::inline_policy_document;
 use super::{
     ServiceAccountExternalPermission, ServiceAccountIssuerDiscovery, ServiceAccountRef,
-    AMAZON_VPC_CNI_ACCOUNT,
-    AWS_AUDIENCE, CLOUD_CONTROLLER_MANAGER_ACCOUNT, EBS_CSI_CONTROLLER_ACCOUNT,
+    AMAZON_VPC_CNI_ACCOUNT, AWS_AUDIENCE, CLOUD_CONTROLLER_MANAGER_ACCOUNT,
+    EBS_CSI_CONTROLLER_ACCOUNT,
 };
 use crate::error::FieldError;
 use crate::spec::{ClusterConfig, KIND_CLUSTER};
@@ -352,7 +352,9 @@ fn check_permission<'p>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::irsa::naming::tests::{FNV_COLLIDING, FNV_COLLIDING_CLUSTER, FNV_COLLIDING_NAMESPACE};
+    use crate::irsa::naming::tests::{
+        FNV_COLLIDING, FNV_COLLIDING_CLUSTER, FNV_COLLIDING_NAMESPACE,
+    };
     use crate::irsa::naming::{kops_role_name, service_account_role_name};
 
     /// A cluster whose entries are `reports`, then the two service accounts whose kops role names collide.
@@ -436,7 +438,10 @@ spec: {{role: ControlPlane}}
     /// Ballast's naming gives the pair kops collides on two roles, and validation accepts the spec.
     #[test]
     fn the_pair_kops_collides_on_is_valid_under_ballasts_names() {
-        assert_eq!(role_name_errors(service_account_role_name), Vec::<String>::new());
+        assert_eq!(
+            role_name_errors(service_account_role_name),
+            Vec::<String>::new()
+        );
         let errors = crate::validate::validate(&colliding_config());
         assert!(errors.is_empty(), "{errors:?}");
     }

@@ -1238,7 +1238,11 @@ spec: {role: ControlPlane}
         let refused = diff(wanted, &known, &actual)
             .expect_err("another account's role")
             .to_string();
-        for part in [name, "team-a/reports", "ballast.dev/service-account=team-b/admin"] {
+        for part in [
+            name,
+            "team-a/reports",
+            "ballast.dev/service-account=team-b/admin",
+        ] {
             assert!(refused.contains(part), "{part} in: {refused}");
         }
         // Untagged (a role kops made for it): its own, repaired as above.
