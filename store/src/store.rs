@@ -656,7 +656,7 @@ impl S3Store {
             .owner
             .get_or_try_init(|| caller_account(&self.sts, &self.bucket))
             .await?;
-        Ok(owner)
+        Ok(owner.as_str())
     }
 
     fn full_key(&self, key: &str) -> String {
