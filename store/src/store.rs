@@ -654,7 +654,8 @@ impl S3Store {
     pub(crate) async fn expected_owner(&self) -> Result<&str, StoreError> {
         let owner = self
             .owner
-            .get_or_try_init(|| caller_account(&self.sts, &self.bucket))
+            // Boxed: every store call's future holds this one, and STS's would deepen them all.
+            .get_or_try_init(|| Box::pin(caller_account(&self.sts, &self.bucket)))
             .await?;
         Ok(owner.as_str())
     }

@@ -644,7 +644,9 @@ fn iam(r: &mut Recorder<'_>, v: Value, spec: &mut ClusterSpec, provider_on: bool
     }
     if let Some(v) = i.take("serviceAccountExternalPermissions") {
         let path = "spec.iam.serviceAccountExternalPermissions";
-        match yaml_serde::from_value(v) {
+        match yaml_serde::from_value::<Vec<ballast_state::irsa::ServiceAccountExternalPermission>>(
+            v,
+        ) {
             Ok(permissions) => {
                 r.mapped(path, renamed_roles(path, &permissions, cluster));
                 out.service_account_external_permissions = permissions;
