@@ -506,6 +506,11 @@ pub struct DeleteClusterArgs {
     /// differs from the spec's.
     #[arg(long)]
     pub region: Option<String>,
+    /// Also delete the AWS resources Ballast made under this cluster's name that carry no cluster id (made
+    /// before ids): they are listed first. Without it they are refused. A resource carrying another cluster's
+    /// id is never deleted.
+    #[arg(long)]
+    pub adopt_untagged: bool,
     /// Really delete.
     #[arg(long)]
     pub yes: bool,
@@ -530,6 +535,11 @@ pub struct UpdateClusterArgs {
     /// Apply the plan.
     #[arg(long)]
     pub yes: bool,
+    /// Adopt the AWS resources Ballast made under this cluster's name that carry no cluster id (made before
+    /// ids): they are listed, then tagged with this cluster's id. Without it they are refused. A resource
+    /// carrying another cluster's id is refused whatever the flags.
+    #[arg(long)]
+    pub adopt_untagged: bool,
     /// Also delete owned resources the spec no longer wants (listed in the plan otherwise).
     #[arg(long)]
     pub prune: bool,

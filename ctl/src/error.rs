@@ -154,6 +154,13 @@ impl CommandError {
             CommandError::Update(crate::cloud::engine::UpdateError::Store(
                 StoreError::Conflict { .. },
             )) => CONFLICT,
+            // Resources under the cluster's name that another cluster's id binds (or none does).
+            CommandError::Update(crate::cloud::engine::UpdateError::Identity(_)) => CONFLICT,
+            CommandError::Teardown(e)
+                if matches!(**e, crate::cloud::teardown::TeardownError::Identity(_)) =>
+            {
+                CONFLICT
+            }
             CommandError::Etcd { source, .. } => match source.as_ref() {
                 BackupError::UnknownBackup { .. } => NOT_FOUND,
                 BackupError::ClusterHealthy { .. } | BackupError::Raced => CONFLICT,

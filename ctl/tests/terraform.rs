@@ -72,9 +72,12 @@ fn load(case: &str) -> (ClusterConfig, ClusterModel) {
     let config = config_from_objects(&name, objects).expect("spec is a cluster");
     let completed = complete(&config);
     let state = StateLocation::from_url(STATE).expect("s3 url");
-    let model = cluster_model(&completed, &state);
+    let model = cluster_model(&completed, &state).bound_to(CLUSTER_ID);
     (completed, model)
 }
+
+/// The cluster's id in its state store, as `update cluster --target terraform` binds the model to it.
+const CLUSTER_ID: &str = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b";
 
 /// The instance profile Terraform made, as `update cluster --target terraform` reads it once the load balancer
 /// exists: the account of IRSA's role ARNs in the node specs.
@@ -140,6 +143,45 @@ async fn terraform_matches_its_golden_files_and_renders_the_same_twice() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Every resource Terraform makes with tags carries the cluster's id (the direct target's binding), so a cluster
+/// of the same name in another state store never takes it for its own.
+#[tokio::test]
+async fn every_tagged_resource_carries_the_cluster_id() {
+    for case in CASES {
+        let rendered = render(case, Some(API_DNS)).await;
+        let mut tagged = 0;
+        for (name, text) in &rendered.files {
+            if !name.ends_with(".tf") {
+                continue;
+            }
+            for ((kind, label), body) in read_back(text) {
+                let Some(Expression::Object(tags)) = attribute(&body, &["tags"]) else {
+                    continue;
+                };
+                tagged += 1;
+                let id = tags.iter().find_map(|(k, v)| {
+                    let key = match k {
+                        hcl::ObjectKey::Identifier(i) => i.to_string(),
+                        hcl::ObjectKey::Expression(Expression::String(s)) => s.clone(),
+                        _ => return None,
+                    };
+                    (key == "ballast.dev/cluster-id").then(|| text_of(v))
+                });
+                assert_eq!(
+                    id.as_deref(),
+                    Some(CLUSTER_ID),
+                    "{case}: {kind}.{label}'s tags lack the cluster id"
+                );
+            }
+        }
+        assert!(tagged > 10, "{case}: only {tagged} tagged resources");
+    }
+}
+
+fn text_of(expr: &Expression) -> String {
+    text(Some(expr))
 }
 
 #[tokio::test]

@@ -77,6 +77,14 @@ impl ClusterPaths {
         format!("{}/completed.yaml", self.name)
     }
 
+    /// The cluster's id (`ballast_store::cluster_id`): random, written once when the cluster is created (or on
+    /// the first `update cluster --yes` of a cluster made before ids), carried by every AWS resource Ballast makes
+    /// for it (the `ballast.dev/cluster-id` tag). It tells this store's cluster from one of the same name in
+    /// another store.
+    pub fn cluster_id(&self) -> String {
+        format!("{}/cluster-id", self.name)
+    }
+
     /// The writers' lock: held while a change to the cluster's spec is written.
     pub fn lock(&self) -> String {
         format!("{}/lock.json", self.name)
@@ -266,6 +274,7 @@ mod tests {
             paths.instance_group("nodes"),
             paths.completed(),
             paths.lock(),
+            paths.cluster_id(),
             paths.pki_key(pki_names::KUBERNETES_CA),
             paths.keyset(pki_names::SERVICE_ACCOUNT),
             paths.secret("encryption-keys"),

@@ -150,9 +150,9 @@ pub const MAX_AUTOSCALE_PRIORITY: u32 = 1_000_000;
 /// included.
 pub const AWS_MAX_TAGS_PER_RESOURCE: usize = 50;
 /// Tags Ballast puts on an instance besides the cloud labels: `kubernetes.io/cluster/NAME`,
-/// `ballast.dev/cluster`, `ballast.dev/role`, `ballast.dev/instance-group`, `ballast.dev/node-spec-hash` and
-/// `Name`. No resource gets more of them than an instance does.
-pub const BALLAST_TAGS_PER_RESOURCE: usize = 6;
+/// `ballast.dev/cluster`, `ballast.dev/cluster-id`, `ballast.dev/role`, `ballast.dev/instance-group`,
+/// `ballast.dev/node-spec-hash` and `Name`. No resource gets more of them than an instance does.
+pub const BALLAST_TAGS_PER_RESOURCE: usize = 7;
 /// Cloud labels one resource may carry: the cluster's and its group's together.
 pub const MAX_CLOUD_LABELS: usize = AWS_MAX_TAGS_PER_RESOURCE - BALLAST_TAGS_PER_RESOURCE;
 /// AWS counts tag lengths in Unicode characters.

@@ -332,8 +332,16 @@ impl Registry {
             // Leftovers of a create or delete that died half way: this create replaces them. etcd backups a
             // `delete cluster` kept stay: they are what a restore of the old cluster's data needs (a new cluster's
             // etcd never restores one on its own: backups of another epoch are not its own).
-            self.delete_all_but(&paths, &mut lock, &[], &[paths.etcd_backups()])
-                .await?;
+            // A leftover id is this store's own earlier cluster's (a delete that died before its AWS resources
+            // were gone): kept, so the next `delete cluster` still finds them as this cluster's.
+            self.delete_all_but(
+                &paths,
+                &mut lock,
+                &[paths.cluster_id()],
+                &[paths.etcd_backups()],
+            )
+            .await?;
+            crate::cluster_id::ensure(&self.store, &name).await?;
             let secret_objects =
                 secrets
                     .objects(&paths)
@@ -456,11 +464,25 @@ impl Registry {
             // The cluster stops existing first; what follows only clears its leftovers.
             self.store.delete(&paths.cluster_spec()).await?;
             let n = self
-                .delete_all_but(&paths, &mut lock, &[paths.completed()], keep)
+                .delete_all_but(
+                    &paths,
+                    &mut lock,
+                    &[paths.completed(), paths.cluster_id()],
+                    keep,
+                )
                 .await?;
             self.store.delete(&paths.completed()).await?;
-            let ends = [paths.cluster_spec(), paths.completed()];
-            Ok(n + ends.iter().filter(|key| existing.contains(key)).count())
+            // Kept when asked (`delete cluster --unregister --force` leaves AWS resources that carry the id: a
+            // later sweep with `--region` still knows them as this store's cluster's).
+            let id_kept = keep.iter().any(|p| paths.cluster_id().starts_with(p.as_str()));
+            if !id_kept {
+                self.store.delete(&paths.cluster_id()).await?;
+            }
+            let ends = [paths.cluster_spec(), paths.completed(), paths.cluster_id()];
+            Ok(n + ends
+                .iter()
+                .filter(|key| existing.contains(key) && !(id_kept && **key == paths.cluster_id()))
+                .count())
         }
         .await;
         self.unlock(lock).await?;
@@ -520,6 +542,41 @@ impl Registry {
             .put(&paths.completed(), text.as_bytes(), &Precondition::None)
             .await?;
         Ok(())
+    }
+
+    /// Runs `work` holding the cluster's lock (`update cluster --yes`: two applies at once would both change AWS),
+    /// renewing it every [`LOCK_RENEWAL`] while `work` runs, then releases it. A lock another writer holds is
+    /// [`RegistryError::Locked`], naming the holder, and `work` does not start. When a renewal finds the lock
+    /// taken over (this process stalled past the lock's TTL), `work` is stopped where it is and the error is a
+    /// conflict: the other writer now owns the cluster.
+    pub async fn while_locked<T, E>(
+        &self,
+        cluster: &str,
+        writer: &Writer,
+        work: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<Result<T, E>, RegistryError> {
+        let mut lock = self.lock(cluster, writer).await?;
+        let outcome = {
+            tokio::pin!(work);
+            loop {
+                tokio::select! {
+                    done = &mut work => break Ok(done),
+                    () = tokio::time::sleep(self.lock_renewal) => {
+                        if let Err(e) = self.keep_lock(&mut lock).await {
+                            break Err(e);
+                        }
+                    }
+                }
+            }
+        };
+        match outcome {
+            Ok(done) => {
+                self.unlock(lock).await?;
+                Ok(done)
+            }
+            // Taken over: the lock is not ours to release.
+            Err(e) => Err(e),
+        }
     }
 
     /// Takes the cluster's lock, waiting up to `lock_wait` while another writer holds it.
@@ -857,5 +914,57 @@ mod lock_tests {
             .expect("takeover");
         let lost = registry.keep_lock(&mut lock).await.expect_err("taken over");
         assert!(matches!(lost, RegistryError::Conflict(_)), "{lost}");
+    }
+
+    #[tokio::test]
+    async fn work_under_the_lock_runs_once_the_lock_is_ours_and_a_held_lock_names_its_holder() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = StateStore::open(
+            &format!("file://{}", dir.path().join("state").display()),
+            StoreOptions::default(),
+        )
+        .await
+        .expect("file store");
+        let mut registry = Registry::new(store);
+        // Renewed on every tick while the work runs.
+        registry.lock_renewal = std::time::Duration::from_millis(1);
+        let key = ClusterPaths::new(NAME).lock();
+        let first = Writer {
+            holder: "alice@laptop pid 1".into(),
+            command: "ballast update cluster --yes".into(),
+        };
+        let second = Writer {
+            holder: "bob@desk pid 2".into(),
+            command: "ballast update cluster --yes".into(),
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let holder = registry.while_locked(NAME, &first, async {
+            // While the first holds the lock, the second is refused, naming the first, and its work never runs.
+            let mut ran = false;
+            let refused = registry
+                .while_locked(NAME, &second, async {
+                    ran = true;
+                    Ok::<(), ()>(())
+                })
+                .await
+                .expect_err("held by the first");
+            assert!(!ran, "the second's work ran under a held lock");
+            let _ = tx.send(());
+            Ok::<RegistryError, ()>(refused)
+        });
+        let refused = holder.await.expect("the first's lock").expect("its work");
+        rx.await.expect("the first's work ran");
+        match &refused {
+            RegistryError::Locked { holder, .. } => assert_eq!(holder, "alice@laptop pid 1"),
+            other => panic!("not a held lock: {other}"),
+        }
+        assert!(refused.to_string().contains("alice@laptop pid 1"), "{refused}");
+        // Released after the work: the next writer takes it at once.
+        assert!(registry.store.get(&key).await.expect("get").is_none());
+        registry
+            .while_locked(NAME, &second, async { Ok::<(), ()>(()) })
+            .await
+            .expect("free again")
+            .expect("work");
     }
 }

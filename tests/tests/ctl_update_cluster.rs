@@ -1470,3 +1470,217 @@ async fn termination_handling_is_made_found_in_sync_and_deleted() {
     // Nothing of it is left to be found: created again, every one is planned anew.
     create("the same cluster after its delete");
 }
+
+/// The first cluster's resources as another spec could change or delete them: the counts of what it owns, its
+/// launch templates' latest versions and its instances. Equal before and after means nothing of it was touched.
+async fn footprint(cluster: &str) -> (BTreeMap<&'static str, usize>, BTreeMap<String, i64>, usize) {
+    let ec2 = aws_sdk_ec2::Client::new(&aws::sdk_config().await);
+    let templates = ec2
+        .describe_launch_templates()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name(format!("tag:kubernetes.io/cluster/{cluster}"))
+                .values("owned")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("launch templates")
+        .launch_templates()
+        .iter()
+        .map(|t| {
+            (
+                t.launch_template_name().unwrap_or_default().to_string(),
+                t.latest_version_number().unwrap_or_default(),
+            )
+        })
+        .collect();
+    (
+        aws::owned_counts(cluster).await,
+        templates,
+        running_instances(cluster).await.len(),
+    )
+}
+
+/// A cluster of the same name in another state-store prefix (issue 44, High 5): its plan, apply and delete are
+/// refused before anything changes, naming a resource and the first cluster's id, and nothing of the first
+/// changes. Then the migration: a resource of the first that lost its id is refused until adopted with
+/// `--adopt-untagged`, which lists it and tags it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_same_named_cluster_in_another_store_never_changes_or_deletes_the_first() {
+    let first = Cluster::new("ident").await;
+    first.create(&[]);
+    let first_id = {
+        let bucket = first
+            .state
+            .trim_start_matches("s3://")
+            .split('/')
+            .next()
+            .expect("bucket")
+            .to_string();
+        let object = aws::s3_client()
+            .await
+            .get_object()
+            .bucket(&bucket)
+            .key(format!("clusters/{}/cluster-id", first.name))
+            .send()
+            .await
+            .expect("the first cluster's id in its store");
+        let bytes = object.body.collect().await.expect("body").into_bytes();
+        String::from_utf8(bytes.to_vec())
+            .expect("utf8")
+            .trim()
+            .to_string()
+    };
+    assert_eq!(first_id.len(), 36, "{first_id}");
+    let before = footprint(&first.name).await;
+    assert!(before.2 > 0, "the first cluster runs instances");
+
+    let second = Cluster {
+        name: first.name.clone(),
+        state: first.state.replace("/clusters", "/elsewhere"),
+    };
+    second
+        .ballast()
+        .args([
+            "create",
+            "cluster",
+            "--zones",
+            ZONES,
+            "--network-cidr",
+            "10.43.0.0/16",
+        ])
+        .assert()
+        .success();
+    let carried = format!("carries ballast.dev/cluster-id={first_id}");
+    for args in [
+        &["update", "cluster"][..],
+        &["update", "cluster", "--yes"],
+        &["update", "cluster", "--yes", "--adopt-untagged"],
+        &["delete", "cluster"],
+        &["delete", "cluster", "--yes"],
+        &["delete", "cluster", "--yes", "--adopt-untagged"],
+    ] {
+        second
+            .ballast()
+            .args(args)
+            .assert()
+            .code(4)
+            .stderr(predicate::str::contains(&carried))
+            .stderr(predicate::str::contains("another state store"))
+            .stderr(predicate::str::contains("nothing was changed or deleted"));
+    }
+    assert_eq!(footprint(&first.name).await, before, "the first cluster changed");
+    assert!(first.plan().starts_with("No changes"));
+
+    // Migration: a resource made before ids (here: the first's VPC with its id tag removed) is refused, then
+    // adopted on request, listed, and tagged with the cluster's id.
+    let ec2 = aws_sdk_ec2::Client::new(&aws::sdk_config().await);
+    let vpc = ec2
+        .describe_vpcs()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name(format!("tag:kubernetes.io/cluster/{}", first.name))
+                .values("owned")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("vpcs")
+        .vpcs()[0]
+        .vpc_id()
+        .expect("vpc id")
+        .to_string();
+    ec2.delete_tags()
+        .resources(&vpc)
+        .tags(
+            aws_sdk_ec2::types::Tag::builder()
+                .key("ballast.dev/cluster-id")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("untag");
+    first
+        .ballast()
+        .args(["update", "cluster", "--yes"])
+        .assert()
+        .code(4)
+        .stderr(predicate::str::contains(format!("Vpc {vpc}")))
+        .stderr(predicate::str::contains("--adopt-untagged"));
+    first
+        .ballast()
+        .args(["update", "cluster", "--yes", "--adopt-untagged"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(format!("+ Vpc {vpc}")));
+    let tags = tags_of(
+        ec2.describe_vpcs()
+            .vpc_ids(&vpc)
+            .send()
+            .await
+            .expect("vpc")
+            .vpcs()[0]
+            .tags(),
+    );
+    assert_eq!(
+        tags.get("ballast.dev/cluster-id"),
+        Some(&first_id),
+        "{tags:?}"
+    );
+    assert!(first.plan().starts_with("No changes"));
+}
+
+/// Two applies at once (issue 44, Medium 10): an apply holds the cluster's writer lock, so one that finds it held
+/// is refused naming the holder, and applies once the lock is free.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_apply_while_another_holds_the_lock_is_refused_naming_the_holder() {
+    let cluster = Cluster::new("locked").await;
+    cluster.create(&[]);
+    let bucket = cluster
+        .state
+        .trim_start_matches("s3://")
+        .split('/')
+        .next()
+        .expect("bucket")
+        .to_string();
+    let key = format!("clusters/{}/lock.json", cluster.name);
+    let now = time_now();
+    let record = serde_json::json!({
+        "holder": "alice@laptop pid 4242",
+        "command": "ballast update cluster --yes",
+        "token": "held-by-another-apply",
+        "acquiredAt": now,
+        "expiresAt": now + 120,
+    });
+    let s3 = aws::s3_client().await;
+    s3.put_object()
+        .bucket(&bucket)
+        .key(&key)
+        .body(record.to_string().into_bytes().into())
+        .send()
+        .await
+        .expect("another apply's lock");
+    let before = footprint(&cluster.name).await;
+    cluster
+        .ballast()
+        .args(["update", "cluster", "--yes"])
+        .assert()
+        .code(4)
+        .stderr(predicate::str::contains("alice@laptop pid 4242"))
+        .stderr(predicate::str::contains("ballast update cluster --yes"));
+    assert_eq!(footprint(&cluster.name).await, before);
+    // A plan changes nothing and takes no lock.
+    assert!(cluster.plan().starts_with("No changes"));
+    s3.delete_object()
+        .bucket(&bucket)
+        .key(&key)
+        .send()
+        .await
+        .expect("released");
+    cluster
+        .ballast()
+        .args(["update", "cluster", "--yes"])
+        .assert()
+        .success();
+}

@@ -17,6 +17,10 @@ use super::Cloud;
 
 /// Tag naming the cluster a resource belongs to.
 pub const CLUSTER_TAG: &str = "ballast.dev/cluster";
+/// Tag binding a resource to one cluster's identity: the id in its state store (`ballast_store::cluster_id`).
+/// A resource with the cluster's name tags but another id belongs to a cluster of the same name in another state
+/// store, and is never changed or deleted (`super::identity`).
+pub const CLUSTER_ID_TAG: &str = "ballast.dev/cluster-id";
 pub const ROLE_TAG: &str = "ballast.dev/role";
 pub const GROUP_TAG: &str = "ballast.dev/instance-group";
 /// On instances (through the launch template's TagSpecifications): the hash of the node spec they booted with,

@@ -83,6 +83,9 @@ pub enum UpdateError {
         #[source]
         source: Box<ballast_store::keystore::KeystoreError>,
     },
+    /// Resources found by the cluster's name are not bound to its id (`super::identity`): nothing was changed.
+    #[error(transparent)]
+    Identity(#[from] super::identity::IdentityError),
     /// A plan made from a recorded state cannot be applied: there is nothing to apply it to.
     #[error("a plan made from a recorded actual state cannot be applied")]
     RecordedState,

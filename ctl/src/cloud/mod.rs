@@ -21,6 +21,7 @@ pub mod ebs_csi;
 pub mod engine;
 pub mod error;
 pub mod group_aws;
+pub mod identity;
 pub mod kinds;
 pub mod model;
 pub mod plan;

@@ -10,7 +10,7 @@ use ballast_state::spec::{
 };
 
 pub use super::aws::{
-    group_resource_name, ownership_tag, CLUSTER_TAG, GROUP_TAG, NODE_SPEC_HASH_TAG, ROLE_TAG,
+    group_resource_name, ownership_tag, CLUSTER_ID_TAG, CLUSTER_TAG, GROUP_TAG, NODE_SPEC_HASH_TAG, ROLE_TAG,
 };
 
 /// Where the state store is, for IAM policies and boot configs.
@@ -64,8 +64,11 @@ pub struct ClusterModel {
     pub cluster: String,
     pub region: String,
     pub state: StateLocation,
-    /// Tags of every owned resource (ownership tags and cloudLabels); kinds add `Name` and their own.
+    /// Tags of every owned resource (ownership tags, the cluster id once bound, cloudLabels); kinds add `Name`
+    /// and their own.
     pub tags: BTreeMap<String, String>,
+    /// The cluster's id from its state store, once [`ClusterModel::bound_to`] it: in `tags` and every group's.
+    pub cluster_id: Option<String>,
     pub vpc: VpcModel,
     pub subnets: Vec<SubnetModel>,
     /// An internet gateway and a public route table, when the cluster owns its VPC and has public subnets.
@@ -235,6 +238,7 @@ pub fn cluster_model(completed: &ClusterConfig, state: &StateLocation) -> Cluste
         region: spec.region.clone().unwrap_or_default(),
         state: state.clone(),
         tags,
+        cluster_id: None,
         vpc,
         subnets,
         internet_gateway,
@@ -246,6 +250,23 @@ pub fn cluster_model(completed: &ClusterConfig, state: &StateLocation) -> Cluste
 }
 
 impl ClusterModel {
+    /// The model of the cluster whose state store holds id `id`: every tag map resources get from the model (the
+    /// cluster's, each group's and its network interfaces') carries `ballast.dev/cluster-id=<id>`, so each
+    /// resource Ballast makes, and each one Terraform makes from `--target terraform`, is bound to this store's
+    /// cluster. The one place the id joins the tags.
+    pub fn bound_to(mut self, id: &str) -> Self {
+        let tag = (CLUSTER_ID_TAG.to_string(), id.to_string());
+        self.tags.insert(tag.0.clone(), tag.1.clone());
+        for group in &mut self.groups {
+            group.tags.insert(tag.0.clone(), tag.1.clone());
+            group
+                .network_interface_tags
+                .insert(tag.0.clone(), tag.1.clone());
+        }
+        self.cluster_id = Some(id.to_string());
+        self
+    }
+
     /// Zones whose owned private subnets need a NAT gateway (only in a VPC the cluster owns: a shared VPC's
     /// routing is its owner's).
     pub fn nat_zones(&self) -> Vec<String> {

@@ -12,6 +12,7 @@ use ballast_store::registry::{Registry, RegistryError, SpecChange};
 
 use super::Context;
 use crate::cli::{DeleteArgs, DeleteClusterArgs, DeleteWhat};
+use crate::cloud::identity::{render_adopted, Identity};
 use crate::cloud::teardown::inventory::render_preview;
 use crate::cloud::teardown::{
     discover, teardown, DiscoveryTarget, Inventory, ResourceKind, TeardownProgress,
@@ -129,10 +130,15 @@ async fn delete_cluster(context: &Context, args: DeleteClusterArgs) -> Result<()
         .into()
     };
     if args.unregister && args.force {
-        // Without looking at AWS: the operator takes over whatever the cluster still owns there.
+        // Without looking at AWS: the operator takes over whatever the cluster still owns there. The cluster's id
+        // stays, so a later `delete cluster --region ... --yes` still knows those resources as this cluster's.
         if store.remove.is_empty() {
             return Err(not_found());
         }
+        let id_key = ClusterPaths::new(&name).cluster_id();
+        let mut store = store;
+        store.remove.retain(|k| *k != id_key);
+        store.keep.push(id_key);
         return unregister(&registry, &name, &store, &context.writer, args.yes).await;
     }
     let Some(region) = region(&registry, &name, args.region.as_deref(), &store).await? else {
@@ -153,6 +159,19 @@ async fn delete_cluster(context: &Context, args: DeleteClusterArgs) -> Result<()
         refuse_while_owned(&name, &inventory)?;
         return unregister(&registry, &name, &store, &context.writer, args.yes).await;
     }
+    // Before the preview and before any delete: everything found under the name must carry this store's id.
+    let id = ballast_store::cluster_id::read(registry.store(), &name).await?;
+    let identity = Identity {
+        cluster: name.clone(),
+        id: id.clone(),
+        adopt_untagged: args.adopt_untagged,
+    };
+    let adopted = identity
+        .check(&inventory.resources, "they are deleted with the cluster")
+        .map_err(crate::cloud::engine::UpdateError::from)?;
+    if !adopted.is_empty() {
+        eprint!("{}", render_adopted(&adopted, &name, id.as_deref()));
+    }
     if !args.yes {
         print!("{}", render_preview(&inventory, &name));
         store.print_preview(&registry, &name);
@@ -164,7 +183,7 @@ async fn delete_cluster(context: &Context, args: DeleteClusterArgs) -> Result<()
         "resources deleted",
         false,
     ));
-    let report = teardown(&cloud, &name, discovery.as_ref(), &progress).await?;
+    let report = teardown(&cloud, &name, &identity, discovery.as_ref(), &progress).await?;
     // The bar cleared before the summary goes to stdout.
     drop(progress);
     println!(

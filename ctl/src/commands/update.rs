@@ -1,6 +1,7 @@
 //! `update cluster`: plan the cluster's AWS resources from its completed spec; apply with --yes.
 
-use ballast_store::registry::Registry;
+use ballast_store::cluster_id;
+use ballast_store::registry::{Registry, Writer};
 
 use std::path::{Path, PathBuf};
 
@@ -12,7 +13,9 @@ use super::Context;
 use crate::cli::{UpdateArgs, UpdateClusterArgs, UpdateTarget, UpdateWhat};
 use crate::cloud::engine::{update, UpdateOptions};
 use crate::cloud::kinds::{load_balancer, node_specs, oidc_discovery, Target};
+use crate::cloud::identity::{adopt, render_adopted, Identity};
 use crate::cloud::model::{cluster_model, ClusterModel, StateLocation};
+use crate::cloud::teardown::discover;
 use crate::cloud::to_terraform::{render, Inputs};
 use crate::cloud::{CallLog, Cloud};
 use crate::error::CommandError;
@@ -35,7 +38,13 @@ pub async fn run(context: &Context, args: UpdateArgs) -> Result<(), CommandError
             if args.yes && !args.force_direct {
                 refuse_if_terraform_managed(&registry, &name).await?;
             }
-            update_cluster_unchecked(&registry, &name, args.yes, args.prune, args.stats).await
+            let run = Run {
+                apply: args.yes,
+                prune: args.prune,
+                stats: args.stats,
+                adopt_untagged: args.adopt_untagged,
+            };
+            update_cluster_unchecked(&registry, &name, run, &context.writer).await
         }
         UpdateTarget::Terraform => update_terraform(&registry, &name, &args).await,
     }
@@ -82,7 +91,17 @@ async fn update_terraform(
         .unwrap_or_else(|| PathBuf::from(DEFAULT_TERRAFORM_OUT));
     let state = require_s3(registry)?;
     let completed = registry.load_completed(name).await?;
-    let model = cluster_model(&completed, &state);
+    // Terraform's resources carry the cluster's id like the direct target's: written with --yes if the cluster
+    // has none yet (a plan writes nothing and renders without it).
+    let id = if args.yes {
+        Some(cluster_id::ensure(registry.store(), name).await?)
+    } else {
+        cluster_id::read(registry.store(), name).await?
+    };
+    let model = match &id {
+        Some(id) => cluster_model(&completed, &state).bound_to(id),
+        None => cluster_model(&completed, &state),
+    };
     let calls = CallLog::new();
     let cloud = Cloud::connect(&model.region, calls.clone()).await;
     // Read-only: the load balancer Terraform made, whose DNS name the node specs carry.
@@ -229,21 +248,83 @@ pub async fn update_cluster(
     if apply {
         refuse_if_terraform_managed(registry, name).await?;
     }
-    update_cluster_unchecked(registry, name, apply, prune, stats).await
+    let run = Run {
+        apply,
+        prune,
+        stats,
+        adopt_untagged: false,
+    };
+    let writer = Writer::current("ballast update cluster --yes");
+    update_cluster_unchecked(registry, name, run, &writer).await
 }
 
-async fn update_cluster_unchecked(
-    registry: &Registry,
-    name: &str,
+/// What one `update cluster` run was asked to do.
+#[derive(Debug, Clone, Copy)]
+struct Run {
     apply: bool,
     prune: bool,
     stats: bool,
+    /// `--adopt-untagged` (`crate::cloud::identity`).
+    adopt_untagged: bool,
+}
+
+/// An apply holds the cluster's writer lock from before the cluster's id is read or written to its end (renewed
+/// while it runs): two applies at once would both change AWS (two launch-template versions, a second VPC's
+/// subnets), so the second is refused naming the first's holder (`--lock-wait` makes it wait instead). A plan
+/// takes no lock: it changes nothing.
+async fn update_cluster_unchecked(
+    registry: &Registry,
+    name: &str,
+    run: Run,
+    writer: &Writer,
 ) -> Result<(), CommandError> {
+    if run.apply {
+        registry
+            .while_locked(name, writer, plan_or_apply(registry, name, run))
+            .await?
+    } else {
+        plan_or_apply(registry, name, run).await
+    }
+}
+
+async fn plan_or_apply(registry: &Registry, name: &str, run: Run) -> Result<(), CommandError> {
+    let Run {
+        apply,
+        prune,
+        stats,
+        adopt_untagged,
+    } = run;
     let state = require_s3(registry)?;
     let completed = registry.load_completed(name).await?;
-    let model = cluster_model(&completed, &state);
+    // A cluster made before ids gets its id on its first apply; a plan writes nothing, so it plans without one.
+    let id = if apply {
+        Some(cluster_id::ensure(registry.store(), name).await?)
+    } else {
+        cluster_id::read(registry.store(), name).await?
+    };
+    let model = match &id {
+        Some(id) => cluster_model(&completed, &state).bound_to(id),
+        None => cluster_model(&completed, &state),
+    };
     let calls = CallLog::new();
     let cloud = Cloud::connect(&model.region, calls.clone()).await;
+    // Before any change: every resource found under the cluster's name must carry its id (or be adopted).
+    let identity = Identity {
+        cluster: name.to_string(),
+        id: id.clone(),
+        adopt_untagged,
+    };
+    let found = discover(&cloud, name, None).await?;
+    let adopted = identity
+        .check(&found.resources, "they are tagged with this cluster's id")
+        .map_err(crate::cloud::engine::UpdateError::from)?;
+    if !adopted.is_empty() {
+        eprint!("{}", render_adopted(&adopted, name, id.as_deref()));
+        match &id {
+            Some(id) => adopt(&cloud, &adopted, id).await?,
+            None => eprintln!("Nothing was tagged: run with --yes to adopt them."),
+        }
+    }
     let result = update(
         &cloud,
         registry.store(),

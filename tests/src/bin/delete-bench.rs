@@ -8,6 +8,8 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use ballast::cloud::identity::Identity;
+use ballast::cloud::kinds::deletion::Binding;
 use ballast::cloud::teardown::{discover, teardown};
 use ballast::cloud::{CallLog, Cloud};
 use ballast_e2e::localcloud::{bench_binaries, LocalCloud};
@@ -51,7 +53,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let calls = CallLog::new();
     let aws = Cloud::connect(&cloud.record.region, calls.clone()).await;
     let found = discover(&aws, CLUSTER, None).await?;
-    let report = teardown(&aws, CLUSTER, None, &|line: &str| {
+    // The only cluster in this cloud: its id is the one its resources carry.
+    let id = found.resources.iter().find_map(|r| match &r.binding {
+        Binding::Id(id) => Some(id.clone()),
+        _ => None,
+    });
+    let identity = Identity {
+        cluster: CLUSTER.to_string(),
+        id,
+        adopt_untagged: false,
+    };
+    let report = teardown(&aws, CLUSTER, &identity, None, &|line: &str| {
         eprintln!("delete: {line}")
     })
     .await?;

@@ -157,6 +157,40 @@ pub fn claim(tags: &std::collections::BTreeMap<String, String>, cluster: &str) -
     }
 }
 
+/// What binds a found resource to a cluster's identity, read from its tags (`crate::cloud::identity` judges it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Binding {
+    /// Not made by Ballast under this cluster's name (made by Kubernetes in the cluster's VPC, an instance
+    /// profile bound through its role, a shared resource, a discovery document in the spec's bucket): its
+    /// binding is what it lives in, and its id is not checked.
+    #[default]
+    Unchecked,
+    /// Made by Ballast for a cluster of this name (`ballast.dev/cluster`), before resources carried the cluster's
+    /// id, or by a cluster of this name in another state store that has none: adopted only when asked.
+    Untagged,
+    /// Carries `ballast.dev/cluster-id` with this id.
+    Id(String),
+}
+
+impl Binding {
+    pub fn is_unchecked(&self) -> bool {
+        *self == Binding::Unchecked
+    }
+
+    /// The binding of a resource with these tags, made by Ballast for `cluster`.
+    pub fn of(tags: &std::collections::BTreeMap<String, String>, cluster: &str) -> Binding {
+        use crate::cloud::aws::{CLUSTER_ID_TAG, CLUSTER_TAG};
+        match tags.get(CLUSTER_ID_TAG) {
+            Some(id) => Binding::Id(id.clone()),
+            None if tags.get(CLUSTER_TAG).map(String::as_str) == Some(cluster) => {
+                Binding::Untagged
+            }
+            None => Binding::Unchecked,
+        }
+    }
+}
+
 /// One resource as found.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -175,6 +209,9 @@ pub struct Resource {
     /// the other clusters that claim the resource (empty when it is only shared).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<String>,
+    /// Which cluster's identity its tags bind it to.
+    #[serde(default, skip_serializing_if = "Binding::is_unchecked")]
+    pub binding: Binding,
 }
 
 impl Resource {
@@ -185,7 +222,14 @@ impl Resource {
             name: name.to_string(),
             state: None,
             parts: Vec::new(),
+            binding: Binding::Unchecked,
         }
+    }
+
+    /// The resource bound as its tags say (a resource Ballast made for `cluster`; see [`Binding::of`]).
+    pub fn bound_by(mut self, tags: &std::collections::BTreeMap<String, String>, cluster: &str) -> Self {
+        self.binding = Binding::of(tags, cluster);
+        self
     }
 
     pub fn with_state(mut self, state: Option<&str>) -> Self {

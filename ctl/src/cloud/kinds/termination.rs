@@ -1225,12 +1225,13 @@ pub async fn discover(
                 .send()
         })
         .await?;
-        if tags
+        let tags: BTreeMap<String, String> = tags
             .tags()
             .iter()
-            .any(|t| t.key() == key && t.value() == "owned")
-        {
-            found.push(Resource::new(ResourceKind::EventRule, &name, &name));
+            .map(|t| (t.key().to_string(), t.value().to_string()))
+            .collect();
+        if tags.get(&key).map(String::as_str) == Some("owned") {
+            found.push(Resource::new(ResourceKind::EventRule, &name, &name).bound_by(&tags, cluster));
         }
     }
     Ok(found)

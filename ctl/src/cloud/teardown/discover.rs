@@ -71,7 +71,7 @@ fn claimed(
     let name = tags.get("Name").map(String::as_str).unwrap_or(id);
     match claim(tags, cluster) {
         Claim::None => None,
-        Claim::Owned => Some(Resource::new(kind, id, name)),
+        Claim::Owned => Some(Resource::new(kind, id, name).bound_by(tags, cluster)),
         Claim::Untag { others } => {
             Some(Resource::new(ResourceKind::SharedTag, id, kind.as_str()).with_parts(others))
         }

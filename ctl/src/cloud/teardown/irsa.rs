@@ -66,7 +66,8 @@ pub async fn service_account_roles(
                 &name,
                 &format!("service account {account}"),
             )
-            .with_parts(parts),
+            .with_parts(parts)
+            .bound_by(&tags, cluster),
         );
     }
     Ok(found)
@@ -102,7 +103,12 @@ pub async fn oidc_providers(cloud: &Cloud, cluster: &str) -> Result<Vec<Resource
             .any(|t| t.key() == key && t.value() == "owned");
         if owned {
             let url = provider.url().unwrap_or(arn);
-            found.push(Resource::new(ResourceKind::OidcProvider, arn, url));
+            let tags = provider
+                .tags()
+                .iter()
+                .map(|t| (t.key().to_string(), t.value().to_string()))
+                .collect();
+            found.push(Resource::new(ResourceKind::OidcProvider, arn, url).bound_by(&tags, cluster));
         }
     }
     Ok(found)

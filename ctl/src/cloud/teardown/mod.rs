@@ -85,6 +85,10 @@ pub enum TeardownError {
         #[source]
         source: UpdateError,
     },
+    /// Resources found by the cluster's name are not bound to its id (`crate::cloud::identity`): nothing more
+    /// was deleted.
+    #[error(transparent)]
+    Identity(#[from] crate::cloud::identity::IdentityError),
     /// Deletes failed in a way retrying cannot fix.
     #[error(
         "deleting cluster {cluster} stopped: {}; fix the cause and run `ballast delete cluster {cluster} --yes` \
@@ -166,9 +170,14 @@ const ROUND_PAUSES: ballast_common::retry::Policy = ballast_common::retry::Polic
 /// Deletes every resource of `cluster` (the clients' region) and removes its tag from the shared ones, in
 /// rounds until nothing is left; with `discovery`, IRSA's two documents there too. `progress` gets a line when
 /// a kind starts and when it is done.
+///
+/// Each round's resources are judged against `identity` first (`crate::cloud::identity`): one carrying another
+/// cluster's id, or one made under this name without an id unless `identity.adopt_untagged`, stops the
+/// teardown before that round deletes anything.
 pub async fn teardown(
     cloud: &Cloud,
     cluster: &str,
+    identity: &crate::cloud::identity::Identity,
     discovery: Option<&DiscoveryTarget>,
     progress: &dyn TeardownProgress,
 ) -> Result<TeardownReport, TeardownError> {
@@ -187,6 +196,7 @@ pub async fn teardown(
                 cluster: cluster.to_string(),
                 source,
             })?;
+        identity.check(&inventory.resources, "they are deleted with the cluster")?;
         note_progress(&mut report, &inventory, start.elapsed(), progress);
         found.extend(inventory.resources.iter().map(Resource::label));
         progress.tally(found.len(), inventory.resources.len());
