@@ -4,11 +4,24 @@
 //! resources that carry this store's id, so a cluster of the same name in another state store (another bucket or
 //! prefix) never owns them (docs/security.md, "Cluster identity").
 
-use ballast_state::error::{FieldError, SpecErrors};
-use ballast_state::layout::ClusterPaths;
+use ballast_state::layout::{ClusterPaths, InvalidClusterName};
 
-use crate::registry::RegistryError;
 use crate::store::{Precondition, StateStore, StoreError};
+
+/// Failures reading or writing the cluster's id.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterIdError {
+    #[error(transparent)]
+    Name(#[from] InvalidClusterName),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The object holds no id: the store is damaged.
+    #[error(
+        "{key}: is not a cluster id (a lowercase UUID): the cluster's AWS resources carry its id in their tag \
+         ballast.dev/cluster-id; write that value back to {key}"
+    )]
+    Malformed { key: String },
+}
 
 /// A fresh id: a version-4 UUID from the operating system's random source, in its lowercase text form.
 pub fn generate() -> String {
@@ -37,7 +50,7 @@ pub fn is_well_formed(text: &str) -> bool {
 
 /// The cluster's id, if it has one yet (a cluster created before ids has none until its next
 /// `update cluster --yes`). A malformed object is a damaged store, named with what to do.
-pub async fn read(store: &StateStore, cluster: &str) -> Result<Option<String>, RegistryError> {
+pub async fn read(store: &StateStore, cluster: &str) -> Result<Option<String>, ClusterIdError> {
     let key = ClusterPaths::checked(cluster)?.cluster_id();
     let Some(object) = store.get(&key).await? else {
         return Ok(None);
@@ -46,21 +59,13 @@ pub async fn read(store: &StateStore, cluster: &str) -> Result<Option<String>, R
     if is_well_formed(&text) {
         Ok(Some(text))
     } else {
-        Err(RegistryError::Corrupt(SpecErrors::new(
-            &format!("cluster {cluster:?}"),
-            vec![FieldError::new(
-                &key,
-                "",
-                "is not a cluster id (a lowercase UUID such as 0f8e...-...): the AWS resources of the cluster \
-                 carry its id in their tag ballast.dev/cluster-id; write that value back",
-            )],
-        )))
+        Err(ClusterIdError::Malformed { key })
     }
 }
 
 /// The cluster's id, written now if it has none: a conditional create, so of two writers at once one writes and
 /// both return the id it wrote.
-pub async fn ensure(store: &StateStore, cluster: &str) -> Result<String, RegistryError> {
+pub async fn ensure(store: &StateStore, cluster: &str) -> Result<String, ClusterIdError> {
     if let Some(id) = read(store, cluster).await? {
         return Ok(id);
     }
@@ -72,7 +77,7 @@ pub async fn ensure(store: &StateStore, cluster: &str) -> Result<String, Registr
     {
         Ok(_) => Ok(id),
         Err(StoreError::Conflict { .. }) => read(store, cluster).await?.ok_or_else(|| {
-            RegistryError::Store(StoreError::Conflict {
+            ClusterIdError::Store(StoreError::Conflict {
                 key,
                 reason: "was written and removed again while this command wrote it; run the command again"
                     .into(),

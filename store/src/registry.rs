@@ -78,6 +78,9 @@ pub enum RegistryError {
     Store(StoreError),
     #[error(transparent)]
     Pki(#[from] PkiError),
+    /// The cluster's id (`crate::cluster_id`) could not be read or written.
+    #[error(transparent)]
+    ClusterId(#[from] crate::cluster_id::ClusterIdError),
     #[error("serializing {what}: {source}")]
     Serialize {
         what: String,

@@ -85,7 +85,7 @@ pub enum UpdateError {
     },
     /// Resources found by the cluster's name are not bound to its id (`super::identity`): nothing was changed.
     #[error(transparent)]
-    Identity(#[from] super::identity::IdentityError),
+    Identity(#[from] IdentityError),
     /// A plan made from a recorded state cannot be applied: there is nothing to apply it to.
     #[error("a plan made from a recorded actual state cannot be applied")]
     RecordedState,
@@ -103,3 +103,45 @@ pub struct SecurityGroupRefusal {
     pub id: String,
     pub why: String,
 }
+
+/// A run refused (`super::identity`) because resources found by the cluster's name are not bound to its id.
+/// Here, beside the error that carries it, so `identity` imports the error and not the other way round (the tag
+/// is spelled out: `super::aws::CLUSTER_ID_TAG` is the same text, and `aws` imports this module).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdentityError {
+    /// Resources of a cluster of the same name in another state store.
+    #[error(
+        "cluster {cluster} (id {ours}) found {} AWS resource(s) under its name that carry another cluster id: {}; \
+         they belong to a cluster of the same name in another state store (bucket or prefix), so nothing was \
+         changed or deleted. Run this command against the state store whose `{cluster}/cluster-id` holds that id, \
+         or give this cluster another name",
+        resources.len(),
+        resources.join(", ")
+    )]
+    Foreign {
+        cluster: String,
+        /// This cluster's id, or "none yet".
+        ours: String,
+        /// `Vpc vpc-1 (c.example.com) carries ballast.dev/cluster-id=...`.
+        resources: Vec<String>,
+    },
+    /// Resources Ballast made under this name that carry no id.
+    #[error(
+        "cluster {cluster} found {} AWS resource(s) Ballast made under its name that carry no cluster id ({tag}): \
+         {}; nothing was changed or deleted. They were made before Ballast bound resources to a cluster id, or by \
+         a cluster of this name in another state store: if they are this cluster's, run the command again with \
+         --adopt-untagged ({what}); if they are another store's, run this command from that store or rename this \
+         cluster",
+        resources.len(),
+        resources.join(", "),
+        tag = "ballast.dev/cluster-id"
+    )]
+    Untagged {
+        cluster: String,
+        resources: Vec<String>,
+        /// What adopting does in this command.
+        what: &'static str,
+    },
+}
+
+

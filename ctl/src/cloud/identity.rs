@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use aws_sdk_ec2::types as ec2;
 
 use super::aws::{call, CLUSTER_ID_TAG};
+pub use super::error::IdentityError;
 use super::error::UpdateError;
 use super::kinds::deletion::{Binding, Resource, ResourceKind};
 use super::Cloud;
@@ -56,44 +57,6 @@ pub struct Identity {
     pub id: Option<String>,
     /// `--adopt-untagged`: resources made under this name without an id are this cluster's.
     pub adopt_untagged: bool,
-}
-
-/// A run refused because resources found by the cluster's name are not bound to its id.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum IdentityError {
-    /// Resources of a cluster of the same name in another state store.
-    #[error(
-        "cluster {cluster} (id {ours}) found {} AWS resource(s) under its name that carry another cluster id: {}; \
-         they belong to a cluster of the same name in another state store (bucket or prefix), so nothing was \
-         changed or deleted. Run this command against the state store whose `{cluster}/cluster-id` holds that id, \
-         or give this cluster another name",
-        resources.len(),
-        resources.join(", ")
-    )]
-    Foreign {
-        cluster: String,
-        /// This cluster's id, or "none yet".
-        ours: String,
-        /// `Vpc vpc-1 (c.example.com) carries ballast.dev/cluster-id=...`.
-        resources: Vec<String>,
-    },
-    /// Resources Ballast made under this name that carry no id.
-    #[error(
-        "cluster {cluster} found {} AWS resource(s) Ballast made under its name that carry no cluster id ({tag}): \
-         {}; nothing was changed or deleted. They were made before Ballast bound resources to a cluster id, or by \
-         a cluster of this name in another state store: if they are this cluster's, run the command again with \
-         --adopt-untagged ({what}); if they are another store's, run this command from that store or rename this \
-         cluster",
-        resources.len(),
-        resources.join(", "),
-        tag = CLUSTER_ID_TAG
-    )]
-    Untagged {
-        cluster: String,
-        resources: Vec<String>,
-        /// What adopting does in this command.
-        what: &'static str,
-    },
 }
 
 impl Identity {

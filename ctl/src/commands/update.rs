@@ -1,7 +1,7 @@
 //! `update cluster`: plan the cluster's AWS resources from its completed spec; apply with --yes.
 
 use ballast_store::cluster_id;
-use ballast_store::registry::{Registry, Writer};
+use ballast_store::registry::{Registry, RegistryError, Writer};
 
 use std::path::{Path, PathBuf};
 
@@ -94,9 +94,9 @@ async fn update_terraform(
     // Terraform's resources carry the cluster's id like the direct target's: written with --yes if the cluster
     // has none yet (a plan writes nothing and renders without it).
     let id = if args.yes {
-        Some(cluster_id::ensure(registry.store(), name).await?)
+        Some(cluster_id::ensure(registry.store(), name).await.map_err(RegistryError::from)?)
     } else {
-        cluster_id::read(registry.store(), name).await?
+        cluster_id::read(registry.store(), name).await.map_err(RegistryError::from)?
     };
     let model = match &id {
         Some(id) => cluster_model(&completed, &state).bound_to(id),
@@ -298,9 +298,9 @@ async fn plan_or_apply(registry: &Registry, name: &str, run: Run) -> Result<(), 
     let completed = registry.load_completed(name).await?;
     // A cluster made before ids gets its id on its first apply; a plan writes nothing, so it plans without one.
     let id = if apply {
-        Some(cluster_id::ensure(registry.store(), name).await?)
+        Some(cluster_id::ensure(registry.store(), name).await.map_err(RegistryError::from)?)
     } else {
-        cluster_id::read(registry.store(), name).await?
+        cluster_id::read(registry.store(), name).await.map_err(RegistryError::from)?
     };
     let model = match &id {
         Some(id) => cluster_model(&completed, &state).bound_to(id),

@@ -88,7 +88,7 @@ pub enum TeardownError {
     /// Resources found by the cluster's name are not bound to its id (`crate::cloud::identity`): nothing more
     /// was deleted.
     #[error(transparent)]
-    Identity(#[from] crate::cloud::identity::IdentityError),
+    Identity(#[from] crate::cloud::error::IdentityError),
     /// Deletes failed in a way retrying cannot fix.
     #[error(
         "deleting cluster {cluster} stopped: {}; fix the cause and run `ballast delete cluster {cluster} --yes` \
