@@ -477,7 +477,9 @@ impl Registry {
             self.store.delete(&paths.completed()).await?;
             // Kept when asked (`delete cluster --unregister --force` leaves AWS resources that carry the id: a
             // later sweep with `--region` still knows them as this store's cluster's).
-            let id_kept = keep.iter().any(|p| paths.cluster_id().starts_with(p.as_str()));
+            let id_kept = keep
+                .iter()
+                .any(|p| paths.cluster_id().starts_with(p.as_str()));
             if !id_kept {
                 self.store.delete(&paths.cluster_id()).await?;
             }
@@ -961,7 +963,10 @@ mod lock_tests {
             RegistryError::Locked { holder, .. } => assert_eq!(holder, "alice@laptop pid 1"),
             other => panic!("not a held lock: {other}"),
         }
-        assert!(refused.to_string().contains("alice@laptop pid 1"), "{refused}");
+        assert!(
+            refused.to_string().contains("alice@laptop pid 1"),
+            "{refused}"
+        );
         // Released after the work: the next writer takes it at once.
         assert!(registry.store.get(&key).await.expect("get").is_none());
         registry

@@ -1570,7 +1570,11 @@ async fn a_same_named_cluster_in_another_store_never_changes_or_deletes_the_firs
             .stderr(predicate::str::contains("another state store"))
             .stderr(predicate::str::contains("nothing was changed or deleted"));
     }
-    assert_eq!(footprint(&first.name).await, before, "the first cluster changed");
+    assert_eq!(
+        footprint(&first.name).await,
+        before,
+        "the first cluster changed"
+    );
     assert!(first.plan().starts_with("No changes"));
 
     // Migration: a resource made before ids (here: the first's VPC with its id tag removed) is refused, then

@@ -143,5 +143,3 @@ pub enum IdentityError {
         what: &'static str,
     },
 }
-
-

@@ -263,14 +263,8 @@ mod tests {
     const C: &str = "c.example.com";
 
     fn inventory() -> Vec<Resource> {
-        let ours = tags(&[
-            ("ballast.dev/cluster", C),
-            (CLUSTER_ID_TAG, "ours"),
-        ]);
-        let theirs = tags(&[
-            ("ballast.dev/cluster", C),
-            (CLUSTER_ID_TAG, "theirs"),
-        ]);
+        let ours = tags(&[("ballast.dev/cluster", C), (CLUSTER_ID_TAG, "ours")]);
+        let theirs = tags(&[("ballast.dev/cluster", C), (CLUSTER_ID_TAG, "theirs")]);
         let untagged = tags(&[("ballast.dev/cluster", C)]);
         let kubernetes_made = tags(&[("kubernetes.io/cluster/c.example.com", "owned")]);
         vec![
@@ -336,9 +330,7 @@ mod tests {
         assert!(err.to_string().contains("--adopt-untagged"), "{err}");
         assert!(err.to_string().contains("Volume vol-1"), "{err}");
         identity.adopt_untagged = true;
-        let adopted = identity
-            .check(&only_untagged, "tagged")
-            .expect("adopted");
+        let adopted = identity.check(&only_untagged, "tagged").expect("adopted");
         assert_eq!(adopted.len(), 1);
         let listed = render_adopted(&adopted, C, Some("ours"));
         assert!(listed.contains("+ Volume vol-1 (etcd)"), "{listed}");

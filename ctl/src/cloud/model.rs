@@ -10,7 +10,8 @@ use ballast_state::spec::{
 };
 
 pub use super::aws::{
-    group_resource_name, ownership_tag, CLUSTER_ID_TAG, CLUSTER_TAG, GROUP_TAG, NODE_SPEC_HASH_TAG, ROLE_TAG,
+    group_resource_name, ownership_tag, CLUSTER_ID_TAG, CLUSTER_TAG, GROUP_TAG, NODE_SPEC_HASH_TAG,
+    ROLE_TAG,
 };
 
 /// Where the state store is, for IAM policies and boot configs.

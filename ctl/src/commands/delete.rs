@@ -160,7 +160,9 @@ async fn delete_cluster(context: &Context, args: DeleteClusterArgs) -> Result<()
         return unregister(&registry, &name, &store, &context.writer, args.yes).await;
     }
     // Before the preview and before any delete: everything found under the name must carry this store's id.
-    let id = ballast_store::cluster_id::read(registry.store(), &name).await.map_err(RegistryError::from)?;
+    let id = ballast_store::cluster_id::read(registry.store(), &name)
+        .await
+        .map_err(RegistryError::from)?;
     let identity = Identity {
         cluster: name.clone(),
         id: id.clone(),

@@ -12,8 +12,8 @@ use ballast_store::store::Precondition;
 use super::Context;
 use crate::cli::{UpdateArgs, UpdateClusterArgs, UpdateTarget, UpdateWhat};
 use crate::cloud::engine::{update, UpdateOptions};
-use crate::cloud::kinds::{load_balancer, node_specs, oidc_discovery, Target};
 use crate::cloud::identity::{adopt, render_adopted, Identity};
+use crate::cloud::kinds::{load_balancer, node_specs, oidc_discovery, Target};
 use crate::cloud::model::{cluster_model, ClusterModel, StateLocation};
 use crate::cloud::teardown::discover;
 use crate::cloud::to_terraform::{render, Inputs};
@@ -94,9 +94,15 @@ async fn update_terraform(
     // Terraform's resources carry the cluster's id like the direct target's: written with --yes if the cluster
     // has none yet (a plan writes nothing and renders without it).
     let id = if args.yes {
-        Some(cluster_id::ensure(registry.store(), name).await.map_err(RegistryError::from)?)
+        Some(
+            cluster_id::ensure(registry.store(), name)
+                .await
+                .map_err(RegistryError::from)?,
+        )
     } else {
-        cluster_id::read(registry.store(), name).await.map_err(RegistryError::from)?
+        cluster_id::read(registry.store(), name)
+            .await
+            .map_err(RegistryError::from)?
     };
     let model = match &id {
         Some(id) => cluster_model(&completed, &state).bound_to(id),
@@ -298,9 +304,15 @@ async fn plan_or_apply(registry: &Registry, name: &str, run: Run) -> Result<(), 
     let completed = registry.load_completed(name).await?;
     // A cluster made before ids gets its id on its first apply; a plan writes nothing, so it plans without one.
     let id = if apply {
-        Some(cluster_id::ensure(registry.store(), name).await.map_err(RegistryError::from)?)
+        Some(
+            cluster_id::ensure(registry.store(), name)
+                .await
+                .map_err(RegistryError::from)?,
+        )
     } else {
-        cluster_id::read(registry.store(), name).await.map_err(RegistryError::from)?
+        cluster_id::read(registry.store(), name)
+            .await
+            .map_err(RegistryError::from)?
     };
     let model = match &id {
         Some(id) => cluster_model(&completed, &state).bound_to(id),

@@ -183,9 +183,7 @@ impl Binding {
         use crate::cloud::aws::{CLUSTER_ID_TAG, CLUSTER_TAG};
         match tags.get(CLUSTER_ID_TAG) {
             Some(id) => Binding::Id(id.clone()),
-            None if tags.get(CLUSTER_TAG).map(String::as_str) == Some(cluster) => {
-                Binding::Untagged
-            }
+            None if tags.get(CLUSTER_TAG).map(String::as_str) == Some(cluster) => Binding::Untagged,
             None => Binding::Unchecked,
         }
     }
@@ -227,7 +225,11 @@ impl Resource {
     }
 
     /// The resource bound as its tags say (a resource Ballast made for `cluster`; see [`Binding::of`]).
-    pub fn bound_by(mut self, tags: &std::collections::BTreeMap<String, String>, cluster: &str) -> Self {
+    pub fn bound_by(
+        mut self,
+        tags: &std::collections::BTreeMap<String, String>,
+        cluster: &str,
+    ) -> Self {
         self.binding = Binding::of(tags, cluster);
         self
     }

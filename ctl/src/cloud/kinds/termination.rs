@@ -1231,7 +1231,9 @@ pub async fn discover(
             .map(|t| (t.key().to_string(), t.value().to_string()))
             .collect();
         if tags.get(&key).map(String::as_str) == Some("owned") {
-            found.push(Resource::new(ResourceKind::EventRule, &name, &name).bound_by(&tags, cluster));
+            found.push(
+                Resource::new(ResourceKind::EventRule, &name, &name).bound_by(&tags, cluster),
+            );
         }
     }
     Ok(found)

@@ -108,7 +108,8 @@ pub async fn oidc_providers(cloud: &Cloud, cluster: &str) -> Result<Vec<Resource
                 .iter()
                 .map(|t| (t.key().to_string(), t.value().to_string()))
                 .collect();
-            found.push(Resource::new(ResourceKind::OidcProvider, arn, url).bound_by(&tags, cluster));
+            found
+                .push(Resource::new(ResourceKind::OidcProvider, arn, url).bound_by(&tags, cluster));
         }
     }
     Ok(found)
