@@ -107,7 +107,7 @@ mod tests {
     async fn an_id_is_written_once_and_read_back() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = StateStore::open(
-            &format!("file://{}", dir.path().display()),
+            &format!("file://{}", dir.path().join("state").display()),
             crate::store::StoreOptions::default(),
         )
         .await
