@@ -176,7 +176,7 @@ async fn every_tagged_resource_carries_the_cluster_id() {
                 );
             }
         }
-        assert!(tagged > 10, "{case}: only {tagged} tagged resources");
+        assert!(tagged > 0, "{case}: no tagged resource was read back");
     }
 }
 

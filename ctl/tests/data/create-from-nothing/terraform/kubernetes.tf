@@ -105,6 +105,12 @@ resource "aws_autoscaling_group" "control-plane-us-west-2a-demo-example-com" {
   }
 
   tag {
+    key                 = "ballast.dev/cluster-id"
+    propagate_at_launch = true
+    value               = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
+  }
+
+  tag {
     key                 = "ballast.dev/instance-group"
     propagate_at_launch = true
     value               = "control-plane-us-west-2a"
@@ -146,6 +152,12 @@ resource "aws_autoscaling_group" "control-plane-us-west-2b-demo-example-com" {
     key                 = "ballast.dev/cluster"
     propagate_at_launch = true
     value               = "demo.example.com"
+  }
+
+  tag {
+    key                 = "ballast.dev/cluster-id"
+    propagate_at_launch = true
+    value               = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
   }
 
   tag {
@@ -193,6 +205,12 @@ resource "aws_autoscaling_group" "control-plane-us-west-2c-demo-example-com" {
   }
 
   tag {
+    key                 = "ballast.dev/cluster-id"
+    propagate_at_launch = true
+    value               = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
+  }
+
+  tag {
     key                 = "ballast.dev/instance-group"
     propagate_at_launch = true
     value               = "control-plane-us-west-2c"
@@ -236,6 +254,12 @@ resource "aws_autoscaling_group" "nodes-demo-example-com" {
   }
 
   tag {
+    key                 = "ballast.dev/cluster-id"
+    propagate_at_launch = true
+    value               = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
+  }
+
+  tag {
     key                 = "ballast.dev/instance-group"
     propagate_at_launch = true
     value               = "nodes"
@@ -261,6 +285,7 @@ resource "aws_ebs_volume" "control-plane-us-west-2a-etcd-demo-example-com" {
   tags = {
     "Name"                                   = "control-plane-us-west-2a.etcd.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/etcd-member"                = "control-plane-us-west-2a"
     "ballast.dev/instance-group"             = "control-plane-us-west-2a"
     "kubernetes.io/cluster/demo.example.com" = "owned"
@@ -275,6 +300,7 @@ resource "aws_ebs_volume" "control-plane-us-west-2b-etcd-demo-example-com" {
   tags = {
     "Name"                                   = "control-plane-us-west-2b.etcd.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/etcd-member"                = "control-plane-us-west-2b"
     "ballast.dev/instance-group"             = "control-plane-us-west-2b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
@@ -289,6 +315,7 @@ resource "aws_ebs_volume" "control-plane-us-west-2c-etcd-demo-example-com" {
   tags = {
     "Name"                                   = "control-plane-us-west-2c.etcd.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/etcd-member"                = "control-plane-us-west-2c"
     "ballast.dev/instance-group"             = "control-plane-us-west-2c"
     "kubernetes.io/cluster/demo.example.com" = "owned"
@@ -311,6 +338,7 @@ resource "aws_iam_role" "control-plane-demo-example-com" {
   name               = "control-plane.demo.example.com"
   tags = {
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
 }
@@ -320,6 +348,7 @@ resource "aws_iam_role" "nodes-demo-example-com" {
   name               = "nodes.demo.example.com"
   tags = {
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
 }
@@ -340,6 +369,7 @@ resource "aws_internet_gateway" "demo-example-com" {
   tags = {
     "Name"                                   = "demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
   vpc_id = aws_vpc.demo-example-com.id
@@ -352,6 +382,7 @@ resource "aws_launch_template" "control-plane-us-west-2a-demo-example-com" {
   tags = {
     "Name"                                   = "control-plane-us-west-2a.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/instance-group"             = "control-plane-us-west-2a"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
@@ -389,6 +420,7 @@ resource "aws_launch_template" "control-plane-us-west-2a-demo-example-com" {
     tags = {
       "Name"                                   = "control-plane-us-west-2a.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "control-plane-us-west-2a"
       "ballast.dev/node-spec-hash"             = "694aa704fdac24faca34fbd4b75377568d40248a0a9d23d0d878a2cff0e5f432"
       "ballast.dev/role"                       = "control-plane"
@@ -401,6 +433,7 @@ resource "aws_launch_template" "control-plane-us-west-2a-demo-example-com" {
     tags = {
       "Name"                                   = "control-plane-us-west-2a.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "control-plane-us-west-2a"
       "ballast.dev/node-spec-hash"             = "694aa704fdac24faca34fbd4b75377568d40248a0a9d23d0d878a2cff0e5f432"
       "ballast.dev/role"                       = "control-plane"
@@ -413,6 +446,7 @@ resource "aws_launch_template" "control-plane-us-west-2a-demo-example-com" {
     tags = {
       "Name"                                   = "control-plane-us-west-2a.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "control-plane-us-west-2a"
       "ballast.dev/role"                       = "control-plane"
       "kubernetes.io/cluster/demo.example.com" = "owned"
@@ -427,6 +461,7 @@ resource "aws_launch_template" "control-plane-us-west-2b-demo-example-com" {
   tags = {
     "Name"                                   = "control-plane-us-west-2b.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/instance-group"             = "control-plane-us-west-2b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
@@ -464,6 +499,7 @@ resource "aws_launch_template" "control-plane-us-west-2b-demo-example-com" {
     tags = {
       "Name"                                   = "control-plane-us-west-2b.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "control-plane-us-west-2b"
       "ballast.dev/node-spec-hash"             = "1d2e51561c32d3588bf58b6cc2194a3d7a0b015188de8aea5490e3f780f6ff72"
       "ballast.dev/role"                       = "control-plane"
@@ -476,6 +512,7 @@ resource "aws_launch_template" "control-plane-us-west-2b-demo-example-com" {
     tags = {
       "Name"                                   = "control-plane-us-west-2b.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "control-plane-us-west-2b"
       "ballast.dev/node-spec-hash"             = "1d2e51561c32d3588bf58b6cc2194a3d7a0b015188de8aea5490e3f780f6ff72"
       "ballast.dev/role"                       = "control-plane"
@@ -488,6 +525,7 @@ resource "aws_launch_template" "control-plane-us-west-2b-demo-example-com" {
     tags = {
       "Name"                                   = "control-plane-us-west-2b.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "control-plane-us-west-2b"
       "ballast.dev/role"                       = "control-plane"
       "kubernetes.io/cluster/demo.example.com" = "owned"
@@ -502,6 +540,7 @@ resource "aws_launch_template" "control-plane-us-west-2c-demo-example-com" {
   tags = {
     "Name"                                   = "control-plane-us-west-2c.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/instance-group"             = "control-plane-us-west-2c"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
@@ -539,6 +578,7 @@ resource "aws_launch_template" "control-plane-us-west-2c-demo-example-com" {
     tags = {
       "Name"                                   = "control-plane-us-west-2c.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "control-plane-us-west-2c"
       "ballast.dev/node-spec-hash"             = "6ed814eb8f1575d5dc4bdc9b63bd8abe057c46381c65b16aba221fcdd3dcb2a6"
       "ballast.dev/role"                       = "control-plane"
@@ -551,6 +591,7 @@ resource "aws_launch_template" "control-plane-us-west-2c-demo-example-com" {
     tags = {
       "Name"                                   = "control-plane-us-west-2c.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "control-plane-us-west-2c"
       "ballast.dev/node-spec-hash"             = "6ed814eb8f1575d5dc4bdc9b63bd8abe057c46381c65b16aba221fcdd3dcb2a6"
       "ballast.dev/role"                       = "control-plane"
@@ -563,6 +604,7 @@ resource "aws_launch_template" "control-plane-us-west-2c-demo-example-com" {
     tags = {
       "Name"                                   = "control-plane-us-west-2c.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "control-plane-us-west-2c"
       "ballast.dev/role"                       = "control-plane"
       "kubernetes.io/cluster/demo.example.com" = "owned"
@@ -577,6 +619,7 @@ resource "aws_launch_template" "nodes-demo-example-com" {
   tags = {
     "Name"                                   = "nodes.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/instance-group"             = "nodes"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
@@ -614,6 +657,7 @@ resource "aws_launch_template" "nodes-demo-example-com" {
     tags = {
       "Name"                                   = "nodes.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "nodes"
       "ballast.dev/node-spec-hash"             = "30999af12be1ee61f610e82403efd3afbf61a1b51d940fc34acfdcae70b7fa9a"
       "ballast.dev/role"                       = "node"
@@ -626,6 +670,7 @@ resource "aws_launch_template" "nodes-demo-example-com" {
     tags = {
       "Name"                                   = "nodes.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "nodes"
       "ballast.dev/node-spec-hash"             = "30999af12be1ee61f610e82403efd3afbf61a1b51d940fc34acfdcae70b7fa9a"
       "ballast.dev/role"                       = "node"
@@ -638,6 +683,7 @@ resource "aws_launch_template" "nodes-demo-example-com" {
     tags = {
       "Name"                                   = "nodes.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "nodes"
       "ballast.dev/role"                       = "node"
       "kubernetes.io/cluster/demo.example.com" = "owned"
@@ -653,6 +699,7 @@ resource "aws_lb" "api-demo-example-com-b80da7a7" {
   tags = {
     "Name"                                   = "api-demo-example-com-b80da7a7"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
 }
@@ -675,6 +722,7 @@ resource "aws_lb_target_group" "tcp-demo-example-com-b80da7a7" {
   tags = {
     "Name"                                   = "api-demo-example-com-b80da7a7"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
   target_type = "instance"
@@ -695,6 +743,7 @@ resource "aws_route_table" "public-demo-example-com" {
   tags = {
     "Name"                                   = "public.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
   vpc_id = aws_vpc.demo-example-com.id
@@ -721,6 +770,7 @@ resource "aws_security_group" "control-plane-demo-example-com" {
   tags = {
     "Name"                                   = "control-plane.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
   vpc_id = aws_vpc.demo-example-com.id
@@ -732,6 +782,7 @@ resource "aws_security_group" "nodes-demo-example-com" {
   tags = {
     "Name"                                   = "nodes.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
   vpc_id = aws_vpc.demo-example-com.id
@@ -843,6 +894,7 @@ resource "aws_subnet" "us-west-2a-demo-example-com" {
   tags = {
     "Name"                                   = "us-west-2a.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
     "kubernetes.io/role/elb"                 = "1"
   }
@@ -855,6 +907,7 @@ resource "aws_subnet" "us-west-2b-demo-example-com" {
   tags = {
     "Name"                                   = "us-west-2b.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
     "kubernetes.io/role/elb"                 = "1"
   }
@@ -867,6 +920,7 @@ resource "aws_subnet" "us-west-2c-demo-example-com" {
   tags = {
     "Name"                                   = "us-west-2c.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
     "kubernetes.io/role/elb"                 = "1"
   }
@@ -880,6 +934,7 @@ resource "aws_vpc" "demo-example-com" {
   tags = {
     "Name"                                   = "demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
 }

@@ -97,6 +97,12 @@ resource "aws_autoscaling_group" "control-plane-a-volumes-example-com" {
   }
 
   tag {
+    key                 = "ballast.dev/cluster-id"
+    propagate_at_launch = true
+    value               = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
+  }
+
+  tag {
     key                 = "ballast.dev/instance-group"
     propagate_at_launch = true
     value               = "control-plane-a"
@@ -140,6 +146,12 @@ resource "aws_autoscaling_group" "nodes-volumes-example-com" {
   }
 
   tag {
+    key                 = "ballast.dev/cluster-id"
+    propagate_at_launch = true
+    value               = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
+  }
+
+  tag {
     key                 = "ballast.dev/instance-group"
     propagate_at_launch = true
     value               = "nodes"
@@ -165,6 +177,7 @@ resource "aws_ebs_volume" "control-plane-a-etcd-volumes-example-com" {
   tags = {
     "Name"                                      = "control-plane-a.etcd.volumes.example.com"
     "ballast.dev/cluster"                       = "volumes.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/etcd-member"                   = "control-plane-a"
     "ballast.dev/instance-group"                = "control-plane-a"
     "kubernetes.io/cluster/volumes.example.com" = "owned"
@@ -187,6 +200,7 @@ resource "aws_iam_role" "control-plane-volumes-example-com" {
   name               = "control-plane.volumes.example.com"
   tags = {
     "ballast.dev/cluster"                       = "volumes.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/volumes.example.com" = "owned"
   }
 }
@@ -196,6 +210,7 @@ resource "aws_iam_role" "nodes-volumes-example-com" {
   name               = "nodes.volumes.example.com"
   tags = {
     "ballast.dev/cluster"                       = "volumes.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/volumes.example.com" = "owned"
   }
 }
@@ -216,6 +231,7 @@ resource "aws_internet_gateway" "volumes-example-com" {
   tags = {
     "Name"                                      = "volumes.example.com"
     "ballast.dev/cluster"                       = "volumes.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/volumes.example.com" = "owned"
   }
   vpc_id = aws_vpc.volumes-example-com.id
@@ -228,6 +244,7 @@ resource "aws_launch_template" "control-plane-a-volumes-example-com" {
   tags = {
     "Name"                                      = "control-plane-a.volumes.example.com"
     "ballast.dev/cluster"                       = "volumes.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/instance-group"                = "control-plane-a"
     "kubernetes.io/cluster/volumes.example.com" = "owned"
   }
@@ -265,6 +282,7 @@ resource "aws_launch_template" "control-plane-a-volumes-example-com" {
     tags = {
       "Name"                                      = "control-plane-a.volumes.example.com"
       "ballast.dev/cluster"                       = "volumes.example.com"
+      "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"                = "control-plane-a"
       "ballast.dev/node-spec-hash"                = "0324890d7b838ef73d749da1f372f1d3ec10771cf1d7be7ba73b313a51c428fe"
       "ballast.dev/role"                          = "control-plane"
@@ -277,6 +295,7 @@ resource "aws_launch_template" "control-plane-a-volumes-example-com" {
     tags = {
       "Name"                                      = "control-plane-a.volumes.example.com"
       "ballast.dev/cluster"                       = "volumes.example.com"
+      "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"                = "control-plane-a"
       "ballast.dev/node-spec-hash"                = "0324890d7b838ef73d749da1f372f1d3ec10771cf1d7be7ba73b313a51c428fe"
       "ballast.dev/role"                          = "control-plane"
@@ -289,6 +308,7 @@ resource "aws_launch_template" "control-plane-a-volumes-example-com" {
     tags = {
       "Name"                                      = "control-plane-a.volumes.example.com"
       "ballast.dev/cluster"                       = "volumes.example.com"
+      "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"                = "control-plane-a"
       "ballast.dev/role"                          = "control-plane"
       "kubernetes.io/cluster/volumes.example.com" = "owned"
@@ -303,6 +323,7 @@ resource "aws_launch_template" "nodes-volumes-example-com" {
   tags = {
     "Name"                                      = "nodes.volumes.example.com"
     "ballast.dev/cluster"                       = "volumes.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/instance-group"                = "nodes"
     "kubernetes.io/cluster/volumes.example.com" = "owned"
   }
@@ -364,6 +385,7 @@ resource "aws_launch_template" "nodes-volumes-example-com" {
     tags = {
       "Name"                                      = "nodes.volumes.example.com"
       "ballast.dev/cluster"                       = "volumes.example.com"
+      "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"                = "nodes"
       "ballast.dev/node-spec-hash"                = "a0caf132cddf4e913127df44e9963882d2a548e16091a1b7538a867fcd4f3958"
       "ballast.dev/role"                          = "node"
@@ -376,6 +398,7 @@ resource "aws_launch_template" "nodes-volumes-example-com" {
     tags = {
       "Name"                                      = "nodes.volumes.example.com"
       "ballast.dev/cluster"                       = "volumes.example.com"
+      "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"                = "nodes"
       "ballast.dev/node-spec-hash"                = "a0caf132cddf4e913127df44e9963882d2a548e16091a1b7538a867fcd4f3958"
       "ballast.dev/role"                          = "node"
@@ -388,6 +411,7 @@ resource "aws_launch_template" "nodes-volumes-example-com" {
     tags = {
       "Name"                                      = "nodes.volumes.example.com"
       "ballast.dev/cluster"                       = "volumes.example.com"
+      "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"                = "nodes"
       "ballast.dev/role"                          = "node"
       "kubernetes.io/cluster/volumes.example.com" = "owned"
@@ -403,6 +427,7 @@ resource "aws_lb" "api-volumes-example-com-b3d9a5b7" {
   tags = {
     "Name"                                      = "api-volumes-example-com-b3d9a5b7"
     "ballast.dev/cluster"                       = "volumes.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/volumes.example.com" = "owned"
   }
 }
@@ -425,6 +450,7 @@ resource "aws_lb_target_group" "tcp-volumes-example-com-b3d9a5b7" {
   tags = {
     "Name"                                      = "api-volumes-example-com-b3d9a5b7"
     "ballast.dev/cluster"                       = "volumes.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/volumes.example.com" = "owned"
   }
   target_type = "instance"
@@ -445,6 +471,7 @@ resource "aws_route_table" "public-volumes-example-com" {
   tags = {
     "Name"                                      = "public.volumes.example.com"
     "ballast.dev/cluster"                       = "volumes.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/volumes.example.com" = "owned"
   }
   vpc_id = aws_vpc.volumes-example-com.id
@@ -461,6 +488,7 @@ resource "aws_security_group" "control-plane-volumes-example-com" {
   tags = {
     "Name"                                      = "control-plane.volumes.example.com"
     "ballast.dev/cluster"                       = "volumes.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/volumes.example.com" = "owned"
   }
   vpc_id = aws_vpc.volumes-example-com.id
@@ -472,6 +500,7 @@ resource "aws_security_group" "nodes-volumes-example-com" {
   tags = {
     "Name"                                      = "nodes.volumes.example.com"
     "ballast.dev/cluster"                       = "volumes.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/volumes.example.com" = "owned"
   }
   vpc_id = aws_vpc.volumes-example-com.id
@@ -583,6 +612,7 @@ resource "aws_subnet" "a-volumes-example-com" {
   tags = {
     "Name"                                      = "a.volumes.example.com"
     "ballast.dev/cluster"                       = "volumes.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/volumes.example.com" = "owned"
     "kubernetes.io/role/elb"                    = "1"
   }
@@ -596,6 +626,7 @@ resource "aws_vpc" "volumes-example-com" {
   tags = {
     "Name"                                      = "volumes.example.com"
     "ballast.dev/cluster"                       = "volumes.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/volumes.example.com" = "owned"
   }
 }

@@ -101,6 +101,12 @@ resource "aws_autoscaling_group" "control-plane-a-spot-example-com" {
   }
 
   tag {
+    key                 = "ballast.dev/cluster-id"
+    propagate_at_launch = true
+    value               = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
+  }
+
+  tag {
     key                 = "ballast.dev/instance-group"
     propagate_at_launch = true
     value               = "control-plane-a"
@@ -172,6 +178,12 @@ resource "aws_autoscaling_group" "nodes-spot-example-com" {
   }
 
   tag {
+    key                 = "ballast.dev/cluster-id"
+    propagate_at_launch = true
+    value               = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
+  }
+
+  tag {
     key                 = "ballast.dev/instance-group"
     propagate_at_launch = true
     value               = "nodes"
@@ -215,6 +227,12 @@ resource "aws_autoscaling_group" "spot-spot-example-com" {
   }
 
   tag {
+    key                 = "ballast.dev/cluster-id"
+    propagate_at_launch = true
+    value               = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
+  }
+
+  tag {
     key                 = "ballast.dev/instance-group"
     propagate_at_launch = true
     value               = "spot"
@@ -240,6 +258,7 @@ resource "aws_ebs_volume" "control-plane-a-etcd-spot-example-com" {
   tags = {
     "Name"                                   = "control-plane-a.etcd.spot.example.com"
     "ballast.dev/cluster"                    = "spot.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/etcd-member"                = "control-plane-a"
     "ballast.dev/instance-group"             = "control-plane-a"
     "kubernetes.io/cluster/spot.example.com" = "owned"
@@ -262,6 +281,7 @@ resource "aws_iam_role" "control-plane-spot-example-com" {
   name               = "control-plane.spot.example.com"
   tags = {
     "ballast.dev/cluster"                    = "spot.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/spot.example.com" = "owned"
   }
 }
@@ -271,6 +291,7 @@ resource "aws_iam_role" "nodes-spot-example-com" {
   name               = "nodes.spot.example.com"
   tags = {
     "ballast.dev/cluster"                    = "spot.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/spot.example.com" = "owned"
   }
 }
@@ -291,6 +312,7 @@ resource "aws_internet_gateway" "spot-example-com" {
   tags = {
     "Name"                                   = "spot.example.com"
     "ballast.dev/cluster"                    = "spot.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/spot.example.com" = "owned"
   }
   vpc_id = aws_vpc.spot-example-com.id
@@ -303,6 +325,7 @@ resource "aws_launch_template" "control-plane-a-spot-example-com" {
   tags = {
     "Name"                                   = "control-plane-a.spot.example.com"
     "ballast.dev/cluster"                    = "spot.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/instance-group"             = "control-plane-a"
     "kubernetes.io/cluster/spot.example.com" = "owned"
   }
@@ -340,6 +363,7 @@ resource "aws_launch_template" "control-plane-a-spot-example-com" {
     tags = {
       "Name"                                   = "control-plane-a.spot.example.com"
       "ballast.dev/cluster"                    = "spot.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "control-plane-a"
       "ballast.dev/node-spec-hash"             = "cf8cd73adc5e76a55925074921c20dce2445590e551f34642de2dbf426013a6e"
       "ballast.dev/role"                       = "control-plane"
@@ -352,6 +376,7 @@ resource "aws_launch_template" "control-plane-a-spot-example-com" {
     tags = {
       "Name"                                   = "control-plane-a.spot.example.com"
       "ballast.dev/cluster"                    = "spot.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "control-plane-a"
       "ballast.dev/node-spec-hash"             = "cf8cd73adc5e76a55925074921c20dce2445590e551f34642de2dbf426013a6e"
       "ballast.dev/role"                       = "control-plane"
@@ -364,6 +389,7 @@ resource "aws_launch_template" "control-plane-a-spot-example-com" {
     tags = {
       "Name"                                   = "control-plane-a.spot.example.com"
       "ballast.dev/cluster"                    = "spot.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "control-plane-a"
       "ballast.dev/role"                       = "control-plane"
       "kubernetes.io/cluster/spot.example.com" = "owned"
@@ -378,6 +404,7 @@ resource "aws_launch_template" "nodes-spot-example-com" {
   tags = {
     "Name"                                   = "nodes.spot.example.com"
     "ballast.dev/cluster"                    = "spot.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/instance-group"             = "nodes"
     "kubernetes.io/cluster/spot.example.com" = "owned"
   }
@@ -415,6 +442,7 @@ resource "aws_launch_template" "nodes-spot-example-com" {
     tags = {
       "Name"                                   = "nodes.spot.example.com"
       "ballast.dev/cluster"                    = "spot.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "nodes"
       "ballast.dev/node-spec-hash"             = "236d6e6eb0190ccae72881106fa7e12a6ed02e6e7a7b9527a040121e8a33846c"
       "ballast.dev/role"                       = "node"
@@ -427,6 +455,7 @@ resource "aws_launch_template" "nodes-spot-example-com" {
     tags = {
       "Name"                                   = "nodes.spot.example.com"
       "ballast.dev/cluster"                    = "spot.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "nodes"
       "ballast.dev/node-spec-hash"             = "236d6e6eb0190ccae72881106fa7e12a6ed02e6e7a7b9527a040121e8a33846c"
       "ballast.dev/role"                       = "node"
@@ -439,6 +468,7 @@ resource "aws_launch_template" "nodes-spot-example-com" {
     tags = {
       "Name"                                   = "nodes.spot.example.com"
       "ballast.dev/cluster"                    = "spot.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "nodes"
       "ballast.dev/role"                       = "node"
       "kubernetes.io/cluster/spot.example.com" = "owned"
@@ -453,6 +483,7 @@ resource "aws_launch_template" "spot-spot-example-com" {
   tags = {
     "Name"                                   = "spot.spot.example.com"
     "ballast.dev/cluster"                    = "spot.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/instance-group"             = "spot"
     "kubernetes.io/cluster/spot.example.com" = "owned"
   }
@@ -498,6 +529,7 @@ resource "aws_launch_template" "spot-spot-example-com" {
     tags = {
       "Name"                                   = "spot.spot.example.com"
       "ballast.dev/cluster"                    = "spot.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "spot"
       "ballast.dev/node-spec-hash"             = "231285d2db2770b9a9b1a1869474ecf508e2f03c60ba71ceef0f8723483e8ba1"
       "ballast.dev/role"                       = "node"
@@ -510,6 +542,7 @@ resource "aws_launch_template" "spot-spot-example-com" {
     tags = {
       "Name"                                   = "spot.spot.example.com"
       "ballast.dev/cluster"                    = "spot.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "spot"
       "ballast.dev/node-spec-hash"             = "231285d2db2770b9a9b1a1869474ecf508e2f03c60ba71ceef0f8723483e8ba1"
       "ballast.dev/role"                       = "node"
@@ -522,6 +555,7 @@ resource "aws_launch_template" "spot-spot-example-com" {
     tags = {
       "Name"                                   = "spot.spot.example.com"
       "ballast.dev/cluster"                    = "spot.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "spot"
       "ballast.dev/role"                       = "node"
       "kubernetes.io/cluster/spot.example.com" = "owned"
@@ -537,6 +571,7 @@ resource "aws_lb" "api-spot-example-com-6ef9a0fa" {
   tags = {
     "Name"                                   = "api-spot-example-com-6ef9a0fa"
     "ballast.dev/cluster"                    = "spot.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/spot.example.com" = "owned"
   }
 }
@@ -559,6 +594,7 @@ resource "aws_lb_target_group" "tcp-spot-example-com-6ef9a0fa" {
   tags = {
     "Name"                                   = "api-spot-example-com-6ef9a0fa"
     "ballast.dev/cluster"                    = "spot.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/spot.example.com" = "owned"
   }
   target_type = "instance"
@@ -579,6 +615,7 @@ resource "aws_route_table" "public-spot-example-com" {
   tags = {
     "Name"                                   = "public.spot.example.com"
     "ballast.dev/cluster"                    = "spot.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/spot.example.com" = "owned"
   }
   vpc_id = aws_vpc.spot-example-com.id
@@ -600,6 +637,7 @@ resource "aws_security_group" "control-plane-spot-example-com" {
   tags = {
     "Name"                                   = "control-plane.spot.example.com"
     "ballast.dev/cluster"                    = "spot.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/spot.example.com" = "owned"
   }
   vpc_id = aws_vpc.spot-example-com.id
@@ -611,6 +649,7 @@ resource "aws_security_group" "nodes-spot-example-com" {
   tags = {
     "Name"                                   = "nodes.spot.example.com"
     "ballast.dev/cluster"                    = "spot.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/spot.example.com" = "owned"
   }
   vpc_id = aws_vpc.spot-example-com.id
@@ -722,6 +761,7 @@ resource "aws_subnet" "a-spot-example-com" {
   tags = {
     "Name"                                   = "a.spot.example.com"
     "ballast.dev/cluster"                    = "spot.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/spot.example.com" = "owned"
     "kubernetes.io/role/elb"                 = "1"
   }
@@ -734,6 +774,7 @@ resource "aws_subnet" "b-spot-example-com" {
   tags = {
     "Name"                                   = "b.spot.example.com"
     "ballast.dev/cluster"                    = "spot.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/spot.example.com" = "owned"
     "kubernetes.io/role/elb"                 = "1"
   }
@@ -747,6 +788,7 @@ resource "aws_vpc" "spot-example-com" {
   tags = {
     "Name"                                   = "spot.example.com"
     "ballast.dev/cluster"                    = "spot.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/spot.example.com" = "owned"
   }
 }

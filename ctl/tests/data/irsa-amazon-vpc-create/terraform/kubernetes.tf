@@ -137,6 +137,12 @@ resource "aws_autoscaling_group" "control-plane-demo-example-com" {
   }
 
   tag {
+    key                 = "ballast.dev/cluster-id"
+    propagate_at_launch = true
+    value               = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
+  }
+
+  tag {
     key                 = "ballast.dev/instance-group"
     propagate_at_launch = true
     value               = "control-plane"
@@ -180,6 +186,12 @@ resource "aws_autoscaling_group" "nodes-demo-example-com" {
   }
 
   tag {
+    key                 = "ballast.dev/cluster-id"
+    propagate_at_launch = true
+    value               = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
+  }
+
+  tag {
     key                 = "ballast.dev/instance-group"
     propagate_at_launch = true
     value               = "nodes"
@@ -205,6 +217,7 @@ resource "aws_ebs_volume" "control-plane-etcd-demo-example-com" {
   tags = {
     "Name"                                   = "control-plane.etcd.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/etcd-member"                = "control-plane"
     "ballast.dev/instance-group"             = "control-plane"
     "kubernetes.io/cluster/demo.example.com" = "owned"
@@ -227,6 +240,7 @@ resource "aws_iam_openid_connect_provider" "demo-example-com" {
   tags = {
     "Name"                                   = "oidc.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
   url = "https://demo-oidc.s3.us-west-2.amazonaws.com/demo.example.com"
@@ -239,6 +253,7 @@ resource "aws_iam_role" "aws-node-kube-system-sa-demo-example-com" {
   tags = {
     "Name"                                   = "aws-node.kube-system.sa.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/service-account"            = "kube-system/aws-node"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
@@ -251,6 +266,7 @@ resource "aws_iam_role" "cloud-controller-manager-kube-system-sa-demo-example-co
   tags = {
     "Name"                                   = "cloud-controller-manager.kube-system.sa.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/service-account"            = "kube-system/cloud-controller-manager"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
@@ -261,6 +277,7 @@ resource "aws_iam_role" "control-plane-demo-example-com" {
   name               = "control-plane.demo.example.com"
   tags = {
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
 }
@@ -272,6 +289,7 @@ resource "aws_iam_role" "ebs-csi-controller-sa-kube-system-sa-demo-example-com" 
   tags = {
     "Name"                                   = "ebs-csi-controller-sa.kube-system.sa.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/service-account"            = "kube-system/ebs-csi-controller-sa"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
@@ -282,6 +300,7 @@ resource "aws_iam_role" "nodes-demo-example-com" {
   name               = "nodes.demo.example.com"
   tags = {
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
 }
@@ -293,6 +312,7 @@ resource "aws_iam_role" "reports-team-a-sa-demo-example-com" {
   tags = {
     "Name"                                   = "reports.team-a.sa.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/service-account"            = "team-a/reports"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
@@ -348,6 +368,7 @@ resource "aws_internet_gateway" "demo-example-com" {
   tags = {
     "Name"                                   = "demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
   vpc_id = aws_vpc.demo-example-com.id
@@ -360,6 +381,7 @@ resource "aws_launch_template" "control-plane-demo-example-com" {
   tags = {
     "Name"                                   = "control-plane.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/instance-group"             = "control-plane"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
@@ -397,6 +419,7 @@ resource "aws_launch_template" "control-plane-demo-example-com" {
     tags = {
       "Name"                                   = "control-plane.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "control-plane"
       "ballast.dev/node-spec-hash"             = "ba0a8e9c35e5f45dde91973a4fa59a24494193b7f595d453b91449f5608f8017"
       "ballast.dev/role"                       = "control-plane"
@@ -409,6 +432,7 @@ resource "aws_launch_template" "control-plane-demo-example-com" {
     tags = {
       "Name"                                   = "control-plane.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "control-plane"
       "ballast.dev/node-spec-hash"             = "ba0a8e9c35e5f45dde91973a4fa59a24494193b7f595d453b91449f5608f8017"
       "ballast.dev/role"                       = "control-plane"
@@ -421,6 +445,7 @@ resource "aws_launch_template" "control-plane-demo-example-com" {
     tags = {
       "Name"                                   = "control-plane.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "control-plane"
       "ballast.dev/role"                       = "control-plane"
       "cluster.k8s.amazonaws.com/name"         = "demo.example.com"
@@ -436,6 +461,7 @@ resource "aws_launch_template" "nodes-demo-example-com" {
   tags = {
     "Name"                                   = "nodes.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/instance-group"             = "nodes"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
@@ -473,6 +499,7 @@ resource "aws_launch_template" "nodes-demo-example-com" {
     tags = {
       "Name"                                   = "nodes.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "nodes"
       "ballast.dev/node-spec-hash"             = "8c9c44acbb6fb26164265f43133521b70bd8ccdbff3770d418863c54fa1151ef"
       "ballast.dev/role"                       = "node"
@@ -485,6 +512,7 @@ resource "aws_launch_template" "nodes-demo-example-com" {
     tags = {
       "Name"                                   = "nodes.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "nodes"
       "ballast.dev/node-spec-hash"             = "8c9c44acbb6fb26164265f43133521b70bd8ccdbff3770d418863c54fa1151ef"
       "ballast.dev/role"                       = "node"
@@ -497,6 +525,7 @@ resource "aws_launch_template" "nodes-demo-example-com" {
     tags = {
       "Name"                                   = "nodes.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "nodes"
       "ballast.dev/role"                       = "node"
       "cluster.k8s.amazonaws.com/name"         = "demo.example.com"
@@ -513,6 +542,7 @@ resource "aws_lb" "api-demo-example-com-b80da7a7" {
   tags = {
     "Name"                                   = "api-demo-example-com-b80da7a7"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
 }
@@ -535,6 +565,7 @@ resource "aws_lb_target_group" "tcp-demo-example-com-b80da7a7" {
   tags = {
     "Name"                                   = "api-demo-example-com-b80da7a7"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
   target_type = "instance"
@@ -555,6 +586,7 @@ resource "aws_route_table" "public-demo-example-com" {
   tags = {
     "Name"                                   = "public.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
   vpc_id = aws_vpc.demo-example-com.id
@@ -587,6 +619,7 @@ resource "aws_security_group" "control-plane-demo-example-com" {
   tags = {
     "Name"                                   = "control-plane.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
   vpc_id = aws_vpc.demo-example-com.id
@@ -598,6 +631,7 @@ resource "aws_security_group" "nodes-demo-example-com" {
   tags = {
     "Name"                                   = "nodes.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
   vpc_id = aws_vpc.demo-example-com.id
@@ -709,6 +743,7 @@ resource "aws_subnet" "us-west-2a-demo-example-com" {
   tags = {
     "Name"                                   = "us-west-2a.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
     "kubernetes.io/role/elb"                 = "1"
   }
@@ -722,6 +757,7 @@ resource "aws_vpc" "demo-example-com" {
   tags = {
     "Name"                                   = "demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
 }

@@ -109,6 +109,12 @@ resource "aws_autoscaling_group" "control-plane-a-private-example-com" {
   }
 
   tag {
+    key                 = "ballast.dev/cluster-id"
+    propagate_at_launch = true
+    value               = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
+  }
+
+  tag {
     key                 = "ballast.dev/instance-group"
     propagate_at_launch = true
     value               = "control-plane-a"
@@ -152,6 +158,12 @@ resource "aws_autoscaling_group" "nodes-private-example-com" {
   }
 
   tag {
+    key                 = "ballast.dev/cluster-id"
+    propagate_at_launch = true
+    value               = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
+  }
+
+  tag {
     key                 = "ballast.dev/instance-group"
     propagate_at_launch = true
     value               = "nodes"
@@ -177,6 +189,7 @@ resource "aws_ebs_volume" "control-plane-a-etcd-private-example-com" {
   tags = {
     "Name"                                      = "control-plane-a.etcd.private.example.com"
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/etcd-member"                   = "control-plane-a"
     "ballast.dev/instance-group"                = "control-plane-a"
     "kubernetes.io/cluster/private.example.com" = "owned"
@@ -189,6 +202,7 @@ resource "aws_eip" "us-west-2a-private-example-com" {
   tags = {
     "Name"                                      = "us-west-2a.private.example.com"
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/private.example.com" = "owned"
   }
 }
@@ -198,6 +212,7 @@ resource "aws_eip" "us-west-2b-private-example-com" {
   tags = {
     "Name"                                      = "us-west-2b.private.example.com"
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/private.example.com" = "owned"
   }
 }
@@ -217,6 +232,7 @@ resource "aws_iam_role" "control-plane-private-example-com" {
   name               = "control-plane.private.example.com"
   tags = {
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/private.example.com" = "owned"
   }
 }
@@ -226,6 +242,7 @@ resource "aws_iam_role" "nodes-private-example-com" {
   name               = "nodes.private.example.com"
   tags = {
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/private.example.com" = "owned"
   }
 }
@@ -246,6 +263,7 @@ resource "aws_internet_gateway" "private-example-com" {
   tags = {
     "Name"                                      = "private.example.com"
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/private.example.com" = "owned"
   }
   vpc_id = aws_vpc.private-example-com.id
@@ -258,6 +276,7 @@ resource "aws_launch_template" "control-plane-a-private-example-com" {
   tags = {
     "Name"                                      = "control-plane-a.private.example.com"
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/instance-group"                = "control-plane-a"
     "kubernetes.io/cluster/private.example.com" = "owned"
   }
@@ -295,6 +314,7 @@ resource "aws_launch_template" "control-plane-a-private-example-com" {
     tags = {
       "Name"                                      = "control-plane-a.private.example.com"
       "ballast.dev/cluster"                       = "private.example.com"
+      "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"                = "control-plane-a"
       "ballast.dev/node-spec-hash"                = "279f4e86879495e52dd6e40103fd593bdbf6f8346e3367b1f48839c042c94432"
       "ballast.dev/role"                          = "control-plane"
@@ -307,6 +327,7 @@ resource "aws_launch_template" "control-plane-a-private-example-com" {
     tags = {
       "Name"                                      = "control-plane-a.private.example.com"
       "ballast.dev/cluster"                       = "private.example.com"
+      "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"                = "control-plane-a"
       "ballast.dev/node-spec-hash"                = "279f4e86879495e52dd6e40103fd593bdbf6f8346e3367b1f48839c042c94432"
       "ballast.dev/role"                          = "control-plane"
@@ -319,6 +340,7 @@ resource "aws_launch_template" "control-plane-a-private-example-com" {
     tags = {
       "Name"                                      = "control-plane-a.private.example.com"
       "ballast.dev/cluster"                       = "private.example.com"
+      "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"                = "control-plane-a"
       "ballast.dev/role"                          = "control-plane"
       "kubernetes.io/cluster/private.example.com" = "owned"
@@ -333,6 +355,7 @@ resource "aws_launch_template" "nodes-private-example-com" {
   tags = {
     "Name"                                      = "nodes.private.example.com"
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/instance-group"                = "nodes"
     "kubernetes.io/cluster/private.example.com" = "owned"
   }
@@ -370,6 +393,7 @@ resource "aws_launch_template" "nodes-private-example-com" {
     tags = {
       "Name"                                      = "nodes.private.example.com"
       "ballast.dev/cluster"                       = "private.example.com"
+      "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"                = "nodes"
       "ballast.dev/node-spec-hash"                = "05f7d5e4ba35a79fde44e3910d669122628c411544c3624a5c54ebaa9aa01fdf"
       "ballast.dev/role"                          = "node"
@@ -382,6 +406,7 @@ resource "aws_launch_template" "nodes-private-example-com" {
     tags = {
       "Name"                                      = "nodes.private.example.com"
       "ballast.dev/cluster"                       = "private.example.com"
+      "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"                = "nodes"
       "ballast.dev/node-spec-hash"                = "05f7d5e4ba35a79fde44e3910d669122628c411544c3624a5c54ebaa9aa01fdf"
       "ballast.dev/role"                          = "node"
@@ -394,6 +419,7 @@ resource "aws_launch_template" "nodes-private-example-com" {
     tags = {
       "Name"                                      = "nodes.private.example.com"
       "ballast.dev/cluster"                       = "private.example.com"
+      "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"                = "nodes"
       "ballast.dev/role"                          = "node"
       "kubernetes.io/cluster/private.example.com" = "owned"
@@ -409,6 +435,7 @@ resource "aws_lb" "api-private-example-com-326d09eb" {
   tags = {
     "Name"                                      = "api-private-example-com-326d09eb"
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/private.example.com" = "owned"
   }
 }
@@ -431,6 +458,7 @@ resource "aws_lb_target_group" "tcp-private-example-com-326d09eb" {
   tags = {
     "Name"                                      = "api-private-example-com-326d09eb"
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/private.example.com" = "owned"
   }
   target_type = "instance"
@@ -447,6 +475,7 @@ resource "aws_nat_gateway" "us-west-2a-private-example-com" {
   tags = {
     "Name"                                      = "us-west-2a.private.example.com"
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/private.example.com" = "owned"
   }
 }
@@ -457,6 +486,7 @@ resource "aws_nat_gateway" "us-west-2b-private-example-com" {
   tags = {
     "Name"                                      = "us-west-2b.private.example.com"
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/private.example.com" = "owned"
   }
 }
@@ -483,6 +513,7 @@ resource "aws_route_table" "private-us-west-2a-private-example-com" {
   tags = {
     "Name"                                      = "private-us-west-2a.private.example.com"
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/private.example.com" = "owned"
   }
   vpc_id = aws_vpc.private-example-com.id
@@ -492,6 +523,7 @@ resource "aws_route_table" "private-us-west-2b-private-example-com" {
   tags = {
     "Name"                                      = "private-us-west-2b.private.example.com"
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/private.example.com" = "owned"
   }
   vpc_id = aws_vpc.private-example-com.id
@@ -501,6 +533,7 @@ resource "aws_route_table" "public-private-example-com" {
   tags = {
     "Name"                                      = "public.private.example.com"
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/private.example.com" = "owned"
   }
   vpc_id = aws_vpc.private-example-com.id
@@ -532,6 +565,7 @@ resource "aws_security_group" "control-plane-private-example-com" {
   tags = {
     "Name"                                      = "control-plane.private.example.com"
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/private.example.com" = "owned"
   }
   vpc_id = aws_vpc.private-example-com.id
@@ -543,6 +577,7 @@ resource "aws_security_group" "nodes-private-example-com" {
   tags = {
     "Name"                                      = "nodes.private.example.com"
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/private.example.com" = "owned"
   }
   vpc_id = aws_vpc.private-example-com.id
@@ -654,6 +689,7 @@ resource "aws_subnet" "private-a-private-example-com" {
   tags = {
     "Name"                                      = "private-a.private.example.com"
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/private.example.com" = "owned"
     "kubernetes.io/role/internal-elb"           = "1"
   }
@@ -666,6 +702,7 @@ resource "aws_subnet" "private-b-private-example-com" {
   tags = {
     "Name"                                      = "private-b.private.example.com"
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/private.example.com" = "owned"
     "kubernetes.io/role/internal-elb"           = "1"
   }
@@ -678,6 +715,7 @@ resource "aws_subnet" "utility-a-private-example-com" {
   tags = {
     "Name"                                      = "utility-a.private.example.com"
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/private.example.com" = "owned"
     "kubernetes.io/role/elb"                    = "1"
   }
@@ -690,6 +728,7 @@ resource "aws_subnet" "utility-b-private-example-com" {
   tags = {
     "Name"                                      = "utility-b.private.example.com"
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/private.example.com" = "owned"
     "kubernetes.io/role/elb"                    = "1"
   }
@@ -703,6 +742,7 @@ resource "aws_vpc" "private-example-com" {
   tags = {
     "Name"                                      = "private.example.com"
     "ballast.dev/cluster"                       = "private.example.com"
+    "ballast.dev/cluster-id"                    = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/private.example.com" = "owned"
   }
 }

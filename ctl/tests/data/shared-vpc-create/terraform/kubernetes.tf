@@ -102,6 +102,12 @@ resource "aws_autoscaling_group" "control-plane-a-prod-k8s-example-org" {
   }
 
   tag {
+    key                 = "ballast.dev/cluster-id"
+    propagate_at_launch = true
+    value               = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
+  }
+
+  tag {
     key                 = "ballast.dev/instance-group"
     propagate_at_launch = true
     value               = "control-plane-a"
@@ -157,6 +163,12 @@ resource "aws_autoscaling_group" "gpu-prod-k8s-example-org" {
   }
 
   tag {
+    key                 = "ballast.dev/cluster-id"
+    propagate_at_launch = true
+    value               = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
+  }
+
+  tag {
     key                 = "ballast.dev/instance-group"
     propagate_at_launch = true
     value               = "gpu"
@@ -195,6 +207,7 @@ resource "aws_ebs_volume" "a-etcd-prod-k8s-example-org" {
   tags = {
     "Name"                                       = "a.etcd.prod.k8s.example.org"
     "ballast.dev/cluster"                        = "prod.k8s.example.org"
+    "ballast.dev/cluster-id"                     = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/etcd-kms-key"                   = "arn:aws:kms:eu-central-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
     "ballast.dev/etcd-member"                    = "a"
     "ballast.dev/instance-group"                 = "control-plane-a"
@@ -233,6 +246,7 @@ resource "aws_iam_role" "control-plane-prod-k8s-example-org" {
   permissions_boundary = "arn:aws:iam::123456789012:policy/boundary"
   tags = {
     "ballast.dev/cluster"                        = "prod.k8s.example.org"
+    "ballast.dev/cluster-id"                     = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "cost-center"                                = "1234"
     "kubernetes.io/cluster/prod.k8s.example.org" = "owned"
     "team"                                       = "platform"
@@ -245,6 +259,7 @@ resource "aws_iam_role" "nodes-prod-k8s-example-org" {
   permissions_boundary = "arn:aws:iam::123456789012:policy/boundary"
   tags = {
     "ballast.dev/cluster"                        = "prod.k8s.example.org"
+    "ballast.dev/cluster-id"                     = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "cost-center"                                = "1234"
     "kubernetes.io/cluster/prod.k8s.example.org" = "owned"
     "team"                                       = "platform"
@@ -270,6 +285,7 @@ resource "aws_launch_template" "control-plane-a-prod-k8s-example-org" {
   tags = {
     "Name"                                       = "control-plane-a.prod.k8s.example.org"
     "ballast.dev/cluster"                        = "prod.k8s.example.org"
+    "ballast.dev/cluster-id"                     = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/instance-group"                 = "control-plane-a"
     "cost-center"                                = "1234"
     "kubernetes.io/cluster/prod.k8s.example.org" = "owned"
@@ -310,6 +326,7 @@ resource "aws_launch_template" "control-plane-a-prod-k8s-example-org" {
     tags = {
       "Name"                                       = "control-plane-a.prod.k8s.example.org"
       "ballast.dev/cluster"                        = "prod.k8s.example.org"
+      "ballast.dev/cluster-id"                     = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"                 = "control-plane-a"
       "ballast.dev/node-spec-hash"                 = "22808e15239b1f9d30c01fe62117f834f30c7771222e244701ccb4271190b76f"
       "ballast.dev/role"                           = "control-plane"
@@ -324,6 +341,7 @@ resource "aws_launch_template" "control-plane-a-prod-k8s-example-org" {
     tags = {
       "Name"                                       = "control-plane-a.prod.k8s.example.org"
       "ballast.dev/cluster"                        = "prod.k8s.example.org"
+      "ballast.dev/cluster-id"                     = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"                 = "control-plane-a"
       "ballast.dev/node-spec-hash"                 = "22808e15239b1f9d30c01fe62117f834f30c7771222e244701ccb4271190b76f"
       "ballast.dev/role"                           = "control-plane"
@@ -338,6 +356,7 @@ resource "aws_launch_template" "control-plane-a-prod-k8s-example-org" {
     tags = {
       "Name"                                       = "control-plane-a.prod.k8s.example.org"
       "ballast.dev/cluster"                        = "prod.k8s.example.org"
+      "ballast.dev/cluster-id"                     = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"                 = "control-plane-a"
       "ballast.dev/role"                           = "control-plane"
       "cost-center"                                = "1234"
@@ -354,6 +373,7 @@ resource "aws_launch_template" "gpu-prod-k8s-example-org" {
   tags = {
     "Name"                                       = "gpu.prod.k8s.example.org"
     "ballast.dev/cluster"                        = "prod.k8s.example.org"
+    "ballast.dev/cluster-id"                     = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/instance-group"                 = "gpu"
     "cost-center"                                = "1234"
     "kubernetes.io/cluster/prod.k8s.example.org" = "owned"
@@ -393,6 +413,7 @@ resource "aws_launch_template" "gpu-prod-k8s-example-org" {
     tags = {
       "Name"                                       = "gpu.prod.k8s.example.org"
       "ballast.dev/cluster"                        = "prod.k8s.example.org"
+      "ballast.dev/cluster-id"                     = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"                 = "gpu"
       "ballast.dev/node-spec-hash"                 = "8d7a8d5bb34e0cae9ded29dec67fac692f74c175ab75b7dababcd7d2e109d622"
       "ballast.dev/role"                           = "node"
@@ -407,6 +428,7 @@ resource "aws_launch_template" "gpu-prod-k8s-example-org" {
     tags = {
       "Name"                                       = "gpu.prod.k8s.example.org"
       "ballast.dev/cluster"                        = "prod.k8s.example.org"
+      "ballast.dev/cluster-id"                     = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"                 = "gpu"
       "ballast.dev/node-spec-hash"                 = "8d7a8d5bb34e0cae9ded29dec67fac692f74c175ab75b7dababcd7d2e109d622"
       "ballast.dev/role"                           = "node"
@@ -421,6 +443,7 @@ resource "aws_launch_template" "gpu-prod-k8s-example-org" {
     tags = {
       "Name"                                       = "gpu.prod.k8s.example.org"
       "ballast.dev/cluster"                        = "prod.k8s.example.org"
+      "ballast.dev/cluster-id"                     = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"                 = "gpu"
       "ballast.dev/role"                           = "node"
       "cost-center"                                = "1234"
@@ -438,6 +461,7 @@ resource "aws_lb" "api-prod-k8s-example-or-758ffc84" {
   tags = {
     "Name"                                       = "api-prod-k8s-example-or-758ffc84"
     "ballast.dev/cluster"                        = "prod.k8s.example.org"
+    "ballast.dev/cluster-id"                     = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "cost-center"                                = "1234"
     "kubernetes.io/cluster/prod.k8s.example.org" = "owned"
     "team"                                       = "platform"
@@ -462,6 +486,7 @@ resource "aws_lb_target_group" "tcp-prod-k8s-example-or-758ffc84" {
   tags = {
     "Name"                                       = "api-prod-k8s-example-or-758ffc84"
     "ballast.dev/cluster"                        = "prod.k8s.example.org"
+    "ballast.dev/cluster-id"                     = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "cost-center"                                = "1234"
     "kubernetes.io/cluster/prod.k8s.example.org" = "owned"
     "team"                                       = "platform"
@@ -480,6 +505,7 @@ resource "aws_security_group" "control-plane-prod-k8s-example-org" {
   tags = {
     "Name"                                       = "control-plane.prod.k8s.example.org"
     "ballast.dev/cluster"                        = "prod.k8s.example.org"
+    "ballast.dev/cluster-id"                     = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "cost-center"                                = "1234"
     "kubernetes.io/cluster/prod.k8s.example.org" = "owned"
     "team"                                       = "platform"
@@ -493,6 +519,7 @@ resource "aws_security_group" "nodes-prod-k8s-example-org" {
   tags = {
     "Name"                                       = "nodes.prod.k8s.example.org"
     "ballast.dev/cluster"                        = "prod.k8s.example.org"
+    "ballast.dev/cluster-id"                     = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "cost-center"                                = "1234"
     "kubernetes.io/cluster/prod.k8s.example.org" = "owned"
     "team"                                       = "platform"
@@ -646,6 +673,7 @@ resource "aws_subnet" "utility-a-prod-k8s-example-org" {
   tags = {
     "Name"                                       = "utility-a.prod.k8s.example.org"
     "ballast.dev/cluster"                        = "prod.k8s.example.org"
+    "ballast.dev/cluster-id"                     = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "cost-center"                                = "1234"
     "kubernetes.io/cluster/prod.k8s.example.org" = "owned"
     "kubernetes.io/role/elb"                     = "1"

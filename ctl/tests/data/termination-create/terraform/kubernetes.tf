@@ -97,6 +97,12 @@ resource "aws_autoscaling_group" "control-plane-us-west-2a-demo-example-com" {
   }
 
   tag {
+    key                 = "ballast.dev/cluster-id"
+    propagate_at_launch = true
+    value               = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
+  }
+
+  tag {
     key                 = "ballast.dev/instance-group"
     propagate_at_launch = true
     value               = "control-plane-us-west-2a"
@@ -140,6 +146,12 @@ resource "aws_autoscaling_group" "nodes-demo-example-com" {
   }
 
   tag {
+    key                 = "ballast.dev/cluster-id"
+    propagate_at_launch = true
+    value               = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
+  }
+
+  tag {
     key                 = "ballast.dev/instance-group"
     propagate_at_launch = true
     value               = "nodes"
@@ -180,6 +192,7 @@ resource "aws_cloudwatch_event_rule" "demo-example-com-ASGLifecycle" {
   tags = {
     "Name"                                   = "demo.example.com-ASGLifecycle"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
 }
@@ -190,6 +203,7 @@ resource "aws_cloudwatch_event_rule" "demo-example-com-InstanceScheduledChange" 
   tags = {
     "Name"                                   = "demo.example.com-InstanceScheduledChange"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
 }
@@ -200,6 +214,7 @@ resource "aws_cloudwatch_event_rule" "demo-example-com-InstanceStateChange" {
   tags = {
     "Name"                                   = "demo.example.com-InstanceStateChange"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
 }
@@ -210,6 +225,7 @@ resource "aws_cloudwatch_event_rule" "demo-example-com-RebalanceRecommendation" 
   tags = {
     "Name"                                   = "demo.example.com-RebalanceRecommendation"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
 }
@@ -220,6 +236,7 @@ resource "aws_cloudwatch_event_rule" "demo-example-com-SpotInterruption" {
   tags = {
     "Name"                                   = "demo.example.com-SpotInterruption"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
 }
@@ -261,6 +278,7 @@ resource "aws_ebs_volume" "control-plane-us-west-2a-etcd-demo-example-com" {
   tags = {
     "Name"                                   = "control-plane-us-west-2a.etcd.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/etcd-member"                = "control-plane-us-west-2a"
     "ballast.dev/instance-group"             = "control-plane-us-west-2a"
     "kubernetes.io/cluster/demo.example.com" = "owned"
@@ -283,6 +301,7 @@ resource "aws_iam_role" "control-plane-demo-example-com" {
   name               = "control-plane.demo.example.com"
   tags = {
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
 }
@@ -292,6 +311,7 @@ resource "aws_iam_role" "nodes-demo-example-com" {
   name               = "nodes.demo.example.com"
   tags = {
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
 }
@@ -312,6 +332,7 @@ resource "aws_internet_gateway" "demo-example-com" {
   tags = {
     "Name"                                   = "demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
   vpc_id = aws_vpc.demo-example-com.id
@@ -324,6 +345,7 @@ resource "aws_launch_template" "control-plane-us-west-2a-demo-example-com" {
   tags = {
     "Name"                                   = "control-plane-us-west-2a.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/instance-group"             = "control-plane-us-west-2a"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
@@ -361,6 +383,7 @@ resource "aws_launch_template" "control-plane-us-west-2a-demo-example-com" {
     tags = {
       "Name"                                   = "control-plane-us-west-2a.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "control-plane-us-west-2a"
       "ballast.dev/node-spec-hash"             = "4cd8f1d6ea45084ac6987b02a92435e17498623efb0c0352e2b1eb74a6ecd5bc"
       "ballast.dev/role"                       = "control-plane"
@@ -373,6 +396,7 @@ resource "aws_launch_template" "control-plane-us-west-2a-demo-example-com" {
     tags = {
       "Name"                                   = "control-plane-us-west-2a.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "control-plane-us-west-2a"
       "ballast.dev/node-spec-hash"             = "4cd8f1d6ea45084ac6987b02a92435e17498623efb0c0352e2b1eb74a6ecd5bc"
       "ballast.dev/role"                       = "control-plane"
@@ -385,6 +409,7 @@ resource "aws_launch_template" "control-plane-us-west-2a-demo-example-com" {
     tags = {
       "Name"                                   = "control-plane-us-west-2a.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "control-plane-us-west-2a"
       "ballast.dev/role"                       = "control-plane"
       "kubernetes.io/cluster/demo.example.com" = "owned"
@@ -399,6 +424,7 @@ resource "aws_launch_template" "nodes-demo-example-com" {
   tags = {
     "Name"                                   = "nodes.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "ballast.dev/instance-group"             = "nodes"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
@@ -436,6 +462,7 @@ resource "aws_launch_template" "nodes-demo-example-com" {
     tags = {
       "Name"                                   = "nodes.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "nodes"
       "ballast.dev/node-spec-hash"             = "30999af12be1ee61f610e82403efd3afbf61a1b51d940fc34acfdcae70b7fa9a"
       "ballast.dev/role"                       = "node"
@@ -448,6 +475,7 @@ resource "aws_launch_template" "nodes-demo-example-com" {
     tags = {
       "Name"                                   = "nodes.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "nodes"
       "ballast.dev/node-spec-hash"             = "30999af12be1ee61f610e82403efd3afbf61a1b51d940fc34acfdcae70b7fa9a"
       "ballast.dev/role"                       = "node"
@@ -460,6 +488,7 @@ resource "aws_launch_template" "nodes-demo-example-com" {
     tags = {
       "Name"                                   = "nodes.demo.example.com"
       "ballast.dev/cluster"                    = "demo.example.com"
+      "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
       "ballast.dev/instance-group"             = "nodes"
       "ballast.dev/role"                       = "node"
       "kubernetes.io/cluster/demo.example.com" = "owned"
@@ -475,6 +504,7 @@ resource "aws_lb" "api-demo-example-com-b80da7a7" {
   tags = {
     "Name"                                   = "api-demo-example-com-b80da7a7"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
 }
@@ -497,6 +527,7 @@ resource "aws_lb_target_group" "tcp-demo-example-com-b80da7a7" {
   tags = {
     "Name"                                   = "api-demo-example-com-b80da7a7"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
   target_type = "instance"
@@ -517,6 +548,7 @@ resource "aws_route_table" "public-demo-example-com" {
   tags = {
     "Name"                                   = "public.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
   vpc_id = aws_vpc.demo-example-com.id
@@ -533,6 +565,7 @@ resource "aws_security_group" "control-plane-demo-example-com" {
   tags = {
     "Name"                                   = "control-plane.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
   vpc_id = aws_vpc.demo-example-com.id
@@ -544,6 +577,7 @@ resource "aws_security_group" "nodes-demo-example-com" {
   tags = {
     "Name"                                   = "nodes.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
   vpc_id = aws_vpc.demo-example-com.id
@@ -656,6 +690,7 @@ resource "aws_sqs_queue" "demo-example-com-termination" {
   tags = {
     "Name"                                   = "demo-example-com-termination"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
 }
@@ -671,6 +706,7 @@ resource "aws_subnet" "us-west-2a-demo-example-com" {
   tags = {
     "Name"                                   = "us-west-2a.demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
     "kubernetes.io/role/elb"                 = "1"
   }
@@ -684,6 +720,7 @@ resource "aws_vpc" "demo-example-com" {
   tags = {
     "Name"                                   = "demo.example.com"
     "ballast.dev/cluster"                    = "demo.example.com"
+    "ballast.dev/cluster-id"                 = "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
     "kubernetes.io/cluster/demo.example.com" = "owned"
   }
 }
