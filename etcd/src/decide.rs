@@ -811,7 +811,7 @@ mod handoff;
 mod volume;
 
 pub use fate::InstanceFate;
-pub use handoff::{plan_handoff, Handoff, HandoffMember};
+pub use handoff::{plan_handoff, stop_keeps_quorum, Handoff, HandoffMember};
 
 #[cfg(test)]
 mod tests;

@@ -228,40 +228,68 @@ async fn stay_up(state: &mut Run, configured: bool, root: &Path) {
     }
 }
 
-/// The etcd supervisor until `termination` (SIGTERM), or until a stop request for this instance
-/// (crate::termination::stop): then its outcome is written back for the handler, and nodeup waits for SIGTERM
-/// with etcd stopped (its data and membership kept for the replacement).
+/// The etcd supervisor until `termination` (SIGTERM). A stop request for this instance
+/// (crate::termination::stop) stops its member only when the supervisor grants it (one node at a time, and only
+/// while the other voters keep a quorum: `ballast_etcd::supervisor::Supervisor::grant_stop`); a request not granted
+/// waits and is looked at again. Once stopped, the outcome is written back for the asker, and nodeup waits for
+/// SIGTERM with etcd stopped (its data and membership kept for the replacement), but no longer than the request's
+/// bound (`ballast_state::termination::resume_after`): an instance still running then was not going, and its
+/// member resumes.
 async fn run_etcd_supervisor(
-    supervisor: EtcdSupervisor,
+    mut supervisor: EtcdSupervisor,
     termination: impl std::future::Future<Output = ()>,
     watch: Option<StopWatch>,
 ) {
     tokio::pin!(termination);
-    let (requested_tx, mut requested_rx) = tokio::sync::oneshot::channel();
-    let shutdown = async {
-        let request = async {
-            match &watch {
-                Some(w) => w.requested().await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            () = &mut termination => {}
-            request = request => {
-                let _ = requested_tx.send(request);
-            }
-        }
+    let Some(watch) = watch else {
+        supervisor.run(termination).await;
+        return;
     };
-    let outcome = supervisor.run(shutdown).await;
-    if let (Ok(request), Some(watch)) = (requested_rx.try_recv(), &watch) {
+    let mut look_again_after = Duration::ZERO;
+    loop {
+        let mut seen = None;
+        supervisor
+            .run_until(async {
+                let request = async {
+                    tokio::time::sleep(look_again_after).await;
+                    watch.requested().await
+                };
+                tokio::select! {
+                    () = &mut termination => {}
+                    request = request => seen = Some(request),
+                }
+            })
+            .await;
+        let Some(request) = seen else {
+            // SIGTERM: the shutdown's own stop, with its bounded handoff.
+            supervisor.stop_gracefully().await;
+            return;
+        };
+        if let Err(why) = supervisor.grant_stop().await {
+            tracing::warn!(reason = %request.reason, why = %why, "etcd stop requested and not granted; the request waits");
+            look_again_after = crate::termination::stop::POLL;
+            continue;
+        }
+        let outcome = supervisor.stop_gracefully().await;
+        let bound = ballast_state::termination::resume_after(&request);
         // The reason says who asked: the termination handler (the event's kind) or `rolling-update`.
         tracing::info!(
             outcome = %crate::termination::stop::describe(&outcome),
             reason = %request.reason,
+            resume_after = ?bound,
             "etcd stopped on a stop request; waiting for this instance's end"
         );
         watch.acknowledge(request, &outcome).await;
-        termination.await;
+        tokio::select! {
+            () = &mut termination => return,
+            () = tokio::time::sleep(bound) => {}
+        }
+        tracing::warn!(
+            after = ?bound,
+            "this instance did not go after its etcd stop; resuming its etcd member"
+        );
+        watch.withdraw().await;
+        look_again_after = Duration::ZERO;
     }
 }
 

@@ -88,9 +88,33 @@ pub struct EtcdStopRequest {
     pub reason: String,
     /// RFC 3339, the requester's clock (shown only).
     pub requested_at: String,
+    /// How long after its stop the member resumes if its instance is still running (nodeup not told to shut
+    /// down): the end a stop prepares for did not come (a forged or mistaken event, an action completed with
+    /// ABANDON). Absent: [`DEFAULT_RESUME_AFTER_SECONDS`]; clamped to [`MIN_RESUME_AFTER_SECONDS`]..=
+    /// [`MAX_RESUME_AFTER_SECONDS`] ([`resume_after`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_after_seconds: Option<u32>,
     /// Set by the target once its member is stopped; the handler then completes the lifecycle action.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<EtcdStopped>,
+}
+
+/// A stopped member resumes this long after its stop when its instance is still running: beyond a spot
+/// interruption's two minutes' notice and an instance's shutdown once its lifecycle action is completed, and the
+/// queue's retention (a message is handled within it or never).
+pub const DEFAULT_RESUME_AFTER_SECONDS: u32 = 300;
+/// The shortest bound a request may ask for: the handler's own wait for the answer and its completion fit in it.
+pub const MIN_RESUME_AFTER_SECONDS: u32 = 10;
+/// The longest: the hooks' longest heartbeat (2 h).
+pub const MAX_RESUME_AFTER_SECONDS: u32 = 7200;
+
+/// How long after its stop on `request` a member whose instance did not go resumes.
+pub fn resume_after(request: &EtcdStopRequest) -> std::time::Duration {
+    let seconds = request
+        .resume_after_seconds
+        .unwrap_or(DEFAULT_RESUME_AFTER_SECONDS)
+        .clamp(MIN_RESUME_AFTER_SECONDS, MAX_RESUME_AFTER_SECONDS);
+    std::time::Duration::from_secs(u64::from(seconds))
 }
 
 /// How the target's member stopped.
@@ -125,6 +149,7 @@ mod tests {
             instance_id: "i-1".into(),
             reason: "lifecycle action".into(),
             requested_at: "2026-01-01T00:00:00Z".into(),
+            resume_after_seconds: Some(60),
             stopped: Some(EtcdStopped {
                 at: "2026-01-01T00:00:01Z".into(),
                 outcome: "follower".into(),
@@ -140,5 +165,23 @@ mod tests {
         )
         .expect_err("unknown field");
         assert!(error.to_string().contains("extra"), "{error}");
+    }
+
+    #[test]
+    fn a_stopped_member_resumes_within_a_bound_whatever_the_request_asks() {
+        let mut request = EtcdStopRequest {
+            instance_id: "i-1".into(),
+            reason: "r".into(),
+            requested_at: "t".into(),
+            resume_after_seconds: None,
+            stopped: None,
+        };
+        assert_eq!(resume_after(&request).as_secs(), 300);
+        request.resume_after_seconds = Some(0);
+        assert_eq!(resume_after(&request).as_secs(), 10);
+        request.resume_after_seconds = Some(u32::MAX);
+        assert_eq!(resume_after(&request).as_secs(), 7200);
+        request.resume_after_seconds = Some(45);
+        assert_eq!(resume_after(&request).as_secs(), 45);
     }
 }

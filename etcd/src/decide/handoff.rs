@@ -69,6 +69,31 @@ pub fn plan_handoff(me: &MemberStatus, members: &[HandoffMember]) -> Handoff {
     }
 }
 
+/// Whether the local member may stop on a stop request (not on its own shutdown: an instance that goes, goes):
+/// only while the voters other than `me` that answered just now, in this cluster and following a leader, are a
+/// quorum of all the voters. Otherwise stopping it leaves the cluster without a quorum of healthy voters (two
+/// requests at once on three members, or one while another member is down): the request waits, and is looked at
+/// again. `Err` says why, for the log.
+pub fn stop_keeps_quorum(me: u64, cluster_id: u64, members: &[HandoffMember]) -> Result<(), String> {
+    let voters = members.iter().filter(|m| !m.is_learner).count();
+    let healthy_others = members
+        .iter()
+        .filter(|m| !m.is_learner && m.id != me)
+        .filter(|m| {
+            m.status
+                .is_some_and(|s| s.cluster_id == cluster_id && s.leader != 0 && !s.is_learner)
+        })
+        .count();
+    if healthy_others >= quorum(voters) {
+        Ok(())
+    } else {
+        Err(format!(
+            "stopping this member would leave {healthy_others} healthy of {voters} voters, fewer than a quorum of {}",
+            quorum(voters)
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,5 +212,89 @@ mod tests {
             voter(3, None),
         ];
         assert!(matches!(plan_handoff(&me, &members), Handoff::Skip { .. }));
+    }
+
+    #[test]
+    fn a_stop_is_granted_only_while_the_others_keep_a_quorum() {
+        let cases: [(&str, Vec<HandoffMember>, bool); 6] = [
+            (
+                "three healthy voters: one may stop",
+                vec![
+                    voter(1, Some(status(1, 2, 100))),
+                    voter(2, Some(status(2, 2, 100))),
+                    voter(3, Some(status(3, 2, 100))),
+                ],
+                true,
+            ),
+            (
+                "another member already stopped (two requests at once): this one waits",
+                vec![
+                    voter(1, Some(status(1, 2, 100))),
+                    voter(2, Some(status(2, 2, 100))),
+                    voter(3, None),
+                ],
+                false,
+            ),
+            (
+                "the others answer but know no leader",
+                vec![
+                    voter(1, Some(status(1, 0, 100))),
+                    voter(2, Some(status(2, 0, 100))),
+                    voter(3, Some(status(3, 0, 100))),
+                ],
+                false,
+            ),
+            (
+                "a learner does not count towards the quorum",
+                vec![
+                    voter(1, Some(status(1, 2, 100))),
+                    voter(2, Some(status(2, 2, 100))),
+                    HandoffMember {
+                        id: 4,
+                        is_learner: true,
+                        status: Some(MemberStatus {
+                            is_learner: true,
+                            ..status(4, 2, 100)
+                        }),
+                    },
+                    voter(3, None),
+                ],
+                false,
+            ),
+            (
+                "five voters, one down: one more may stop",
+                vec![
+                    voter(1, Some(status(1, 2, 100))),
+                    voter(2, Some(status(2, 2, 100))),
+                    voter(3, Some(status(3, 2, 100))),
+                    voter(4, Some(status(4, 2, 100))),
+                    voter(5, None),
+                ],
+                true,
+            ),
+            (
+                "a single member never stops on a request",
+                vec![voter(1, Some(status(1, 1, 100)))],
+                false,
+            ),
+        ];
+        for (case, members, granted) in cases {
+            let verdict = stop_keeps_quorum(1, CLUSTER, &members);
+            assert_eq!(verdict.is_ok(), granted, "{case}: {verdict:?}");
+        }
+        // An answer from another cluster is no healthy voter of this one.
+        let foreign = [
+            voter(1, Some(status(1, 2, 100))),
+            voter(
+                2,
+                Some(MemberStatus {
+                    cluster_id: CLUSTER + 1,
+                    ..status(2, 2, 100)
+                }),
+            ),
+            voter(3, Some(status(3, 2, 100))),
+        ];
+        let error = stop_keeps_quorum(1, CLUSTER, &foreign).expect_err("one healthy other");
+        assert!(error.contains("1 healthy of 3 voters"), "{error}");
     }
 }

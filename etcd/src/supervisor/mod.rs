@@ -258,6 +258,14 @@ impl Supervisor {
     /// shutdown is nodeup's SIGTERM, or a termination handler's stop request for this instance
     /// (`nodeup/src/termination/stop.rs`): either way the member stays in the cluster with its data.
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> StopOutcome {
+        self.run_until(shutdown).await;
+        self.stop_gracefully().await
+    }
+
+    /// Runs rounds until `shutdown` completes, leaving etcd as it is. After a [`Self::stop_gracefully`], running
+    /// again starts the member again from its data (as after a crash of etcd): how a member stopped on a request
+    /// whose instance did not go resumes.
+    pub async fn run_until(&mut self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         let mut failures = 0u32;
         loop {
@@ -289,7 +297,6 @@ impl Supervisor {
                 _ = tokio::time::sleep(delay) => {}
             }
         }
-        self.stop_gracefully().await
     }
 
     /// One round: observe, decide, act. Returns the step and how long to wait before the next round.

@@ -8,11 +8,11 @@
 
 use std::time::Duration;
 
-use etcd_client::Client;
+use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
 
 use super::observe::{member_status, member_statuses};
 use super::Supervisor;
-use crate::decide::{plan_handoff, Handoff, HandoffMember};
+use crate::decide::{plan_handoff, stop_keeps_quorum, Handoff, HandoffMember};
 
 /// Each look before the handoff (the local status and member list, the peers' statuses): the peers answer in
 /// milliseconds when they are up; one that does not answer within this is gone for the handoff's purpose.
@@ -23,6 +23,14 @@ const LEADER_POLL: Duration = Duration::from_millis(10);
 /// The MoveLeader call: a transfer to a caught-up voter takes a round trip or two; beyond this the stop goes on
 /// (the transfer may still complete; if not, the followers elect a leader after their timeout, as on a crash).
 const MOVE_LEADER_TIMEOUT: Duration = Duration::from_millis(500);
+/// The key in etcd whose holder alone may stop its member on a stop request: one grant at a time, across the
+/// control-plane nodes, so that two requests seen at once are looked at one after the other.
+const STOP_GRANT_KEY: &str = "ballast/etcd-stop-grant";
+/// How long a grant holds (an etcd lease, by the leader's clock): well beyond a look and a stop (about 2 s at
+/// worst), so that the next node's look, once it may take the grant, sees this member stopped.
+const STOP_GRANT_TTL_SECONDS: i64 = 30;
+/// The grant's calls (a lease and a transaction, each through a quorum).
+const GRANT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How a stop went, for the log and the tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +76,103 @@ impl Supervisor {
         }
         self.clients.remove(&self.me.client_url());
         outcome
+    }
+
+    /// Whether this member may stop on a stop request now: it takes the cluster's stop grant (a key in etcd
+    /// under a 30 s lease, written only if no other node holds it: a write through a quorum, so two nodes never
+    /// both hold it), then looks at every voter and keeps the grant only when the others that answer, following a
+    /// leader, are still a quorum without it (`decide::stop_keeps_quorum`). `Err` says why not (the request then
+    /// waits and is looked at again). Bounded: a few seconds at worst.
+    pub async fn grant_stop(&mut self) -> Result<(), String> {
+        let local_url = self.me.client_url();
+        let Some(mut local) = self.short_client(&local_url).await else {
+            return Err("the local etcd does not answer".into());
+        };
+        let Some(me) = member_status(&mut local, LOOK_TIMEOUT).await else {
+            return Err("the local etcd does not answer its status".into());
+        };
+        let lease = match tokio::time::timeout(
+            GRANT_TIMEOUT,
+            local.lease_grant(STOP_GRANT_TTL_SECONDS, None),
+        )
+        .await
+        {
+            Ok(Ok(lease)) => lease.id(),
+            Ok(Err(e)) => return Err(format!("no lease for the stop grant: {e}")),
+            Err(_) => return Err(format!("no lease for the stop grant within {GRANT_TIMEOUT:?}")),
+        };
+        let take = Txn::new()
+            .when([Compare::create_revision(STOP_GRANT_KEY, CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(
+                STOP_GRANT_KEY,
+                self.me.instance_id.as_str(),
+                Some(PutOptions::new().with_lease(lease)),
+            )]);
+        let taken = match tokio::time::timeout(GRANT_TIMEOUT, local.txn(take)).await {
+            Ok(Ok(answer)) => answer.succeeded(),
+            Ok(Err(e)) => return Err(format!("taking the stop grant: {e}")),
+            Err(_) => {
+                return Err(format!(
+                    "taking the stop grant: no answer within {GRANT_TIMEOUT:?}"
+                ))
+            }
+        };
+        let verdict = if taken {
+            match self.members_as_seen(&mut local, &me).await {
+                Some(members) => stop_keeps_quorum(me.member_id, me.cluster_id, &members),
+                None => Err("no member list from the local etcd".into()),
+            }
+        } else {
+            Err(format!(
+                "another member's stop was granted less than {STOP_GRANT_TTL_SECONDS} s ago"
+            ))
+        };
+        if verdict.is_err() {
+            // The lease goes on its own within its TTL; revoking it lets the next node look sooner.
+            let _ = tokio::time::timeout(GRANT_TIMEOUT, local.lease_revoke(lease)).await;
+        }
+        verdict
+    }
+
+    /// The member list with each other member's fresh status (`me`'s own as given); `None` without a list.
+    async fn members_as_seen(
+        &mut self,
+        local: &mut Client,
+        me: &crate::decide::MemberStatus,
+    ) -> Option<Vec<HandoffMember>> {
+        let list = match tokio::time::timeout(LOOK_TIMEOUT, local.member_list()).await {
+            Ok(Ok(list)) => list,
+            _ => return None,
+        };
+        let mut clients = Vec::new();
+        for m in list.members() {
+            if m.id() == me.member_id {
+                continue;
+            }
+            let client = match m.client_urls().first().filter(|u| !u.is_empty()) {
+                Some(url) => self.short_client(url).await,
+                None => None,
+            };
+            clients.push((m.id().to_string(), client));
+        }
+        let statuses = member_statuses(clients, LOOK_TIMEOUT).await;
+        Some(
+            list.members()
+                .iter()
+                .map(|m| HandoffMember {
+                    id: m.id(),
+                    is_learner: m.is_learner(),
+                    status: if m.id() == me.member_id {
+                        Some(*me)
+                    } else {
+                        statuses
+                            .iter()
+                            .find(|(id, _)| *id == m.id().to_string())
+                            .and_then(|(_, s)| *s)
+                    },
+                })
+                .collect(),
+        )
     }
 
     /// The look and the handoff; never stops etcd itself.

@@ -16,7 +16,7 @@ use ballast_state::spec::Role;
 use ballast_state::termination::TerminationHandlingSettings;
 use ballast_store::store::StateStore;
 
-use super::decide::{instances_of, plan, InstanceFacts, Plan};
+use super::decide::{instances_of, plan, GroupMembership, InstanceFacts, Plan};
 use super::event::{parse, LifecycleAction};
 
 /// SQS's longest long poll.
@@ -250,7 +250,8 @@ impl Handler {
         }
     }
 
-    /// What EC2 lists of these instances (those it no longer lists are absent).
+    /// What EC2 lists of these instances (those it no longer lists are absent), with what Auto Scaling says of
+    /// each.
     async fn describe(&self, ids: &[String]) -> Result<Vec<InstanceFacts>, String> {
         if ids.is_empty() {
             return Ok(Vec::new());
@@ -287,7 +288,7 @@ impl Handler {
             Role::Bastion,
             Role::ApiServer,
         ];
-        Ok(out
+        let mut facts: Vec<InstanceFacts> = out
             .reservations()
             .iter()
             .flat_map(|r| r.instances())
@@ -302,9 +303,49 @@ impl Handler {
                         .private_dns_name()
                         .filter(|n| !n.is_empty())
                         .map(str::to_string),
+                    state: i
+                        .state()
+                        .and_then(|s| s.name())
+                        .map_or_else(|| "unknown".to_string(), |n| n.as_str().to_string()),
+                    spot: i.instance_lifecycle()
+                        == Some(&aws_sdk_ec2::types::InstanceLifecycleType::Spot),
+                    auto_scaling: None,
                 })
             })
-            .collect())
+            .collect();
+        // Auto Scaling is asked only about instances EC2 lists (an id from a message may be anything), at most
+        // 50 at a time (its limit).
+        let listed: Vec<String> = facts.iter().map(|f| f.instance_id.clone()).collect();
+        for ids in listed.chunks(50) {
+            let call = self
+                .autoscaling
+                .describe_auto_scaling_instances()
+                .set_instance_ids(Some(ids.to_vec()))
+                .send();
+            let out = tokio::time::timeout(CALL_TIMEOUT, call)
+                .await
+                .map_err(|_| {
+                    format!("DescribeAutoScalingInstances: no answer within {CALL_TIMEOUT:?}")
+                })?
+                .map_err(|e| {
+                    format!(
+                        "DescribeAutoScalingInstances: {}",
+                        aws_sdk_autoscaling::error::DisplayErrorContext(e)
+                    )
+                })?;
+            for member in out.auto_scaling_instances() {
+                if let Some(f) = facts
+                    .iter_mut()
+                    .find(|f| Some(f.instance_id.as_str()) == member.instance_id())
+                {
+                    f.auto_scaling = Some(GroupMembership {
+                        group: member.auto_scaling_group_name().unwrap_or_default().to_string(),
+                        lifecycle_state: member.lifecycle_state().unwrap_or_default().to_string(),
+                    });
+                }
+            }
+        }
+        Ok(facts)
     }
 
     async fn drain(&self, node: &str) -> Result<ballast_drain::Drained, String> {

@@ -45,7 +45,7 @@ impl StopWatch {
             match self.store.get_bounded(&self.key, MAX_NODE_RECORD).await {
                 Ok(Some(object)) => match serde_json::from_slice::<EtcdStopRequest>(&object.data) {
                     Ok(request) if request.stopped.is_none() => {
-                        tracing::info!(reason = %request.reason, "etcd stop requested: this instance is about to go");
+                        tracing::debug!(reason = %request.reason, "etcd stop requested");
                         return request;
                     }
                     Ok(_) => {}
@@ -59,6 +59,14 @@ impl StopWatch {
                 }
             }
             tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Deletes the request once its member resumed: an answered request left there would be taken by the next
+    /// asker for the answer to its own.
+    pub async fn withdraw(&self) {
+        if let Err(e) = self.store.delete(&self.key).await {
+            tracing::warn!(key = %self.key, error = %e, "deleting the stop request of a resumed member");
         }
     }
 
@@ -104,6 +112,7 @@ mod tests {
             instance_id: "i-1".into(),
             reason: "lifecycle action".into(),
             requested_at: "2026-12-03T00:00:00Z".into(),
+            resume_after_seconds: None,
             stopped: None,
         };
         store

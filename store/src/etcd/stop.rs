@@ -57,6 +57,19 @@ pub async fn request_stop(
     reason: &str,
     wait: Duration,
 ) -> Result<String, StopRequestError> {
+    request_stop_resuming_after(store, cluster, instance_id, reason, wait, None).await
+}
+
+/// [`request_stop`], asking the member to resume `resume_after` after its stop if its instance is still running
+/// then (`None`: the target's default, `ballast_state::termination::DEFAULT_RESUME_AFTER_SECONDS`).
+pub async fn request_stop_resuming_after(
+    store: &StateStore,
+    cluster: &str,
+    instance_id: &str,
+    reason: &str,
+    wait: Duration,
+    resume_after: Option<Duration>,
+) -> Result<String, StopRequestError> {
     let key = ClusterPaths::new(cluster).etcd_stop_request(instance_id);
     let store_error = |source| StopRequestError::Store {
         key: key.clone(),
@@ -67,6 +80,8 @@ pub async fn request_stop(
             instance_id: instance_id.to_string(),
             reason: reason.to_string(),
             requested_at: now_rfc3339(),
+            resume_after_seconds: resume_after
+                .map(|d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX)),
             stopped: None,
         };
         let body = serde_json::to_vec(&request).map_err(|source| StopRequestError::Encode {
@@ -202,6 +217,7 @@ mod tests {
             instance_id: "i-2".into(),
             reason: "lifecycle action".into(),
             requested_at: "2026-12-03T00:00:00Z".into(),
+            resume_after_seconds: None,
             stopped: Some(EtcdStopped {
                 at: "2026-12-03T00:00:01Z".into(),
                 outcome: "follower".into(),
