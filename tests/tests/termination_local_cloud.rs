@@ -296,7 +296,9 @@ async fn forged_events_stop_nothing_and_a_stop_whose_end_never_comes_is_undone()
             };
             let left = (
                 count(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages),
-                count(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
+                count(
+                    aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+                ),
             );
             (logged && left == ("0".to_string(), "0".to_string())).then_some(left)
         },
@@ -309,7 +311,11 @@ async fn forged_events_stop_nothing_and_a_stop_whose_end_never_comes_is_undone()
         "a forged spot interruption stopped {victim}'s etcd member:\n{victim_log}"
     );
     assert!(
-        store.get(&request_key(&victim)).await.expect("read").is_none(),
+        store
+            .get(&request_key(&victim))
+            .await
+            .expect("read")
+            .is_none(),
         "a stop request was written for {victim}"
     );
     let members = wait_for_settled(&cloud, 3, SETTLE).await;
@@ -392,7 +398,11 @@ async fn forged_events_stop_nothing_and_a_stop_whose_end_never_comes_is_undone()
         "{stopped}'s nodeup never said it resumed:\n{log}"
     );
     assert!(
-        store.get(&request_key(&stopped)).await.expect("read").is_none(),
+        store
+            .get(&request_key(&stopped))
+            .await
+            .expect("read")
+            .is_none(),
         "the resumed member's request is still there"
     );
 }

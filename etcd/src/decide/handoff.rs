@@ -74,7 +74,11 @@ pub fn plan_handoff(me: &MemberStatus, members: &[HandoffMember]) -> Handoff {
 /// quorum of all the voters. Otherwise stopping it leaves the cluster without a quorum of healthy voters (two
 /// requests at once on three members, or one while another member is down): the request waits, and is looked at
 /// again. `Err` says why, for the log.
-pub fn stop_keeps_quorum(me: u64, cluster_id: u64, members: &[HandoffMember]) -> Result<(), String> {
+pub fn stop_keeps_quorum(
+    me: u64,
+    cluster_id: u64,
+    members: &[HandoffMember],
+) -> Result<(), String> {
     let voters = members.iter().filter(|m| !m.is_learner).count();
     let healthy_others = members
         .iter()

@@ -99,10 +99,18 @@ impl Supervisor {
         {
             Ok(Ok(lease)) => lease.id(),
             Ok(Err(e)) => return Err(format!("no lease for the stop grant: {e}")),
-            Err(_) => return Err(format!("no lease for the stop grant within {GRANT_TIMEOUT:?}")),
+            Err(_) => {
+                return Err(format!(
+                    "no lease for the stop grant within {GRANT_TIMEOUT:?}"
+                ))
+            }
         };
         let take = Txn::new()
-            .when([Compare::create_revision(STOP_GRANT_KEY, CompareOp::Equal, 0)])
+            .when([Compare::create_revision(
+                STOP_GRANT_KEY,
+                CompareOp::Equal,
+                0,
+            )])
             .and_then([TxnOp::put(
                 STOP_GRANT_KEY,
                 self.me.instance_id.as_str(),

@@ -234,7 +234,13 @@ mod tests {
     }
 
     /// An instance of the cluster as EC2 and Auto Scaling describe it.
-    fn instance(id: &str, role: Role, state: &str, spot: bool, group: Option<(&str, &str)>) -> InstanceFacts {
+    fn instance(
+        id: &str,
+        role: Role,
+        state: &str,
+        spot: bool,
+        group: Option<(&str, &str)>,
+    ) -> InstanceFacts {
         InstanceFacts {
             instance_id: id.into(),
             in_cluster: true,
@@ -292,20 +298,68 @@ mod tests {
     fn genuine_forged_replayed_and_foreign_events_against_what_ec2_and_auto_scaling_say() {
         let cp = "control-plane-us-west-2a.demo";
         let nodes = "nodes.demo";
-        let waiting_cp = instance("i-c", Role::ControlPlane, "running", false, Some((cp, TERMINATING_WAIT)));
-        let serving_cp = instance("i-c", Role::ControlPlane, "running", false, Some((cp, "InService")));
-        let waiting_worker = instance("i-w", Role::Node, "running", false, Some((nodes, TERMINATING_WAIT)));
-        let running_worker = instance("i-w", Role::Node, "running", false, Some((nodes, "InService")));
-        let spot_worker = instance("i-w", Role::Node, "running", true, Some((nodes, "InService")));
-        let spot_cp = instance("i-c", Role::ControlPlane, "running", true, Some((cp, "InService")));
+        let waiting_cp = instance(
+            "i-c",
+            Role::ControlPlane,
+            "running",
+            false,
+            Some((cp, TERMINATING_WAIT)),
+        );
+        let serving_cp = instance(
+            "i-c",
+            Role::ControlPlane,
+            "running",
+            false,
+            Some((cp, "InService")),
+        );
+        let waiting_worker = instance(
+            "i-w",
+            Role::Node,
+            "running",
+            false,
+            Some((nodes, TERMINATING_WAIT)),
+        );
+        let running_worker = instance(
+            "i-w",
+            Role::Node,
+            "running",
+            false,
+            Some((nodes, "InService")),
+        );
+        let spot_worker = instance(
+            "i-w",
+            Role::Node,
+            "running",
+            true,
+            Some((nodes, "InService")),
+        );
+        let spot_cp = instance(
+            "i-c",
+            Role::ControlPlane,
+            "running",
+            true,
+            Some((cp, "InService")),
+        );
         let gone_worker = instance("i-w", Role::Node, "terminated", true, None);
         let gone_cp = instance("i-c", Role::ControlPlane, "terminated", false, None);
-        let stopping_worker = instance("i-w", Role::Node, "stopping", false, Some((nodes, "InService")));
+        let stopping_worker = instance(
+            "i-w",
+            Role::Node,
+            "stopping",
+            false,
+            Some((nodes, "InService")),
+        );
         let foreign = InstanceFacts {
             in_cluster: false,
             ..waiting_worker.clone()
         };
-        let bastion = instance("i-b", Role::Bastion, "running", false, Some(("bastions.demo", TERMINATING_WAIT)));
+        let bastion = instance(
+            "i-b",
+            Role::Bastion,
+            "running",
+            false,
+            Some(("bastions.demo", TERMINATING_WAIT)),
+        );
         let other_hook = Notice::Terminating(LifecycleAction {
             hook: "someone-elses".into(),
             ..action("i-w", nodes)
@@ -316,33 +370,174 @@ mod tests {
         };
         let table: Vec<(&str, Notice, Vec<InstanceFacts>, Vec<Does>)> = vec![
             // Genuine: what EC2 and Auto Scaling say agrees with the event.
-            ("a worker's lifecycle action", Notice::Terminating(action("i-w", nodes)), vec![waiting_worker.clone()], vec![Does::Drain { completes: true }]),
-            ("a control-plane lifecycle action", Notice::Terminating(action("i-c", cp)), vec![waiting_cp.clone()], vec![Does::StopEtcd { completes: true }]),
-            ("a bastion's lifecycle action", Notice::Terminating(action("i-b", "bastions.demo")), vec![bastion], vec![Does::Complete]),
-            ("a spot worker's interruption", spot("i-w"), vec![spot_worker.clone()], vec![Does::Drain { completes: false }]),
-            ("a spot control-plane instance's interruption", spot("i-c"), vec![spot_cp.clone()], vec![Does::StopEtcd { completes: false }]),
-            ("a worker stopping", state_change("i-w", "stopping"), vec![stopping_worker], vec![Does::Drain { completes: false }]),
-            ("a scheduled change", scheduled.clone(), vec![running_worker.clone(), serving_cp.clone()], vec![Does::Drain { completes: false }, Does::Nothing, Does::Nothing]),
+            (
+                "a worker's lifecycle action",
+                Notice::Terminating(action("i-w", nodes)),
+                vec![waiting_worker.clone()],
+                vec![Does::Drain { completes: true }],
+            ),
+            (
+                "a control-plane lifecycle action",
+                Notice::Terminating(action("i-c", cp)),
+                vec![waiting_cp.clone()],
+                vec![Does::StopEtcd { completes: true }],
+            ),
+            (
+                "a bastion's lifecycle action",
+                Notice::Terminating(action("i-b", "bastions.demo")),
+                vec![bastion],
+                vec![Does::Complete],
+            ),
+            (
+                "a spot worker's interruption",
+                spot("i-w"),
+                vec![spot_worker.clone()],
+                vec![Does::Drain { completes: false }],
+            ),
+            (
+                "a spot control-plane instance's interruption",
+                spot("i-c"),
+                vec![spot_cp.clone()],
+                vec![Does::StopEtcd { completes: false }],
+            ),
+            (
+                "a worker stopping",
+                state_change("i-w", "stopping"),
+                vec![stopping_worker],
+                vec![Does::Drain { completes: false }],
+            ),
+            (
+                "a scheduled change",
+                scheduled.clone(),
+                vec![running_worker.clone(), serving_cp.clone()],
+                vec![
+                    Does::Drain { completes: false },
+                    Does::Nothing,
+                    Does::Nothing,
+                ],
+            ),
             // Forged: the event says what EC2 or Auto Scaling do not.
-            ("a spot interruption for an on-demand control-plane instance", spot("i-c"), vec![serving_cp.clone()], vec![Does::Nothing]),
-            ("a spot interruption for an on-demand worker", spot("i-w"), vec![running_worker.clone()], vec![Does::Nothing]),
-            ("a stopping event for a running worker", state_change("i-w", "stopping"), vec![running_worker.clone()], vec![Does::Nothing]),
-            ("a shutting-down event for a running worker", state_change("i-w", "shutting-down"), vec![spot_worker.clone()], vec![Does::Nothing]),
-            ("a lifecycle action for an instance in service", Notice::Terminating(action("i-c", cp)), vec![serving_cp.clone()], vec![Does::Nothing]),
-            ("a lifecycle action for an instance in no group", Notice::Terminating(action("i-c", cp)), vec![InstanceFacts { auto_scaling: None, ..waiting_cp.clone() }], vec![Does::Nothing]),
-            ("a lifecycle action of another hook", other_hook, vec![waiting_worker.clone()], vec![Does::Nothing]),
-            ("a rebalance recommendation", Notice::RebalanceRecommendation { instance_id: "i-w".into() }, vec![spot_worker.clone()], vec![Does::Nothing]),
+            (
+                "a spot interruption for an on-demand control-plane instance",
+                spot("i-c"),
+                vec![serving_cp.clone()],
+                vec![Does::Nothing],
+            ),
+            (
+                "a spot interruption for an on-demand worker",
+                spot("i-w"),
+                vec![running_worker.clone()],
+                vec![Does::Nothing],
+            ),
+            (
+                "a stopping event for a running worker",
+                state_change("i-w", "stopping"),
+                vec![running_worker.clone()],
+                vec![Does::Nothing],
+            ),
+            (
+                "a shutting-down event for a running worker",
+                state_change("i-w", "shutting-down"),
+                vec![spot_worker.clone()],
+                vec![Does::Nothing],
+            ),
+            (
+                "a lifecycle action for an instance in service",
+                Notice::Terminating(action("i-c", cp)),
+                vec![serving_cp.clone()],
+                vec![Does::Nothing],
+            ),
+            (
+                "a lifecycle action for an instance in no group",
+                Notice::Terminating(action("i-c", cp)),
+                vec![InstanceFacts {
+                    auto_scaling: None,
+                    ..waiting_cp.clone()
+                }],
+                vec![Does::Nothing],
+            ),
+            (
+                "a lifecycle action of another hook",
+                other_hook,
+                vec![waiting_worker.clone()],
+                vec![Does::Nothing],
+            ),
+            (
+                "a rebalance recommendation",
+                Notice::RebalanceRecommendation {
+                    instance_id: "i-w".into(),
+                },
+                vec![spot_worker.clone()],
+                vec![Does::Nothing],
+            ),
             // Replayed: the instance is gone already (EC2 lists a terminated instance for about an hour).
-            ("a lifecycle action for a terminated instance", Notice::Terminating(action("i-c", cp)), vec![gone_cp.clone()], vec![Does::Nothing]),
-            ("a lifecycle action already completed", Notice::Terminating(action("i-c", cp)), vec![InstanceFacts { auto_scaling: Some(GroupMembership { group: cp.into(), lifecycle_state: "Terminating:Proceed".into() }), ..waiting_cp.clone() }], vec![Does::Nothing]),
-            ("a spot interruption for a terminated instance", spot("i-w"), vec![gone_worker.clone()], vec![Does::Nothing]),
-            ("a shutting-down event for a terminated instance", state_change("i-w", "shutting-down"), vec![gone_worker.clone()], vec![Does::Nothing]),
-            ("a scheduled change for a terminated instance", Notice::ScheduledChange { instance_ids: vec!["i-w".into()], event_type: "AWS_EC2_INSTANCE_STOP_SCHEDULED".into() }, vec![gone_worker], vec![Does::Nothing]),
-            ("an instance EC2 no longer lists", Notice::Terminating(action("i-x", nodes)), vec![], vec![Does::Nothing]),
+            (
+                "a lifecycle action for a terminated instance",
+                Notice::Terminating(action("i-c", cp)),
+                vec![gone_cp.clone()],
+                vec![Does::Nothing],
+            ),
+            (
+                "a lifecycle action already completed",
+                Notice::Terminating(action("i-c", cp)),
+                vec![InstanceFacts {
+                    auto_scaling: Some(GroupMembership {
+                        group: cp.into(),
+                        lifecycle_state: "Terminating:Proceed".into(),
+                    }),
+                    ..waiting_cp.clone()
+                }],
+                vec![Does::Nothing],
+            ),
+            (
+                "a spot interruption for a terminated instance",
+                spot("i-w"),
+                vec![gone_worker.clone()],
+                vec![Does::Nothing],
+            ),
+            (
+                "a shutting-down event for a terminated instance",
+                state_change("i-w", "shutting-down"),
+                vec![gone_worker.clone()],
+                vec![Does::Nothing],
+            ),
+            (
+                "a scheduled change for a terminated instance",
+                Notice::ScheduledChange {
+                    instance_ids: vec!["i-w".into()],
+                    event_type: "AWS_EC2_INSTANCE_STOP_SCHEDULED".into(),
+                },
+                vec![gone_worker],
+                vec![Does::Nothing],
+            ),
+            (
+                "an instance EC2 no longer lists",
+                Notice::Terminating(action("i-x", nodes)),
+                vec![],
+                vec![Does::Nothing],
+            ),
             // Foreign: another cluster's group or instance.
-            ("a lifecycle action naming another cluster's group", Notice::Terminating(action("i-w", "nodes.other.example.com")), vec![waiting_worker.clone()], vec![Does::Nothing]),
-            ("a lifecycle action for another cluster's instance", Notice::Terminating(action("i-w", nodes)), vec![foreign.clone()], vec![Does::Nothing]),
-            ("a spot interruption for another cluster's instance", spot("i-w"), vec![InstanceFacts { spot: true, ..foreign }], vec![Does::Nothing]),
+            (
+                "a lifecycle action naming another cluster's group",
+                Notice::Terminating(action("i-w", "nodes.other.example.com")),
+                vec![waiting_worker.clone()],
+                vec![Does::Nothing],
+            ),
+            (
+                "a lifecycle action for another cluster's instance",
+                Notice::Terminating(action("i-w", nodes)),
+                vec![foreign.clone()],
+                vec![Does::Nothing],
+            ),
+            (
+                "a spot interruption for another cluster's instance",
+                spot("i-w"),
+                vec![InstanceFacts {
+                    spot: true,
+                    ..foreign
+                }],
+                vec![Does::Nothing],
+            ),
         ];
         for (case, notice, facts, expected) in table {
             assert_eq!(does(&plan(&notice, HOOK, &facts)), expected, "{case}");
@@ -356,8 +551,20 @@ mod tests {
     #[test]
     fn simultaneous_stops_are_granted_only_while_a_quorum_stays() {
         let facts = [
-            instance("i-1", Role::ControlPlane, "running", true, Some(("cp-a.demo", "InService"))),
-            instance("i-2", Role::ControlPlane, "running", true, Some(("cp-b.demo", "InService"))),
+            instance(
+                "i-1",
+                Role::ControlPlane,
+                "running",
+                true,
+                Some(("cp-a.demo", "InService")),
+            ),
+            instance(
+                "i-2",
+                Role::ControlPlane,
+                "running",
+                true,
+                Some(("cp-b.demo", "InService")),
+            ),
         ];
         let healthy = |id: u64| MemberStatus {
             member_id: id,
@@ -385,6 +592,10 @@ mod tests {
                 members[usize::try_from(member - 1).expect("small")].status = None;
             }
         }
-        assert_eq!(granted, vec![1], "the second stop would leave 1 of 3 voters");
+        assert_eq!(
+            granted,
+            vec![1],
+            "the second stop would leave 1 of 3 voters"
+        );
     }
 }

@@ -339,7 +339,10 @@ impl Handler {
                     .find(|f| Some(f.instance_id.as_str()) == member.instance_id())
                 {
                     f.auto_scaling = Some(GroupMembership {
-                        group: member.auto_scaling_group_name().unwrap_or_default().to_string(),
+                        group: member
+                            .auto_scaling_group_name()
+                            .unwrap_or_default()
+                            .to_string(),
                         lifecycle_state: member.lifecycle_state().unwrap_or_default().to_string(),
                     });
                 }
