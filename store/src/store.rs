@@ -869,7 +869,14 @@ pub async fn caller_account(sts: &aws_sdk_sts::Client, bucket: &str) -> Result<S
             .await
             .map_err(|e| StoreError::OwnerUnknown {
                 bucket: bucket.to_string(),
-                message: describe_sdk_error(&e, bucket),
+                message: describe_sdk_error(
+                    &e,
+                    bucket,
+                    &sts.config()
+                        .region()
+                        .map(|r| format!("STS in {r}"))
+                        .unwrap_or_else(|| "STS (no region set)".to_string()),
+                ),
                 source: Box::new(e),
             })?;
     identity

@@ -49,7 +49,6 @@ async fn configured_control_plane(cloud: &LocalCloud) -> String {
             match stored.report.phase {
                 Phase::Configured => Some(id),
                 Phase::Failed => panic!("{id} failed to boot: {:?}", stored.report.errors),
-                _ => None,
             }
         },
     )
