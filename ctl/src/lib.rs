@@ -48,7 +48,12 @@ pub fn run() -> i32 {
     let code = match runtime.block_on(commands::dispatch(cli, &command_line)) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("error: {e}");
+            // An error may quote the operator's input (a name, a key, a path): printed with its control
+            // characters escaped, so it cannot drive the terminal.
+            eprintln!(
+                "error: {}",
+                ballast_state::terminal::escape_controls_keeping_lines(&e.to_string())
+            );
             if verbose > 0 {
                 print_detail(&e);
             }
@@ -75,11 +80,17 @@ fn print_detail(error: &CommandError) {
     let first = std::error::Error::source(error);
     let mut cause = first;
     while let Some(e) = cause {
-        eprintln!("  caused by: {e}");
+        eprintln!(
+            "  caused by: {}",
+            ballast_state::terminal::escape_controls_keeping_lines(&e.to_string())
+        );
         cause = std::error::Error::source(e);
     }
     if let Some(e) = first {
-        eprintln!("  detail: {e:?}");
+        eprintln!(
+            "  detail: {}",
+            ballast_state::terminal::escape_controls_keeping_lines(&format!("{e:?}"))
+        );
     }
 }
 

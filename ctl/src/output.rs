@@ -1,11 +1,24 @@
 //! Rendering data for stdout: aligned tables, YAML documents, JSON.
 
+use ballast_state::terminal::escape_controls;
 use serde::Serialize;
 
 use crate::error::{json_error, yaml_error, CommandError};
 
-/// Left-aligned columns separated by three spaces, like kops and kubectl: the workspace's one table writer.
-pub use ballast_common::table::table;
+/// Left-aligned columns separated by three spaces, like kops and kubectl (the workspace's one table writer,
+/// `ballast_common::table`), every cell's control characters escaped first (`ballast_state::terminal`): a cell
+/// may hold a name from the operator's input (a kops field, a label key), and the table goes to a terminal.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|cell| escape_controls(cell).into_owned())
+                .collect()
+        })
+        .collect();
+    ballast_common::table::table(header, &rows)
+}
 
 /// YAML documents separated by `---`.
 pub fn yaml_documents<T: Serialize>(objects: &[T]) -> Result<String, CommandError> {

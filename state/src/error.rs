@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::terminal::{escape_controls, escape_controls_keeping_lines};
+
 /// One problem with one field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldError {
@@ -22,12 +24,16 @@ impl FieldError {
     }
 }
 
+/// Shown with every control character of the object, path and message escaped (`crate::terminal`): an object's
+/// name and a path's keys come from the operator's input, and an error is printed on their terminal.
 impl fmt::Display for FieldError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let object = escape_controls(&self.object);
+        let message = escape_controls_keeping_lines(&self.message);
         if self.path.is_empty() {
-            write!(f, "{}: {}", self.object, self.message)
+            write!(f, "{object}: {message}")
         } else {
-            write!(f, "{}: {}: {}", self.object, self.path, self.message)
+            write!(f, "{object}: {}: {message}", escape_controls(&self.path))
         }
     }
 }
@@ -54,7 +60,7 @@ impl fmt::Display for SpecErrors {
         write!(
             f,
             "{}: {n} error{} in the spec",
-            self.source,
+            escape_controls(&self.source),
             if n == 1 { "" } else { "s" }
         )?;
         for error in &self.errors {
