@@ -60,6 +60,7 @@ fn parse_bounded(source: &str, text: &str, limit: usize) -> Result<Vec<SpecObjec
             vec![FieldError::new(source, "", refused.to_string())],
         ));
     }
+    let hidden = hidden_tags(text);
     let mut objects = Vec::new();
     let mut errors = Vec::new();
     for (index, document) in yaml_serde::Deserializer::from_str(text).enumerate() {
@@ -75,7 +76,8 @@ fn parse_bounded(source: &str, text: &str, limit: usize) -> Result<Vec<SpecObjec
         if value.is_null() {
             continue;
         }
-        match parse_object(&label, value) {
+        let hidden = hidden.get(index).map(Vec::as_slice).unwrap_or_default();
+        match parse_object(&label, value, hidden) {
             Ok(object) => objects.push(object),
             Err(mut errs) => errors.append(&mut errs),
         }
@@ -94,7 +96,11 @@ fn parse_bounded(source: &str, text: &str, limit: usize) -> Result<Vec<SpecObjec
     }
 }
 
-fn parse_object(label: &str, value: Value) -> Result<SpecObject, Vec<FieldError>> {
+fn parse_object(
+    label: &str,
+    value: Value,
+    hidden: &[(String, String)],
+) -> Result<SpecObject, Vec<FieldError>> {
     if !value.is_mapping() {
         return Err(vec![FieldError::new(
             label,
@@ -119,7 +125,12 @@ fn parse_object(label: &str, value: Value) -> Result<SpecObject, Vec<FieldError>
         return Err(errors);
     }
     let mut value = value;
-    let tags = strip_tags(&object, &mut value);
+    let mut tags: Vec<FieldError> = hidden
+        .iter()
+        .map(|(path, tag)| tag_error(&object, path, tag))
+        .collect();
+    tags.extend(strip_tags(&object, &mut value));
+    tags.truncate(MAX_ERRORS_PER_DOCUMENT);
     let parsed = match kind {
         KIND_CLUSTER => parse_typed::<Cluster>(&object, value).map(SpecObject::Cluster),
         _ => parse_typed::<InstanceGroup>(&object, value).map(SpecObject::InstanceGroup),
@@ -208,41 +219,140 @@ fn identity_errors(
 /// YAML tags (`!thing value`) mean nothing in a spec, and serde would read a tagged value as an enum variant
 /// named by the tag: each is an error, with its path, and is removed so the rest of the document is checked.
 fn strip_tags(object: &str, value: &mut Value) -> Vec<FieldError> {
-    fn walk(object: &str, value: &mut Value, path: &str, errors: &mut Vec<FieldError>) {
-        if let Value::Tagged(tagged) = value {
-            errors.push(FieldError::new(
-                object,
-                path,
-                format!(
-                    "has the YAML tag {}: a spec uses plain values, remove the tag",
-                    tagged.tag
-                ),
-            ));
-            let inner = std::mem::take(&mut tagged.value);
-            *value = inner;
+    let mut tags = Vec::new();
+    take_tags(value, "", &mut tags);
+    tags.truncate(MAX_ERRORS_PER_DOCUMENT);
+    tags.iter()
+        .map(|(path, tag)| tag_error(object, path, tag))
+        .collect()
+}
+
+fn tag_error(object: &str, path: &str, tag: &str) -> FieldError {
+    FieldError::new(
+        object,
+        path,
+        format!("has the YAML tag {tag}: a spec uses plain values, remove the tag"),
+    )
+}
+
+/// Every tag in `value` as (path, tag), each removed from the value.
+fn take_tags(value: &mut Value, path: &str, tags: &mut Vec<(String, String)>) {
+    if let Value::Tagged(tagged) = value {
+        tags.push((path.to_string(), tagged.tag.to_string()));
+        let inner = std::mem::take(&mut tagged.value);
+        *value = inner;
+    }
+    match value {
+        Value::Sequence(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                take_tags(item, &format!("{path}[{i}]"), tags);
+            }
         }
-        match value {
-            Value::Sequence(items) => {
-                for (i, item) in items.iter_mut().enumerate() {
-                    walk(object, item, &format!("{path}[{i}]"), errors);
+        Value::Mapping(map) => {
+            for (key, item) in map.iter_mut() {
+                let key = match key {
+                    Value::String(key) => key.clone(),
+                    other => found_words(&value_kind(other)),
+                };
+                take_tags(item, &path_key(path, &key), tags);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// What a secondary-handle tag (`!!python/object`) is rewritten to for [`hidden_tags`]: a local tag serde keeps.
+const CORE_TAG_MARK: &str = "!ballast-hidden-tag-secondary-";
+/// What a verbatim tag (`!<tag:yaml.org,2002:str>`) is rewritten to, its URI percent-encoded where a local tag
+/// may not hold it.
+const VERBATIM_TAG_MARK: &str = "!ballast-hidden-tag-verbatim-";
+
+/// The tags the parser resolves to a full URI and serde then drops without a word, per document (by its index in
+/// the stream): `!!python/object` (`tag:yaml.org,2002:python/object`), `!!str`, verbatim `!<...>`. A value under
+/// one would be read as if untagged, although a spec refuses every tag (docs/spec.md).
+///
+/// The text is read a second time with each such tag rewritten as a local tag, which serde keeps; only where tags
+/// are is taken from that reading, never a value (the rewrite also touches `!!` inside strings and comments,
+/// where no tag results, so nothing is found there). A rewritten text the parser cannot read finds nothing: the
+/// real reading reports its error.
+fn hidden_tags(text: &str) -> Vec<Vec<(String, String)>> {
+    if !text.contains("!!") && !text.contains("!<") {
+        return Vec::new();
+    }
+    let rewritten = rewrite_hidden_tags(text);
+    let mut found = Vec::new();
+    for document in yaml_serde::Deserializer::from_str(&rewritten) {
+        let Ok(mut value) = <Value as serde::Deserialize>::deserialize(document) else {
+            break;
+        };
+        let mut tags = Vec::new();
+        take_tags(&mut value, "", &mut tags);
+        found.push(
+            tags.into_iter()
+                .filter_map(|(path, tag)| Some((path, as_written(&tag)?)))
+                .collect(),
+        );
+    }
+    found
+}
+
+/// `text` with `!!suffix` written `!ballast-hidden-tag-secondary-suffix` and `!<uri>` written
+/// `!ballast-hidden-tag-verbatim-` and the URI, `%`, `!`, `,`, `[`, `]`, `{` and `}` percent-encoded.
+fn rewrite_hidden_tags(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 64);
+    let mut rest = text;
+    while let Some(at) = rest.find('!') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        if let Some(after) = tail.strip_prefix("!!") {
+            out.push_str(CORE_TAG_MARK);
+            rest = after;
+        } else if let Some((uri, after)) = tail
+            .strip_prefix("!<")
+            .and_then(|t| t.split_once('>'))
+            .filter(|(uri, _)| !uri.is_empty() && !uri.contains(char::is_whitespace))
+        {
+            out.push_str(VERBATIM_TAG_MARK);
+            for c in uri.chars() {
+                match c {
+                    '%' | '!' | ',' | '[' | ']' | '{' | '}' => {
+                        out.push_str(&format!("%{:02X}", u32::from(c)))
+                    }
+                    c => out.push(c),
                 }
             }
-            Value::Mapping(map) => {
-                for (key, item) in map.iter_mut() {
-                    let key = match key {
-                        Value::String(key) => key.clone(),
-                        other => found_words(&value_kind(other)),
-                    };
-                    walk(object, item, &path_key(path, &key), errors);
-                }
-            }
-            _ => {}
+            rest = after;
+        } else {
+            out.push('!');
+            rest = &tail[1..];
         }
     }
-    let mut errors = Vec::new();
-    walk(object, value, "", &mut errors);
-    errors.truncate(MAX_ERRORS_PER_DOCUMENT);
-    errors
+    out.push_str(rest);
+    out
+}
+
+/// A tag found in the rewritten text as its author wrote it (`!!python/object`, `!<tag:yaml.org,2002:str>`);
+/// `None` for a tag that was not rewritten (the real reading reports those).
+fn as_written(tag: &str) -> Option<String> {
+    if let Some(suffix) = tag.strip_prefix(CORE_TAG_MARK) {
+        Some(format!("!!{suffix}"))
+    } else {
+        let uri = tag.strip_prefix(VERBATIM_TAG_MARK)?;
+        let mut decoded = String::with_capacity(uri.len());
+        let mut chars = uri.chars();
+        while let Some(c) = chars.next() {
+            if c == '%' {
+                let hex: String = chars.by_ref().take(2).collect();
+                match u8::from_str_radix(&hex, 16) {
+                    Ok(byte) => decoded.push(char::from(byte)),
+                    Err(_) => decoded.push_str(&format!("%{hex}")),
+                }
+            } else {
+                decoded.push(c);
+            }
+        }
+        Some(format!("!<{decoded}>"))
+    }
 }
 
 /// Deserializes `value` as `T`, collecting every structural error with its path.

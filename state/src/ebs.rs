@@ -2,22 +2,11 @@
 //! (`crate::limits`), and gp3's baseline, what AWS gives a gp3 volume for which none is set. Shared by the root
 //! volume, etcd's member volumes and a group's extra volumes, so one rule holds for all three.
 
-use std::sync::LazyLock;
-
-use regex::Regex;
-
 use crate::limits::{
     GP3_BASELINE_IOPS, GP3_BASELINE_THROUGHPUT_MIBS, GP3_IOPS, GP3_MAX_IOPS_PER_GIB,
     GP3_MAX_THROUGHPUT_PER_IOPS, GP3_THROUGHPUT_MIBS, IO1_IOPS, IO1_MAX_IOPS_PER_GIB, IO2_IOPS,
     IO2_MAX_IOPS_PER_GIB,
 };
-
-/// A KMS key an EBS volume is encrypted with, as the spec names it: a key id, a key or alias ARN, an alias, or a
-/// multi-Region key id (the root volume's, etcd's volumes' and a group's extra volumes' one rule).
-pub static KMS_KEY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:(key|alias)/.+|alias/.+|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})$")
-        .expect("static regex")
-});
 
 /// A volume's performance settings as the spec writes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -295,10 +295,10 @@ fn check_volume(
         );
     }
     if let Some(key) = &volume.key {
-        if !crate::ebs::KMS_KEY.is_match(key) {
+        if !crate::kms::is_key(key) {
             error(
                 format!("{at}.key"),
-                format!("{key:?} is not a KMS key id, key ARN or alias"),
+                format!("{key:?} is not {}", crate::kms::KEY_FORMS),
             );
         }
     }

@@ -18,7 +18,8 @@
 //! - [`components`] and [`rolling_update`]: the versions a cluster runs and how a change of them rolls;
 //! - [`group_aws`]: an instance group's AWS settings (mixed instances and spot, protection, lifetime, extra
 //!   security groups, external load balancers, public IPs), their rules in [`group_aws_rules`];
-//! - [`irsa`]: IAM roles for service accounts: the issuer, the roles' names and trust, the discovery documents.
+//! - [`irsa`]: IAM roles for service accounts: the issuer, the roles' names and trust, the discovery documents;
+//! - [`terminal`]: outside text made safe to print (control characters escaped), for tables and errors.
 
 pub mod addon_report;
 pub mod audit;
@@ -42,6 +43,7 @@ pub mod irsa;
 pub mod issuer;
 pub mod key_material;
 pub mod keyset;
+pub mod kms;
 pub mod layout;
 pub mod limits;
 pub mod log_tail;
@@ -54,6 +56,7 @@ pub mod report_signature;
 pub mod rolling_update;
 pub mod spec;
 pub mod ssh_key;
+pub mod terminal;
 pub mod termination;
 pub mod timestamp;
 pub mod validate;

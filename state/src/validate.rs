@@ -9,7 +9,6 @@ use regex::Regex;
 
 use crate::defaults::region_of_zone;
 use crate::duration::{parse_duration, DurationError};
-use crate::ebs::KMS_KEY;
 use crate::error::FieldError;
 use crate::limits::{
     AUDIT_CHUNK_INTERVAL_SECS, AUDIT_CHUNK_MAX_BYTES, AUDIT_RETENTION_DAYS, ETCD_VOLUME_SIZE_GIB,
@@ -43,10 +42,6 @@ static AMI_NAME: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^[A-Za-z0-9()\[\]./\-'@_* ]{3,128}$").expect("static regex"));
 static MACHINE_TYPE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$").expect("static regex"));
-static STATE_KMS_KEY_ARN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]+$")
-        .expect("static regex")
-});
 static IAM_ARN: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^arn:aws[a-z-]*:iam::[0-9]{12}:(instance-profile|policy)/[\w+=,.@/-]+$")
         .expect("static regex")
@@ -83,6 +78,7 @@ pub fn validate(config: &ClusterConfig) -> Vec<FieldError> {
         errors: &mut errors,
     };
     check_dns_name(&mut report, "metadata.name", &cluster.metadata.name);
+    check_metadata_labels(&mut report, &cluster.metadata.labels);
     check_cluster_spec(&mut report, &cluster.spec);
     check_instance_groups(&mut errors, config);
     check_cilium(&mut errors, config);
@@ -342,13 +338,14 @@ fn check_audit_log(report: &mut Report<'_>, audit: &AuditLogSpec) {
         }
     }
     if let Some(key) = &audit.kms_key_id {
-        if !STATE_KMS_KEY_ARN.is_match(key) {
+        if !crate::kms::is_key_arn(key) {
             report.error(
                 "spec.auditLog.kmsKeyId",
                 format!(
-                    "{key:?} is not a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID): the control-plane role is \
-                     granted the key by its ARN; find it with `aws kms describe-key --key-id {key} --query \
-                     KeyMetadata.Arn`"
+                    "{key:?} is not {}: the control-plane role is granted the key by its ARN; find it with `aws \
+                     kms describe-key --key-id {} --query KeyMetadata.Arn`",
+                    crate::kms::KEY_ARN_FORM,
+                    crate::kms::for_command(key)
                 ),
             );
         }
@@ -404,13 +401,14 @@ fn check_audit_log(report: &mut Report<'_>, audit: &AuditLogSpec) {
 /// The nodes' IAM policies grant KMS actions on this key, and IAM grants on a key ARN only (an alias or a bare
 /// id names nothing a policy can hold).
 fn check_state_store_kms_key(report: &mut Report<'_>, key: &str) {
-    if !STATE_KMS_KEY_ARN.is_match(key) {
+    if !crate::kms::is_key_arn(key) {
         report.error(
             "spec.stateStore.kmsKeyId",
             format!(
-                "{key:?} is not a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID): the nodes' IAM policies are \
-                 granted the key by its ARN, which an alias or id does not give; find it with `aws kms describe-key \
-                 --key-id {key} --query KeyMetadata.Arn`"
+                "{key:?} is not {}: the nodes' IAM policies are granted the key by its ARN, which an alias or id \
+                 does not give; find it with `aws kms describe-key --key-id {} --query KeyMetadata.Arn`",
+                crate::kms::KEY_ARN_FORM,
+                crate::kms::for_command(key)
             ),
         );
     }
@@ -673,10 +671,10 @@ fn check_etcd(report: &mut Report<'_>, etcd: &EtcdSpec) {
         }
     }
     if let Some(key) = &etcd.kms_key_id {
-        if !KMS_KEY.is_match(key) {
+        if !crate::kms::is_key(key) {
             report.error(
                 "spec.etcd.kmsKeyId",
-                format!("{key:?} is not a KMS key id, key ARN or alias"),
+                format!("{key:?} is not {}", crate::kms::KEY_FORMS),
             );
         }
         if etcd.encrypted_volume == Some(false) {
@@ -819,6 +817,7 @@ fn check_instance_groups(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
         if ig.spec.role == Role::ControlPlane {
             control_plane_groups.insert(ig.metadata.name.as_str());
         }
+        check_metadata_labels(&mut report, &ig.metadata.labels);
         check_instance_group_spec(&mut report, &ig.spec, &subnet_names);
         if ig.spec.role == Role::Bastion {
             check_bastion(&mut report, &ig.spec, &cluster.spec);
@@ -1085,10 +1084,10 @@ fn check_root_volume(report: &mut Report<'_>, volume: &RootVolumeSpec) {
         );
     }
     if let Some(key) = &volume.kms_key_id {
-        if !KMS_KEY.is_match(key) {
+        if !crate::kms::is_key(key) {
             report.error(
                 "spec.rootVolume.kmsKeyId",
-                format!("{key:?} is not a KMS key id, key ARN or alias"),
+                format!("{key:?} is not {}", crate::kms::KEY_FORMS),
             );
         }
         if volume.encrypted == Some(false) {
@@ -1122,6 +1121,32 @@ fn check_iam_profile(report: &mut Report<'_>, spec: &InstanceGroupSpec) {
                     format!("{profile:?} is not an instance profile ARN (arn:aws:iam::ACCOUNT:instance-profile/NAME)"),
                 );
             }
+        }
+    }
+}
+
+/// An object's `metadata.labels` are Kubernetes labels: each key a label name, each value a label value. Neither
+/// may hold a control character, so none reaches an operator's terminal or a tool reading the stored spec.
+fn check_metadata_labels(report: &mut Report<'_>, labels: &BTreeMap<String, String>) {
+    for (key, value) in labels {
+        let path = format!("metadata.labels.{key}");
+        if !LABEL_NAME.is_match(key) {
+            report.error(
+                &path,
+                format!(
+                    "the key {key:?} is not a Kubernetes label name (an optional DNS prefix and `/`, then 1 to 63 \
+                     letters, digits, `-`, `_` or `.`, starting and ending with a letter or digit): rename the label"
+                ),
+            );
+        }
+        if !LABEL_VALUE.is_match(value) {
+            report.error(
+                &path,
+                format!(
+                    "{value:?} is not a Kubernetes label value (at most 63 letters, digits, `-`, `_` or `.`, \
+                     starting and ending with a letter or digit): change the value"
+                ),
+            );
         }
     }
 }
