@@ -24,8 +24,15 @@ pub struct Cli {
     #[arg(long, global = true, env = "BALLAST_CLUSTER_NAME", value_name = "NAME")]
     pub name: Option<String>,
 
-    /// KMS key for SSE-KMS encryption of an S3 state store (SSE-S3 when unset).
-    #[arg(long, global = true, env = "BALLAST_STATE_KMS_KEY", value_name = "KEY")]
+    /// KMS key for SSE-KMS encryption of an S3 state store (SSE-S3 when unset): a key id, key ARN, alias or
+    /// alias ARN (`create cluster` records it as `spec.stateStore.kmsKeyId`, which must be the key's ARN).
+    #[arg(
+        long,
+        global = true,
+        env = "BALLAST_STATE_KMS_KEY",
+        value_name = "KEY",
+        value_parser = parse_kms_key
+    )]
     pub state_kms_key: Option<String>,
 
     /// How long a change waits for another writer's lock on the cluster before failing (naming the holder):
@@ -385,6 +392,15 @@ fn parse_key_id(text: &str) -> Result<String, ArgError> {
     Ok(text.to_string())
 }
 
+/// `--state-kms-key`: one of AWS's forms of a KMS key (`ballast_state::kms`), never passed on otherwise.
+fn parse_kms_key(text: &str) -> Result<String, ArgError> {
+    if ballast_state::kms::is_key(text) {
+        Ok(text.to_string())
+    } else {
+        Err(ArgError::KmsKey)
+    }
+}
+
 /// A command-line value refused by one of the parsers clap calls (clap names the flag before the message).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ArgError {
@@ -397,6 +413,8 @@ pub enum ArgError {
     OutOfRange { text: String, range: &'static str },
     #[error("must be 1, 3 or 5 (etcd needs an odd number of members for a quorum)")]
     ControlPlaneCount,
+    #[error("is not {}", ballast_state::kms::KEY_FORMS)]
+    KmsKey,
 }
 
 #[derive(Debug, Args)]

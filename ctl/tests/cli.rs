@@ -697,3 +697,85 @@ fn a_cluster_name_that_is_not_a_dns_name_reaches_no_other_cluster() {
         assert_eq!(env.snapshot(), before, "{args:?} changed the store");
     }
 }
+
+/// `ballast --help` says what the CLI does today: it plans and applies (no "(later)").
+#[test]
+fn help_says_what_the_cli_does() {
+    let output = Env::new().ballast().arg("--help").output().expect("runs");
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    let about = help.lines().next().unwrap_or_default();
+    assert!(!help.contains("(later)"), "{help}");
+    assert!(
+        about.contains("plans and applies their AWS resources"),
+        "{about}"
+    );
+    assert!(about.contains("Terraform"), "{about}");
+}
+
+/// An `--out` that is no directory (`/dev/null`, a file) is refused before the store or AWS is read, by
+/// `update cluster --target terraform` and `toolbox dump` alike, naming the flag and the path once and what to
+/// give instead; nothing changes.
+#[test]
+fn an_out_that_is_no_directory_is_refused_at_once_naming_it_once() {
+    let env = Env::with_cluster(NAME, ZONES);
+    let file = env.write("plan.tf", "");
+    let file = file.display().to_string();
+    let before = env.snapshot();
+    for (out, kind) in [
+        ("/dev/null", "a character device"),
+        (file.as_str(), "a regular file"),
+    ] {
+        for command in [
+            vec![
+                "update",
+                "cluster",
+                NAME,
+                "--target",
+                "terraform",
+                "--yes",
+                "--out",
+                out,
+            ],
+            vec!["toolbox", "dump", NAME, "--out", out],
+        ] {
+            let output = env.ballast().args(&command).output().expect("runs");
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(output.status.code(), Some(2), "{command:?}: {stderr}");
+            assert!(
+                stderr.contains(&format!(
+                    "--out {out}: is {kind}, not a directory: give a directory (it is made if missing)"
+                )),
+                "{command:?}: {stderr}"
+            );
+            assert_eq!(stderr.matches(out).count(), 1, "{command:?}: {stderr}");
+        }
+    }
+    assert_eq!(env.snapshot(), before);
+}
+
+/// `--state-kms-key` (and `BALLAST_STATE_KMS_KEY`) is held to AWS's forms of a KMS key before anything runs: an
+/// interpolation or a space is refused as a usage error naming the flag.
+#[test]
+fn a_state_kms_key_not_in_aws_forms_is_refused() {
+    let env = Env::with_cluster(NAME, ZONES);
+    for key in ["alias/${file(\"/etc/passwd\")}", "alias/a b", "key/abcd"] {
+        env.ballast()
+            .args(["get", "clusters", "--state-kms-key", key])
+            .assert()
+            .code(2)
+            .stderr(
+                predicate::str::contains("--state-kms-key")
+                    .and(predicate::str::contains("is not a key id")),
+            );
+        env.ballast()
+            .env("BALLAST_STATE_KMS_KEY", key)
+            .args(["get", "clusters"])
+            .assert()
+            .code(2);
+    }
+    env.ballast()
+        .args(["get", "clusters", "--state-kms-key", "alias/ballast-state"])
+        .assert()
+        .success();
+}

@@ -1069,3 +1069,141 @@ fn the_cluster_and_its_groups_may_come_in_separate_files() {
         .stderr(predicates::str::contains("no kops Cluster"));
     assert_eq!(env.snapshot(), before);
 }
+
+/// Terminal escape sequences in kops's field names and label keys (a title change, a screen clear, a colour) reach
+/// neither the fate table nor the errors raw: each is printed escaped (`\u{1b}`), and no ESC or BEL byte is
+/// written at all, on stdout or stderr.
+#[test]
+fn escape_sequences_in_kops_names_are_printed_escaped() {
+    let env = common::TempStore::new();
+    let text = std::fs::read_to_string(data().join("minimal-1.33/in.yaml")).expect("in.yaml");
+    let hostile = text
+        .replacen(
+            "  channel: stable\n",
+            "  channel: stable\n  \"evil\\e]0;pwned\\a\": 1\n",
+            1,
+        )
+        .replacen(
+            "    kops.k8s.io/cluster: minimal.example.com\n  name: nodes\n",
+            "    kops.k8s.io/cluster: minimal.example.com\n    \"team\\e[2J\": core\n  name: nodes\n",
+            1,
+        );
+    assert_ne!(hostile, text, "the hostile keys were inserted");
+    let file = env.write("hostile.yaml", &hostile);
+    let before = env.snapshot();
+    for dry_run in [true, false] {
+        let mut cmd = env.ballast();
+        cmd.args([
+            "import",
+            "kops",
+            "--networking",
+            "cilium",
+            "--ballast-images",
+        ]);
+        if dry_run {
+            cmd.arg("--dry-run");
+        }
+        let output = cmd.arg("-f").arg(&file).output().expect("runs");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(3), "{stderr}");
+        for (name, bytes) in [("stdout", &output.stdout), ("stderr", &output.stderr)] {
+            assert!(
+                !bytes.iter().any(|b| *b == 0x1b || *b == 0x07),
+                "dry run {dry_run}: a raw escape byte on {name}:\n{}",
+                String::from_utf8_lossy(bytes).escape_debug()
+            );
+        }
+        assert!(
+            stderr.contains(r"Cluster/minimal.example.com: spec.evil\u{1b}]0;pwned\u{7}:"),
+            "dry run {dry_run}: {stderr}"
+        );
+        if dry_run {
+            assert!(
+                stdout.contains(r"spec.evil\u{1b}]0;pwned\u{7}"),
+                "the fate table: {stdout}"
+            );
+        }
+    }
+    assert_eq!(env.snapshot(), before, "a refused import changed the store");
+}
+
+/// `import kops --dry-run` runs the same checks as the import up to the write: a kops spec every field of which
+/// maps, but whose Ballast spec breaks Ballast's rules (a group name, an API access CIDR, a label), fails the dry
+/// run with the same exit code and errors as the import, and `--name` naming another cluster is refused by both.
+#[test]
+fn the_dry_run_refuses_what_the_import_refuses() {
+    let env = common::TempStore::new();
+    let text = std::fs::read_to_string(data().join("minimal-1.33/in.yaml")).expect("in.yaml");
+    let cases = [
+        ("a bad group name", text.replacen("  name: nodes\n", "  name: Nodes_1\n", 1)),
+        (
+            "a bad label",
+            text.replacen(
+                "    kops.k8s.io/cluster: minimal.example.com\n  name: nodes\n",
+                "    kops.k8s.io/cluster: minimal.example.com\n    \"two words\": x\n  name: nodes\n",
+                1,
+            ),
+        ),
+    ];
+    let before = env.snapshot();
+    for (what, spec) in &cases {
+        assert_ne!(spec, &text, "{what}: the change was made");
+        let file = env.write("case.yaml", spec);
+        let run = |dry_run: bool| {
+            let mut cmd = env.ballast();
+            cmd.args([
+                "import",
+                "kops",
+                "--networking",
+                "cilium",
+                "--ballast-images",
+            ]);
+            if dry_run {
+                cmd.arg("--dry-run");
+            }
+            cmd.arg("-f").arg(&file).output().expect("runs")
+        };
+        let (dry, real) = (run(true), run(false));
+        let (dry_err, real_err) = (
+            String::from_utf8_lossy(&dry.stderr),
+            String::from_utf8_lossy(&real.stderr),
+        );
+        assert_eq!(
+            real.status.code(),
+            Some(3),
+            "{what}: the import: {real_err}"
+        );
+        assert_eq!(dry.status.code(), Some(3), "{what}: the dry run: {dry_err}");
+        let error = |stderr: &str| {
+            stderr
+                .lines()
+                .skip_while(|l| !l.starts_with("error: "))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(error(&dry_err), error(&real_err), "{what}");
+    }
+    let mismatched = env.write("case.yaml", &text);
+    for dry_run in [true, false] {
+        let mut cmd = env.ballast();
+        cmd.args([
+            "import",
+            "kops",
+            "--networking",
+            "cilium",
+            "--ballast-images",
+        ]);
+        if dry_run {
+            cmd.arg("--dry-run");
+        }
+        cmd.args(["--name", "other.example.com", "-f"])
+            .arg(&mismatched)
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(
+                "--name \"other.example.com\" differs from the kops cluster's name",
+            ));
+    }
+    assert_eq!(env.snapshot(), before, "a refused import changed the store");
+}

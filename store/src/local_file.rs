@@ -19,6 +19,29 @@ pub enum FileReadError {
     Io(#[from] std::io::Error),
 }
 
+/// Why a directory named from outside Ballast (an `--out` flag) cannot be written into. Its message follows the
+/// directory's name and flag: `--out /dev/null: is a character device, not a directory ...`.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputDirError {
+    #[error("is {kind}, not a directory: give a directory (it is made if missing)")]
+    NotADirectory { kind: &'static str },
+    #[error("cannot be used: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Checks, before any work, that files can go under `path`: it is a directory (a link to one counts) or does not
+/// exist yet (the command makes it). A file or a device (`/dev/null`) is refused by its kind.
+pub fn check_output_dir(path: &std::path::Path) -> Result<(), OutputDirError> {
+    match std::fs::metadata(path) {
+        Ok(metadata) if metadata.is_dir() => Ok(()),
+        Ok(metadata) => Err(OutputDirError::NotADirectory {
+            kind: not_regular(metadata.file_type()).unwrap_or("a regular file"),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(OutputDirError::Io(e)),
+    }
+}
+
 /// What a file type is, in words, when it is not a regular file.
 fn not_regular(file_type: std::fs::FileType) -> Option<&'static str> {
     use std::os::unix::fs::FileTypeExt;

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use ballast_state::error::{FieldError, SpecErrors};
 use ballast_state::limits::{read_bounded, MAX_SPEC_FILE, MAX_SPEC_FILE_BYTES};
-use ballast_state::spec::Networking;
+use ballast_state::spec::{ClusterConfig, Networking};
 use ballast_store::local_file::{read_file_bounded, FileReadError};
 use ballast_store::registry::check;
 use serde::Serialize;
@@ -45,15 +45,30 @@ async fn kops(context: &Context, args: ImportKopsArgs) -> Result<(), CommandErro
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(", ");
+    // The dry run takes the same checks as the import, up to the write: what it accepts, the import stores.
+    let checked = checked_config(context, &source, &imported);
     if args.dry_run {
         print_result(&imported, args.output)?;
-        return refusals(&source, &imported);
+        return checked.map(|_| ());
     }
-    refusals(&source, &imported)?;
-    let Some(config) = imported.config.as_ref() else {
-        return refusals(&source, &imported);
-    };
-    // The mapped spec must also pass Ballast's own rules before anything is written.
+    let config = checked?;
+    let registry = context.registry().await?;
+    super::create::store_new_cluster(context, &registry, &config).await?;
+    match args.output {
+        ImportFormat::Json => print!("{}", output::json(&imported.fields)?),
+        ImportFormat::Table | ImportFormat::Yaml => eprint!("{}", fate_table(&imported.fields)),
+    }
+    Ok(())
+}
+
+/// The cluster the import stores: nothing refused, Ballast's own rules passed by the mapped spec, and the name
+/// `--name` gives (if any) the kops cluster's. `import kops` and its `--dry-run` both stop here on an error.
+fn checked_config(
+    context: &Context,
+    source: &str,
+    imported: &Import,
+) -> Result<ClusterConfig, CommandError> {
+    let config = refusals(source, imported)?;
     check(config)?;
     if let Some(name) = context.name.as_deref() {
         if name != config.name() {
@@ -63,25 +78,19 @@ async fn kops(context: &Context, args: ImportKopsArgs) -> Result<(), CommandErro
             )));
         }
     }
-    let registry = context.registry().await?;
-    super::create::store_new_cluster(context, &registry, config).await?;
-    match args.output {
-        ImportFormat::Json => print!("{}", output::json(&imported.fields)?),
-        ImportFormat::Table | ImportFormat::Yaml => eprint!("{}", fate_table(&imported.fields)),
-    }
-    Ok(())
+    Ok(config.clone())
 }
 
-/// Every refused field as one spec error each (exit 3: nothing was changed).
-fn refusals(source: &str, imported: &Import) -> Result<(), CommandError> {
+/// The mapped cluster, or every refused field as one spec error each (exit 3: nothing was changed).
+fn refusals<'a>(source: &str, imported: &'a Import) -> Result<&'a ClusterConfig, CommandError> {
     let errors: Vec<FieldError> = imported
         .refused()
         .map(|f| FieldError::new(&f.object, &f.path, f.fate.detail()))
         .collect();
-    if errors.is_empty() && imported.config.is_some() {
-        return Ok(());
+    match &imported.config {
+        Some(config) if errors.is_empty() => Ok(config),
+        _ => Err(CommandError::InvalidSpec(SpecErrors::new(source, errors))),
     }
-    Err(CommandError::InvalidSpec(SpecErrors::new(source, errors)))
 }
 
 #[derive(Serialize)]

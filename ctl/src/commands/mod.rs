@@ -155,6 +155,13 @@ pub async fn require_cluster(registry: &Registry, name: &str) -> Result<(), Comm
     Ok(())
 }
 
+/// An `--out` directory, checked before any work: a directory or not there yet (made when written), never a file
+/// or a device (usage error, naming the flag and the path once).
+pub fn check_out_dir(dir: &Path) -> Result<(), CommandError> {
+    ballast_store::local_file::check_output_dir(dir)
+        .map_err(|e| CommandError::Usage(format!("--out {}: {e}", dir.display())))
+}
+
 /// Reads and parses a spec file (`-` for stdin).
 pub fn read_objects(path: &Path) -> Result<Vec<SpecObject>, CommandError> {
     // Read no more than the limit (and a byte, to tell a file at the limit from a larger one): a huge file or

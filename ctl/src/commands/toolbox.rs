@@ -197,6 +197,7 @@ async fn dump(context: &Context, args: ToolboxDumpArgs) -> Result<(), CommandErr
 /// `--out`: created 0700 when new; an existing directory must be empty (a dump never overwrites files).
 fn prepare_out(dir: &Path) -> Result<std::path::PathBuf, CommandError> {
     use std::os::unix::fs::DirBuilderExt;
+    super::check_out_dir(dir)?;
     match std::fs::read_dir(dir) {
         Ok(mut entries) => {
             if entries.next().is_some() {

@@ -89,6 +89,8 @@ async fn update_terraform(
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(DEFAULT_TERRAFORM_OUT));
+    // Before the store and AWS are read: a plan that cannot be written is refused at once.
+    super::check_out_dir(&out)?;
     let state = require_s3(registry)?;
     let completed = registry.load_completed(name).await?;
     // Terraform's resources carry the cluster's id like the direct target's: written with --yes if the cluster
@@ -225,9 +227,9 @@ fn write_file(path: &Path, text: &str) -> Result<(), CommandError> {
         text.as_bytes(),
         &ballast_common::durable::Options::mode(0o644).create_parents(0o755),
     )
-    .map_err(|source| CommandError::Io {
-        what: format!("writing {}", path.display()),
-        source: std::io::Error::other(source),
+    .map_err(|e| CommandError::Io {
+        what: format!("writing {}: {}", e.path.display(), e.step),
+        source: e.source,
     })
 }
 
