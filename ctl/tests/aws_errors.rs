@@ -23,23 +23,63 @@ fn silent_endpoint() -> String {
     url
 }
 
-/// A loopback S3 that answers every request 403 AccessDenied, as S3 does for an identity without the permission.
+/// The whole request on `stream` (its head and its body, by Content-Length), as text.
+fn read_request(stream: &mut TcpStream) -> String {
+    let mut request = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => request.extend_from_slice(&buf[..n]),
+        }
+        let text = String::from_utf8_lossy(&request);
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length = text[..end]
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            if request.len() >= end + 4 + length {
+                break;
+            }
+        }
+    }
+    String::from_utf8_lossy(&request).into_owned()
+}
+
+/// A loopback AWS for an identity without S3's permission: STS tells who it is (GetCallerIdentity needs no
+/// permission), and S3 answers every request 403 AccessDenied, as S3 does.
 fn denying_endpoint() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
     let url = format!("http://{}", listener.local_addr().expect("its address"));
     std::thread::spawn(move || {
         for mut stream in listener.incoming().flatten() {
             std::thread::spawn(move || {
-                let mut buf = [0u8; 16 * 1024];
-                // One request per connection: read its head, answer, close.
+                // One request per connection: read it, answer, close.
                 let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-                let _ = stream.read(&mut buf);
-                let body =
-                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>AccessDenied</Code>\
-                            <Message>Access Denied</Message><RequestId>0123</RequestId></Error>";
+                let request = read_request(&mut stream);
+                let (status, body) = if request.contains("Action=GetCallerIdentity") {
+                    (
+                        "200 OK",
+                        "<GetCallerIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">\
+                         <GetCallerIdentityResult><Arn>arn:aws:iam::123456789012:user/operator</Arn>\
+                         <UserId>AIDAEXAMPLE</UserId><Account>123456789012</Account></GetCallerIdentityResult>\
+                         <ResponseMetadata><RequestId>0123</RequestId></ResponseMetadata>\
+                         </GetCallerIdentityResponse>",
+                    )
+                } else {
+                    (
+                        "403 Forbidden",
+                        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>AccessDenied</Code>\
+                         <Message>Access Denied</Message><RequestId>0123</RequestId></Error>",
+                    )
+                };
                 let _ = write!(
                     stream,
-                    "HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\
+                    "HTTP/1.1 {status}\r\nContent-Type: text/xml\r\nContent-Length: {}\r\n\
                      Connection: close\r\n\r\n{body}",
                     body.len()
                 );

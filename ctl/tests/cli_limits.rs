@@ -111,7 +111,7 @@ fn bad_files() -> Vec<(&'static str, String, &'static str)> {
         (
             "labels.yaml",
             labelled,
-            "Cluster/files.example.com: spec.cloudLabels: 2000 labels, more than 44",
+            "Cluster/files.example.com: spec.cloudLabels: 2000 labels, more than 43",
         ),
         (
             "no-kind.yaml",

@@ -456,7 +456,16 @@ impl Registry {
     ) -> Result<usize, RegistryError> {
         let paths = ClusterPaths::checked(name)?;
         let existing = self.store.list(&paths.prefix()).await?;
-        if existing.is_empty() {
+        // Kept when asked (`delete cluster --unregister --force` leaves AWS resources that carry the id: a
+        // later sweep with `--region` still knows them as this store's cluster's).
+        let id_kept = keep
+            .iter()
+            .any(|p| paths.cluster_id().starts_with(p.as_str()));
+        // A kept id alone is no cluster: a second unregister finds nothing to delete.
+        if existing
+            .iter()
+            .all(|key| id_kept && *key == paths.cluster_id())
+        {
             return Err(RegistryError::ClusterNotFound {
                 cluster: name.to_string(),
                 store: self.store.url(),
@@ -475,11 +484,6 @@ impl Registry {
                 )
                 .await?;
             self.store.delete(&paths.completed()).await?;
-            // Kept when asked (`delete cluster --unregister --force` leaves AWS resources that carry the id: a
-            // later sweep with `--region` still knows them as this store's cluster's).
-            let id_kept = keep
-                .iter()
-                .any(|p| paths.cluster_id().starts_with(p.as_str()));
             if !id_kept {
                 self.store.delete(&paths.cluster_id()).await?;
             }

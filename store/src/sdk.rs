@@ -110,7 +110,7 @@ where
         || matches!(err, SdkError::DispatchFailure(f) if f.is_timeout());
     if timed_out {
         return format!(
-            "{endpoint} did not answer in time (a connection within {}s, an answer within {}s, the call within              {}s): check the network, a proxy or firewall between here and AWS, and AWS_ENDPOINT_URL if one is set",
+            "{endpoint} did not answer in time (a connection within {}s, an answer within {}s, the call within {}s): check the network, a proxy or firewall between here and AWS, and AWS_ENDPOINT_URL if one is set",
             CONNECT_TIMEOUT.as_secs(),
             READ_TIMEOUT.as_secs(),
             OPERATION_TIMEOUT.as_secs()
@@ -118,19 +118,19 @@ where
     }
     if causes.contains("region") && (causes.contains("invalid") || causes.contains("not a valid")) {
         return format!(
-            "the AWS region is not valid (calling {endpoint}): give a region such as us-east-1 (AWS_REGION, or              the cluster's spec.region)"
+            "the AWS region is not valid (calling {endpoint}): give a region such as us-east-1 (AWS_REGION, or the cluster's spec.region)"
         );
     }
     if causes.contains("no region") || causes.contains("region must be set") {
         return "no AWS region is set: set AWS_REGION (e.g. us-east-1), or a region in the AWS profile".into();
     }
     if causes.contains("credentials") || causes.contains("identity") {
-        return "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or                 run where an instance role provides them"
+        return "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or run where an instance role provides them"
             .into();
     }
     if matches!(err, SdkError::DispatchFailure(f) if f.is_io()) {
         return format!(
-            "cannot connect to {endpoint}: check the network, a proxy or firewall between here and AWS, and              AWS_ENDPOINT_URL if one is set"
+            "cannot connect to {endpoint}: check the network, a proxy or firewall between here and AWS, and AWS_ENDPOINT_URL if one is set"
         );
     }
     format!("the call to {endpoint} failed before AWS answered: {}", err)

@@ -129,9 +129,9 @@ pub enum StoreError {
     /// The account of the credentials in use could not be read, so no request names the bucket's expected owner
     /// and none is sent.
     #[error(
-        "cannot tell which AWS account these credentials belong to (sts:GetCallerIdentity: {message}): Ballast \
-         names that account as the owner of s3://{bucket} on every request, so that a bucket of that name in \
-         another account is never read or written; check the credentials and the network"
+        "cannot tell which AWS account is in use (sts:GetCallerIdentity: {message}): Ballast names that account \
+         as the owner of s3://{bucket} on every request, so that a bucket of that name in another account is \
+         never read or written"
     )]
     OwnerUnknown {
         bucket: String,
@@ -613,6 +613,8 @@ pub struct S3Store {
     kms_key_id: Option<String>,
     /// Who these credentials are (`sts:GetCallerIdentity`), asked once, on the first request.
     sts: aws_sdk_sts::Client,
+    /// The STS endpoint `sts` calls, for errors to name.
+    sts_endpoint: String,
     /// The account of these credentials: every request names it as the bucket's expected owner
     /// (`x-amz-expected-bucket-owner`), so S3 refuses a bucket of this name in another account (a name taken
     /// by someone else before the operator made it, or after it was deleted) with 403 instead of serving it.
@@ -646,6 +648,7 @@ impl S3Store {
             prefix: prefix.to_string(),
             kms_key_id: options.kms_key_id,
             sts: aws_sdk_sts::Client::new(&shared),
+            sts_endpoint: crate::sdk::endpoint_of(&shared, "sts"),
             owner: Default::default(),
         }
     }
@@ -655,7 +658,9 @@ impl S3Store {
         let owner = self
             .owner
             // Boxed: every store call's future holds this one, and STS's would deepen them all.
-            .get_or_try_init(|| Box::pin(caller_account(&self.sts, &self.bucket)))
+            .get_or_try_init(|| {
+                Box::pin(caller_account(&self.sts, &self.bucket, &self.sts_endpoint))
+            })
             .await?;
         Ok(owner.as_str())
     }
@@ -862,21 +867,18 @@ impl S3Store {
 /// The AWS account of the credentials `sts` signs with (`sts:GetCallerIdentity`, which needs no permission): what
 /// Ballast names as the expected owner (`ExpectedBucketOwner`) of `bucket` on every request to it, the state
 /// bucket's here and the IRSA discovery bucket's in `ballast`.
-pub async fn caller_account(sts: &aws_sdk_sts::Client, bucket: &str) -> Result<String, StoreError> {
+pub async fn caller_account(
+    sts: &aws_sdk_sts::Client,
+    bucket: &str,
+    endpoint: &str,
+) -> Result<String, StoreError> {
     let identity =
         sts.get_caller_identity()
             .send()
             .await
             .map_err(|e| StoreError::OwnerUnknown {
                 bucket: bucket.to_string(),
-                message: describe_sdk_error(
-                    &e,
-                    bucket,
-                    &sts.config()
-                        .region()
-                        .map(|r| format!("STS in {r}"))
-                        .unwrap_or_else(|| "STS (no region set)".to_string()),
-                ),
+                message: describe_sdk_error(&e, bucket, endpoint),
                 source: Box::new(e),
             })?;
     identity

@@ -26,9 +26,11 @@ const MOVE_LEADER_TIMEOUT: Duration = Duration::from_millis(500);
 /// The key in etcd whose holder alone may stop its member on a stop request: one grant at a time, across the
 /// control-plane nodes, so that two requests seen at once are looked at one after the other.
 const STOP_GRANT_KEY: &str = "ballast/etcd-stop-grant";
-/// How long a grant holds (an etcd lease, by the leader's clock): well beyond a look and a stop (about 2 s at
-/// worst), so that the next node's look, once it may take the grant, sees this member stopped.
-const STOP_GRANT_TTL_SECONDS: i64 = 30;
+/// How long a grant holds (an etcd lease, by the leader's clock): beyond a look and a stop (about 2 s at worst),
+/// so that the next node's look, once it may take the grant, sees this member stopped; and short, because the
+/// stopped member never releases it: a roll's next control-plane stop waits this long at most (30 s made every
+/// roll's second control-plane stop outlast the roll's 20 s wait for an answer).
+const STOP_GRANT_TTL_SECONDS: i64 = 5;
 /// The grant's calls (a lease and a transaction, each through a quorum).
 const GRANT_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -79,7 +81,7 @@ impl Supervisor {
     }
 
     /// Whether this member may stop on a stop request now: it takes the cluster's stop grant (a key in etcd
-    /// under a 30 s lease, written only if no other node holds it: a write through a quorum, so two nodes never
+    /// under a 5 s lease, written only if no other node holds it: a write through a quorum, so two nodes never
     /// both hold it), then looks at every voter and keeps the grant only when the others that answer, following a
     /// leader, are still a quorum without it (`decide::stop_keeps_quorum`). `Err` says why not (the request then
     /// waits and is looked at again). Bounded: a few seconds at worst.

@@ -163,6 +163,8 @@ pub(crate) struct DiscoveryS3 {
     /// The custom endpoint (`AWS_ENDPOINT_URL`), if any.
     pub endpoint: Option<String>,
     sts: aws_sdk_sts::Client,
+    /// The STS endpoint `sts` calls, for errors to name.
+    sts_endpoint: String,
 }
 
 impl DiscoveryS3 {
@@ -170,7 +172,7 @@ impl DiscoveryS3 {
     /// credentials in use, so a discovery bucket of that name in another account is refused by S3 with 403,
     /// never written to or read from (`ballast_store::store::caller_account`, as the state store does).
     pub async fn owner(&self, bucket: &str) -> Result<String, UpdateError> {
-        Ok(ballast_store::store::caller_account(&self.sts, bucket).await?)
+        Ok(ballast_store::store::caller_account(&self.sts, bucket, &self.sts_endpoint).await?)
     }
 }
 
@@ -185,6 +187,7 @@ pub(crate) async fn s3(region: &str) -> DiscoveryS3 {
         client: aws_sdk_s3::Client::from_conf(builder.build()),
         endpoint,
         sts: aws_sdk_sts::Client::new(&shared),
+        sts_endpoint: ballast_store::sdk::endpoint_of(&shared, "sts"),
     }
 }
 
