@@ -14,6 +14,7 @@ pub mod cluster_id;
 pub mod etcd;
 pub mod keystore;
 pub mod local_file;
+pub mod lock_holder;
 pub mod node_bootstrap;
 pub mod registry;
 pub mod sdk;

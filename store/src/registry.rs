@@ -130,6 +130,10 @@ struct LockRecord {
     token: String,
     acquired_at: i64,
     expires_at: i64,
+    /// The holding process, so that a lock whose holder died on this machine is taken over at once
+    /// (`crate::lock_holder`). Absent from locks an older Ballast wrote, and where `/proc` does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    process: Option<crate::lock_holder::HolderProcess>,
 }
 
 /// A held lock; release it with [`Registry::unlock`], keep it with [`Registry::keep_lock`].
@@ -629,6 +633,7 @@ impl Registry {
             token: hex::encode(rand::random::<[u8; 16]>()),
             acquired_at: now,
             expires_at: now + LOCK_TTL_SECS,
+            process: crate::lock_holder::HolderProcess::current(),
         };
         let data = serde_json::to_vec_pretty(&record).map_err(|e| RegistryError::Serialize {
             what: "the lock".into(),
@@ -663,16 +668,29 @@ impl Registry {
         // any amount, and the record's times (the holder's clock) are only shown to the operator.
         let age = self.age_by_store_clock(&paths, &key).await?;
         let holder: Option<LockRecord> = serde_json::from_slice(&held.data).ok();
+        let holder_gone = holder
+            .as_ref()
+            .and_then(|h| h.process.as_ref())
+            .is_some_and(|p| p.is_gone());
+        if holder_gone {
+            tracing::warn!(
+                %cluster,
+                holder = holder.as_ref().map(|h| h.writer.holder.as_str()).unwrap_or_default(),
+                "taking over the lock of a process that died on this machine"
+            );
+        }
         match holder {
-            Some(h) if age.is_none_or(|age| age <= LOCK_TTL_SECS) => Err(RegistryError::Locked {
-                cluster: cluster.to_string(),
-                holder: h.writer.holder,
-                command: h.writer.command,
-                since: h.acquired_at,
-                expires: h.expires_at,
-                waited_secs: 0,
-            }),
-            // Expired or unreadable: take it over, conditionally, so two takers cannot both win.
+            Some(h) if !holder_gone && age.is_none_or(|age| age <= LOCK_TTL_SECS) => {
+                Err(RegistryError::Locked {
+                    cluster: cluster.to_string(),
+                    holder: h.writer.holder,
+                    command: h.writer.command,
+                    since: h.acquired_at,
+                    expires: h.expires_at,
+                    waited_secs: 0,
+                })
+            }
+            // Expired, its holder gone, or unreadable: take it over, conditionally, so two takers cannot both win.
             _ => {
                 let version = self
                     .store

@@ -720,21 +720,6 @@ async fn an_interrupted_apply_converges_without_duplicates() {
         tokio::time::sleep(Duration::from_millis(delay_ms)).await;
         let _ = child.kill();
         let _ = child.wait();
-        // A killed apply leaves the cluster's writer lock, which holds off the next apply until it expires
-        // (2 minutes after its last renewal; `update --yes` takes it since issue 44). The operator who knows the
-        // holder died removes it, as this does, so that each re-run is interrupted in its apply, not its wait.
-        let bucket = cluster
-            .state
-            .trim_start_matches("s3://")
-            .trim_end_matches("/clusters");
-        aws::s3_client()
-            .await
-            .delete_object()
-            .bucket(bucket)
-            .key(format!("clusters/{}/lock.json", cluster.name))
-            .send()
-            .await
-            .expect("delete the killed apply's lock");
     }
     cluster
         .ballast()
