@@ -1,5 +1,6 @@
 //! `update cluster`: plan the cluster's AWS resources from its completed spec; apply with --yes.
 
+use ballast_state::spec::ClusterConfig;
 use ballast_store::cluster_id;
 use ballast_store::registry::{Registry, RegistryError, Writer};
 
@@ -93,23 +94,8 @@ async fn update_terraform(
     super::check_out_dir(&out)?;
     let state = require_s3(registry)?;
     let completed = registry.load_completed(name).await?;
-    // Terraform's resources carry the cluster's id like the direct target's: written with --yes if the cluster
-    // has none yet (a plan writes nothing and renders without it).
-    let id = if args.yes {
-        Some(
-            cluster_id::ensure(registry.store(), name)
-                .await
-                .map_err(RegistryError::from)?,
-        )
-    } else {
-        cluster_id::read(registry.store(), name)
-            .await
-            .map_err(RegistryError::from)?
-    };
-    let model = match &id {
-        Some(id) => cluster_model(&completed, &state).bound_to(id),
-        None => cluster_model(&completed, &state),
-    };
+    // Terraform's resources carry the cluster's id like the direct target's.
+    let (_, model) = bound_model(registry, name, &completed, &state, args.yes).await?;
     let calls = CallLog::new();
     let cloud = Cloud::connect(&model.region, calls.clone()).await;
     // Read-only: the load balancer Terraform made, whose DNS name the node specs carry.
@@ -295,6 +281,28 @@ async fn update_cluster_unchecked(
     }
 }
 
+/// The cluster's id and its model, the resources tagged with the id. A cluster made before ids gets its id on its
+/// first apply (`write`); a plan writes nothing, so a cluster without an id plans without one.
+async fn bound_model(
+    registry: &Registry,
+    name: &str,
+    completed: &ClusterConfig,
+    state: &StateLocation,
+    write: bool,
+) -> Result<(Option<String>, ClusterModel), CommandError> {
+    let id = if write {
+        Some(cluster_id::ensure(registry.store(), name).await)
+    } else {
+        cluster_id::read(registry.store(), name).await.transpose()
+    };
+    let id = id.transpose().map_err(RegistryError::from)?;
+    let model = match &id {
+        Some(id) => cluster_model(completed, state).bound_to(id),
+        None => cluster_model(completed, state),
+    };
+    Ok((id, model))
+}
+
 async fn plan_or_apply(registry: &Registry, name: &str, run: Run) -> Result<(), CommandError> {
     let Run {
         apply,
@@ -304,22 +312,7 @@ async fn plan_or_apply(registry: &Registry, name: &str, run: Run) -> Result<(), 
     } = run;
     let state = require_s3(registry)?;
     let completed = registry.load_completed(name).await?;
-    // A cluster made before ids gets its id on its first apply; a plan writes nothing, so it plans without one.
-    let id = if apply {
-        Some(
-            cluster_id::ensure(registry.store(), name)
-                .await
-                .map_err(RegistryError::from)?,
-        )
-    } else {
-        cluster_id::read(registry.store(), name)
-            .await
-            .map_err(RegistryError::from)?
-    };
-    let model = match &id {
-        Some(id) => cluster_model(&completed, &state).bound_to(id),
-        None => cluster_model(&completed, &state),
-    };
+    let (id, model) = bound_model(registry, name, &completed, &state, apply).await?;
     let calls = CallLog::new();
     let cloud = Cloud::connect(&model.region, calls.clone()).await;
     // Before any change: every resource found under the cluster's name must carry its id (or be adopted).
