@@ -46,6 +46,9 @@ struct Run {
     report: NodeReport,
     store: Option<StateStore>,
     cluster: Option<String>,
+    /// Who this node writes as in the store (`crate::tail_publish::writer_for`), once the store is known: its
+    /// report's and log tail's keys are named by it.
+    writer: Option<String>,
     manager: Option<Box<dyn ServiceManager>>,
     /// On a control-plane node: the etcd supervisor to run once configured, and the instance's region.
     etcd: Option<(SupervisorConfig, String)>,
@@ -66,8 +69,12 @@ struct Run {
 
 impl Run {
     fn report_destination(&self) -> Option<ReportDestination<'_>> {
-        match (&self.store, &self.cluster) {
-            (Some(store), Some(cluster)) => Some(ReportDestination { store, cluster }),
+        match (&self.store, &self.cluster, &self.writer) {
+            (Some(store), Some(cluster), Some(writer)) => Some(ReportDestination {
+                store,
+                cluster,
+                writer,
+            }),
             _ => None,
         }
     }
@@ -84,6 +91,7 @@ pub async fn run(
         report: NodeReport::new("unknown", env!("CARGO_PKG_VERSION"), started_at),
         store: None,
         cluster: None,
+        writer: None,
         manager: None,
         etcd: None,
         termination: None,
@@ -110,11 +118,11 @@ pub async fn run(
     state.report.log_tail = tail.lines();
     report::publish(&cli.root, &state.report, state.report_destination()).await;
     // The log tail (crate::tail_publish): a failed boot's at once; a configured control-plane node's kept
-    // published by a task of its own, so that asking STS who the node is never delays READY=1.
+    // published by a task of its own. Both write as the report did (asked of STS beside the spec's fetch).
     let instance_id = state.report.instance_id.clone();
     let tail_keeper = match (&result, state.store.clone(), state.cluster.clone()) {
         (Err(_), Some(store), Some(cluster)) => {
-            TailPublisher::new(store, &cluster, &instance_id)
+            tail_publisher(store, &cluster, &instance_id, state.writer.clone())
                 .await
                 .publish(tail, TailReason::BootFailed)
                 .await;
@@ -122,8 +130,9 @@ pub async fn run(
         }
         (Ok(()), Some(store), Some(cluster)) if state.etcd.is_some() => {
             let tail = tail.clone();
+            let writer = state.writer.clone();
             Some(tokio::spawn(async move {
-                TailPublisher::new(store, &cluster, &instance_id)
+                tail_publisher(store, &cluster, &instance_id, writer)
                     .await
                     .keep_published(tail)
                     .await
@@ -357,11 +366,28 @@ async fn start_audit_shipper(
     }
 }
 
+/// The node's log-tail publisher, writing as `writer` when the boot learnt it, else asking STS now.
+async fn tail_publisher(
+    store: StateStore,
+    cluster: &str,
+    instance_id: &str,
+    writer: Option<String>,
+) -> TailPublisher {
+    match writer {
+        Some(writer) => TailPublisher::as_writer(store, cluster, instance_id, writer),
+        None => TailPublisher::new(store, cluster, instance_id).await,
+    }
+}
+
 /// The add-on applier in the background: it republishes the report with each new `addons` section.
 fn start_addon_applier(job: AddonJob, root: &Path, state: &Run) -> tokio::task::JoinHandle<()> {
     let root = root.to_path_buf();
     let report = state.report.clone();
-    let destination = state.store.clone().zip(state.cluster.clone());
+    let destination = state
+        .store
+        .clone()
+        .zip(state.cluster.clone())
+        .zip(state.writer.clone());
     tokio::spawn(job.run(move |section| {
         let report = crate::addons::runner::with_addons(&report, section);
         let root = root.clone();
@@ -369,7 +395,11 @@ fn start_addon_applier(job: AddonJob, root: &Path, state: &Run) -> tokio::task::
         async move {
             let remote = destination
                 .as_ref()
-                .map(|(store, cluster)| ReportDestination { store, cluster });
+                .map(|((store, cluster), writer)| ReportDestination {
+                    store,
+                    cluster,
+                    writer,
+                });
             report::publish(&root, &report, remote).await;
         }
     }))
@@ -569,13 +599,19 @@ async fn fetch_spec_and_secrets(
     let store = fetch::open(&boot.state_store).await?;
     state.store = Some(store.clone());
     state.cluster = Some(boot.cluster_name.clone());
-    let fetched = step(&mut state.report, Step::Fetch, async {
-        let spec = fetch::node_spec(&store, boot, deadline).await?;
-        tracing::info!(key = %boot.node_spec, sha256 = %boot.node_spec_sha256, "node spec verified");
-        let secrets = fetch::secrets(&store, &spec, deadline).await?;
-        Ok::<_, FetchError>((spec, secrets))
-    })
-    .await?;
+    // Who the node writes as (its report's key) is asked of STS while the spec is fetched, not after.
+    let instance_id = state.report.instance_id.clone();
+    let (writer, fetched) = tokio::join!(
+        crate::tail_publish::writer_for(&store, &instance_id),
+        step(&mut state.report, Step::Fetch, async {
+            let spec = fetch::node_spec(&store, boot, deadline).await?;
+            tracing::info!(key = %boot.node_spec, sha256 = %boot.node_spec_sha256, "node spec verified");
+            let secrets = fetch::secrets(&store, &spec, deadline).await?;
+            Ok::<_, FetchError>((spec, secrets))
+        })
+    );
+    state.writer = Some(writer);
+    let fetched = fetched?;
     // From here on, reports and etcd's objects are written with the cluster's state-store KMS key, if any.
     let store = store.with_kms_key(fetched.0.state_store_kms_key.clone());
     state.store = Some(store.clone());

@@ -1,6 +1,6 @@
 //! The boot report ([`ballast_state::report::NodeReport`]): each step's timing as it runs, the node's
 //! identity once known, and the outcome (phase, the error and its causes, the log's tail), written under the
-//! root and to the state store (`reports/<instance-id>.json`), where `ballast validate cluster` and the tests
+//! root and to the state store (`reports/<role-id>:<instance-id>.json`, named by its writer), where `ballast validate cluster` and the tests
 //! read it.
 
 use std::path::Path;
@@ -70,6 +70,9 @@ pub fn error_lines(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
 pub struct ReportDestination<'a> {
     pub store: &'a StateStore,
     pub cluster: &'a str,
+    /// Who the node writes as (`crate::tail_publish::writer_for`): the report's key is named by it, the one
+    /// report key the node's IAM policy lets it write.
+    pub writer: &'a str,
 }
 
 /// Writes the report under the root and, when the store is known and reachable, to the store. Failures are
@@ -88,11 +91,16 @@ pub async fn publish(root: &Path, report: &NodeReport, remote: Option<ReportDest
     if let Err(e) = ballast_common::durable::write(&local, &json, &options) {
         tracing::error!("the boot report: {e}");
     }
-    let Some(ReportDestination { store, cluster }) = remote else {
+    let Some(ReportDestination {
+        store,
+        cluster,
+        writer,
+    }) = remote
+    else {
         tracing::warn!("the boot report stays on the node: the state store is not known");
         return;
     };
-    let key = ClusterPaths::new(cluster).report(&report.instance_id);
+    let key = ClusterPaths::new(cluster).report(writer);
     let stored = signed_or_plain(root, report, json);
     match tokio::time::timeout(
         STORE_WRITE_TIMEOUT,

@@ -37,6 +37,11 @@ impl TailPublisher {
     /// refuse the write, as it should a key that is not the node's).
     pub async fn new(store: StateStore, cluster: &str, instance_id: &str) -> Self {
         let writer = writer_for(&store, instance_id).await;
+        Self::as_writer(store, cluster, instance_id, writer)
+    }
+
+    /// The publisher of instance `instance_id`, writing as `writer` ([`writer_for`], asked already).
+    pub fn as_writer(store: StateStore, cluster: &str, instance_id: &str, writer: String) -> Self {
         TailPublisher {
             store,
             paths: ClusterPaths::new(cluster),
@@ -115,7 +120,8 @@ impl TailPublisher {
     }
 }
 
-/// Who this node writes as in `store`, the name of the keys bound to it (its log tail, its audit chunks): on S3
+/// Who this node writes as in `store`, the name of the keys bound to it (its report, its log tail, its audit
+/// chunks): on S3
 /// the instance role session's `aws:userid` as STS says it, the only such key its IAM policy lets it write; on
 /// a file store (no IAM) the instance id.
 pub async fn writer_for(store: &StateStore, instance_id: &str) -> String {
@@ -132,7 +138,7 @@ async fn writer_id(instance_id: &str) -> String {
     let sts = aws_sdk_sts::Client::new(&config);
     match tokio::time::timeout(CALL_TIMEOUT, sts.get_caller_identity().send()).await {
         Ok(Ok(answer)) => match answer.user_id() {
-            Some(id) if ballast_state::log_tail::instance_of_writer(id) == instance_id => {
+            Some(id) if ballast_state::layout::instance_of_writer(id) == instance_id => {
                 id.to_string()
             }
             other => {

@@ -169,9 +169,12 @@ impl ClusterPaths {
         format!("{}/nodes/{group}/spec.yaml", self.name)
     }
 
-    /// A node's boot report (and, on the control plane, its etcd health).
-    pub fn report(&self, instance_id: &str) -> String {
-        format!("{}{instance_id}.json", self.reports_prefix())
+    /// A node's boot report (and, on the control plane, its add-ons' progress), named by its writer: the
+    /// instance role session's `aws:userid` (`<role-id>:<instance-id>`), the one key of this prefix its IAM
+    /// policy lets it write, so that no node can replace another's report; the instance id on a file store.
+    /// Readers find an instance's report by listing the prefix ([`writer_of_key`], [`instance_of_writer`]).
+    pub fn report(&self, writer: &str) -> String {
+        format!("{}{writer}.json", self.reports_prefix())
     }
 
     /// What every node's report key starts with: a listing of it names every report and its version.
@@ -262,6 +265,20 @@ pub const ENCRYPTION_KEYS_SECRET: &str = "encryption-keys.yaml";
 /// Suffix of a cluster's spec object, used to list clusters.
 pub const CLUSTER_SPEC_SUFFIX: &str = "/cluster.yaml";
 
+/// The instance a writer's name belongs to: what follows the last `:` of `<role-id>:<instance-id>` (an
+/// instance role session's `aws:userid`, whose session name EC2 sets to the instance id), or the whole name
+/// where the store has no IAM (a file store, whose writers are named by their instance id).
+pub fn instance_of_writer(writer: &str) -> &str {
+    writer.rsplit(':').next().unwrap_or(writer)
+}
+
+/// The writer a key directly under `prefix` names (`<prefix><writer>.json`, as [`ClusterPaths::report`] and
+/// [`ClusterPaths::log_tail`] make them); `None` for any other key (deeper, or not JSON).
+pub fn writer_of_key<'a>(key: &'a str, prefix: &str) -> Option<&'a str> {
+    let writer = key.strip_prefix(prefix)?.strip_suffix(".json")?;
+    (!writer.is_empty() && !writer.contains('/')).then_some(writer)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,6 +303,29 @@ mod tests {
             paths.log_tail("AROAEXAMPLE:i-0123"),
             paths.log_tail_request(),
         ]
+    }
+
+    #[test]
+    fn a_writer_named_key_names_its_instance() {
+        let paths = ClusterPaths::new("c.example.com");
+        let prefix = paths.reports_prefix();
+        let key = paths.report("AROAEXAMPLE:i-0abc");
+        assert_eq!(writer_of_key(&key, &prefix), Some("AROAEXAMPLE:i-0abc"));
+        assert_eq!(instance_of_writer("AROAEXAMPLE:i-0abc"), "i-0abc");
+        assert_eq!(instance_of_writer("i-0abc"), "i-0abc");
+        assert_eq!(
+            writer_of_key(&paths.report("i-0abc"), &prefix),
+            Some("i-0abc")
+        );
+        // Not a writer's key: deeper, not JSON, another prefix, or no name at all.
+        for other in [
+            format!("{prefix}x/i-0abc.json"),
+            format!("{prefix}i-0abc.yaml"),
+            paths.log_tail("AROAEXAMPLE:i-0abc"),
+            format!("{prefix}.json"),
+        ] {
+            assert_eq!(writer_of_key(&other, &prefix), None, "{other}");
+        }
     }
 
     #[test]

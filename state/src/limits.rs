@@ -20,7 +20,8 @@ pub const MAX_PARSED_BYTES: usize = 16 * MAX_SPEC_FILE_BYTES;
 pub const MAX_NESTING_DEPTH: usize = 64;
 
 /// A bound on one object read from the state store whose writer Ballast trusts less than the operator: a node
-/// (its instance role may write `reports/*`, `etcd/*` and `control-plane/node-bootstrap.json`). Read with
+/// (its instance role may write its own report, and a control-plane node `etcd/*` and
+/// `control-plane/node-bootstrap.json`). Read with
 /// `ballast_store::store::StateStore::get_bounded`, which never holds more than `bytes` and
 /// one more in memory and refuses a larger object naming its key and the limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,8 +31,8 @@ pub struct ReadLimit {
     pub what: &'static str,
 }
 
-/// A node's boot report (`reports/<instance-id>.json`, signed): a few KiB (the report, its add-ons, a
-/// certificate and a signature). Any worker may write any report, so without a bound one worker could make
+/// A node's boot report (`reports/<role-id>:<instance-id>.json`, signed): a few KiB (the report, its add-ons, a
+/// certificate and a signature). A node writes what it likes in its own, so without a bound one worker could make
 /// every `get instances`, `validate cluster` and rolling update load gigabytes (a 150 MB report took 341 MB).
 pub const MAX_REPORT: ReadLimit = ReadLimit {
     bytes: 1024 * 1024,

@@ -69,12 +69,6 @@ pub fn kept_line(line: &str) -> String {
     format!("{} [cut at {MAX_LINE_BYTES} bytes]", &redacted[..end])
 }
 
-/// The instance id in a tail's key name (`<role-id>:<instance-id>`, or a bare instance id where the store
-/// has no IAM, a file store): what follows the last `:`.
-pub fn instance_of_writer(writer: &str) -> &str {
-    writer.rsplit(':').next().unwrap_or(writer)
-}
-
 impl NodeLogTail {
     /// The tail as kept, by its writer and again by every reader (a stored tail is the node's word, and a node
     /// may be anyone's): the last [`TAIL_LINES`] of each source, every line redacted and cut to
@@ -120,11 +114,5 @@ mod tests {
             format!("{TAIL_LINES} {}", crate::redact::REDACTED_KEY)
         );
         assert!(!String::from_utf8_lossy(&json).contains("PRIVATE KEY-----\n"));
-    }
-
-    #[test]
-    fn the_writer_names_its_instance() {
-        assert_eq!(instance_of_writer("AROAEXAMPLE:i-0abc"), "i-0abc");
-        assert_eq!(instance_of_writer("i-0abc"), "i-0abc");
     }
 }

@@ -1,4 +1,4 @@
-//! A node's boot report: what `nodeup` did on one instance, written to `reports/<instance-id>.json` in the
+//! A node's boot report: what `nodeup` did on one instance, written to `reports/<role-id>:<instance-id>.json` in the
 //! state store (and kept under the node's root as `var/lib/nodeup/report.json`), so that an operator sees why a
 //! node did not come up without logging in to it. `ballast get instances` reads them.
 //!

@@ -3,11 +3,12 @@
 //! on a worker, the control plane's bootstrap service after checking with STS and EC2 which instance asked
 //! (docs/node-identity.md); on a control-plane node, nodeup itself with the CA key only the control plane reads.
 //!
-//! Why: a worker's role may write any `reports/*` key (S3 cannot bind a key to the instance behind a role session
-//! on every backend), so the key a report is stored under proves nothing. A reader (`validate cluster`, `get
+//! Why, although a node's role may write only its own report's key (`reports/<role-id>:<instance-id>.json`, IAM's
+//! `${aws:userid}`): a file store has no IAM, and a principal given more than Ballast gives may write any key. A
+//! reader (`validate cluster`, `get
 //! instances`, `rolling-update cluster`) trusts a report only when its signature verifies, its certificate chains
 //! to one of the cluster's trusted Kubernetes CAs (next, primary or trusted: docs/keys.md) and is valid now, and
-//! the certificate's node name is the private DNS name EC2 reports for the instance the report's key names. A worker writing another instance's key can only sign with its own
+//! the certificate's node name is the private DNS name EC2 reports for the instance the report's key names. A writer of another instance's key can sign only with its own
 //! certificate, which names itself: the report is shown as untrusted and not counted.
 //!
 //! The stored form is versioned by its kind: `SignedNodeReport` carries the report's JSON as a string (the exact
@@ -38,7 +39,7 @@ const SIGNING_CONTEXT: &[u8] = b"ballast.dev node report v1\n";
 const NODE_CN_PREFIX: &str = "system:node:";
 const NODES_GROUP: &str = "system:nodes";
 
-/// A report as stored (`reports/<instance-id>.json`).
+/// A report as stored (`reports/<role-id>:<instance-id>.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct SignedEnvelope {

@@ -305,13 +305,49 @@ impl LocalCloud {
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
-    /// The boot report stored at `bucket/key` (signed by its node, or plain), or None when it is not written yet.
+    /// The boot report instance `id` stored for `cluster` in the state store `s3://<bucket>/<prefix>` (signed by
+    /// its node, or plain), or None when it has written none yet: found by listing, as `ballast` finds it, since
+    /// its key is named by its writer (`reports/<role-id>:<id>.json`, `ballast_state::layout::ClusterPaths::report`).
     pub async fn stored_report(
         &self,
         bucket: &str,
-        key: &str,
+        prefix: &str,
+        cluster: &str,
+        id: &str,
     ) -> Option<ballast_state::report_signature::StoredReport> {
-        Some(crate::reports::parse(&self.s3_object(bucket, key).await?))
+        let key = self.report_key(bucket, prefix, cluster, id).await?;
+        Some(crate::reports::parse(&self.s3_object(bucket, &key).await?))
+    }
+
+    /// The key of instance `id`'s boot report (as [`LocalCloud::stored_report`] finds it): of several (its role
+    /// was replaced while it ran), the last written.
+    pub async fn report_key(
+        &self,
+        bucket: &str,
+        prefix: &str,
+        cluster: &str,
+        id: &str,
+    ) -> Option<String> {
+        use ballast_state::layout::{instance_of_writer, writer_of_key, ClusterPaths};
+        let reports = format!("{prefix}{}", ClusterPaths::new(cluster).reports_prefix());
+        let listed = self
+            .s3()
+            .list_objects_v2()
+            .bucket(bucket)
+            .prefix(&reports)
+            .send()
+            .await
+            .ok()?;
+        listed
+            .contents()
+            .iter()
+            .filter(|o| {
+                o.key()
+                    .and_then(|k| writer_of_key(k, &reports))
+                    .is_some_and(|w| instance_of_writer(w) == id)
+            })
+            .max_by_key(|o| o.last_modified().map(|t| (t.secs(), t.subsec_nanos())))
+            .and_then(|o| o.key().map(str::to_owned))
     }
 
     /// SDK configuration with the operator's (admin) keys.

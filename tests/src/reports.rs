@@ -52,6 +52,10 @@ pub async fn node_certificate(
     (cert.pem(), key.serialize_pem())
 }
 
+/// The IAM unique id a test that plays a node writes its report as (`<role-id>:<instance-id>`, as a node's role
+/// session is named): readers find a report by the instance its writer names, whatever the role.
+pub const PLAYED_ROLE_ID: &str = "AROAE2EPLAYEDNODE";
+
 /// Stores `report` under its instance's key, signed as node `node_name` would sign it.
 pub async fn put_signed(
     store: &StateStore,
@@ -63,7 +67,7 @@ pub async fn put_signed(
     let signed = report_signature::sign(report, &key, &cert).expect("sign the report");
     store
         .put(
-            &paths.report(&report.instance_id),
+            &paths.report(&format!("{PLAYED_ROLE_ID}:{}", report.instance_id)),
             &signed,
             &Precondition::None,
         )

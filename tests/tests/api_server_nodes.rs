@@ -9,7 +9,6 @@
 use std::time::Duration;
 
 use ballast_e2e::localcloud::LocalCloud;
-use ballast_state::layout::ClusterPaths;
 use ballast_state::report::{NodeReport, Phase};
 use ballast_state::spec::Role;
 
@@ -111,15 +110,11 @@ async fn an_api_server_node_configures_kube_apiserver_against_the_control_planes
         .map(str::to_owned)
         .collect();
     assert_eq!(instances.len(), 3, "{instances:?}");
-    let paths = ClusterPaths::new(NAME);
     let deadline = std::time::Instant::now() + Duration::from_secs(180);
     let mut reports: Vec<NodeReport> = Vec::new();
     for id in &instances {
         let report = loop {
-            if let Some(r) = cloud
-                .stored_report(bucket, &format!("clusters/{}", paths.report(id)))
-                .await
-            {
+            if let Some(r) = cloud.stored_report(bucket, "clusters/", NAME, id).await {
                 break r.report;
             }
             assert!(

@@ -44,8 +44,9 @@ async fn configured_control_plane(cloud: &LocalCloud) -> String {
                 })?
                 .instance_id()?
                 .to_string();
-            let key = format!("clusters/{}", ClusterPaths::new(CLUSTER).report(&id));
-            let stored = cloud.stored_report(BUCKET, &key).await?;
+            let stored = cloud
+                .stored_report(BUCKET, "clusters/", CLUSTER, &id)
+                .await?;
             match stored.report.phase {
                 Phase::Configured => Some(id),
                 Phase::Failed => panic!("{id} failed to boot: {:?}", stored.report.errors),

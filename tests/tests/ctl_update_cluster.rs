@@ -1064,9 +1064,9 @@ async fn validate_names_what_is_missing_until_the_cluster_is_up() {
         assert_eq!(
             reason,
             &format!(
-                "no nodeup report ({}): nodeup has not finished its first run on it, or cannot reach the state \
-                 store (see the instance's console output)",
-                paths.report(id)
+                "no nodeup report ({}<role-id>:{id}.json): nodeup has not finished its first run on it, or \
+                 cannot reach the state store (see the instance's console output)",
+                paths.reports_prefix()
             )
         );
     }

@@ -234,12 +234,10 @@ async fn a_worker_proves_who_it_is_and_can_be_no_one_else() {
         .find(|i| i.2 == "node")
         .expect("a worker")
         .clone();
-    let paths = ClusterPaths::new(CLUSTER);
     for (id, _, _) in [&control_plane, &worker] {
-        let key = format!("clusters/{}", paths.report(id));
         let deadline = std::time::Instant::now() + Duration::from_secs(180);
         let report = loop {
-            if let Some(r) = cloud.stored_report(BUCKET, &key).await {
+            if let Some(r) = cloud.stored_report(BUCKET, "clusters/", CLUSTER, id).await {
                 break r.report;
             }
             assert!(
@@ -692,10 +690,9 @@ async fn fresh_health(
 
 /// Waits for an instance's final boot report and says it configured.
 async fn wait_configured(cloud: &LocalCloud, id: &str) {
-    let key = format!("clusters/{}", ClusterPaths::new(CLUSTER).report(id));
     let deadline = Instant::now() + Duration::from_secs(240);
     let report = loop {
-        if let Some(r) = cloud.stored_report(BUCKET, &key).await {
+        if let Some(r) = cloud.stored_report(BUCKET, "clusters/", CLUSTER, id).await {
             break r.report;
         }
         assert!(
@@ -860,10 +857,14 @@ async fn a_flood_starves_neither_etcd_nor_workers(
     );
 }
 
-/// Boot reports are bound to their writer: every node signs its own, and the cluster validates; then the worker's
-/// role credentials (which may write any `reports/*` key) overwrite the control plane's report with a copy of its
-/// genuine content, unsigned and then signed with the worker's own kubelet key. Neither is trusted or counted,
-/// and both `validate cluster` and `get instances` say why, naming the report.
+/// Boot reports are bound to their writer twice over. Every node signs its own, and the cluster validates. The
+/// worker's role may write only its own report's key (`reports/<role-id>:<instance-id>.json`, its session's
+/// `aws:userid`): IAM refuses it the control plane's report key, the key an older nodeup wrote
+/// (`reports/<instance-id>.json`) and a key naming the control plane's instance under the worker's role, and
+/// the control plane's report is as it wrote it. Then a principal that may write any key (the operator)
+/// overwrites the control plane's report with a copy of its genuine content, unsigned and then signed with the
+/// worker's own kubelet key: neither is trusted or counted, and both `validate cluster` and `get instances` say
+/// why, naming the report.
 async fn forged_reports_are_not_trusted(
     cloud: &LocalCloud,
     worker_s3: &aws_sdk_s3::Client,
@@ -875,15 +876,57 @@ async fn forged_reports_are_not_trusted(
     let (ok, out) = cloud.ballast(&state, &["validate", "cluster", CLUSTER, "--wait", "3m"]);
     assert!(ok, "validate with every node's own signed report: {out}");
 
-    let key = format!(
-        "clusters/{}",
-        ClusterPaths::new(CLUSTER).report(&control_plane.0)
-    );
-    let genuine = cloud
-        .stored_report(BUCKET, &key)
+    let key = cloud
+        .report_key(BUCKET, "clusters/", CLUSTER, &control_plane.0)
         .await
-        .expect("the control plane's report")
-        .report;
+        .expect("the control plane's report");
+    let worker_key = cloud
+        .report_key(BUCKET, "clusters/", CLUSTER, &worker.0)
+        .await
+        .expect("the worker's report");
+    let reports = format!("clusters/{}", ClusterPaths::new(CLUSTER).reports_prefix());
+    let worker_role_id = worker_key
+        .strip_prefix(&reports)
+        .and_then(|w| w.split_once(':'))
+        .map(|(role, _)| role.to_string())
+        .unwrap_or_else(|| panic!("the worker's report key names no role: {worker_key}"));
+    let genuine_bytes = cloud.s3_object(BUCKET, &key).await.expect("read");
+    let genuine = ballast_e2e::reports::parse(&genuine_bytes).report;
+    for target in [
+        key.clone(),
+        format!("{reports}{}.json", control_plane.0),
+        format!("{reports}{worker_role_id}:{}.json", control_plane.0),
+    ] {
+        let put = worker_s3
+            .put_object()
+            .bucket(BUCKET)
+            .key(&target)
+            .server_side_encryption(aws_sdk_s3::types::ServerSideEncryption::Aes256)
+            .body(genuine.to_json().expect("json").into())
+            .send()
+            .await;
+        let err = put.expect_err(&format!("the worker's role wrote {target}"));
+        assert_eq!(
+            err.as_service_error().and_then(|e| e.meta().code()),
+            Some("AccessDenied"),
+            "{target}: {}",
+            aws_sdk_s3::error::DisplayErrorContext(&err)
+        );
+    }
+    assert_eq!(
+        cloud.s3_object(BUCKET, &key).await.as_deref(),
+        Some(genuine_bytes.as_slice()),
+        "the control plane's report changed"
+    );
+    assert_eq!(
+        cloud
+            .report_key(BUCKET, "clusters/", CLUSTER, &control_plane.0)
+            .await
+            .as_deref(),
+        Some(key.as_str()),
+        "a second report of the control plane appeared"
+    );
+
     let read = |p: &str| std::fs::read_to_string(worker_root.join(p)).expect(p);
     let worker_cert = read("var/lib/kubelet/pki/kubelet-client.crt");
     let worker_key = read("var/lib/kubelet/pki/kubelet-client.key");
@@ -904,7 +947,8 @@ async fn forged_reports_are_not_trusted(
         ),
     ];
     for (what, body, why) in forgeries {
-        worker_s3
+        cloud
+            .s3()
             .put_object()
             .bucket(BUCKET)
             .key(&key)
@@ -914,7 +958,7 @@ async fn forged_reports_are_not_trusted(
             .await
             .unwrap_or_else(|e| {
                 panic!(
-                    "the worker writes {key} ({what}): {}",
+                    "the operator writes {key} ({what}): {}",
                     aws_sdk_s3::error::DisplayErrorContext(e)
                 )
             });
@@ -927,8 +971,8 @@ async fn forged_reports_are_not_trusted(
         assert!(
             line.contains("fail")
                 && line.contains(&format!(
-                    "{CLUSTER}/reports/{}.json is not trusted, not counted",
-                    control_plane.0
+                    "{} is not trusted, not counted",
+                    key.strip_prefix("clusters/").unwrap_or(&key)
                 ))
                 && line.contains(&why),
             "{what}: {line}"

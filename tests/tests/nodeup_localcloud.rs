@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use ballast_e2e::localcloud::LocalCloud;
 use ballast_state::addon_report::AddonsState;
-use ballast_state::layout::ClusterPaths;
 use ballast_state::report::{NodeReport, Phase, ServiceState};
 use ballast_state::report_signature;
 use ballast_state::spec::Role;
@@ -85,7 +84,6 @@ async fn every_instance_of_a_new_cluster_reports_configured() {
         expected.len() >= 4,
         "3 control-plane instances and workers: {expected:?}"
     );
-    let paths = ClusterPaths::new(name);
     let ca = cloud
         .s3_object(
             bucket,
@@ -98,10 +96,7 @@ async fn every_instance_of_a_new_cluster_reports_configured() {
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     for (id, node_name) in &expected {
         let report = loop {
-            if let Some(r) = cloud
-                .stored_report(bucket, &format!("clusters/{}", paths.report(id)))
-                .await
-            {
+            if let Some(r) = cloud.stored_report(bucket, "clusters/", name, id).await {
                 // Each node signs its report as itself (its kubelet client certificate, from the cluster CA).
                 let signer = report_signature::verify(
                     &r,

@@ -45,8 +45,9 @@ async fn running(cloud: &LocalCloud) -> Vec<(String, String)> {
 }
 
 async fn report_phase(cloud: &LocalCloud, id: &str) -> Option<(Phase, Vec<String>)> {
-    let key = format!("clusters/{}", ClusterPaths::new(CLUSTER).report(id));
-    let stored = cloud.stored_report(BUCKET, &key).await?;
+    let stored = cloud
+        .stored_report(BUCKET, "clusters/", CLUSTER, id)
+        .await?;
     Some((stored.report.phase, stored.report.errors))
 }
 

@@ -196,8 +196,8 @@ pub fn security_group_rules(
 /// keys (the node issues its API server's serving and kubelet-client certificates, and its kubelet's, as a
 /// control-plane node does), the etcd CA's certificates (to verify etcd's servers) but not its keys, the etcd
 /// client certificate and key `update cluster` issued for API servers, the service-account keys (the API server
-/// signs and verifies tokens) and the encryption keys (it encrypts secrets at rest). It writes its reports and
-/// its own log tail. It lists no prefix and reads nothing of etcd's (`etcd/`: records, health, backups).
+/// signs and verifies tokens) and the encryption keys (it encrypts secrets at rest). It writes its own report
+/// and log tail. It lists no prefix and reads nothing of etcd's (`etcd/`: records, health, backups).
 /// `object` gives the ARN of a key under the cluster's prefix in the state store.
 pub fn iam_statements(
     completed: &ClusterConfig,
@@ -227,9 +227,7 @@ pub fn iam_statements(
     ]);
     vec![
         serde_json::json!({"Sid": "ReadApiServerState", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": reads}),
-        serde_json::json!({"Sid": "WriteReports", "Effect": "Allow", "Action": ["s3:PutObject"], "Resource": [object("reports/*")]}),
-        serde_json::json!({"Sid": "WriteOwnLogTail", "Effect": "Allow", "Action": ["s3:PutObject"],
-            "Resource": [object("logs/${aws:userid}.json")]}),
+        super::model::own_keys_statement(&object),
         // Itself, and which control-plane instance holds each etcd member's volume: the addresses of the names
         // its API server dials etcd by (the hosts block, ballast_etcd::hosts).
         serde_json::json!({"Sid": "FindEtcdMembers", "Effect": "Allow", "Action": ["ec2:DescribeInstances", "ec2:DescribeVolumes"], "Resource": "*"}),

@@ -397,6 +397,15 @@ fn security_groups(
 
 const EC2_TRUST_POLICY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
 
+/// What every node writes of its own and nothing of another's, its boot report (ballast_state::report) and log
+/// tail (ballast_state::log_tail): `${aws:userid}` is `<role-id>:<instance-id>` for an instance role's session
+/// (IAM's policy variables; EC2 names the session by the instance id, and the roles trust only EC2), so the one
+/// key of each prefix a node may write names its instance. No node reads a tail or another's report.
+pub(super) fn own_keys_statement(object: &dyn Fn(&str) -> String) -> serde_json::Value {
+    serde_json::json!({"Sid": "WriteOwnReportAndLogTail", "Effect": "Allow", "Action": ["s3:PutObject"],
+        "Resource": [object("reports/${aws:userid}.json"), object("logs/${aws:userid}.json")]})
+}
+
 /// Least privilege: the control plane reads its cluster's state and writes its reports and etcd data; nodes read
 /// only the node specs of node groups and the Kubernetes CA certificates (the original and any a rotation added;
 /// no key, no secret, no token), and write their reports. The control plane also holds what the cloud controller
@@ -405,21 +414,17 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
     let spec = &completed.cluster.spec;
     let iam = spec.iam.clone().unwrap_or_default();
     let object = |key: &str| state.object_arn(&format!("{cluster}/{key}"));
-    // A node writes its own log tail and no other's: `${aws:userid}` is `<role-id>:<instance-id>` for an instance
-    // role's session (IAM's policy variables), so the one key each node may write names its instance. No node
-    // reads a tail (the control plane reads the state store as a whole; workers read none).
-    let own_log_tail = serde_json::json!({"Sid": "WriteOwnLogTail", "Effect": "Allow", "Action": ["s3:PutObject"],
-        "Resource": [object("logs/${aws:userid}.json")]});
+    let own_keys = own_keys_statement(&object);
     let control_plane = serde_json::json!({
         "Version": "2012-10-17",
         "Statement": [
             {"Sid": "ReadClusterState", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": [object("*")]},
-            // Its boot report, etcd's objects, and where workers find the node bootstrap service
-            // (ballast_state::node_bootstrap; workers may read it, not write it).
-            {"Sid": "WriteReportsAndEtcd", "Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"],
-             "Resource": [object("reports/*"), object("etcd/*"), object("control-plane/node-bootstrap.json")]},
-            // Its own log tail only (ballast_state::log_tail): the key is the role session's aws:userid.
-            own_log_tail.clone(),
+            // etcd's objects, and where workers find the node bootstrap service (ballast_state::node_bootstrap;
+            // workers may read it, not write it).
+            {"Sid": "WriteEtcd", "Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"],
+             "Resource": [object("etcd/*"), object("control-plane/node-bootstrap.json")]},
+            // Its own boot report and log tail only: the keys are the role session's aws:userid.
+            own_keys.clone(),
             {"Sid": "ListClusterState", "Effect": "Allow", "Action": ["s3:ListBucket"],
              "Resource": [format!("arn:aws:s3:::{}", state.bucket)],
              "Condition": {"StringLike": {"s3:prefix": [state.key_prefix(&format!("{cluster}/*"))]}}},
@@ -461,8 +466,7 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
         .collect();
     let mut node_statements = vec![
         serde_json::json!({"Sid": "ReadNodeSpecs", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": node_specs}),
-        serde_json::json!({"Sid": "WriteReports", "Effect": "Allow", "Action": ["s3:PutObject"], "Resource": [object("reports/*")]}),
-        own_log_tail,
+        own_keys,
         serde_json::json!({"Sid": "DescribeSelf", "Effect": "Allow", "Action": ["ec2:DescribeInstances"], "Resource": "*"}),
     ];
     if iam.allow_container_registry.unwrap_or(true) {
@@ -863,15 +867,13 @@ mod tests {
                 "{resource}"
             );
         }
-        // A node writes its report and its own log tail, nothing else: not where workers find the bootstrap
-        // service, not another node's tail.
-        assert_eq!(
-            resources_of("s3:Put"),
-            [
-                "arn:aws:s3:::state/clusters/demo.example.com/reports/*",
-                "arn:aws:s3:::state/clusters/demo.example.com/logs/${aws:userid}.json"
-            ]
-        );
+        // A node writes its own report and its own log tail, nothing else: not where workers find the bootstrap
+        // service, not another node's report or tail.
+        let own = [
+            "arn:aws:s3:::state/clusters/demo.example.com/reports/${aws:userid}.json",
+            "arn:aws:s3:::state/clusters/demo.example.com/logs/${aws:userid}.json",
+        ];
+        assert_eq!(resources_of("s3:Put"), own);
         assert!(
             !nodes.policy.contains("nodes/control-plane"),
             "{}",
@@ -885,6 +887,18 @@ mod tests {
         assert!(cp
             .policy
             .contains("arn:aws:s3:::state/clusters/demo.example.com/*"));
+        // Nor does the control plane write any report but its own.
+        let cp_policy: serde_json::Value = serde_json::from_str(&cp.policy).expect("json");
+        let cp_writes: Vec<&str> = cp_policy["Statement"]
+            .as_array()
+            .expect("statements")
+            .iter()
+            .filter(|s| s["Action"].to_string().contains("s3:Put"))
+            .flat_map(|s| s["Resource"].as_array().expect("resources"))
+            .filter_map(|r| r.as_str())
+            .filter(|r| r.contains("/reports/"))
+            .collect();
+        assert_eq!(cp_writes, own[..1]);
     }
 
     #[test]

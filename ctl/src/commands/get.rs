@@ -230,8 +230,8 @@ async fn instances(context: &Context, args: GetObjectArgs) -> Result<String, Com
             node_specs.current(&group).await?.as_deref(),
         );
         let (report, report_untrusted) = match reports.remove(&id) {
-            Some(ReportRead::Found(report)) => (Some(*report), None),
-            Some(ReportRead::Untrusted(why)) => (None, Some(untrusted_reason(&why))),
+            Some(ReportRead::Found { report, .. }) => (Some(*report), None),
+            Some(ReportRead::Untrusted { why, .. }) => (None, Some(untrusted_reason(&why))),
             _ => (None, None),
         };
         views.push(InstanceView {

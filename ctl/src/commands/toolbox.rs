@@ -8,9 +8,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use aws_sdk_ec2::types::Instance;
-use ballast_state::layout::ClusterPaths;
+use ballast_state::layout::{instance_of_writer, writer_of_key, ClusterPaths};
 use ballast_state::limits::{MAX_NODE_RECORD, MAX_REPORT};
-use ballast_state::log_tail::{instance_of_writer, NodeLogTail, TailRequest, MAX_LOG_TAIL};
+use ballast_state::log_tail::{NodeLogTail, TailRequest, MAX_LOG_TAIL};
 use ballast_state::report::Phase;
 use ballast_state::report_signature::parse_stored;
 use ballast_state::spec::ClusterConfig;
@@ -558,10 +558,8 @@ async fn reports_part(
     };
     let mut reports = Vec::new();
     for key in keys {
-        let Some(id) = key
-            .strip_prefix(&prefix)
-            .and_then(|k| k.strip_suffix(".json"))
-        else {
+        // Named by its writer (`<role-id>:<instance-id>`, ClusterPaths::report).
+        let Some(id) = writer_instance(&key, &prefix) else {
             continue;
         };
         let object = match store.get_bounded(&key, MAX_REPORT).await {
@@ -580,6 +578,7 @@ async fn reports_part(
                 reported.insert(id.to_string());
                 reports.push(json!({
                     "instanceId": id,
+                    "key": key,
                     // Whether a signature is attached; `get instances` and `validate cluster` verify it.
                     "signed": stored.signature.is_some(),
                     "report": stored.report,
@@ -761,8 +760,7 @@ async fn logs_part(
     gathered.found(Kind::Logs, json!({"tails": tails}));
 }
 
-/// The instance a tail's key names (`logs/<role-id>:<instance-id>.json`).
+/// The instance a writer-named key names (`logs/<role-id>:<instance-id>.json`, `reports/...`).
 fn writer_instance<'a>(key: &'a str, prefix: &str) -> Option<&'a str> {
-    let writer = key.strip_prefix(prefix)?.strip_suffix(".json")?;
-    (!writer.contains('/')).then(|| instance_of_writer(writer))
+    writer_of_key(key, prefix).map(instance_of_writer)
 }

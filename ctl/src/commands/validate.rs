@@ -314,7 +314,7 @@ async fn validate(
                         });
                         let mut private_ip = None;
                         if let Ok(reports) = &reports {
-                            if let Some(ReportRead::Found(report)) = reports.get(id) {
+                            if let Some(ReportRead::Found { report, .. }) = reports.get(id) {
                                 // A control-plane node's add-on applier, shown (not judged: docs/addons.md).
                                 if let Some(addons) = &report.addons {
                                     reason.push_str(&format!("; add-ons: {}", addons.summary()));
@@ -685,22 +685,24 @@ fn judge_report(
     truth: &Truth<'_>,
 ) -> (bool, String) {
     let cluster = truth.cluster;
-    let key = paths.report(id);
-    let report = match report {
+    let (key, report) = match report {
         ReportRead::Missing => {
             return (
                 false,
                 format!(
-                    "no nodeup report ({key}): nodeup has not finished its first run on it, or cannot reach the \
-                     state store (see the instance's console output)"
+                    "no nodeup report ({}<role-id>:{id}.json): nodeup has not finished its first run on it, or \
+                     cannot reach the state store (see the instance's console output)",
+                    paths.reports_prefix()
                 ),
             )
         }
-        ReportRead::Unreadable(e) => return (false, format!("{key} is not a nodeup report: {e}")),
-        ReportRead::Untrusted(why) => {
+        ReportRead::Unreadable { key, why } => {
+            return (false, format!("{key} is not a nodeup report: {why}"))
+        }
+        ReportRead::Untrusted { key, why } => {
             return (false, format!("{key} is {}", untrusted_reason(why)))
         }
-        ReportRead::Found(report) => report,
+        ReportRead::Found { key, report } => (key, report),
     };
     if let Some(claims) = claims_mismatch(report, id, truth) {
         return (
@@ -783,29 +785,34 @@ mod tests {
         let (ok, reason) = judge(&ReportRead::Missing, Some("a"));
         assert!(!ok);
         assert!(
-            reason.contains("c.example.com/reports/i-1.json"),
+            reason.contains("c.example.com/reports/<role-id>:i-1.json"),
             "{reason}"
         );
+        let key = paths.report("AROAEXAMPLE:i-1");
+        let found = |report: NodeReport| ReportRead::Found {
+            key: key.clone(),
+            report: Box::new(report),
+        };
 
         let mut report = NodeReport::new("i-1", "0.1.0", "2025-01-01T00:00:00Z");
         report.phase = Phase::Configured;
         report.node_spec_sha256 = Some("a".into());
-        let found = ReportRead::Found(Box::new(report.clone()));
-        assert!(judge(&found, Some("a")).0);
-        let (ok, reason) = judge(&found, Some("b"));
+        let found_now = found(report.clone());
+        assert!(judge(&found_now, Some("a")).0);
+        let (ok, reason) = judge(&found_now, Some("b"));
         assert!(!ok && reason.contains("older node spec"), "{reason}");
-        let (ok, reason) = judge(&found, None);
+        let (ok, reason) = judge(&found_now, None);
         assert!(!ok && reason.contains("update cluster c --yes"), "{reason}");
 
         // A worker that copied or wrote another instance's report: each false claim is named.
         let mut forged = report.clone();
         forged.instance_group = Some("control-plane-us-west-2a".into());
         forged.role = Some(Role::ControlPlane);
-        let (ok, reason) = judge(&ReportRead::Found(Box::new(forged)), Some("a"));
+        let (ok, reason) = judge(&found(forged), Some("a"));
         assert!(!ok);
         assert!(
             reason.starts_with(
-                "c.example.com/reports/i-1.json is not trusted: it claims group control-plane-us-west-2a, role \
+                "c.example.com/reports/AROAEXAMPLE:i-1.json is not trusted: it claims group control-plane-us-west-2a, role \
                  ControlPlane, but AWS says i-1 is in group nodes (Node) of cluster c"
             ),
             "{reason}"
@@ -813,7 +820,7 @@ mod tests {
         let mut elsewhere = report.clone();
         elsewhere.instance_id = "i-2".into();
         elsewhere.cluster_name = Some("other".into());
-        let (ok, reason) = judge(&ReportRead::Found(Box::new(elsewhere)), Some("a"));
+        let (ok, reason) = judge(&found(elsewhere), Some("a"));
         assert!(
             !ok && reason.contains("it claims instance i-2, cluster other,"),
             "{reason}"
@@ -821,25 +828,34 @@ mod tests {
 
         // A report not signed by the instance's own node is not counted, whatever it claims.
         let (ok, reason) = judge(
-            &ReportRead::Untrusted(UntrustedReport::WrongNode {
-                signer: "ip-10-0-2-9.ec2.internal".into(),
-                expected: "ip-10-0-1-4.ec2.internal".into(),
-            }),
+            &ReportRead::Untrusted {
+                key: key.clone(),
+                why: UntrustedReport::WrongNode {
+                    signer: "ip-10-0-2-9.ec2.internal".into(),
+                    expected: "ip-10-0-1-4.ec2.internal".into(),
+                },
+            },
             Some("a"),
         );
         assert!(!ok);
         assert_eq!(
             reason,
-            "c.example.com/reports/i-1.json is not trusted, not counted: it is signed by node \
+            "c.example.com/reports/AROAEXAMPLE:i-1.json is not trusted, not counted: it is signed by node \
              ip-10-0-2-9.ec2.internal, but EC2 says the instance is ip-10-0-1-4.ec2.internal; another node or a \
              copy wrote it: delete it and restart nodeup on the instance so that it writes its own"
         );
-        let (ok, reason) = judge(&ReportRead::Untrusted(UntrustedReport::Unsigned), Some("a"));
+        let (ok, reason) = judge(
+            &ReportRead::Untrusted {
+                key: key.clone(),
+                why: UntrustedReport::Unsigned,
+            },
+            Some("a"),
+        );
         assert!(!ok && reason.contains("it is not signed"), "{reason}");
 
         report.phase = Phase::Failed;
         report.errors.push("fetching the node spec: denied".into());
-        let (ok, reason) = judge(&ReportRead::Found(Box::new(report)), Some("a"));
+        let (ok, reason) = judge(&found(report), Some("a"));
         assert!(!ok);
         assert_eq!(reason, "nodeup failed: fetching the node spec: denied");
     }

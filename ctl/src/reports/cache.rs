@@ -3,13 +3,14 @@
 //! most of a `validate cluster` run's time):
 //!
 //! ```text
-//! <cache dir>/reports/<sha256 of the store URL, 16 hex>/<cluster>/<instance-id>.json
+//! <cache dir>/reports/<sha256 of the store URL, 16 hex>/<cluster>/<writer>.json
 //!     {"version": "<the S3 ETag it was read at>", "report": "<the stored report, as read>"}
 //! <cache dir>/reports/<sha256 of the store URL, 16 hex>/<cluster>/node_names.json
 //!     {"<instance-id>": "<its private DNS name, as EC2 described it>", ...}
 //! ```
 //!
-//! The cache dir is `$BALLAST_CACHE_DIR`, else `$XDG_CACHE_HOME/ballast`, else `$HOME/.cache/ballast`; an empty
+//! A report's writer is the name its key has in the store (`<role-id>:<instance-id>`, or the instance id on a
+//! file store: `ballast_state::layout::ClusterPaths::report`). The cache dir is `$BALLAST_CACHE_DIR`, else `$XDG_CACHE_HOME/ballast`, else `$HOME/.cache/ballast`; an empty
 //! `BALLAST_CACHE_DIR` turns the cache off. Directories are 0700 and files 0600: a report is not secret, but it is
 //! the operator's. A cached report is used only when the store's listing names the same version, and it is
 //! judged afresh each time (signature, certificate validity now, the CA bundle read now), exactly as a report
@@ -29,8 +30,8 @@ use serde::{Deserialize, Serialize};
 
 /// Names the cache directory; empty turns the cache off.
 pub const CACHE_DIR_ENV: &str = "BALLAST_CACHE_DIR";
-/// Beside the reports: each instance's private DNS name as EC2 gave it. Its `_` is no character of an instance
-/// id, so it is never taken for a report (nor dropped with one).
+/// Beside the reports: each instance's private DNS name as EC2 gave it. Its `_` is no character of a writer
+/// (an IAM unique id and an instance id), so it is never taken for a report (nor dropped with one).
 const NAMES_FILE: &str = "node_names.json";
 
 /// One cached report.
@@ -72,18 +73,19 @@ impl ReportCache {
         })
     }
 
-    /// An instance id as EC2 spells it (`i-` and hex) is the only file name this cache makes or reads.
-    fn path(&self, instance_id: &str) -> Option<PathBuf> {
-        let plain = !instance_id.is_empty()
-            && instance_id
+    /// A writer as IAM and EC2 spell them (an IAM unique id, `:`, an instance id: letters, digits, `-`) is the
+    /// only file name this cache makes or reads.
+    fn path(&self, writer: &str) -> Option<PathBuf> {
+        let plain = !writer.is_empty()
+            && writer
                 .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-');
-        plain.then(|| self.dir.join(format!("{instance_id}.json")))
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == ':');
+        plain.then(|| self.dir.join(format!("{writer}.json")))
     }
 
-    /// The report cached for `instance_id`, with the version it was read at.
-    pub fn load(&self, instance_id: &str) -> Option<StoredObject> {
-        let path = self.path(instance_id)?;
+    /// The report cached for `writer`, with the version it was read at.
+    pub fn load(&self, writer: &str) -> Option<StoredObject> {
+        let path = self.path(writer)?;
         let text = read_cached(&path, MAX_CACHED_REPORT)?;
         match serde_json::from_slice::<Entry>(&text) {
             Ok(entry) => Some(StoredObject {
@@ -97,9 +99,9 @@ impl ReportCache {
         }
     }
 
-    /// Keeps `object` as `instance_id`'s report (replacing the file whole: a reader never sees half of one).
-    pub fn save(&self, instance_id: &str, object: &StoredObject) {
-        let Some(path) = self.path(instance_id) else {
+    /// Keeps `object` as `writer`'s report (replacing the file whole: a reader never sees half of one).
+    pub fn save(&self, writer: &str, object: &StoredObject) {
+        let Some(path) = self.path(writer) else {
             return;
         };
         // Reports are JSON; anything else is not worth keeping.
@@ -153,9 +155,9 @@ impl ReportCache {
         }
     }
 
-    /// Drops `instance_id`'s cached report (the store has none).
-    pub fn forget(&self, instance_id: &str) {
-        if let Some(path) = self.path(instance_id) {
+    /// Drops `writer`'s cached report (the store has none).
+    pub fn forget(&self, writer: &str) {
+        if let Some(path) = self.path(writer) {
             match std::fs::remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -178,7 +180,7 @@ impl ReportCache {
         }
     }
 
-    /// Drops every cached report whose instance id is not in `keep`: the store no longer has a report for it.
+    /// Drops every cached report whose writer is not in `keep`: the store no longer has a report of it.
     pub fn retain(&self, keep: impl Fn(&str) -> bool) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
@@ -286,7 +288,7 @@ mod tests {
     fn ids_that_are_not_plain_are_never_paths() {
         let root = tempfile::tempdir().expect("tempdir");
         let cache = ReportCache::under(root.path(), "s3://a", "c1").expect("a valid cluster name");
-        for id in ["../x", "a/b", "", ".hidden"] {
+        for id in ["../x", "a/b", "", ".hidden", "AROA:../x"] {
             cache.save(id, &object("{}", "v"));
             assert!(cache.load(id).is_none(), "{id}");
         }

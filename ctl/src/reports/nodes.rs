@@ -5,12 +5,12 @@ use std::collections::{BTreeMap, HashMap};
 
 use ballast_state::digest::sha256_hex;
 use ballast_state::keyset::KeysetName;
-use ballast_state::layout::ClusterPaths;
+use ballast_state::layout::{instance_of_writer, writer_of_key, ClusterPaths};
 use ballast_state::limits::MAX_REPORT;
 use ballast_state::report::NodeReport;
 use ballast_state::report_signature::{self, UntrustedReport};
 use ballast_store::keystore::{self, KeystoreError};
-use ballast_store::store::{StateStore, StoreError, StoredObject};
+use ballast_store::store::{StateStore, StoreError, StoredObject, Version};
 
 use super::cache::ReportCache;
 
@@ -89,41 +89,88 @@ impl<'a> NodeSpecs<'a> {
     }
 }
 
-/// An instance's nodeup report (`reports/<instance-id>.json`), as found in the state store.
+/// An instance's nodeup report, as found in the state store (`reports/<writer>.json`, named by the node that
+/// wrote it: `ballast_state::layout::ClusterPaths::report`), with the key it was read from.
 #[derive(Debug, Clone)]
 pub enum ReportRead {
     /// nodeup has not written one (not finished its first run, or cannot reach the store).
     Missing,
     /// It is there but not a report this Ballast reads; the parse error.
-    Unreadable(String),
+    Unreadable { key: String, why: String },
     /// Signed by the node EC2 names for the instance (`ballast_state::report_signature`): trusted.
-    Found(Box<NodeReport>),
+    Found {
+        key: String,
+        report: Box<NodeReport>,
+    },
     /// Readable, but not shown to be written by the instance's own node: its content is not used; why.
-    Untrusted(UntrustedReport),
+    Untrusted { key: String, why: UntrustedReport },
 }
 
 impl ReportRead {
-    /// Judges a stored report against the instance EC2 reports for its key (`node_name`, its private DNS name),
-    /// with the cluster's trusted Kubernetes CA certificates (a PEM bundle; or why they could not be read).
+    /// Judges the report stored under `key` against the instance EC2 reports for it (`node_name`, its private
+    /// DNS name), with the cluster's trusted Kubernetes CA certificates (a PEM bundle; or why they could not be
+    /// read).
     pub fn judge(
+        key: &str,
         data: &[u8],
         ca_cert_pem: Result<&str, &str>,
         node_name: Option<&str>,
         now_unix: i64,
     ) -> Self {
+        let key = key.to_string();
         let stored = match report_signature::parse_stored(data) {
             Ok(stored) => stored,
-            Err(e) => return ReportRead::Unreadable(e.to_string()),
+            Err(e) => {
+                return ReportRead::Unreadable {
+                    key,
+                    why: e.to_string(),
+                }
+            }
         };
         let verified = match ca_cert_pem {
             Ok(ca) => report_signature::verify(&stored, ca, node_name, now_unix).map(|_| ()),
             Err(why) => Err(UntrustedReport::BadCa(why.to_string())),
         };
         match verified {
-            Ok(()) => ReportRead::Found(Box::new(stored.report)),
-            Err(why) => ReportRead::Untrusted(why),
+            Ok(()) => ReportRead::Found {
+                key,
+                report: Box::new(stored.report),
+            },
+            Err(why) => ReportRead::Untrusted { key, why },
         }
     }
+
+    /// Of two reads of one instance's reports (under two writers' keys: its role was replaced while it ran),
+    /// the one to go by: a trusted report before an untrusted one before an unreadable one, and of two trusted
+    /// ones the later finished.
+    fn better(self, other: ReportRead) -> ReportRead {
+        let rank = |read: &ReportRead| match read {
+            ReportRead::Missing => 0,
+            ReportRead::Unreadable { .. } => 1,
+            ReportRead::Untrusted { .. } => 2,
+            ReportRead::Found { .. } => 3,
+        };
+        match (&self, &other) {
+            (ReportRead::Found { report: a, .. }, ReportRead::Found { report: b, .. }) => {
+                if finished_unix(b) > finished_unix(a) {
+                    other
+                } else {
+                    self
+                }
+            }
+            _ if rank(&other) > rank(&self) => other,
+            _ => self,
+        }
+    }
+}
+
+/// When a report's run finished (Unix seconds; `i64::MIN` when it does not say in RFC 3339).
+fn finished_unix(report: &NodeReport) -> i64 {
+    time::OffsetDateTime::parse(
+        &report.finished_at,
+        &time::format_description::well_known::Rfc3339,
+    )
+    .map_or(i64::MIN, |t| t.unix_timestamp())
 }
 
 /// Why a report is not trusted and what to do, in one sentence (for `validate cluster` and `get instances`).
@@ -183,13 +230,18 @@ pub async fn read_reports<'a>(
 /// are new or changed since the previous look, and judges every report afresh (its signature, its
 /// certificate's validity now, the CA bundle read now), so keeping the bytes never keeps a verdict. With a
 /// [`ReportCache`], what earlier runs read counts as read before.
+///
+/// A report's key is named by its writer (`<role-id>:<instance-id>`, the one key the node's IAM policy lets it
+/// write), so the listing is also how an instance's report is found: every key whose writer names the instance.
 pub struct ReportReader {
     store: StateStore,
     paths: ClusterPaths,
-    /// What earlier looks read, by instance id.
+    /// What earlier looks read, by writer.
     read_before: HashMap<String, StoredObject>,
-    /// Reports refused unread at the last look, larger than [`MAX_REPORT`]: instance id -> why.
+    /// Reports refused unread at the last look, larger than [`MAX_REPORT`]: writer -> why.
     too_large: HashMap<String, String>,
+    /// The writers of each instance's reports at the last look, by instance id.
+    writers: HashMap<String, Vec<String>>,
     cache: Option<ReportCache>,
 }
 
@@ -200,6 +252,7 @@ impl ReportReader {
             paths,
             read_before: HashMap::new(),
             too_large: HashMap::new(),
+            writers: HashMap::new(),
             cache: None,
         }
     }
@@ -231,80 +284,79 @@ impl ReportReader {
             return Ok(None);
         }
         let anchor = ReportAnchor::load(&self.store, &self.paths).await?;
-        // For one report, a read is as cheap as the listing; for more, the listing saves a read per report
-        // that is missing or unchanged.
-        let listed = if ids.len() > 1 {
-            Some(
-                self.store
-                    .list_versions(&self.paths.reports_prefix())
-                    .await?,
-            )
-        } else {
-            None
-        };
+        let prefix = self.paths.reports_prefix();
+        let listed = self.store.list_versions(&prefix).await?;
+        // writer -> its report's version, for every report listed.
+        let versions: HashMap<&str, &Version> = listed
+            .iter()
+            .filter_map(|(key, version)| Some((writer_of_key(key, &prefix)?, version)))
+            .collect();
+        // A report gone from the listing is gone: nothing read before counts.
+        self.read_before
+            .retain(|w, _| versions.contains_key(w.as_str()));
+        self.too_large
+            .retain(|w, _| versions.contains_key(w.as_str()));
+        if let Some(cache) = &self.cache {
+            cache.retain(|w| versions.contains_key(w));
+        }
+        let wanted: std::collections::HashSet<&str> = ids.iter().copied().collect();
+        self.writers.clear();
         let mut to_read = Vec::new();
-        for id in ids {
-            match listed.as_ref().map(|l| l.get(&self.paths.report(id))) {
-                // No listing: read it.
-                None => to_read.push(*id),
-                // Listed: read it unless it is the version read before (in this run, or by an earlier one).
-                Some(Some(version)) => {
-                    if !self.read_before.contains_key(*id) {
-                        if let Some(kept) = self.cache.as_ref().and_then(|c| c.load(id)) {
-                            self.read_before.insert(id.to_string(), kept);
-                        }
-                    }
-                    if self.read_before.get(*id).map(|o| &o.version) != Some(version) {
-                        to_read.push(*id);
-                    }
-                }
-                // Not there: nothing to read, and nothing read before counts.
-                Some(None) => {
-                    self.read_before.remove(*id);
-                    self.too_large.remove(*id);
+        for (writer, version) in &versions {
+            let instance = instance_of_writer(writer);
+            if !wanted.contains(instance) {
+                continue;
+            }
+            self.writers
+                .entry(instance.to_string())
+                .or_default()
+                .push(writer.to_string());
+            if !self.read_before.contains_key(*writer) {
+                if let Some(kept) = self.cache.as_ref().and_then(|c| c.load(writer)) {
+                    self.read_before.insert(writer.to_string(), kept);
                 }
             }
-        }
-        if let (Some(cache), Some(listed)) = (&self.cache, &listed) {
-            let paths = &self.paths;
-            cache.retain(|id| listed.contains_key(&paths.report(id)));
+            // Read it unless it is the version read before (in this run, or by an earlier one).
+            if self.read_before.get(*writer).map(|o| &o.version) != Some(*version) {
+                to_read.push(writer.to_string());
+            }
         }
         let (store, paths) = (&self.store, &self.paths);
-        // Any worker may write any report: each is read only up to the limit, and one that is larger is that
+        // A report is the node's word: each is read only up to the limit, and one that is larger is that
         // instance's problem (shown as unreadable), not the command's.
-        let fresh: Vec<(&str, Result<Option<StoredObject>, String>)> =
-            stream::iter(to_read.into_iter().map(|id| async move {
-                match store.get_bounded(&paths.report(id), MAX_REPORT).await {
-                    Ok(read) => Ok((id, Ok(read))),
-                    Err(e @ StoreError::TooLarge { .. }) => Ok((id, Err(e.to_string()))),
+        let fresh: Vec<(String, Result<Option<StoredObject>, String>)> =
+            stream::iter(to_read.into_iter().map(|writer| async move {
+                match store.get_bounded(&paths.report(&writer), MAX_REPORT).await {
+                    Ok(read) => Ok((writer, Ok(read))),
+                    Err(e @ StoreError::TooLarge { .. }) => Ok((writer, Err(e.to_string()))),
                     Err(e) => Err(e),
                 }
             }))
             .buffer_unordered(REPORT_READS_AT_ONCE)
             .try_collect()
             .await?;
-        for (id, read) in fresh {
-            self.too_large.remove(id);
+        for (writer, read) in fresh {
+            self.too_large.remove(&writer);
             match read {
                 Err(why) => {
                     if let Some(cache) = &self.cache {
-                        cache.forget(id);
+                        cache.forget(&writer);
                     }
-                    self.read_before.remove(id);
-                    self.too_large.insert(id.to_string(), why);
+                    self.read_before.remove(&writer);
+                    self.too_large.insert(writer, why);
                 }
                 Ok(Some(object)) => {
                     if let Some(cache) = &self.cache {
-                        cache.save(id, &object);
+                        cache.save(&writer, &object);
                     }
-                    self.read_before.insert(id.to_string(), object);
+                    self.read_before.insert(writer, object);
                 }
                 // Deleted since the listing.
                 Ok(None) => {
                     if let Some(cache) = &self.cache {
-                        cache.forget(id);
+                        cache.forget(&writer);
                     }
-                    self.read_before.remove(id);
+                    self.read_before.remove(&writer);
                 }
             }
         }
@@ -326,11 +378,23 @@ impl ReportReader {
         instances
             .into_iter()
             .map(|(id, node_name)| {
-                let read = match (self.read_before.get(id), self.too_large.get(id)) {
-                    (Some(object), _) => ReportRead::judge(&object.data, ca, node_name, now),
-                    (None, Some(why)) => ReportRead::Unreadable(why.clone()),
-                    (None, None) => ReportRead::Missing,
-                };
+                let writers = self.writers.get(id).map(Vec::as_slice).unwrap_or_default();
+                let read = writers
+                    .iter()
+                    .map(|writer| {
+                        let key = self.paths.report(writer);
+                        match (self.read_before.get(writer), self.too_large.get(writer)) {
+                            (Some(object), _) => {
+                                ReportRead::judge(&key, &object.data, ca, node_name, now)
+                            }
+                            (None, Some(why)) => ReportRead::Unreadable {
+                                key,
+                                why: why.clone(),
+                            },
+                            (None, None) => ReportRead::Missing,
+                        }
+                    })
+                    .fold(ReportRead::Missing, ReportRead::better);
                 (id.to_string(), read)
             })
             .collect()
@@ -345,7 +409,7 @@ mod tests {
 
     fn unreadable(read: Option<&ReportRead>) -> String {
         match read {
-            Some(ReportRead::Unreadable(why)) => why.clone(),
+            Some(ReportRead::Unreadable { why, .. }) => why.clone(),
             other => panic!("expected an unreadable report, got {other:?}"),
         }
     }
@@ -388,10 +452,93 @@ mod tests {
         let third = reader.look(ids).await.expect("third look");
         assert!(matches!(third.get("i-a"), Some(ReportRead::Missing)));
         assert_eq!(unreadable(third.get("i-b")), a_before, "unchanged");
-        // One instance is read without a listing, and still as it is now.
+        // One instance alone is found and read as it is now.
         put("i-a", b"[]").await;
         let single = reader.look([("i-a", None)]).await.expect("one");
         assert_eq!(unreadable(single.get("i-a")), a_before);
+    }
+
+    /// A report is found by its writer's name (`<role-id>:<instance-id>`): each instance gets the reports its
+    /// own writers wrote, never another instance's, and of two writers of one instance (its role replaced while
+    /// it ran) the trusted report before the unreadable one, and of two trusted ones the later.
+    #[tokio::test]
+    async fn an_instances_report_is_found_by_its_writers_name() {
+        use ballast_state::report::NodeReport;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("file://{}", dir.path().join("state").display());
+        let store = StateStore::open(&url, StoreOptions::default())
+            .await
+            .expect("file store");
+        let paths = ClusterPaths::new("c1");
+        let put = |writer: &'static str, body: Vec<u8>| {
+            let (store, key) = (store.clone(), paths.report(writer));
+            async move {
+                store
+                    .put(&key, &body, &Precondition::None)
+                    .await
+                    .expect("put report")
+            }
+        };
+        let report = |finished: &str| {
+            let mut report = NodeReport::new("i-a", "0.1.0", "2026-01-01T00:00:00Z");
+            report.finished_at = finished.to_string();
+            report.to_json().expect("json")
+        };
+        put("AROAOLD:i-a", b"{".to_vec()).await;
+        put("AROANODES:i-b", report("2026-01-01T00:00:09Z")).await;
+        // A key that names no writer directly under the prefix is no one's report.
+        put("x/i-a", report("2026-01-01T00:00:09Z")).await;
+        let mut reader = ReportReader::new(store.clone(), paths.clone());
+        let ids = [("i-a", None), ("i-c", None)];
+        let first = reader.look(ids).await.expect("look");
+        // i-a's only report is the unreadable one, shown under its key.
+        match first.get("i-a") {
+            Some(ReportRead::Unreadable { key, .. }) => {
+                assert_eq!(key, &paths.report("AROAOLD:i-a"))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(first.get("i-c"), Some(ReportRead::Missing)));
+        assert!(!first.contains_key("i-b"), "only what was asked is judged");
+
+        // A readable report by a second writer of i-a goes before the unreadable one; without CA certificates
+        // it is untrusted, and that is what is shown, under its own key.
+        put("AROANEW:i-a", report("2026-01-01T00:00:05Z")).await;
+        let second = reader.look(ids).await.expect("look");
+        match second.get("i-a") {
+            Some(ReportRead::Untrusted { key, .. }) => {
+                assert_eq!(key, &paths.report("AROANEW:i-a"))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn of_two_trusted_reports_the_later_finished_is_gone_by() {
+        use ballast_state::report::NodeReport;
+        let found = |key: &str, finished: &str| {
+            let mut report = NodeReport::new("i-a", "0.1.0", "2026-01-01T00:00:00Z");
+            report.finished_at = finished.to_string();
+            ReportRead::Found {
+                key: key.to_string(),
+                report: Box::new(report),
+            }
+        };
+        let key_of = |read: ReportRead| match read {
+            ReportRead::Found { key, .. } => key,
+            other => panic!("{other:?}"),
+        };
+        let early = || found("a", "2026-01-01T00:00:05Z");
+        let late = || found("b", "2026-01-01T00:01:00+00:00");
+        assert_eq!(key_of(early().better(late())), "b");
+        assert_eq!(key_of(late().better(early())), "b");
+        let untrusted = || ReportRead::Untrusted {
+            key: "c".into(),
+            why: ballast_state::report_signature::UntrustedReport::Unsigned,
+        };
+        assert_eq!(key_of(untrusted().better(early())), "a");
+        assert_eq!(key_of(early().better(untrusted())), "a");
+        assert_eq!(key_of(ReportRead::Missing.better(early())), "a");
     }
 
     /// A later run starts from what an earlier one kept: it does not read a report whose version is the one

@@ -120,7 +120,7 @@ pub async fn groups(
             .map(|id| (id, instances.get(id).and_then(|i| i.private_dns_name())))
             .collect();
         for (id, read) in read_reports(store, &paths, unknown).await? {
-            if let ReportRead::Found(report) = read {
+            if let ReportRead::Found { report, .. } = read {
                 if let (Phase::Configured, Some(hash)) = (&report.phase, &report.node_spec_sha256) {
                     known.insert(id, hash.clone());
                 }

@@ -8,8 +8,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ballast_e2e::localcloud::{bench_binaries, binaries, LocalCloud};
-use ballast_state::layout::ClusterPaths;
-use ballast_state::report::NodeReport;
 
 fn main() {
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
@@ -41,7 +39,6 @@ async fn bench() {
         String::from_utf8_lossy(&out.stderr)
     );
     let deadline = Instant::now() + Duration::from_secs(60);
-    let paths = ClusterPaths::new(name);
     let mut done = std::collections::BTreeSet::new();
     println!(
         "nodeup ({}), start to configured and peak RSS, per instance:",
@@ -53,19 +50,14 @@ async fn bench() {
             if done.contains(&record.instance_id) {
                 continue;
             }
-            let key = format!("clusters/{}", paths.report(&record.instance_id));
-            let Ok(obj) = cloud
-                .s3()
-                .get_object()
-                .bucket("nodeup-bench")
-                .key(&key)
-                .send()
+            // Found by listing: its key is named by its writer (`<role-id>:<instance-id>`).
+            let Some(stored) = cloud
+                .stored_report("nodeup-bench", "clusters/", name, &record.instance_id)
                 .await
             else {
                 continue;
             };
-            let bytes = obj.body.collect().await.expect("body").into_bytes();
-            let report = NodeReport::from_json(&bytes).expect("a report");
+            let report = stored.report;
             let hwm = record
                 .nodeup
                 .and_then(|p| std::fs::read_to_string(format!("/proc/{}/status", p.pid)).ok())
