@@ -201,11 +201,17 @@ for unit in nodeup.service containerd.service kubelet.service; do
   [ "$state" = enabled ] || problem "$unit: ${state:-unknown}, not enabled"
 done
 
-# 4. What Kubernetes needs from the kernel.
+# 4. What Kubernetes needs from the kernel: forwarding and bridged traffic for pods and Services, and the values
+# the kubelet checks and refuses to start without (nodeup sets protectKernelDefaults).
 sysctl_conf=$root/etc/sysctl.d/99-ballast-kubernetes.conf
-for setting in net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables; do
-  grep -Eq "^[[:space:]]*${setting}[[:space:]]*=[[:space:]]*1[[:space:]]*$" "$sysctl_conf" 2> /dev/null ||
-    problem "sysctl $setting = 1 is not set in /etc/sysctl.d/99-ballast-kubernetes.conf"
+for setting in net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 net.bridge.bridge-nf-call-ip6tables=1 \
+  vm.overcommit_memory=1 vm.panic_on_oom=0 kernel.panic=10 kernel.panic_on_oops=1 \
+  kernel.keys.root_maxkeys=1000000 kernel.keys.root_maxbytes=25000000; do
+  name=${setting%%=*}
+  value=${setting#*=}
+  pattern=$(printf '%s' "$name" | sed 's/\./\\./g')
+  grep -Eq "^[[:space:]]*${pattern}[[:space:]]*=[[:space:]]*${value}[[:space:]]*$" "$sysctl_conf" 2> /dev/null ||
+    problem "sysctl $name = $value is not set in /etc/sysctl.d/99-ballast-kubernetes.conf"
 done
 for module in overlay br_netfilter; do
   grep -qx "$module" "$root/etc/modules-load.d/ballast-kubernetes.conf" 2> /dev/null ||

@@ -151,6 +151,13 @@ pub struct KubeletSettings {
     pub node_labels: BTreeMap<String, String>,
     pub taints: Vec<String>,
     pub cgroup_driver: String,
+    /// The cluster's `spec.kubelet.failCgroupV1`; unset, the kubelet's default.
+    #[serde(
+        default,
+        rename = "failCgroupV1",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub fail_cgroup_v1: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -517,6 +524,7 @@ pub fn render_node_spec_with_keys(
             node_labels: ig.spec.node_labels.clone(),
             taints: ig.spec.taints.clone().unwrap_or_default(),
             cgroup_driver: "systemd".to_string(),
+            fail_cgroup_v1: cluster.kubelet.as_ref().and_then(|k| k.fail_cgroup_v1),
         },
         pki,
         ssh_authorized_keys: keys.ssh_authorized_keys.clone(),

@@ -70,6 +70,9 @@ pub struct ClusterSpec {
     /// Cilium's settings; only with `networking: cilium` (completion fills them in then, and only then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cilium: Option<CiliumSpec>,
+    /// Settings of every node's kubelet (`spec.kubelet`, as kops names them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet: Option<KubeletSpec>,
     /// CIDRs allowed to SSH to instances. Empty means no SSH from outside the VPC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_access: Option<Vec<String>>,
@@ -338,6 +341,21 @@ pub enum Networking {
     AmazonVpc,
     Cilium,
     Calico,
+}
+
+/// Settings of every node's kubelet (`spec.kubelet`): kops's field names and shapes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeletSpec {
+    /// Whether the kubelet refuses to start on a cgroup v1 host (`failCgroupV1` of its configuration). Unset,
+    /// the kubelet's own default holds: refuse from Kubernetes 1.35 on. Set `false` only for hosts that have
+    /// cgroup v1 alone (cgroup v1 support is in maintenance upstream); Ballast's AMIs are cgroup v2.
+    #[serde(
+        default,
+        rename = "failCgroupV1",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub fail_cgroup_v1: Option<bool>,
 }
 
 /// Cilium's settings (`spec.cilium`).

@@ -18,8 +18,6 @@ use crate::limits::{
 };
 use crate::spec::*;
 
-/// Kubernetes minor versions this release can build nodes for.
-pub const SUPPORTED_MINORS: std::ops::RangeInclusive<u32> = 30..=34;
 /// Control-plane group counts that give etcd a useful quorum.
 pub const CONTROL_PLANE_COUNTS: [usize; 3] = [1, 3, 5];
 /// AWS limits: VPC CIDR blocks are /16 to /28.
@@ -423,17 +421,18 @@ fn check_kubernetes_version(report: &mut Report<'_>, version: &str) {
         return;
     };
     let major = caps.get(1).map_or("", |m| m.as_str());
-    let minor: u32 = caps
-        .get(2)
-        .and_then(|m| m.as_str().parse().ok())
-        .unwrap_or(0);
-    if major != "1" || !SUPPORTED_MINORS.contains(&minor) {
+    let minor = caps.get(2).map_or("", |m| m.as_str());
+    // The releases this Ballast builds nodes for are the ones its embedded manifest pins (an end-of-life one
+    // only for a cluster already at it: new_cluster_version_problem).
+    let pinned = crate::components::ComponentManifest::embedded()
+        .map(|m| m.minors())
+        .unwrap_or_default();
+    if major != "1" || !pinned.contains(&format!("1.{minor}")) {
         report.error(
             "spec.kubernetesVersion",
             format!(
-                "{version:?} is not supported: use 1.{}.x to 1.{}.x",
-                SUPPORTED_MINORS.start(),
-                SUPPORTED_MINORS.end()
+                "{version:?} is not supported: Ballast builds nodes for Kubernetes {}",
+                pinned.join(", ")
             ),
         );
     } else if let Some(problem) = unpinned_version_problem(version) {
@@ -1199,6 +1198,16 @@ fn check_taint(taint: &str) -> Result<(), TaintError> {
 /// Whether the embedded `images/manifest.yaml` pins exactly this Kubernetes version (the AMI carries one
 /// kubelet per minor); `None` when it does. Here, not in `rolling_update`, which the spec's types use: the
 /// manifest's reader (`components`) uses the spec, so `rolling_update` using it closed a circle.
+/// Why a new cluster may not run `version`: its release is past its end of life, kept only to upgrade from
+/// (the message names the supported releases and the default); `None` when it may, or when `version` is not
+/// pinned at all ([`check_kubernetes_version`] says so).
+pub fn new_cluster_version_problem(version: &str) -> Option<String> {
+    let manifest = crate::components::ComponentManifest::embedded().ok()?;
+    manifest
+        .new_cluster_problem(version, crate::defaults::DEFAULT_KUBERNETES_VERSION)
+        .map(|e| e.to_string())
+}
+
 pub fn unpinned_version_problem(version: &str) -> Option<String> {
     match crate::components::ComponentManifest::embedded() {
         // A manifest that does not parse is caught by its own tests; nothing can be judged against it here.

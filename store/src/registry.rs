@@ -771,6 +771,24 @@ pub fn check(config: &ClusterConfig) -> Result<ClusterConfig, RegistryError> {
     }
 }
 
+/// [`check`] for a cluster about to be created: it also refuses a Kubernetes release past its end of life, kept
+/// in the manifest only for clusters already at it (`ballast_state::validate::new_cluster_version_problem`).
+pub fn check_new(config: &ClusterConfig) -> Result<ClusterConfig, RegistryError> {
+    let completed = check(config)?;
+    let version = completed.cluster.spec.kubernetes_version.as_deref();
+    match version.and_then(ballast_state::validate::new_cluster_version_problem) {
+        None => Ok(completed),
+        Some(problem) => Err(RegistryError::Invalid(SpecErrors::new(
+            &format!("cluster {:?}", config.name()),
+            vec![FieldError::new(
+                &format!("{}/{}", ballast_state::spec::KIND_CLUSTER, config.name()),
+                "spec.kubernetesVersion",
+                problem,
+            )],
+        ))),
+    }
+}
+
 /// Refuses a `kubernetesVersion` change that skips a minor or goes back (judged on the completed specs, so a
 /// version left to its default counts as the default).
 pub fn check_version_change(

@@ -258,6 +258,15 @@ fn install_then_verify_then_verify_catches_a_planted_host_key() {
     let mut bytes = std::fs::read(&kubelet).expect("kubelet");
     bytes.extend_from_slice(b"# tampered\n");
     std::fs::write(&kubelet, bytes).expect("tamper");
+    // A kernel setting the kubelet's protectKernelDefaults needs, changed: the kubelet would not start.
+    let sysctl = rootfs.join("/etc/sysctl.d/99-ballast-kubernetes.conf");
+    let settings = std::fs::read_to_string(&sysctl).expect("the sysctl file");
+    assert!(settings.contains("\nkernel.panic = 10\n"), "{settings}");
+    std::fs::write(
+        &sysctl,
+        settings.replace("\nkernel.panic = 10\n", "\nkernel.panic = 0\n"),
+    )
+    .expect("change a sysctl");
     let verify = verify_in(&rootfs, &manifest);
     let report = text(&verify);
     assert_eq!(verify.status.code(), Some(1), "{report}");
@@ -270,7 +279,13 @@ fn install_then_verify_then_verify_catches_a_planted_host_key() {
         report.contains("kubelet: /usr/local/bin/kubelet has sha256"),
         "{report}"
     );
-    assert!(report.contains("(3 problem(s))"), "{report}");
+    assert!(
+        report.contains(
+            "sysctl kernel.panic = 10 is not set in /etc/sysctl.d/99-ballast-kubernetes.conf"
+        ),
+        "{report}"
+    );
+    assert!(report.contains("(4 problem(s))"), "{report}");
 }
 
 #[test]

@@ -5,7 +5,7 @@ use ballast_state::generate::{generate, ClusterTemplate};
 use ballast_state::pki::ClusterSecrets;
 use ballast_state::spec::{ClusterConfig, InstanceGroup, Networking, Topology};
 use ballast_state::validate::check_cluster_name;
-use ballast_store::registry::{check, Registry, RegistryError, SpecChange};
+use ballast_store::registry::{check, check_new, Registry, RegistryError, SpecChange};
 use ballast_store::store::{Precondition, StateStore};
 
 use super::{read_objects, Context};
@@ -79,8 +79,9 @@ async fn create_cluster(context: &Context, flags: CreateClusterArgs) -> Result<(
                 .join("\n"),
         )
     })?;
-    // Flags can still make an invalid spec (a bad CIDR, say): say so in terms of the spec's fields.
-    check(&config)?;
+    // Flags can still make an invalid spec (a bad CIDR, say): say so in terms of the spec's fields. A dry run
+    // refuses what the creation would.
+    check_new(&config)?;
     if flags.dry_run {
         let objects = spec_objects(&config);
         let text = match flags.output {
@@ -219,7 +220,7 @@ async fn create_objects(
                 cluster,
                 instance_groups: groups,
             };
-            check(&config)?;
+            check_new(&config)?;
             store_new_cluster(context, &registry, &config).await
         }
         None => {

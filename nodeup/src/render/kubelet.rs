@@ -172,6 +172,7 @@ fn configuration(spec: &NodeSpec) -> Result<KubeletConfiguration, RenderError> {
         cluster_dns: vec![spec.cluster_dns.clone()],
         cluster_domain: spec.cluster_domain.clone(),
         container_runtime_endpoint: paths::CONTAINERD_SOCKET.into(),
+        fail_cgroup_v1: spec.kubelet.fail_cgroup_v1,
         healthz_bind_address: "127.0.0.1".into(),
         protect_kernel_defaults: true,
         read_only_port: 0,
@@ -240,5 +241,26 @@ mod tests {
                 "{args:?}"
             );
         }
+    }
+
+    /// The cluster's `spec.kubelet.failCgroupV1` reaches the kubelet's configuration; unset, the field is left
+    /// out and the kubelet's own default holds.
+    #[test]
+    fn fail_cgroup_v1_is_the_clusters_choice() {
+        let mut spec: NodeSpec =
+            yaml_serde::from_str(include_str!("../../tests/data/worker/spec.yaml")).expect("spec");
+        let rendered = |spec: &NodeSpec| {
+            yaml_serde::to_string(&configuration(spec).expect("configuration")).expect("yaml")
+        };
+        spec.kubelet.fail_cgroup_v1 = None;
+        assert!(!rendered(&spec).contains("failCgroupV1"));
+        spec.kubelet.fail_cgroup_v1 = Some(false);
+        assert!(
+            rendered(&spec).contains("failCgroupV1: false\n"),
+            "{}",
+            rendered(&spec)
+        );
+        spec.kubelet.fail_cgroup_v1 = Some(true);
+        assert!(rendered(&spec).contains("failCgroupV1: true\n"));
     }
 }

@@ -22,6 +22,12 @@ pub struct KubeletConfiguration {
     pub cluster_dns: Vec<String>,
     pub cluster_domain: String,
     pub container_runtime_endpoint: String,
+    #[serde(
+        default,
+        rename = "failCgroupV1",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub fail_cgroup_v1: Option<bool>,
     pub healthz_bind_address: String,
     pub protect_kernel_defaults: bool,
     pub read_only_port: u16,

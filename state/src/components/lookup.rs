@@ -14,6 +14,16 @@ pub enum LookupError {
         minor: String,
         known: Vec<String>,
     },
+    #[error("Kubernetes {minor} reached its end of life on {date}: a new cluster runs one of {} (the default is \
+             {default}); {MANIFEST_SOURCE} keeps {minor} only so that a cluster at it can be upgraded from it, one \
+             minor at a time", supported.join(", "))]
+    EndOfLife {
+        version: String,
+        minor: String,
+        date: String,
+        supported: Vec<String>,
+        default: String,
+    },
     #[error("Kubernetes {version}: {MANIFEST_SOURCE} pins {pinned} for {minor}, so Ballast's AMI carries {pinned}; \
              use kubernetesVersion {pinned}, or pin {version} in the manifest and bake a new AMI")]
     PatchMismatch {
@@ -49,6 +59,33 @@ impl ComponentManifest {
                 .collect::<Vec<_>>()
         });
         minors
+    }
+
+    /// The minor versions a new cluster may run, oldest first: those not past their end of life.
+    pub fn supported_minors(&self) -> Vec<String> {
+        self.minors()
+            .into_iter()
+            .filter(|m| {
+                self.releases
+                    .get(m)
+                    .is_some_and(|r| r.end_of_life.is_none())
+            })
+            .collect()
+    }
+
+    /// Why a new cluster may not run `version` (its release is pinned, as [`Self::release_exact`] checks, but
+    /// past its end of life), naming what it may run; `None` when it may. `default` is the version a cluster
+    /// gets when its spec names none.
+    pub fn new_cluster_problem(&self, version: &str, default: &str) -> Option<LookupError> {
+        let (minor, release) = self.release_for_minor(version).ok()?;
+        let date = release.end_of_life.as_ref()?;
+        Some(LookupError::EndOfLife {
+            version: version.to_string(),
+            minor: minor.to_string(),
+            date: date.clone(),
+            supported: self.supported_minors(),
+            default: default.to_string(),
+        })
     }
 
     /// The release for a Kubernetes version's minor (`1.33.2` and `1.33` both find `1.33`); returns the minor too.

@@ -27,6 +27,10 @@ pub struct ComponentManifest {
 pub struct Release {
     /// The full Kubernetes version the image carries for this minor: `1.33.4`.
     pub kubernetes: String,
+    /// The day upstream support for this minor ended (`YYYY-MM-DD`), on a release kept only so that clusters
+    /// at it can be upgraded from it: no new cluster is created at it ([`ComponentManifest::new_cluster_problem`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_of_life: Option<String>,
     pub components: BTreeMap<String, Component>,
     /// The cluster add-ons of this release (CoreDNS, kube-proxy, the cloud controller manager, each CNI). Empty
     /// only in test manifests: the embedded manifest pins every add-on (see [`super::addons`]).

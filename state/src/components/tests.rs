@@ -788,3 +788,65 @@ fn docs_addons_md_tabulates_every_pin() {
         "docs/addons.md's pins table is not the manifest's: BALLAST_BLESS=1 cargo test -p ballast-state --lib components"
     );
 }
+
+/// `SMALL` with a second release, `1.34` (at 1.34.1), and `1.33` marked past its end of life.
+fn with_end_of_life(date: &str) -> String {
+    let start = SMALL.find("  \"1.33\":").expect("the release");
+    let block = &SMALL[start..];
+    let newer = block
+        .replace("1.33.4", "1.34.1")
+        .replace("\"1.33\"", "\"1.34\"");
+    let older = block.replacen(
+        "    kubernetes: 1.33.4\n",
+        &format!("    kubernetes: 1.33.4\n    endOfLife: \"{date}\"\n"),
+        1,
+    );
+    format!("{}{newer}{older}", &SMALL[..start])
+}
+
+#[test]
+fn a_release_past_its_end_of_life_is_only_upgraded_from() {
+    let manifest = ComponentManifest::parse(&with_end_of_life("2026-10-28"), "eol.yaml")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(manifest.minors(), ["1.33", "1.34"]);
+    assert_eq!(manifest.supported_minors(), ["1.34"]);
+    // A cluster at 1.33 still finds its release (to be upgraded from it) ...
+    assert!(manifest.release_exact("1.33.4").is_ok());
+    // ... but a new one is refused, naming the date, what it may run and the default.
+    let refused = manifest
+        .new_cluster_problem("1.33.4", "1.34.1")
+        .expect("1.33 is past its end of life");
+    assert_eq!(
+        refused.to_string(),
+        "Kubernetes 1.33 reached its end of life on 2026-10-28: a new cluster runs one of 1.34 (the default is \
+         1.34.1); images/manifest.yaml keeps 1.33 only so that a cluster at it can be upgraded from it, one minor \
+         at a time"
+    );
+    assert!(manifest.new_cluster_problem("1.34.1", "1.34.1").is_none());
+    assert!(manifest.new_cluster_problem("1.34", "1.34.1").is_none());
+    // Not pinned at all is release_exact's to say, not this.
+    assert!(manifest.new_cluster_problem("1.40.0", "1.34.1").is_none());
+
+    for bad in ["2026-13-01", "26-10-28", "2026-10-28T00:00:00Z", "soon"] {
+        let problems = problems_of(&with_end_of_life(bad));
+        assert_eq!(
+            problems,
+            [format!(
+                "releases.\"1.33\".endOfLife: {bad:?} is not a date (YYYY-MM-DD)"
+            )],
+            "{bad}"
+        );
+    }
+}
+
+/// The embedded manifest offers new clusters at least one release, and its default is one of them.
+#[test]
+fn the_default_release_is_one_a_new_cluster_may_run() {
+    let manifest = embedded();
+    let default = crate::defaults::DEFAULT_KUBERNETES_VERSION;
+    assert!(!manifest.supported_minors().is_empty());
+    assert!(
+        manifest.new_cluster_problem(default, default).is_none(),
+        "the default {default} is past its end of life"
+    );
+}

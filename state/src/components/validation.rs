@@ -40,6 +40,13 @@ impl ComponentManifest {
 
 fn release_problems(minor: &str, release: &Release, problems: &mut Vec<String>) {
     let at = format!("releases.{minor:?}");
+    if let Some(date) = &release.end_of_life {
+        if !is_date(date) {
+            problems.push(format!(
+                "{at}.endOfLife: {date:?} is not a date (YYYY-MM-DD)"
+            ));
+        }
+    }
     match split_version(minor) {
         Some((m, None)) if m == minor => {}
         _ => problems.push(format!(
@@ -181,4 +188,20 @@ pub(super) fn shell_subset_problems(text: &str) -> Vec<String> {
         }
     }
     problems
+}
+
+/// `YYYY-MM-DD` with a month and day that can be.
+fn is_date(text: &str) -> bool {
+    let parts: Vec<&str> = text.split('-').collect();
+    let number = |p: &str, len: usize| {
+        (p.len() == len && p.bytes().all(|b| b.is_ascii_digit())).then(|| p.parse::<u32>().ok())?
+    };
+    match parts.as_slice() {
+        [y, m, d] => {
+            number(y, 4).is_some()
+                && number(m, 2).is_some_and(|m| (1..=12).contains(&m))
+                && number(d, 2).is_some_and(|d| (1..=31).contains(&d))
+        }
+        _ => false,
+    }
 }

@@ -7,7 +7,7 @@ use ballast_state::node::{POD_CIDR, SERVICE_CIDR};
 use ballast_state::spec::{
     ApiSpec, AutoscalerExpander, Cluster, ClusterAutoscalerSpec, ClusterConfig, ClusterIamSpec,
     ClusterSpec, ClusterSubnet, EncryptionConfigSpec, EtcdMember, EtcdSpec, InstanceGroup,
-    LoadBalancerSpec, LoadBalancerType, Networking, SubnetType, Topology,
+    KubeletSpec, LoadBalancerSpec, LoadBalancerType, Networking, SubnetType, Topology,
 };
 use yaml_serde::Value;
 
@@ -330,7 +330,7 @@ fn spec_fields(
         authorization(r, v);
     }
     if let Some(v) = f.take("kubelet") {
-        kubelet(r, "spec.kubelet", v);
+        spec.kubelet = kubelet(r, "spec.kubelet", v, KubeletOf::Cluster);
     }
     if let Some(v) = f.take("iam") {
         let provider_on = f
@@ -584,10 +584,33 @@ fn authorization(r: &mut Recorder<'_>, v: Value) {
 }
 
 /// The kubelet settings Ballast honors (kops's `spec.kubelet` and an instance group's `spec.kubelet`).
-pub fn kubelet(r: &mut Recorder<'_>, path: &str, v: Value) {
-    let Some(mut k) = r.fields(path, v) else {
-        return;
-    };
+/// Where a kops `kubelet` section is: the cluster's (its settings are kept) or an instance group's (Ballast has
+/// no per-group kubelet settings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KubeletOf {
+    Cluster,
+    Group,
+}
+
+/// A kops `kubelet` section: what Ballast keeps of it (the cluster's `failCgroupV1`), the rest mapped or refused.
+pub fn kubelet(r: &mut Recorder<'_>, path: &str, v: Value, of: KubeletOf) -> Option<KubeletSpec> {
+    let mut out = KubeletSpec::default();
+    let mut k = r.fields(path, v)?;
+    if let Some(fail) = k.take("failCgroupV1") {
+        let field = k.path_of("failCgroupV1");
+        if let Some(fail) = r.boolean(&field, fail) {
+            match of {
+                KubeletOf::Cluster => {
+                    r.mapped(&field, "spec.kubelet.failCgroupV1");
+                    out.fail_cgroup_v1 = Some(fail);
+                }
+                KubeletOf::Group => r.refused(
+                    &field,
+                    "Ballast has no per-group kubelet settings: set spec.kubelet.failCgroupV1 on the cluster",
+                ),
+            }
+        }
+    }
     if let Some(anonymous) = k.take("anonymousAuth") {
         let field = k.path_of("anonymousAuth");
         match r.boolean(&field, anonymous) {
@@ -603,6 +626,7 @@ pub fn kubelet(r: &mut Recorder<'_>, path: &str, v: Value) {
         }
     }
     r.finish(k, NO_EQUIVALENT);
+    (out != KubeletSpec::default()).then_some(out)
 }
 
 fn iam(r: &mut Recorder<'_>, v: Value, spec: &mut ClusterSpec, provider_on: bool, cluster: &str) {

@@ -11,7 +11,7 @@ use ballast_state::group_aws::{
     from_go_duration, ExternalLoadBalancer, MixedInstancesPolicySpec, SpotAllocationStrategy,
 };
 
-use super::cluster::{header, kubelet, MappedCluster, NO_EQUIVALENT};
+use super::cluster::{header, kubelet, KubeletOf, MappedCluster, NO_EQUIVALENT};
 use super::walk::{Fields, Recorder};
 use super::{Choices, FieldFate, KopsDocument};
 
@@ -302,7 +302,7 @@ fn spec_fields(
         }
     }
     if let Some(v) = f.take("kubelet") {
-        kubelet(r, "spec.kubelet", v);
+        kubelet(r, "spec.kubelet", v, KubeletOf::Group);
     }
     // After the role and sizes: a control-plane group's pace is judged by how many instances it may have.
     let most = spec.max_size.or(spec.min_size).unwrap_or(1);

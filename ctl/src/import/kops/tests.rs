@@ -901,3 +901,44 @@ fn a_role_name_kops_shortened_is_mapped_under_ballasts_name_saying_so() {
         )
     );
 }
+
+/// A cluster's `kubelet.failCgroupV1` is kept as `spec.kubelet.failCgroupV1`; a group's is refused by its path
+/// (Ballast has no per-group kubelet settings), never dropped.
+#[test]
+fn fail_cgroup_v1_maps_from_the_cluster_and_is_refused_on_a_group() {
+    let text = CLUSTER.replace(
+        "  kubernetesVersion:",
+        "  kubelet: {anonymousAuth: false, failCgroupV1: false}\n  kubernetesVersion:",
+    );
+    let imported = run(&text);
+    assert_eq!(
+        mapped_to(
+            &imported,
+            "Cluster/t.example.com",
+            "spec.kubelet.failCgroupV1"
+        ),
+        "spec.kubelet.failCgroupV1"
+    );
+    let config = imported.config.as_ref().expect("imported");
+    assert_eq!(
+        config.cluster.spec.kubelet,
+        Some(ballast_state::spec::KubeletSpec {
+            fail_cgroup_v1: Some(false)
+        })
+    );
+
+    let text = format!(
+        "{CLUSTER}{}",
+        node_group("nodes", "  kubelet: {failCgroupV1: true}\n")
+    );
+    let imported = run(&text);
+    let why = refusal(
+        &imported,
+        "InstanceGroup/nodes",
+        "spec.kubelet.failCgroupV1",
+    );
+    assert!(
+        why.contains("set spec.kubelet.failCgroupV1 on the cluster"),
+        "{why}"
+    );
+}
