@@ -198,10 +198,12 @@ pub fn security_group_rules(
 /// client certificate and key `update cluster` issued for API servers, the service-account keys (the API server
 /// signs and verifies tokens) and the encryption keys (it encrypts secrets at rest). It writes its own report
 /// and log tail. It lists no prefix and reads nothing of etcd's (`etcd/`: records, health, backups).
-/// `object` gives the ARN of a key under the cluster's prefix in the state store.
+/// `object` gives the ARN of a key under the cluster's prefix in the state store; `own_keys` is every node's
+/// grant of its own report and log tail.
 pub fn iam_statements(
     completed: &ClusterConfig,
     object: impl Fn(&str) -> String,
+    own_keys: serde_json::Value,
 ) -> Vec<serde_json::Value> {
     let mut reads: Vec<String> = completed
         .instance_groups
@@ -227,7 +229,7 @@ pub fn iam_statements(
     ]);
     vec![
         serde_json::json!({"Sid": "ReadApiServerState", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": reads}),
-        super::model::own_keys_statement(&object),
+        own_keys,
         // Itself, and which control-plane instance holds each etcd member's volume: the addresses of the names
         // its API server dials etcd by (the hosts block, ballast_etcd::hosts).
         serde_json::json!({"Sid": "FindEtcdMembers", "Effect": "Allow", "Action": ["ec2:DescribeInstances", "ec2:DescribeVolumes"], "Resource": "*"}),

@@ -401,7 +401,7 @@ const EC2_TRUST_POLICY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect"
 /// tail (ballast_state::log_tail): `${aws:userid}` is `<role-id>:<instance-id>` for an instance role's session
 /// (IAM's policy variables; EC2 names the session by the instance id, and the roles trust only EC2), so the one
 /// key of each prefix a node may write names its instance. No node reads a tail or another's report.
-pub(super) fn own_keys_statement(object: &dyn Fn(&str) -> String) -> serde_json::Value {
+fn own_keys_statement(object: &dyn Fn(&str) -> String) -> serde_json::Value {
     serde_json::json!({"Sid": "WriteOwnReportAndLogTail", "Effect": "Allow", "Action": ["s3:PutObject"],
         "Resource": [object("reports/${aws:userid}.json"), object("logs/${aws:userid}.json")]})
 }
@@ -466,7 +466,7 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
         .collect();
     let mut node_statements = vec![
         serde_json::json!({"Sid": "ReadNodeSpecs", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": node_specs}),
-        own_keys,
+        own_keys.clone(),
         serde_json::json!({"Sid": "DescribeSelf", "Effect": "Allow", "Action": ["ec2:DescribeInstances"], "Resource": "*"}),
     ];
     if iam.allow_container_registry.unwrap_or(true) {
@@ -485,7 +485,7 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
         .collect();
     let mut roles = vec![(Role::ControlPlane, control_plane), (Role::Node, nodes)];
     if super::api_servers::has_api_servers(completed) {
-        let statements = super::api_servers::iam_statements(completed, object);
+        let statements = super::api_servers::iam_statements(completed, object, own_keys);
         roles.push((
             Role::ApiServer,
             serde_json::json!({"Version": "2012-10-17", "Statement": statements}),
