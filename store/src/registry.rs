@@ -778,15 +778,20 @@ pub fn check_new(config: &ClusterConfig) -> Result<ClusterConfig, RegistryError>
     let version = completed.cluster.spec.kubernetes_version.as_deref();
     match version.and_then(ballast_state::validate::new_cluster_version_problem) {
         None => Ok(completed),
-        Some(problem) => Err(RegistryError::Invalid(SpecErrors::new(
-            &format!("cluster {:?}", config.name()),
-            vec![FieldError::new(
-                &format!("{}/{}", ballast_state::spec::KIND_CLUSTER, config.name()),
-                "spec.kubernetesVersion",
-                problem,
-            )],
-        ))),
+        Some(problem) => Err(version_refused(config, problem)),
     }
+}
+
+/// A refusal of `config`'s `spec.kubernetesVersion`, saying why.
+fn version_refused(config: &ClusterConfig, problem: String) -> RegistryError {
+    RegistryError::Invalid(SpecErrors::new(
+        &format!("cluster {:?}", config.name()),
+        vec![FieldError::new(
+            &format!("{}/{}", ballast_state::spec::KIND_CLUSTER, config.name()),
+            "spec.kubernetesVersion",
+            problem,
+        )],
+    ))
 }
 
 /// Refuses a `kubernetesVersion` change that skips a minor or goes back (judged on the completed specs, so a
@@ -802,14 +807,7 @@ pub fn check_version_change(
     };
     match ballast_state::rolling_update::version_change_problem(&old, &new) {
         None => Ok(()),
-        Some(problem) => Err(RegistryError::Invalid(SpecErrors::new(
-            &format!("cluster {:?}", changed.name()),
-            vec![FieldError::new(
-                &format!("{}/{}", ballast_state::spec::KIND_CLUSTER, changed.name()),
-                "spec.kubernetesVersion",
-                problem,
-            )],
-        ))),
+        Some(problem) => Err(version_refused(changed, problem)),
     }
 }
 

@@ -407,6 +407,22 @@ mod tests {
     use ballast_state::layout::ClusterPaths;
     use ballast_store::store::{Precondition, StateStore, StoreOptions, StoredObject};
 
+    /// A file store under `dir`, and a writer of any report of cluster `c1` in it.
+    async fn store_in(dir: &std::path::Path) -> (StateStore, ClusterPaths) {
+        let url = format!("file://{}", dir.join("state").display());
+        let store = StateStore::open(&url, StoreOptions::default())
+            .await
+            .expect("file store");
+        (store, ClusterPaths::new("c1"))
+    }
+
+    async fn put(store: &StateStore, paths: &ClusterPaths, writer: &str, body: &[u8]) {
+        store
+            .put(&paths.report(writer), body, &Precondition::None)
+            .await
+            .expect("put report");
+    }
+
     fn unreadable(read: Option<&ReportRead>) -> String {
         match read {
             Some(ReportRead::Unreadable { why, .. }) => why.clone(),
@@ -465,19 +481,10 @@ mod tests {
     async fn an_instances_report_is_found_by_its_writers_name() {
         use ballast_state::report::NodeReport;
         let dir = tempfile::tempdir().expect("tempdir");
-        let url = format!("file://{}", dir.path().join("state").display());
-        let store = StateStore::open(&url, StoreOptions::default())
-            .await
-            .expect("file store");
-        let paths = ClusterPaths::new("c1");
+        let (store, paths) = store_in(dir.path()).await;
         let put = |writer: &'static str, body: Vec<u8>| {
-            let (store, key) = (store.clone(), paths.report(writer));
-            async move {
-                store
-                    .put(&key, &body, &Precondition::None)
-                    .await
-                    .expect("put report")
-            }
+            let (store, paths) = (store.clone(), paths.clone());
+            async move { put(&store, &paths, writer, &body).await }
         };
         let report = |finished: &str| {
             let mut report = NodeReport::new("i-a", "0.1.0", "2026-01-01T00:00:00Z");
