@@ -65,8 +65,11 @@ fn no_provenance_no_pin_over_the_embedded_manifest() {
         .collect();
     let ecr = "602401143452.dkr.ecr.us-west-2.amazonaws.com";
     let mut expected = BTreeSet::new();
-    assert_eq!(manifest.minors(), ["1.32", "1.33", "1.34"]);
-    for minor in manifest.minors() {
+    assert_eq!(
+        manifest.minors(),
+        ["1.32", "1.33", "1.34", "1.35", "1.36", "1.37"]
+    );
+    for minor in ["1.32", "1.33", "1.34"] {
         for image in ["cni", "node", "kube-controllers"] {
             expected.insert(format!("{minor} docker.io/calico/{image}:v3.30.2"));
         }
@@ -84,8 +87,46 @@ fn no_provenance_no_pin_over_the_embedded_manifest() {
     // The cluster autoscaler of 1.34: the promoter manifest read ends at v1.33.1, so v1.34.4 has no digest on
     // record (1.32's and 1.33's are pinned from it).
     expected.insert("1.34 registry.k8s.io/autoscaling/cluster-autoscaler:v1.34.4".to_string());
+    // 1.35 to 1.37: the public records stored end around August 2026, before most of their images were
+    // promoted. Unpinned as well: the images upstream names by tag only (Calico's, now on quay.io, the VPC CNI's,
+    // the Pod Identity Webhook's), and each release's kube-proxy, the cloud controller manager v1.36.1, the
+    // EBS CSI driver's sidecars and the cluster autoscaler; and for 1.36 and 1.37 CoreDNS v1.14.2.
+    for (minor, kube_proxy, autoscaler) in [
+        ("1.35", "v1.35.8", "v1.35.1"),
+        ("1.36", "v1.36.4", "v1.36.0"),
+        ("1.37", "v1.37.1", "v1.36.0"),
+    ] {
+        let mut images = vec![
+            format!("registry.k8s.io/kube-proxy:{kube_proxy}"),
+            "registry.k8s.io/provider-aws/cloud-controller-manager:v1.36.1".to_string(),
+            format!("registry.k8s.io/autoscaling/cluster-autoscaler:{autoscaler}"),
+            "docker.io/amazon/amazon-eks-pod-identity-webhook:v0.5.7".to_string(),
+            format!("{ecr}/amazon-k8s-cni:v1.23.0"),
+            format!("{ecr}/amazon-k8s-cni-init:v1.23.0"),
+            format!("{ecr}/amazon/aws-network-policy-agent:v1.4.1"),
+        ];
+        for sidecar in [
+            "csi-provisioner:v6.2.0",
+            "csi-attacher:v4.11.0",
+            "csi-resizer:v2.1.0",
+            "livenessprobe:v2.18.0",
+            "csi-node-driver-registrar:v2.16.0",
+        ] {
+            images.push(format!("registry.k8s.io/sig-storage/{sidecar}"));
+        }
+        for image in ["cni", "node", "kube-controllers"] {
+            images.push(format!("quay.io/calico/{image}:v3.31.6"));
+        }
+        if minor != "1.35" {
+            images.push("registry.k8s.io/coredns/coredns:v1.14.2".to_string());
+        }
+        expected.extend(images.into_iter().map(|i| format!("{minor} {i}")));
+    }
+    // And 1.37's crictl and etcd, whose release artifacts no stored record hashes yet.
+    expected.insert("1.37 crictl 1.37.0".to_string());
+    expected.insert("1.37 etcd 3.7.0".to_string());
     assert_eq!(unpinned, expected);
-    assert_eq!(manifest.unpinned(), Vec::<String>::new());
+    assert_eq!(manifest.unpinned(), ["1.37/crictl", "1.37/etcd"]);
     // Every pinned image names what its digest is: all of them are multi-platform images upstream.
     for release in manifest.releases.values() {
         for image in release.addons.values().flat_map(|a| a.images.values()) {
@@ -248,10 +289,10 @@ fn kubernetes_1_34_is_pinned_at_1_34_0() {
         .to_string();
     assert!(text.contains("pins 1.34.0 for 1.34"), "{text}");
     let text = manifest
-        .release_for_minor("1.35.0")
-        .expect_err("1.35")
+        .release_for_minor("1.38.0")
+        .expect_err("1.38")
         .to_string();
-    assert!(text.contains("1.32, 1.33, 1.34"), "{text}");
+    assert!(text.contains("1.32, 1.33, 1.34, 1.35, 1.36, 1.37"), "{text}");
 }
 
 /// The one pinned value of [`SMALL`] (runc's sha256) names where it was read; each `unpinned` one says why.
@@ -599,12 +640,10 @@ fn the_embedded_manifest_pins_every_addon_and_invents_no_digest() {
     // What upstream names by tag only stays unpinned, never invented: the images of Calico, the VPC CNI and the
     // Pod Identity Webhook.
     let unpinned = manifest.unpinned_addons();
-    // Seven per release, and 1.34's cluster autoscaler (no public digest for any v1.34 patch yet).
-    assert_eq!(
-        unpinned.len(),
-        7 * manifest.releases.len() + 1,
-        "{unpinned:?}"
-    );
+    // Seven per release of 1.32 to 1.34, and 1.34's cluster autoscaler (no public digest for any v1.34 patch
+    // yet); for 1.35 to 1.37, what no_provenance_no_pin_over_the_embedded_manifest lists (15 for 1.35, 16 for
+    // 1.36 and 1.37).
+    assert_eq!(unpinned.len(), 7 * 3 + 1 + 15 + 16 + 16, "{unpinned:?}");
     assert!(unpinned.contains(&"1.34/cluster-autoscaler/cluster-autoscaler".to_string()));
     for (minor, tag, prefix) in [
         ("1.33", "v1.33.1", "0d53371b"),

@@ -135,11 +135,11 @@ fn kubernetes_1_34_maps_to_the_pinned_1_34_0() {
         fate_of(&imported, "Cluster/t.example.com", "spec.kubernetesVersion"),
         Fate::Mapped(m) if m.contains("kops asked for v1.34.2")
     ));
-    let imported = run(&image(&CLUSTER.replace("v1.32.0", "v1.35.0")));
+    let imported = run(&image(&CLUSTER.replace("v1.32.0", "v1.38.0")));
     assert!(imported.config.is_none());
     assert!(matches!(
         fate_of(&imported, "Cluster/t.example.com", "spec.kubernetesVersion"),
-        Fate::Refused(r) if r.contains("1.32, 1.33, 1.34")
+        Fate::Refused(r) if r.contains("1.32, 1.33, 1.34, 1.35, 1.36, 1.37")
     ));
 }
 
