@@ -292,7 +292,10 @@ fn kubernetes_1_34_is_pinned_at_1_34_0() {
         .release_for_minor("1.38.0")
         .expect_err("1.38")
         .to_string();
-    assert!(text.contains("1.32, 1.33, 1.34, 1.35, 1.36, 1.37"), "{text}");
+    assert!(
+        text.contains("1.32, 1.33, 1.34, 1.35, 1.36, 1.37"),
+        "{text}"
+    );
 }
 
 /// The one pinned value of [`SMALL`] (runc's sha256) names where it was read; each `unpinned` one says why.
