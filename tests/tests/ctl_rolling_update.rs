@@ -745,10 +745,11 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
                 continue;
             }
             assert_eq!(tag, &hash, "{id}'s launch tag");
-            let report = &cloud
-                .s3_text(BUCKET, &format!("clusters/{CLUSTER}/reports/{id}.json"))
-                .await;
-            let report = ballast_e2e::reports::parse(report.as_bytes()).report;
+            let report = cloud
+                .stored_report(BUCKET, "clusters/", CLUSTER, id)
+                .await
+                .unwrap_or_else(|| panic!("{id} has no boot report"))
+                .report;
             assert_eq!(
                 report.node_spec_sha256.as_deref(),
                 Some(hash.as_str()),
