@@ -189,7 +189,16 @@ async fn stay_up(state: &mut Run, configured: bool, root: &Path) {
     // (crate::audit); nodeup waits for that flush before it exits.
     let (stopping, stopped) = tokio::sync::watch::channel(false);
     let audit = match (configured, state.audit.take()) {
-        (true, Some((config, shipping))) => start_audit_shipper(config, &shipping, stopped).await,
+        (true, Some((config, shipping))) => {
+            // The node's aws:userid, learnt at boot from the S3 state store's credentials: the same instance
+            // role writes the audit chunks, so an S3 destination need not ask STS again.
+            let known = state
+                .store
+                .as_ref()
+                .filter(|store| matches!(store, StateStore::S3(_)))
+                .and(state.writer.clone());
+            start_audit_shipper(config, &shipping, known, stopped).await
+        }
         _ => None,
     };
     let termination = async {
@@ -334,12 +343,17 @@ async fn start_termination_handler(
 async fn start_audit_shipper(
     config: ShipperConfig,
     shipping: &AuditShipping,
+    known_writer: Option<String>,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) -> Option<tokio::task::JoinHandle<()>> {
     let started = match crate::audit::shipper::open_destination(shipping).await {
         Ok(store) => {
-            // The chunks' keys are bound to the node's IAM identity (its aws:userid), as its log tail's.
-            let writer = crate::tail_publish::writer_for(&store, &config.instance_id).await;
+            // The chunks' keys are bound to the node's IAM identity (its aws:userid), as its log tail's: the one
+            // the boot learnt when both stores are S3, else asked for this destination.
+            let writer = match (&store, known_writer) {
+                (StateStore::S3(_), Some(writer)) => writer,
+                _ => crate::tail_publish::writer_for(&store, &config.instance_id).await,
+            };
             Shipper::new(ShipperConfig { writer, ..config }, store)
         }
         Err(e) => Err(e),
