@@ -356,13 +356,14 @@ async fn an_unreachable_state_store_is_said_and_nothing_is_written() {
     );
     s.imds
         .set_user_data(Some(boot.to_user_data().expect("user-data")));
-    // Nothing listens on port 9 of loopback: every S3 request is refused.
-    let start = std::time::Instant::now();
+    // Nothing listens on port 9 of loopback: every S3 request is refused. nodeup gives up at its store deadline
+    // (--store-timeout-secs 2), and says so; how long the whole run takes is not asserted (STS's retries for the
+    // report's and log tail's writes come after), only that it ends.
     let (code, log) = s.nodeup(&[("AWS_ENDPOINT_URL", "http://127.0.0.1:9")]);
     assert_eq!(code, 6, "{log}");
-    assert!(start.elapsed() < std::time::Duration::from_secs(30));
     assert!(
-        log.contains("state store s3://ballast-nowhere/state is unreachable"),
+        log.contains("state store s3://ballast-nowhere/state is unreachable: reading ")
+            && log.contains(" failed for "),
         "{log}"
     );
     let report = s.local_report();
