@@ -34,7 +34,7 @@ fn create_cluster_with_only_zones_gives_an_ha_spec() {
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "demo.example.com   1.33.4       us-west-2",
+            "demo.example.com   1.36.4       us-west-2",
         ));
     // The PKI and secrets exist, owner-only.
     for key in [
@@ -291,6 +291,109 @@ fn replace_changes_one_group_and_the_completed_spec() {
         .args(["--name", NAME])
         .assert()
         .code(4);
+}
+
+/// A release past its end of life is refused for a new cluster, naming the releases that are not, with no
+/// state written; a cluster's upgrade moves one minor at a time and never back.
+#[test]
+fn releases_past_their_end_of_life_and_skipped_minors_are_refused() {
+    let env = Env::new();
+    for old in ["1.34.0", "1.33.4", "1.32.8"] {
+        let minor = &old[..4];
+        env.ballast()
+            .args(["create", "cluster", "--name", NAME, "--zones", ZONES])
+            .args(["--kubernetes-version", old])
+            .assert()
+            .failure()
+            .stderr(
+                predicate::str::contains("spec.kubernetesVersion")
+                    .and(predicate::str::contains(format!(
+                        "Kubernetes {minor} reached its end of life"
+                    )))
+                    .and(predicate::str::contains("one of 1.35, 1.36, 1.37")),
+            );
+        assert!(env.snapshot().is_empty(), "{old}: state was written");
+    }
+    // The same for a spec file, and for a dry run.
+    let file = env.write(
+        "old.yaml",
+        &format!(
+            "apiVersion: ballast.dev/v1alpha1\nkind: Cluster\nmetadata: {{name: {NAME}}}\n\
+             spec:\n  kubernetesVersion: 1.34.0\n  subnets:\n  - {{name: us-west-2a, zone: us-west-2a}}\n\
+             ---\napiVersion: ballast.dev/v1alpha1\nkind: InstanceGroup\nmetadata: {{name: control-plane}}\n\
+             spec: {{role: ControlPlane, subnets: [us-west-2a]}}\n"
+        ),
+    );
+    env.ballast()
+        .args(["create", "-f"])
+        .arg(&file)
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("1.34 reached its end of life"));
+    env.ballast()
+        .args([
+            "create",
+            "cluster",
+            "--name",
+            NAME,
+            "--zones",
+            ZONES,
+            "--dry-run",
+        ])
+        .args(["--kubernetes-version", "1.34.0"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("1.34 reached its end of life"));
+    assert!(env.snapshot().is_empty(), "state was written");
+
+    // A supported release is created; from it, 1.37 skips a minor and 1.34 goes back: both refused.
+    env.ballast()
+        .args(["create", "cluster", "--name", NAME, "--zones", ZONES])
+        .args(["--kubernetes-version", "1.35.8"])
+        .assert()
+        .success();
+    let before = env.snapshot();
+    let cluster = |version: &str| {
+        let text = env
+            .ballast()
+            .args(["get", "clusters", NAME, "-o", "yaml"])
+            .output()
+            .expect("get clusters runs");
+        let text = String::from_utf8_lossy(&text.stdout).into_owned();
+        assert!(text.contains("kubernetesVersion: 1.35.8"), "{text}");
+        env.write(
+            &format!("cluster-{version}.yaml"),
+            &text.replace(
+                "kubernetesVersion: 1.35.8",
+                &format!("kubernetesVersion: {version}"),
+            ),
+        )
+    };
+    for (version, why) in [("1.37.1", "skips a minor"), ("1.34.0", "1.35.8")] {
+        env.ballast()
+            .args(["replace", "-f"])
+            .arg(cluster(version))
+            .args(["--name", NAME])
+            .assert()
+            .failure()
+            .stderr(
+                predicate::str::contains("spec.kubernetesVersion")
+                    .and(predicate::str::contains(why)),
+            );
+        assert_eq!(env.snapshot(), before, "{version}: state changed");
+    }
+    // The next minor is an upgrade.
+    env.ballast()
+        .args(["replace", "-f"])
+        .arg(cluster("1.36.4"))
+        .args(["--name", NAME])
+        .assert()
+        .success();
+    env.ballast()
+        .args(["get", "clusters"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("demo.example.com   1.36.4"));
 }
 
 /// An editor script: runs `sed` on the file it is given.

@@ -14,7 +14,7 @@ const SPEC: &str = "apiVersion: ballast.dev/v1alpha1
 kind: Cluster
 metadata: {name: files.example.com}
 spec:
-  kubernetesVersion: 1.33.4
+  kubernetesVersion: 1.36.4
   subnets:
   - {name: us-west-2a, zone: us-west-2a}
 ---
@@ -62,9 +62,9 @@ fn numeric_flags_out_of_their_domain_are_usage_errors_naming_the_flag() {
 /// Files each past one limit, and what the refusal must say.
 fn bad_files() -> Vec<(&'static str, String, &'static str)> {
     let deep = SPEC.replace(
-        "  kubernetesVersion: 1.33.4\n",
+        "  kubernetesVersion: 1.36.4\n",
         &format!(
-            "  kubernetesVersion: 1.33.4\n  x: {}{}\n",
+            "  kubernetesVersion: 1.36.4\n  x: {}{}\n",
             "[".repeat(100_000),
             "]".repeat(100_000)
         ),

@@ -10,8 +10,9 @@ use ipnet::Ipv4Net;
 
 use crate::spec::*;
 
-/// The Kubernetes version used when the spec names none.
-pub const DEFAULT_KUBERNETES_VERSION: &str = "1.33.4";
+/// The Kubernetes version used when the spec names none: the newest release two public records of its kubelet
+/// and kubectl agree on (images/manifest.yaml says which).
+pub const DEFAULT_KUBERNETES_VERSION: &str = "1.36.4";
 /// The VPC CIDR used when the spec names none (kops's default too).
 pub const DEFAULT_NETWORK_CIDR: &str = "172.20.0.0/16";
 pub const DEFAULT_MACHINE_TYPE: &str = "t3.medium";
@@ -41,7 +42,7 @@ pub const INSTANCE_GROUP_LABEL: &str = "ballast.dev/instance-group";
 /// Subnets are carved from the network in blocks this many bits longer than its prefix (/19s of a /16).
 pub const SUBNET_EXTRA_BITS: u8 = 3;
 
-/// The AMI name Ballast's packer template registers for a Kubernetes version: `ballast-k8s-1.33-debian-12`.
+/// The AMI name Ballast's packer template registers for a Kubernetes version: `ballast-k8s-1.36-debian-12`.
 pub fn default_image(kubernetes_version: &str) -> String {
     let version = kubernetes_version.trim_start_matches('v');
     let minor: Vec<&str> = version.split('.').take(2).collect();

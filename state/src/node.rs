@@ -695,6 +695,8 @@ mod tests {
     #[test]
     fn the_sandbox_image_is_the_one_the_release_bakes() {
         let config = completed();
+        let mut config = config;
+        config.cluster.spec.kubernetes_version = Some("1.33.4".into());
         let older = render_node_spec(&config, "nodes", "s3://b/p", "api.elb").expect("render");
         assert_eq!(older.spec.kubernetes_version, "1.33.4");
         assert_eq!(older.spec.containerd.sandbox_image, PAUSE_IMAGE);

@@ -12,7 +12,7 @@ const CLUSTER: &str = "apiVersion: ballast.dev/v1alpha1
 kind: Cluster
 metadata: {name: demo.example.com}
 spec:
-  kubernetesVersion: 1.33.4
+  kubernetesVersion: 1.36.4
   subnets:
   - {name: us-west-2a, zone: us-west-2a}
 ";

@@ -23,9 +23,9 @@ use localcloud::state::InstanceRecord;
 /// The state store the phases use.
 const BUCKET: &str = "ballast-lifecycle";
 const STATE: &str = "s3://ballast-lifecycle/clusters";
-/// The two releases the manifest pins: the create uses the older, the roll upgrades to the newer.
-pub const FROM_VERSION: &str = "1.32.8";
-pub const TO_VERSION: &str = "1.33.4";
+/// The create uses the default release; the roll upgrades to the next minor the manifest pins.
+pub const FROM_VERSION: &str = ballast_state::defaults::DEFAULT_KUBERNETES_VERSION;
+pub const TO_VERSION: &str = "1.37.1";
 /// How long any phase may take before the benchmark gives up (the large size takes minutes on 2 cores).
 const PHASE_TIMEOUT: Duration = Duration::from_secs(1800);
 
@@ -143,7 +143,7 @@ impl Lifecycle {
     pub async fn start(size: Size, ballast: PathBuf) -> Lifecycle {
         let cloud = LocalCloud::start();
         cloud.prepare_for_ballast(BUCKET).await;
-        cloud.register_older_release_image().await;
+        cloud.register_upgrade_release_image().await;
         let sampler = Sampler::start(&cloud);
         Lifecycle {
             cloud,

@@ -397,30 +397,33 @@ impl LocalCloud {
     }
 
     /// What an operator does on AWS before `ballast create cluster`: a state bucket named `bucket`, and the AMI
-    /// the default spec names (`ballast-k8s-1.33-debian-12`), registered as the Packer template would.
+    /// the default spec names (`ballast-k8s-1.36-debian-12`), registered as the Packer template would.
     pub async fn prepare_for_ballast(&self, bucket: &str) {
         crate::aws::create_bucket(&self.s3(), bucket).await;
         crate::aws::secure_bucket(&self.s3(), bucket).await;
-        self.register_release_image("1.33").await;
+        self.register_release_image(ballast_state::defaults::DEFAULT_KUBERNETES_VERSION)
+            .await;
     }
 
-    /// Registers the image of the older Kubernetes release the manifest pins (`prepare_for_ballast` registers
-    /// the newer one), for clusters created at that release and upgraded.
-    pub async fn register_older_release_image(&self) {
-        self.register_release_image("1.32").await;
+    /// Registers the image of the release the upgrade tests move to ([`crate::lifecycle::TO_VERSION`]; the
+    /// default release's is `prepare_for_ballast`'s), for clusters created at the default and upgraded.
+    pub async fn register_upgrade_release_image(&self) {
+        self.register_release_image(crate::lifecycle::TO_VERSION)
+            .await;
     }
 
-    /// Registers `ballast-k8s-<minor>-debian-12`, the image name a group of that Kubernetes minor defaults to.
-    async fn register_release_image(&self, minor: &str) {
+    /// Registers the image a group of Kubernetes `version` defaults to (`ballast-k8s-<minor>-debian-12`).
+    async fn register_release_image(&self, version: &str) {
+        let name = ballast_state::defaults::default_image(version);
         self.ec2()
             .register_image()
-            .name(format!("ballast-k8s-{minor}-debian-12"))
+            .name(&name)
             .root_device_name("/dev/xvda")
             .send()
             .await
             .unwrap_or_else(|e| {
                 panic!(
-                    "RegisterImage {minor}: {}",
+                    "RegisterImage {name}: {}",
                     aws_sdk_ec2::error::DisplayErrorContext(e)
                 )
             });

@@ -21,7 +21,7 @@ fn spec(network: &str) -> String {
 kind: Cluster
 metadata: {{name: {NAME}}}
 spec:
-  kubernetesVersion: 1.33.4
+  kubernetesVersion: 1.36.4
   networkCIDR: {network}
   subnets:
   - {{name: us-west-2a, zone: us-west-2a}}

@@ -1,6 +1,6 @@
 //! `ballast rolling-update cluster` end to end on the local cloud with IAM enforced: a Kubernetes upgrade of 3
-//! control-plane groups and a node group of 10 (1.32.8 -> 1.33.4, both AMIs registered) with termination handling
-//! on (`spec.terminationHandling`: the `ballast-termination` hook on every group holds each terminated instance in
+//! control-plane groups and a node group of 10 (the default release to the next minor, both AMIs registered)
+//! with termination handling on (`spec.terminationHandling`: the `ballast-termination` hook on every group holds each terminated instance in
 //! `Terminating:Wait`), killed with SIGKILL during the control plane and again during the nodes, then finished by a
 //! third run (the nodes at the default pace, a quarter of the group at a time), while a watcher polls etcd and a
 //! client writes to it throughout. Every instance the roll terminated waited on the hook and had its action
@@ -28,8 +28,8 @@ use sha2::{Digest, Sha256};
 
 const CLUSTER: &str = "roll.example.com";
 const BUCKET: &str = "ballast-state";
-const OLD: &str = "1.32.8";
-const NEW: &str = "1.33.4";
+const OLD: &str = ballast_e2e::lifecycle::FROM_VERSION;
+const NEW: &str = ballast_e2e::lifecycle::TO_VERSION;
 const SETTLE: Duration = Duration::from_secs(180);
 const MARKER_TAG: &str = "ballast.dev/rolling-update";
 const NODES: usize = 10;
@@ -343,7 +343,7 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
         ..Options::default()
     });
     cloud.prepare_for_ballast(BUCKET).await;
-    cloud.register_older_release_image().await;
+    cloud.register_upgrade_release_image().await;
     let dir = tempfile::tempdir().expect("tempdir");
     ballast_cli_on(&cloud, CLUSTER)
         .args([
@@ -375,7 +375,7 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
     assert_eq!(sizes_before.len(), 4, "{sizes_before:?}");
 
     // Bad input: a version the manifest does not pin changes nothing.
-    let refused = replace_version(&cloud, &dir, OLD, "1.34.99");
+    let refused = replace_version(&cloud, &dir, OLD, "1.37.99");
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(

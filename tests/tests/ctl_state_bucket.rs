@@ -138,7 +138,10 @@ async fn the_state_kms_key_is_recorded_in_the_node_specs_granted_to_both_roles_a
     let bucket = aws::new_bucket("kms").await;
     let state = format!("s3://{bucket}/clusters");
     let name = "kms.example.com";
-    aws::ensure_image("ballast-k8s-1.33-debian-12").await;
+    aws::ensure_image(&ballast_state::defaults::default_image(
+        ballast_state::defaults::DEFAULT_KUBERNETES_VERSION,
+    ))
+    .await;
     aws::ballast_cli(&state, name)
         .args(["create", "cluster", "--zones", "us-west-2a", "--yes"])
         .args(["--state-kms-key", KMS_KEY])
@@ -358,7 +361,7 @@ kind: Cluster
 metadata:
   name: {name}
 spec:
-  kubernetesVersion: 1.33.4
+  kubernetesVersion: 1.36.4
   subnets:
   - {{name: us-west-2a, zone: us-west-2a}}
   serviceAccountIssuerDiscovery:
@@ -401,7 +404,10 @@ fn discovery_check(state: &str, name: &str) -> (bool, String) {
 async fn a_discovery_bucket_of_another_account_is_refused_and_an_open_one_is_warned_about() {
     use aws_sdk_s3::types::BucketCannedAcl;
 
-    aws::ensure_image("ballast-k8s-1.33-debian-12").await;
+    aws::ensure_image(&ballast_state::defaults::default_image(
+        ballast_state::defaults::DEFAULT_KUBERNETES_VERSION,
+    ))
+    .await;
     let state_bucket = aws::new_bucket("irsa-owner").await;
     let state = format!("s3://{state_bucket}/clusters");
     let name = "discovery.example.com";

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use assert_cmd::Command;
 use ballast_e2e::aws;
+use ballast_e2e::lifecycle::{FROM_VERSION, TO_VERSION};
 use ballast_e2e::wait::wait_until;
 use predicates::prelude::*;
 
@@ -58,11 +59,11 @@ impl Cluster {
     }
 }
 
-/// The AMIs the default spec names for the two Kubernetes releases the manifest pins: registered once per
-/// emulator, as `packer build` would.
+/// The AMIs the default spec names for the default release and the one the upgrade moves to: registered once
+/// per emulator, as `packer build` would.
 async fn ensure_default_image() {
-    for name in ["ballast-k8s-1.33-debian-12", "ballast-k8s-1.32-debian-12"] {
-        aws::ensure_image(name).await;
+    for version in [FROM_VERSION, TO_VERSION] {
+        aws::ensure_image(&ballast_state::defaults::default_image(version)).await;
     }
 }
 
@@ -442,8 +443,8 @@ fn time_now() -> i64 {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_changed_group_plans_only_its_own_launch_template() {
     let cluster = Cluster::new("change").await;
-    // The older of the two releases the manifest pins, so that an upgrade can follow.
-    cluster.create(&["--kubernetes-version", "1.32.8"]);
+    // The default release, so that an upgrade to the next minor can follow.
+    cluster.create(&["--kubernetes-version", FROM_VERSION]);
     let dir = tempfile::tempdir().expect("tempdir");
     cluster.replace(
         &dir,
@@ -583,8 +584,10 @@ async fn a_changed_group_plans_only_its_own_launch_template() {
         .args(["get", "clusters", "-o", "yaml"])
         .assert()
         .success();
-    let yaml = String::from_utf8_lossy(&stored.get_output().stdout)
-        .replace("kubernetesVersion: 1.32.8", "kubernetesVersion: 1.33.4");
+    let yaml = String::from_utf8_lossy(&stored.get_output().stdout).replace(
+        &format!("kubernetesVersion: {FROM_VERSION}"),
+        &format!("kubernetesVersion: {TO_VERSION}"),
+    );
     cluster.replace(&dir, &yaml);
     let plan = cluster.plan();
     for group in [

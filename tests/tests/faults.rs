@@ -41,7 +41,10 @@ async fn aws_lost_in_the_middle_of_an_update_then_back_converges() {
     let bucket = aws::new_bucket("faults").await;
     let state = format!("s3://{bucket}/clusters");
     let cluster = "faults.example.com";
-    aws::ensure_image("ballast-k8s-1.33-debian-12").await;
+    aws::ensure_image(&ballast_state::defaults::default_image(
+        ballast_state::defaults::DEFAULT_KUBERNETES_VERSION,
+    ))
+    .await;
     let mut front = Front::start(endpoint_addr(emulator.endpoint()));
     let endpoint = front.endpoint();
 

@@ -539,7 +539,7 @@ fn install_sh_reads_the_manifest_as_rust_does() {
     for minor in real.minors() {
         assert_eq!(
             shell_plan(&images().join("manifest.yaml"), &minor),
-            rust_plan(&real, &minor),
+            rust_plan(real, &minor),
             "install.sh and state/src/components.rs disagree about images/manifest.yaml {minor}"
         );
     }

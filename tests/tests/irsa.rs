@@ -526,7 +526,7 @@ kind: Cluster
 metadata:
   name: {CLUSTER}
 spec:
-  kubernetesVersion: 1.33.4
+  kubernetesVersion: 1.36.4
   subnets:
   - {{name: us-west-2a, zone: us-west-2a}}
   serviceAccountIssuerDiscovery:

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::sync::LazyLock;
 
 use serde::{Deserialize, Serialize};
 
@@ -133,7 +134,7 @@ pub enum Archive {
 }
 
 /// A manifest that cannot be used.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ManifestError {
     /// Not YAML of the manifest's shape (a wrong type, an unknown field, a sha256 that is not one).
     #[error("{source_name}: {path}: {message}")]
@@ -152,10 +153,13 @@ pub enum ManifestError {
 }
 
 impl ComponentManifest {
-    /// The manifest this build was compiled with. It is checked by this crate's tests, so an error here means
-    /// the binary was built from a broken tree.
-    pub fn embedded() -> Result<Self, ManifestError> {
-        Self::parse(MANIFEST_YAML, MANIFEST_SOURCE)
+    /// The manifest this build was compiled with, parsed once per process (a spec's validation asks for it
+    /// several times). It is checked by this crate's tests, so an error here means the binary was built from a
+    /// broken tree.
+    pub fn embedded() -> Result<&'static Self, ManifestError> {
+        static EMBEDDED: LazyLock<Result<ComponentManifest, ManifestError>> =
+            LazyLock::new(|| ComponentManifest::parse(MANIFEST_YAML, MANIFEST_SOURCE));
+        EMBEDDED.as_ref().map_err(Clone::clone)
     }
 
     /// Parses and validates a manifest; `source_name` names it in errors.

@@ -4,7 +4,7 @@ use super::*;
 
 fn embedded() -> ComponentManifest {
     match ComponentManifest::embedded() {
-        Ok(m) => m,
+        Ok(m) => m.clone(),
         Err(e) => panic!("{e}"),
     }
 }
@@ -12,12 +12,16 @@ fn embedded() -> ComponentManifest {
 #[test]
 fn the_embedded_manifest_is_valid_and_pins_the_default_version() {
     let manifest = embedded();
-    assert!(manifest.minors().contains(&"1.32".to_string()));
-    assert!(manifest.minors().contains(&"1.33".to_string()));
+    assert_eq!(
+        manifest.minors(),
+        ["1.32", "1.33", "1.34", "1.35", "1.36", "1.37"]
+    );
+    // A new cluster runs 1.35 to 1.37; the older ones are kept to upgrade from.
+    assert_eq!(manifest.supported_minors(), ["1.35", "1.36", "1.37"]);
     let (minor, release) = manifest
         .release_exact(crate::defaults::DEFAULT_KUBERNETES_VERSION)
         .expect("the default Kubernetes version is pinned");
-    assert_eq!(minor, "1.33");
+    assert_eq!(minor, "1.36");
     assert_eq!(
         release.kubernetes,
         crate::defaults::DEFAULT_KUBERNETES_VERSION
@@ -122,11 +126,10 @@ fn no_provenance_no_pin_over_the_embedded_manifest() {
         }
         expected.extend(images.into_iter().map(|i| format!("{minor} {i}")));
     }
-    // And 1.37's crictl and etcd, whose release artifacts no stored record hashes yet.
+    // And 1.37's crictl, whose release artifact no stored record hashes yet.
     expected.insert("1.37 crictl 1.37.0".to_string());
-    expected.insert("1.37 etcd 3.7.0".to_string());
     assert_eq!(unpinned, expected);
-    assert_eq!(manifest.unpinned(), ["1.37/crictl", "1.37/etcd"]);
+    assert_eq!(manifest.unpinned(), ["1.37/crictl"]);
     // Every pinned image names what its digest is: all of them are multi-platform images upstream.
     for release in manifest.releases.values() {
         for image in release.addons.values().flat_map(|a| a.images.values()) {

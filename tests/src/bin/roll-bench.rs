@@ -1,5 +1,5 @@
 //! The rolling update's benchmark on the local cloud (IAM enforced): 3 control-plane groups and 10 nodes at
-//! Kubernetes 1.32.8, upgraded to 1.33.4 (`replace`, `update cluster --yes`), then timed:
+//! the default Kubernetes release, upgraded to the next minor (`replace`, `update cluster --yes`), then timed:
 //! `ballast rolling-update cluster --yes --cloudonly`. Prints the roll's wall time, the control plane's and
 //! the nodes' parts (from the roll's own summary), and per instance. Goal: under 60 s (kops took about 8 min on
 //! AWS for the same roll, most of it instance boot, which the local cloud does not have).
@@ -9,6 +9,7 @@
 use std::process::Command;
 use std::time::Instant;
 
+use ballast_e2e::lifecycle::{FROM_VERSION, TO_VERSION};
 use ballast_e2e::localcloud::{bench_binaries, LocalCloud};
 
 const NAME: &str = "roll-bench.example.com";
@@ -39,7 +40,7 @@ fn ballast(cloud: &LocalCloud, args: &[&str]) -> String {
 async fn bench() {
     let cloud = LocalCloud::start();
     cloud.prepare_for_ballast("roll-bench").await;
-    cloud.register_older_release_image().await;
+    cloud.register_upgrade_release_image().await;
     let zones = "us-west-2a,us-west-2b,us-west-2c";
     ballast(
         &cloud,
@@ -53,13 +54,15 @@ async fn bench() {
             "--node-count",
             "10",
             "--kubernetes-version",
-            "1.32.8",
+            FROM_VERSION,
             "--yes",
         ],
     );
     ballast(&cloud, &["validate", "cluster", "--wait", "10m"]);
-    let spec = ballast(&cloud, &["get", "clusters", NAME, "-o", "yaml"])
-        .replace("kubernetesVersion: 1.32.8", "kubernetesVersion: 1.33.4");
+    let spec = ballast(&cloud, &["get", "clusters", NAME, "-o", "yaml"]).replace(
+        &format!("kubernetesVersion: {FROM_VERSION}"),
+        &format!("kubernetesVersion: {TO_VERSION}"),
+    );
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("cluster.yaml");
     std::fs::write(&path, spec).expect("write the spec");
@@ -98,7 +101,9 @@ async fn bench() {
     );
     ballast(&cloud, &["validate", "cluster", "--wait", "2m"]);
     println!("{summary}");
-    println!("rolling update of 3 control-plane + 10 node instances (1.32.8 -> 1.33.4), local cloud, --cloudonly:");
+    println!(
+        "rolling update of 3 control-plane + 10 node instances ({FROM_VERSION} -> {TO_VERSION}), local cloud, --cloudonly:"
+    );
     println!(
         "  wall time      {:>7.1} s (goal: under 60 s)",
         wall.as_secs_f64()

@@ -539,7 +539,7 @@ fn kubernetes_version(r: &mut Recorder<'_>, version: &str, spec: &mut ClusterSpe
     match manifest.release_for_minor(version) {
         Ok((minor, release)) => {
             let written = version.trim_start_matches('v');
-            let detail = if written == release.kubernetes {
+            let mut detail = if written == release.kubernetes {
                 format!("spec.kubernetesVersion: {}", release.kubernetes)
             } else {
                 format!(
@@ -548,6 +548,14 @@ fn kubernetes_version(r: &mut Recorder<'_>, version: &str, spec: &mut ClusterSpe
                     release.kubernetes
                 )
             };
+            // An existing cluster is imported at its release even past its end of life; it is told to move on.
+            if let Some(date) = &release.end_of_life {
+                detail.push_str(&format!(
+                    "; Kubernetes {minor} reached its end of life on {date}: upgrade one minor at a time to {} \
+                     (docs/upgrade.md)",
+                    manifest.supported_minors().join(", ")
+                ));
+            }
             r.mapped(path, detail);
             spec.kubernetes_version = Some(release.kubernetes.clone());
         }

@@ -121,9 +121,18 @@ fn kubernetes_1_34_maps_to_the_pinned_1_34_0() {
         config.cluster.spec.kubernetes_version.as_deref(),
         Some("1.34.0")
     );
+    // Past its end of life, an existing cluster is still imported at it, and told to move on.
     assert!(matches!(
         fate_of(&imported, "Cluster/t.example.com", "spec.kubernetesVersion"),
-        Fate::Mapped(m) if m == "spec.kubernetesVersion: 1.34.0"
+        Fate::Mapped(m) if m == "spec.kubernetesVersion: 1.34.0; Kubernetes 1.34 reached its end of life on \
+            2026-10-28: upgrade one minor at a time to 1.35, 1.36, 1.37 (docs/upgrade.md)"
+    ));
+    let imported = run(&CLUSTER
+        .replace("v1.32.0", "v1.36.4")
+        .replace("ballast-k8s-1.32-debian-12", "ballast-k8s-1.36-debian-12"));
+    assert!(matches!(
+        fate_of(&imported, "Cluster/t.example.com", "spec.kubernetesVersion"),
+        Fate::Mapped(m) if m == "spec.kubernetesVersion: 1.36.4"
     ));
     let imported = run(&image(&CLUSTER.replace("v1.32.0", "v1.34.2")));
     let config = imported.config.as_ref().expect("imported");
