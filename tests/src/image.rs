@@ -1046,12 +1046,30 @@ impl TestAddons {
 pub struct Containerd {
     child: std::process::Child,
     dir: tempfile::TempDir,
+    /// The `ctr` that talks to it.
+    ctr: PathBuf,
 }
 
 impl Containerd {
     pub fn start(root: &Path) -> Containerd {
         require_tool("containerd", "containerd");
         require_tool("ctr", "containerd");
+        Containerd::start_from(root, Path::new("containerd"), PathBuf::from("ctr"))
+    }
+
+    /// A containerd of the programs in `bin` (`containerd`, `ctr`): the one built here (`tools/build-go`).
+    pub fn start_built(root: &Path, bin: &Path) -> Containerd {
+        for program in ["containerd", "ctr"] {
+            assert!(
+                bin.join(program).is_file(),
+                "{} is missing: run tools/install-deps (or tools/build-go)",
+                bin.join(program).display()
+            );
+        }
+        Containerd::start_from(root, &bin.join("containerd"), bin.join("ctr"))
+    }
+
+    fn start_from(root: &Path, containerd: &Path, ctr: PathBuf) -> Containerd {
         let dir = tempfile::Builder::new()
             .prefix("ballast-ctrd-")
             .tempdir_in("/tmp")
@@ -1063,7 +1081,7 @@ impl Containerd {
         )
         .expect("containerd config");
         let log = std::fs::File::create(dir.path().join("containerd.log")).expect("log");
-        let child = Command::new("containerd")
+        let child = Command::new(containerd)
             .arg("--config")
             .arg(&config)
             .arg("--root")
@@ -1077,7 +1095,7 @@ impl Containerd {
             .stderr(log)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start containerd: {e}"));
-        let containerd = Containerd { child, dir };
+        let containerd = Containerd { child, dir, ctr };
         let started = Instant::now();
         while !containerd.ctr(&["version"]).status.success() {
             assert!(
@@ -1093,7 +1111,7 @@ impl Containerd {
 
     /// `ctr --address ... -n k8s.io ARGS`.
     pub fn ctr(&self, args: &[&str]) -> Output {
-        Command::new("ctr")
+        Command::new(&self.ctr)
             .arg("--address")
             .arg(self.dir.path().join("containerd.sock"))
             .args(["--namespace", "k8s.io"])
@@ -1106,7 +1124,7 @@ impl Containerd {
     /// The images in namespace k8s.io: name -> target digest (`sha256:...`).
     pub fn images(&self) -> BTreeMap<String, String> {
         let out = run_ok(
-            Command::new("ctr")
+            Command::new(&self.ctr)
                 .arg("--address")
                 .arg(self.dir.path().join("containerd.sock"))
                 .args(["--namespace", "k8s.io", "images", "ls"]),

@@ -1,5 +1,7 @@
-//! The Kubernetes programs built here from their Go modules (`go/kube/<minor>`, `tools/build-go`): each answers
-//! with the version `images/manifest.yaml` pins for its release, run by its own name.
+//! The programs built here from their Go modules (`tools/build-go`): Kubernetes' (`go/kube/<minor>`) and the node's
+//! components (`go/<component>`: etcd, containerd, runc, the CNI plugins, the AWS cloud controller manager,
+//! CoreDNS, and the pause program, which is C). Each answers with the version `images/manifest.yaml` pins for every release the local cloud runs,
+//! run by its own name.
 //!
 //! `tools/install-deps` builds them (`tools/test` runs it first); this test builds nothing and fails, naming the
 //! command, when they are missing.
@@ -48,9 +50,11 @@ fn built(minor: &str) -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
-fn answer(program: &Path, args: &[&str]) -> String {
+/// What `program args` writes (stdout, then stderr), with `env` added to its environment; it must succeed.
+fn answer(program: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
     let out = Command::new(program)
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .unwrap_or_else(|e| panic!("running {}: {e}", program.display()));
     let text = format!(
@@ -89,10 +93,10 @@ fn every_program_answers_the_version_the_manifest_pins() {
             "kubelet",
             "kube-proxy",
         ] {
-            let text = answer(&dir.join(program), &["--version"]);
+            let text = answer(&dir.join(program), &["--version"], &[]);
             assert_eq!(text.trim(), format!("Kubernetes {want}"), "{program}");
         }
-        let text = answer(&dir.join("kubectl"), &["version", "--client"]);
+        let text = answer(&dir.join("kubectl"), &["version", "--client"], &[]);
         assert!(
             text.lines().any(|l| l == format!("Client Version: {want}")),
             "kubectl: {text}"
@@ -108,6 +112,277 @@ fn every_program_answers_the_version_the_manifest_pins() {
             text.contains("\"kube-nothing\" is not one of its programs")
                 && text.contains("kube-apiserver"),
             "{text}"
+        );
+    }
+}
+
+/// Where the manifest pins a component's version in a release.
+#[derive(Clone, Copy)]
+enum Pin {
+    /// `components.<name>.version`: installed on the AMI.
+    Component(&'static str),
+    /// `addons.<name>.version`: an add-on's image.
+    Addon(&'static str),
+}
+
+/// A program of a component module: its arguments, and the line it answers with `{}` for the version (`v` prefixed
+/// where the program writes one).
+struct Program {
+    name: &'static str,
+    args: &'static [&'static str],
+    env: &'static [(&'static str, &'static str)],
+    answer: &'static str,
+}
+
+const fn program(
+    name: &'static str,
+    args: &'static [&'static str],
+    answer: &'static str,
+) -> Program {
+    Program {
+        name,
+        args,
+        env: &[],
+        answer,
+    }
+}
+
+/// Every component module, the manifest entry whose version it must build, and what each program answers.
+fn components() -> Vec<(&'static str, Pin, Vec<Program>)> {
+    // A CNI plugin run without CNI_COMMAND says what it is, on stderr, and succeeds.
+    let cni = |name: &'static str, answer: &'static str| Program {
+        name,
+        args: &[],
+        env: &[("CNI_COMMAND", "")],
+        answer,
+    };
+    vec![
+        (
+            "etcd",
+            Pin::Component("etcd"),
+            vec![
+                program("etcd", &["--version"], "etcd Version: {}"),
+                program("etcdctl", &["version"], "etcdctl version: {}"),
+                program("etcdutl", &["version"], "etcdutl version: {}"),
+            ],
+        ),
+        (
+            "containerd",
+            Pin::Component("containerd"),
+            vec![
+                program(
+                    "containerd",
+                    &["--version"],
+                    "containerd github.com/containerd/containerd/v2 v{} ",
+                ),
+                program(
+                    "ctr",
+                    &["--version"],
+                    "ctr github.com/containerd/containerd/v2 v{}",
+                ),
+                program("containerd-shim-runc-v2", &["-v"], "  Version:  v{}"),
+            ],
+        ),
+        (
+            "runc",
+            Pin::Component("runc"),
+            vec![program("runc", &["--version"], "runc version {}")],
+        ),
+        (
+            "cni-plugins",
+            Pin::Component("cni-plugins"),
+            vec![
+                cni("bridge", "CNI bridge plugin v{}"),
+                cni("host-local", "CNI host-local plugin v{}"),
+                cni("loopback", "CNI loopback plugin v{}"),
+                cni("portmap", "CNI portmap plugin v{}"),
+                cni("bandwidth", "CNI bandwidth plugin v{}"),
+                cni("ptp", "CNI ptp plugin v{}"),
+            ],
+        ),
+        (
+            "cloud-provider-aws",
+            Pin::Addon("aws-cloud-controller-manager"),
+            vec![program(
+                "aws-cloud-controller-manager",
+                &["--version"],
+                "Kubernetes v{}",
+            )],
+        ),
+        (
+            "coredns",
+            Pin::Addon("coredns"),
+            vec![program("coredns", &["-version"], "CoreDNS-{}")],
+        ),
+        (
+            "pause",
+            Pin::Addon("pause"),
+            vec![program("pause", &["-v"], "pause.c v{}")],
+        ),
+    ]
+}
+
+#[test]
+fn every_component_answers_the_version_every_local_cloud_release_pins() {
+    let manifest = ComponentManifest::embedded().expect("the embedded manifest");
+    let minors = minors();
+    let modules: Vec<String> = std::fs::read_dir(repository().join("go"))
+        .expect("go/")
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            entry
+                .path()
+                .join("build.txt")
+                .is_file()
+                .then(|| entry.file_name().to_string_lossy().into_owned())
+        })
+        .collect();
+    let components = components();
+    // Every module is checked here, and every component checked has a module.
+    let mut named: Vec<&str> = components.iter().map(|(module, _, _)| *module).collect();
+    let mut found: Vec<&str> = modules.iter().map(String::as_str).collect();
+    named.sort_unstable();
+    found.sort_unstable();
+    assert_eq!(
+        named, found,
+        "go/*/build.txt and this test's components differ"
+    );
+
+    for (module, pin, programs) in components {
+        // The version every release the local cloud runs pins: one, which is what the module builds.
+        let mut versions: Vec<(String, String)> = minors
+            .iter()
+            .map(|minor| {
+                let release = &manifest.releases[minor];
+                let version = match pin {
+                    Pin::Component(name) => release.components.get(name).map(|c| c.version.clone()),
+                    Pin::Addon(name) => release.addons.get(name).map(|a| a.version.clone()),
+                };
+                let version = version.unwrap_or_else(|| panic!("release {minor} pins no {module}"));
+                (minor.clone(), version)
+            })
+            .collect();
+        versions.dedup_by(|a, b| a.1 == b.1);
+        assert_eq!(
+            versions.len(),
+            1,
+            "go/{module} builds one version, but the local cloud's releases pin {versions:?}"
+        );
+        let want = &versions[0].1;
+        let dir = built(module);
+        assert!(
+            dir.join(".built").is_file(),
+            "{module} is not built ({} is missing): run tools/install-deps (or tools/build-go)",
+            dir.display()
+        );
+        for program in programs {
+            let text = answer(&dir.join(program.name), program.args, program.env);
+            let line = program.answer.replace("{}", want);
+            assert!(
+                text.lines()
+                    .any(|l| l.starts_with(&line) || l == line.trim_end()),
+                "{} {:?} does not answer {line:?}:\n{text}",
+                program.name,
+                program.args
+            );
+        }
+    }
+}
+
+/// `images.yaml`, the local cloud's image manifest (`tools/build-go`): reference -> the image's digest and archive.
+#[derive(serde::Deserialize)]
+struct LocalImages {
+    images: std::collections::BTreeMap<String, LocalImage>,
+}
+
+#[derive(serde::Deserialize)]
+struct LocalImage {
+    digest: String,
+    archive: String,
+}
+
+/// The images the local cloud's nodes run as containers, named as the manifest names them (the AMI's pins by tag),
+/// for every release it runs: the static pods and kube-proxy of each, the cloud controller manager, CoreDNS, pause.
+fn wanted_images(manifest: &ComponentManifest) -> std::collections::BTreeSet<String> {
+    let mut wanted = std::collections::BTreeSet::new();
+    for minor in minors() {
+        let release = &manifest.releases[&minor];
+        for program in [
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+        ] {
+            wanted.insert(format!("registry.k8s.io/{program}:v{}", release.kubernetes));
+        }
+        for (addon, image) in [
+            ("kube-proxy", "kube-proxy"),
+            (
+                "aws-cloud-controller-manager",
+                "aws-cloud-controller-manager",
+            ),
+            ("coredns", "coredns"),
+            ("pause", "pause"),
+        ] {
+            let reference = &release.addons[addon].images[image].reference;
+            wanted.insert(reference.clone());
+        }
+    }
+    wanted
+}
+
+#[test]
+fn every_image_imports_into_the_built_containerd_with_the_digest_its_manifest_names() {
+    let manifest = ComponentManifest::embedded().expect("the embedded manifest");
+    let dir = built("images");
+    let listing = dir.join("images.yaml");
+    let text = std::fs::read_to_string(&listing).unwrap_or_else(|e| {
+        panic!(
+            "the local cloud's images are not made ({}: {e}): run tools/install-deps (or tools/build-go)",
+            listing.display()
+        )
+    });
+    let images: LocalImages = yaml_serde::from_str(&text).expect("images.yaml parses");
+    let made: std::collections::BTreeSet<String> = images.images.keys().cloned().collect();
+    assert_eq!(
+        made,
+        wanted_images(manifest),
+        "images.yaml names other images"
+    );
+
+    let root = tempfile::tempdir().expect("a containerd root");
+    let containerd = ballast_e2e::image::Containerd::start_built(root.path(), &built("containerd"));
+    for image in images.images.values() {
+        let archive = dir.join(&image.archive);
+        let out = containerd.ctr(&[
+            "images",
+            "import",
+            "--no-unpack",
+            &archive.display().to_string(),
+        ]);
+        assert!(
+            out.status.success(),
+            "importing {}: {}",
+            archive.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let held = containerd.images();
+    for (reference, image) in &images.images {
+        assert_eq!(
+            held.get(reference),
+            Some(&image.digest),
+            "{reference}: containerd holds {held:?}"
+        );
+    }
+    // containerd checked every blob against its digest on import; all of each image's content is there.
+    let out = containerd.ctr(&["images", "check"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for reference in images.images.keys() {
+        assert!(
+            text.lines()
+                .any(|l| l.split_whitespace().next() == Some(reference.as_str())
+                    && l.contains("complete")),
+            "{reference} is not complete in containerd: {text}"
         );
     }
 }
