@@ -143,7 +143,7 @@ impl Lifecycle {
     pub async fn start(size: Size, ballast: PathBuf) -> Lifecycle {
         let cloud = LocalCloud::start();
         cloud.prepare_for_ballast(BUCKET).await;
-        cloud.register_upgrade_release_image().await;
+        cloud.register_upgrade_release_image(TO_VERSION).await;
         let sampler = Sampler::start(&cloud);
         Lifecycle {
             cloud,

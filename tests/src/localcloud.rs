@@ -405,11 +405,10 @@ impl LocalCloud {
             .await;
     }
 
-    /// Registers the image of the release the upgrade tests move to ([`crate::lifecycle::TO_VERSION`]; the
-    /// default release's is `prepare_for_ballast`'s), for clusters created at the default and upgraded.
-    pub async fn register_upgrade_release_image(&self) {
-        self.register_release_image(crate::lifecycle::TO_VERSION)
-            .await;
+    /// Registers the image of Kubernetes `version`, the release an upgrade moves to (the default release's is
+    /// `prepare_for_ballast`'s), for clusters created at the default and upgraded.
+    pub async fn register_upgrade_release_image(&self, version: &str) {
+        self.register_release_image(version).await;
     }
 
     /// Registers the image a group of Kubernetes `version` defaults to (`ballast-k8s-<minor>-debian-12`).

@@ -343,7 +343,7 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
         ..Options::default()
     });
     cloud.prepare_for_ballast(BUCKET).await;
-    cloud.register_upgrade_release_image().await;
+    cloud.register_upgrade_release_image(NEW).await;
     let dir = tempfile::tempdir().expect("tempdir");
     ballast_cli_on(&cloud, CLUSTER)
         .args([

@@ -40,7 +40,7 @@ fn ballast(cloud: &LocalCloud, args: &[&str]) -> String {
 async fn bench() {
     let cloud = LocalCloud::start();
     cloud.prepare_for_ballast("roll-bench").await;
-    cloud.register_upgrade_release_image().await;
+    cloud.register_upgrade_release_image(TO_VERSION).await;
     let zones = "us-west-2a,us-west-2b,us-west-2c";
     ballast(
         &cloud,
