@@ -61,8 +61,12 @@ pub enum ProcessError {
         #[source]
         source: std::io::Error,
     },
-    #[error("etcdctl snapshot restore failed ({status}): {stderr}")]
-    Restore { status: String, stderr: String },
+    #[error("{} snapshot restore failed ({status}): {stderr}", program.display())]
+    Restore {
+        program: PathBuf,
+        status: String,
+        stderr: String,
+    },
     #[error(transparent)]
     Write(#[from] ballast_common::durable::WriteError),
 }
@@ -209,8 +213,7 @@ impl LocalState {
         }
     }
 
-    /// Restores a snapshot file into an empty data dir as a one-member cluster (`etcdctl snapshot restore`;
-    /// etcd 3.4 has no etcdutl).
+    /// Restores a snapshot file into an empty data dir as a one-member cluster ([`restore_program`]).
     pub async fn restore_snapshot(
         &self,
         etcdctl: &Path,
@@ -242,7 +245,8 @@ impl LocalState {
     }
 
     /// Restores a snapshot file into `data_dir` (which must not exist; it is removed first) as a one-member
-    /// cluster. `etcdctl snapshot restore` checks the sha256 etcd appends to a snapshot it streams.
+    /// cluster, with [`restore_program`]`(etcdctl)`. Both programs check the sha256 etcd appends to a snapshot
+    /// it streams.
     pub async fn restore_snapshot_into(
         &self,
         etcdctl: &Path,
@@ -251,31 +255,52 @@ impl LocalState {
         data_dir: &Path,
     ) -> Result<(), ProcessError> {
         remove_dir_if_present(data_dir)?;
-        let output = tokio::process::Command::new(etcdctl)
+        let program = restore_program(etcdctl);
+        let output = tokio::process::Command::new(&program)
             .env("ETCDCTL_API", "3")
-            .arg("snapshot")
-            .arg("restore")
-            .arg(snapshot)
-            .arg(format!("--name={}", spec.name))
-            .arg(format!("--data-dir={}", data_dir.display()))
-            .arg(format!("--initial-cluster={}", initial_cluster_arg(spec)))
-            .arg(format!("--initial-cluster-token={}", spec.token))
-            .arg(format!("--initial-advertise-peer-urls={}", spec.peer_url))
+            .args(restore_args(snapshot, spec, data_dir))
             .stdin(Stdio::null())
             .output()
             .await
             .map_err(|source| ProcessError::Spawn {
-                binary: etcdctl.to_path_buf(),
+                binary: program.clone(),
                 source,
             })?;
         if !output.status.success() {
             return Err(ProcessError::Restore {
+                program,
                 status: output.status.to_string(),
                 stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
             });
         }
         Ok(())
     }
+}
+
+/// The program that restores a snapshot into a data dir: `etcdutl` beside `etcdctl` when it is there (etcd 3.5
+/// and later ship it, and 3.6's etcdctl has no `snapshot restore`: the AMI's etcd for Kubernetes 1.34 and later),
+/// else `etcdctl` itself (etcd 3.4, which has no etcdutl).
+pub fn restore_program(etcdctl: &Path) -> PathBuf {
+    let etcdutl = etcdctl.with_file_name("etcdutl");
+    if etcdutl.is_file() {
+        etcdutl
+    } else {
+        etcdctl.to_path_buf()
+    }
+}
+
+/// `snapshot restore`'s arguments, the same for etcdctl 3.4 and etcdutl 3.5 and later.
+fn restore_args(snapshot: &Path, spec: &StartSpec, data_dir: &Path) -> Vec<String> {
+    vec![
+        "snapshot".to_string(),
+        "restore".to_string(),
+        snapshot.display().to_string(),
+        format!("--name={}", spec.name),
+        format!("--data-dir={}", data_dir.display()),
+        format!("--initial-cluster={}", initial_cluster_arg(spec)),
+        format!("--initial-cluster-token={}", spec.token),
+        format!("--initial-advertise-peer-urls={}", spec.peer_url),
+    ]
 }
 
 /// Replaces `path` with `contents` through the workspace's one durable writer (`ballast_common::durable`), so a
