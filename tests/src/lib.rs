@@ -6,6 +6,7 @@ pub mod binaries;
 pub mod cluster_etcd;
 pub mod etcd_writer;
 pub mod front;
+pub mod go_builds;
 pub mod image;
 pub mod kubernetes_made;
 pub mod leftovers;

@@ -8,30 +8,12 @@
 //! Needs /usr/bin/etcd (apt) and the etcd built by tools/build-go (tools/install-deps makes both); fails, never
 //! skips, without them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use ballast_etcd::process::{restore_program, LocalState, StartMode, StartSpec};
 use ballast_state::etcd_timing::EtcdTiming;
-
-/// Where `tools/build-go` put the etcd built here.
-fn built_etcd() -> PathBuf {
-    let repository = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the workspace")
-        .to_path_buf();
-    let out = Command::new(repository.join("tools/build-go"))
-        .args(["--dir", "etcd"])
-        .output()
-        .expect("running tools/build-go");
-    assert!(
-        out.status.success(),
-        "tools/build-go --dir etcd: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -182,7 +164,7 @@ async fn debian_etcd_3_4_restores_a_snapshot_with_etcdctl() {
 
 #[tokio::test]
 async fn the_amis_etcd_3_6_restores_a_snapshot_with_etcdutl() {
-    let bin = built_etcd();
+    let bin = ballast_e2e::go_builds::built("etcd");
     let out = Command::new(bin.join("etcd"))
         .arg("--version")
         .output()

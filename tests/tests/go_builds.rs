@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use ballast_e2e::go_builds::built;
 use ballast_state::components::ComponentManifest;
 
 fn repository() -> PathBuf {
@@ -34,20 +35,6 @@ fn minors() -> Vec<String> {
         .collect();
     minors.sort();
     minors
-}
-
-/// Where `tools/build-go` puts the kube of `minor`.
-fn built(minor: &str) -> PathBuf {
-    let out = Command::new(repository().join("tools/build-go"))
-        .args(["--dir", minor])
-        .output()
-        .expect("running tools/build-go");
-    assert!(
-        out.status.success(),
-        "tools/build-go --dir {minor}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
 /// What `program args` writes (stdout, then stderr), with `env` added to its environment; it must succeed.
