@@ -1054,7 +1054,7 @@ impl Containerd {
     pub fn start(root: &Path) -> Containerd {
         require_tool("containerd", "containerd");
         require_tool("ctr", "containerd");
-        Containerd::start_from(root, Path::new("containerd"), PathBuf::from("ctr"))
+        Containerd::start_from(root, Path::new("containerd"), PathBuf::from("ctr"), None)
     }
 
     /// A containerd of the programs in `bin` (`containerd`, `ctr`): the one built here (`tools/build-go`).
@@ -1066,10 +1066,41 @@ impl Containerd {
                 bin.join(program).display()
             );
         }
-        Containerd::start_from(root, &bin.join("containerd"), bin.join("ctr"))
+        Containerd::start_from(root, &bin.join("containerd"), bin.join("ctr"), None)
     }
 
-    fn start_from(root: &Path, containerd: &Path, ctr: PathBuf) -> Containerd {
+    /// A built containerd that can run containers: its shim (beside it in `bin`) and the runc in `runc_bin` first
+    /// on its PATH, as a node's are.
+    pub fn start_built_with_runc(root: &Path, bin: &Path, runc_bin: &Path) -> Containerd {
+        for program in [
+            bin.join("containerd"),
+            bin.join("ctr"),
+            bin.join("containerd-shim-runc-v2"),
+            runc_bin.join("runc"),
+        ] {
+            assert!(
+                program.is_file(),
+                "{} is missing: run tools/install-deps (or tools/build-go)",
+                program.display()
+            );
+        }
+        let path = std::env::join_paths(
+            [bin.to_path_buf(), runc_bin.to_path_buf()]
+                .into_iter()
+                .chain(std::env::split_paths(
+                    &std::env::var_os("PATH").unwrap_or_default(),
+                )),
+        )
+        .expect("a PATH");
+        Containerd::start_from(root, &bin.join("containerd"), bin.join("ctr"), Some(path))
+    }
+
+    fn start_from(
+        root: &Path,
+        containerd: &Path,
+        ctr: PathBuf,
+        path: Option<std::ffi::OsString>,
+    ) -> Containerd {
         let dir = tempfile::Builder::new()
             .prefix("ballast-ctrd-")
             .tempdir_in("/tmp")
@@ -1081,7 +1112,11 @@ impl Containerd {
         )
         .expect("containerd config");
         let log = std::fs::File::create(dir.path().join("containerd.log")).expect("log");
-        let child = Command::new(containerd)
+        let mut command = Command::new(containerd);
+        if let Some(path) = path {
+            command.env("PATH", path);
+        }
+        let child = command
             .arg("--config")
             .arg(&config)
             .arg("--root")

@@ -1,6 +1,6 @@
 //! The programs built here from their Go modules (`tools/build-go`): Kubernetes' (`go/kube/<minor>`) and the node's
 //! components (`go/<component>`: etcd, containerd, runc, the CNI plugins, the AWS cloud controller manager,
-//! CoreDNS, and the pause program, which is C). Each answers with the version `images/manifest.yaml` pins for every release the local cloud runs,
+//! CoreDNS, the pause program, which is C, and crictl, a module per release: `go/crictl/<minor>`). Each answers with the version `images/manifest.yaml` pins for every release the local cloud runs,
 //! run by its own name.
 //!
 //! `tools/install-deps` builds them (`tools/test` runs it first); this test builds nothing and fails, naming the
@@ -206,24 +206,46 @@ fn components() -> Vec<(&'static str, Pin, Vec<Program>)> {
             Pin::Addon("pause"),
             vec![program("pause", &["-v"], "pause.c v{}")],
         ),
+        (
+            "crictl/1.36",
+            Pin::Component("crictl"),
+            vec![program("crictl", &["--version"], "crictl version v{}")],
+        ),
+        (
+            "crictl/1.37",
+            Pin::Component("crictl"),
+            vec![program("crictl", &["--version"], "crictl version v{}")],
+        ),
     ]
+}
+
+/// Every component module under go/: `go/<component>` and, for a component whose version differs by release,
+/// `go/<component>/<minor>` (each holding a build.txt).
+fn component_modules() -> Vec<String> {
+    let go = repository().join("go");
+    let mut modules = Vec::new();
+    for entry in std::fs::read_dir(&go).expect("go/").flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.path().join("build.txt").is_file() {
+            modules.push(name.clone());
+        }
+        if let Ok(inner) = std::fs::read_dir(entry.path()) {
+            for minor in inner.flatten() {
+                if minor.path().join("build.txt").is_file() {
+                    modules.push(format!("{name}/{}", minor.file_name().to_string_lossy()));
+                }
+            }
+        }
+    }
+    modules.sort();
+    modules
 }
 
 #[test]
 fn every_component_answers_the_version_every_local_cloud_release_pins() {
     let manifest = ComponentManifest::embedded().expect("the embedded manifest");
     let minors = minors();
-    let modules: Vec<String> = std::fs::read_dir(repository().join("go"))
-        .expect("go/")
-        .filter_map(|entry| {
-            let entry = entry.ok()?;
-            entry
-                .path()
-                .join("build.txt")
-                .is_file()
-                .then(|| entry.file_name().to_string_lossy().into_owned())
-        })
-        .collect();
+    let modules = component_modules();
     let components = components();
     // Every module is checked here, and every component checked has a module.
     let mut named: Vec<&str> = components.iter().map(|(module, _, _)| *module).collect();
@@ -236,9 +258,18 @@ fn every_component_answers_the_version_every_local_cloud_release_pins() {
     );
 
     for (module, pin, programs) in components {
-        // The version every release the local cloud runs pins: one, which is what the module builds.
+        // The version every release the local cloud runs pins (or the one release a go/<component>/<minor>
+        // module is for): one, which is what the module builds.
+        let for_minor = module.split_once('/').map(|(_, minor)| minor);
+        if let Some(minor) = for_minor {
+            assert!(
+                minors.iter().any(|m| m == minor),
+                "go/{module} is for release {minor}, which has no go/kube/{minor}"
+            );
+        }
         let mut versions: Vec<(String, String)> = minors
             .iter()
+            .filter(|minor| for_minor.is_none_or(|m| m == minor.as_str()))
             .map(|minor| {
                 let release = &manifest.releases[minor];
                 let version = match pin {
@@ -370,6 +401,90 @@ fn every_image_imports_into_the_built_containerd_with_the_digest_its_manifest_na
                 .any(|l| l.split_whitespace().next() == Some(reference.as_str())
                     && l.contains("complete")),
             "{reference} is not complete in containerd: {text}"
+        );
+    }
+}
+
+/// kube-proxy's image runs in the built containerd and runc, and holds the tools kube-proxy runs in each of its
+/// modes, working against the kernel: iptables and ip6tables (nft backend) with their save and restore, nft,
+/// conntrack and ipset.
+#[test]
+fn kube_proxys_image_runs_and_holds_the_netfilter_tools_it_needs() {
+    let manifest = ComponentManifest::embedded().expect("the embedded manifest");
+    let dir = built("images");
+    let text = std::fs::read_to_string(dir.join("images.yaml"))
+        .expect("images.yaml: run tools/install-deps (or tools/build-go)");
+    let images: LocalImages = yaml_serde::from_str(&text).expect("images.yaml parses");
+    let minor = minors().pop().expect("a go/kube module");
+    let release = &manifest.releases[&minor];
+    let reference = &release.addons["kube-proxy"].images["kube-proxy"].reference;
+    let image = &images.images[reference];
+
+    let root = tempfile::tempdir().expect("a containerd root");
+    let containerd = ballast_e2e::image::Containerd::start_built_with_runc(
+        root.path(),
+        &built("containerd"),
+        &built("runc"),
+    );
+    let archive = dir.join(&image.archive).display().to_string();
+    // Unpacked by ctr itself (--local), for this machine's platform: this containerd runs no CRI plugin, which
+    // would name the platforms to unpack for.
+    let out = containerd.ctr(&[
+        "images",
+        "import",
+        "--local",
+        "--platform",
+        "linux/amd64",
+        "--snapshotter",
+        "native",
+        &archive,
+    ]);
+    assert!(
+        out.status.success(),
+        "importing {archive}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = |n: usize, argv: &[&str]| -> String {
+        let id = format!("kube-proxy-tools-{n}");
+        let mut args = vec![
+            "run",
+            "--rm",
+            "--privileged",
+            "--snapshotter",
+            "native",
+            reference.as_str(),
+            id.as_str(),
+        ];
+        args.extend_from_slice(argv);
+        let out = containerd.ctr(&args);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{argv:?} in {reference}: {text}");
+        text
+    };
+    let checks: [(&[&str], &str); 9] = [
+        (
+            &["kube-proxy", "--version"],
+            &format!("Kubernetes v{}", release.kubernetes),
+        ),
+        (&["iptables", "--version"], "(nf_tables)"),
+        (&["ip6tables", "--version"], "(nf_tables)"),
+        // In the container's own network namespace: the nat table the kernel holds, read through nf_tables.
+        (&["iptables", "-t", "nat", "-L", "-n"], "Chain POSTROUTING"),
+        (&["iptables-save", "-t", "filter"], "*filter"),
+        (&["ip6tables-save", "-t", "filter"], "*filter"),
+        (&["nft", "--version"], "nftables v"),
+        (&["conntrack", "--version"], "conntrack v"),
+        (&["ipset", "--version"], "ipset v"),
+    ];
+    for (n, (argv, want)) in checks.iter().enumerate() {
+        let text = run(n, argv);
+        assert!(
+            text.contains(want),
+            "{argv:?} in {reference} says {text:?}, not {want:?}"
         );
     }
 }
