@@ -7,6 +7,7 @@
 # written under the root: an unpinned or mismatching artifact or image stops the bake with nothing installed.
 #
 # Usage: install.sh --manifest FILE --kubernetes-version VERSION --nodeup FILE [--source SOURCE] [--root DIR]
+#                   [--images FILE]
 #        install.sh --manifest FILE --kubernetes-version VERSION --print-plan
 #   --manifest FILE             the component manifest (env BALLAST_MANIFEST; default: manifest.yaml beside this)
 #   --kubernetes-version V      1.33 or 1.33.4; a patch must be the one the manifest pins (env BALLAST_KUBERNETES_VERSION)
@@ -17,6 +18,8 @@
 #                                 https://MIRROR  MIRROR/<the URL's file name>, MIRROR/<the image's archive>
 #   --nodeup FILE               the nodeup binary to bake in (env BALLAST_NODEUP)
 #   --root DIR                  the image's root (env BALLAST_ROOT; default /): a chroot, a DESTDIR, or the build VM
+#   --images FILE               the local cloud's image manifest (images.yaml, made by tools/build-go: reference,
+#                               digest): its images are baked as the add-ons' are, from --source DIR (local only)
 #   --print-plan                print what the manifest pins for that version and exit; installs nothing
 #
 # Writes /etc/ballast/components.yaml (the versions and checksums installed; see images/README.md), which
@@ -33,6 +36,7 @@ version=${BALLAST_KUBERNETES_VERSION:-}
 source=${BALLAST_ARTIFACTS:-upstream}
 nodeup=${BALLAST_NODEUP:-}
 root=${BALLAST_ROOT:-/}
+local_images=
 print_plan=0
 
 die() {
@@ -40,7 +44,7 @@ die() {
   exit 1
 }
 usage() {
-  sed -n '9,23p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '9,26p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -51,6 +55,7 @@ while [ $# -gt 0 ]; do
     --source) [ $# -ge 2 ] || usage; source=$2; shift 2 ;;
     --nodeup) [ $# -ge 2 ] || usage; nodeup=$2; shift 2 ;;
     --root) [ $# -ge 2 ] || usage; root=$2; shift 2 ;;
+    --images) [ $# -ge 2 ] || usage; local_images=$2; shift 2 ;;
     --print-plan) print_plan=1; shift ;;
     -h | --help) usage ;;
     *) printf 'install.sh: unknown argument %s\n' "$1" >&2; usage ;;
@@ -135,6 +140,9 @@ stage_images() {
   # ctr 1.7 and later import through the transfer service unless told --local; 1.6 knows only the local way.
   local_import=
   if ballast_ctr images import --help 2>&1 | grep -q -- '--local'; then local_import=--local; fi
+  # ctr 2.x tags through the transfer service too, unless told --local (the staging containerd runs none).
+  local_tag=
+  if ballast_ctr images tag --help 2>&1 | grep -q -- '--local'; then local_tag=--local; fi
   mkdir -p "$work/images"
   n=0
   while IFS='|' read -r addon image reference digest kind; do
@@ -172,14 +180,14 @@ stage_images() {
       awk -v base="$base" 'index($1, base ":") == 1 || index($1, base "@") == 1 { print $1 }' "$work/images.ls" > "$work/imported"
       held=$(awk -v base="$base@" 'index($1, base) == 1 { print $3 }' "$work/images.ls" | sort -u | paste -sd ' ' -)
       if grep -qxF "$base@$digest" "$work/imported"; then
-        ballast_ctr images tag --force "$base@$digest" "$by_digest" > /dev/null || problem "$at: cannot name it $by_digest"
+        ballast_ctr images tag $local_tag --force "$base@$digest" "$by_digest" > /dev/null || problem "$at: cannot name it $by_digest"
       else
         problem "$at: $file (from $from) holds ${held:-no image}, the manifest pins $digest: refusing it (the archive must hold the registry's own index or manifest, unconverted)"
       fi
       while IFS= read -r name; do ballast_ctr images rm "$name" > /dev/null || problem "$at: cannot remove the import's name $name"; done < "$work/imported"
       grep -qxF "$base@$digest" "$work/imported" || continue
     fi
-    ballast_ctr images tag --force "$by_digest" "$reference" > /dev/null || problem "$at: cannot name it $reference"
+    ballast_ctr images tag $local_tag --force "$by_digest" "$reference" > /dev/null || problem "$at: cannot name it $reference"
     # Both names, the content complete for this architecture, and kept from the kubelet's image garbage
     # collection (containerd 1.7 and later honour the label; 1.6 ignores it).
     ballast_ctr images ls > "$work/images.ls" || { problem "$at: ctr images ls failed"; continue; }
@@ -272,6 +280,31 @@ while IFS='|' read -r addon image reference digest kind; do
     *) problem "add-on $addon: image $reference digest is ${digest:-missing}: refusing an unpinned image (no public record pins it, the manifest's reason says why; images/pin.sh pins it on a machine with internet)" ;;
   esac
 done < "$work/addon-images"
+# The local cloud's images (--images): made on this machine by tools/build-go, each a single-platform image
+# pinned by its manifest's digest, and baked exactly as an add-on's image is.
+if [ -n "$local_images" ]; then
+  if [ ! -f "$local_images" ]; then
+    problem "--images: no image manifest at $local_images (tools/build-go --dir images names the directory of images.yaml)"
+  elif [ ! -d "$source" ]; then
+    problem "--images: the local cloud's images are OCI archives on this machine: give --source DIR holding them, not $source"
+  else
+    awk '
+      /^images:[[:space:]]*$/ { inside = 1; next }
+      inside && /^  [^ #][^ ]*:[[:space:]]*$/ { reference = $1; sub(/:$/, "", reference); next }
+      inside && /^    digest: / && reference != "" { print reference "|" $2; reference = "" }
+    ' "$local_images" > "$work/local-images"
+    [ -s "$work/local-images" ] || problem "--images: $local_images lists no image (reference:, then digest: sha256:...)"
+    while IFS='|' read -r reference digest; do
+      image=${reference%:*}
+      image=${image##*/}
+      if ballast_is_sha256 "${digest#sha256:}" && [ "${digest%%:*}" = sha256 ]; then
+        printf 'local-cloud|%s|%s|%s|manifest\n' "$image" "$reference" "$digest" >> "$work/images-pinned"
+      else
+        problem "--images: $reference: digest \"$digest\" is not sha256:<64 hex> ($local_images)"
+      fi
+    done < "$work/local-images"
+  fi
+fi
 if [ -s "$work/images-pinned" ]; then
   stage_images
 fi

@@ -11,6 +11,7 @@ pub mod image;
 pub mod kubernetes_made;
 pub mod leftovers;
 pub mod lifecycle;
+pub mod local_ami;
 pub mod localcloud;
 pub mod operator;
 pub mod partition;

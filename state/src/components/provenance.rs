@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 pub const MAX_REASON_CHARS: usize = 600;
 /// What `provenance.pinnedBy` says for a value `images/pin.sh` pinned from the network itself.
 pub const PIN_SH: &str = "images/pin.sh";
+/// The pinner of what was built on this machine (the local cloud's manifest): its source is the Go module
+/// directory (`go/...`) whose go.sum is the provenance of what was built. Never in the embedded manifest.
+pub const BUILD_GO: &str = "tools/build-go";
 /// The longest `path`, `within` or `source` accepted.
 const MAX_FIELD_CHARS: usize = 300;
 
@@ -34,7 +37,8 @@ pub struct Provenance {
     /// The commit the value was read at: 40 lowercase hex digits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
-    /// [`PIN_SH`]: the value was hashed by images/pin.sh, not read from a record.
+    /// [`PIN_SH`]: the value was hashed by images/pin.sh, not read from a record; [`BUILD_GO`]: it is the hash
+    /// of what tools/build-go built here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pinned_by: Option<String>,
     /// What images/pin.sh hashed: the URL, or the registry reference it resolved.
@@ -113,9 +117,10 @@ impl Provenance {
                 Some(within) => format!("{repository} {path} ({within}) @ {commit}"),
                 None => format!("{repository} {path} @ {commit}"),
             },
-            Some(ProvenanceKind::PinSh { source, date }) => {
-                format!("pinned by {PIN_SH} from {source} at {date}")
-            }
+            Some(ProvenanceKind::PinSh { source, date }) => match self.pinned_by.as_deref() {
+                Some(BUILD_GO) => format!("built by {BUILD_GO} from {source} at {date}"),
+                _ => format!("pinned by {PIN_SH} from {source} at {date}"),
+            },
             None => "an incomplete provenance".to_string(),
         }
     }
@@ -179,10 +184,11 @@ impl Provenance {
             }
         } else {
             match self.pinned_by.as_deref() {
-                Some(PIN_SH) => {}
+                Some(PIN_SH | BUILD_GO) => {}
                 Some(other) => problems.push(format!(
-                    "{at}.provenance.pinnedBy: {other:?}; only {PIN_SH:?} pins from the network (name a public \
-                     record with repository, path and commit otherwise)"
+                    "{at}.provenance.pinnedBy: {other:?}; only {PIN_SH:?} pins from the network, and \
+                     {BUILD_GO:?} what it built here (name a public record with repository, path and commit \
+                     otherwise)"
                 )),
                 None => problems.push(format!("{at}.provenance.pinnedBy: missing ({PIN_SH:?})")),
             }

@@ -50,6 +50,12 @@ fn no_provenance_no_pin_over_the_embedded_manifest() {
                 .unwrap_or_else(|| panic!("{at}: pinned without provenance"));
             assert_eq!(provenance.problems(&at), Vec::<String>::new());
             assert!(provenance.kind().is_some(), "{at}");
+            // What the local cloud built here pins only the local cloud's own manifests.
+            assert_ne!(
+                provenance.pinned_by.as_deref(),
+                Some(super::provenance::BUILD_GO),
+                "{at}: the AMI's manifest pins what tools/build-go built"
+            );
             assert_eq!(pin.reason, None, "{at}: a pin has no reason");
         } else {
             assert_eq!(pin.value, UNPINNED, "{at}");

@@ -1,0 +1,204 @@
+//! The local cloud's AMI source: what `images/install.sh` bakes into the local cloud's image, all of it built on
+//! this machine (`tools/build-go`): the node's components in upstream's artifact shapes (containerd's tarball,
+//! `runc.amd64`, the kubelet, kubectl, the CNI plugins', crictl's and etcd's tarballs), a component manifest pinning
+//! each by the sha256 of what was built (`pinnedBy: tools/build-go`), and the local cloud's image manifest
+//! (`images.yaml`: the static pods', kube-proxy's, the cloud controller manager's, CoreDNS's and pause's images)
+//! with their archives, for `install.sh --source DIR --images FILE`.
+//!
+//! The manifest keeps the embedded manifest's URLs, archive shapes, install paths and version commands for the
+//! release: only the bytes differ (built here, not downloaded), and its sha256s say so. It pins no add-on: the
+//! images come through `--images`, the local cloud's image manifest, never mixed with the AMI's upstream pins.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ballast_state::components::{Archive, ComponentManifest};
+
+use crate::go_builds::built;
+use crate::image::{cache_dir, run_ok, sha256_file};
+
+/// A source directory for one release's local bake; removed on drop.
+pub struct LocalAmiSource {
+    dir: tempfile::TempDir,
+    /// The component manifest (`<dir>/manifest.yaml`).
+    pub manifest: PathBuf,
+    /// The local cloud's image manifest for this release (`<dir>/images.yaml`).
+    pub images: PathBuf,
+    /// The release's Kubernetes version (`1.36.4`).
+    pub kubernetes: String,
+    /// The images `images` lists: reference -> digest (`sha256:...`).
+    pub image_digests: std::collections::BTreeMap<String, String>,
+}
+
+/// `images.yaml` of `tools/build-go`.
+#[derive(serde::Deserialize)]
+struct LocalImages {
+    images: std::collections::BTreeMap<String, LocalImage>,
+}
+
+#[derive(serde::Deserialize)]
+struct LocalImage {
+    digest: String,
+    archive: String,
+}
+
+/// The Go module (`tools/build-go --dir` name) whose programs make up `component` of release `minor`.
+fn module_of(component: &str, minor: &str) -> String {
+    match component {
+        "kubelet" | "kubectl" => minor.to_string(),
+        "crictl" => format!("crictl/{minor}"),
+        other => other.to_string(),
+    }
+}
+
+/// `to` made `from`'s file (a program's name may be a link to the multi-call program: the file it names).
+fn link_or_copy(from: &Path, to: &Path) {
+    let from = &from
+        .canonicalize()
+        .unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+    if std::fs::hard_link(from, to).is_err() {
+        std::fs::copy(from, to)
+            .unwrap_or_else(|e| panic!("copying {} to {}: {e}", from.display(), to.display()));
+    }
+}
+
+impl LocalAmiSource {
+    /// Makes the source of release `minor` (`1.36`) from the programs and images `tools/build-go` built; panics,
+    /// naming the command, when they are missing.
+    pub fn make(minor: &str) -> LocalAmiSource {
+        let manifest = ComponentManifest::embedded().expect("the embedded manifest");
+        let release = manifest
+            .releases
+            .get(minor)
+            .unwrap_or_else(|| panic!("images/manifest.yaml has no release {minor}"));
+        let dir = tempfile::Builder::new()
+            .prefix("ballast-local-ami-")
+            .tempdir_in(cache_dir())
+            .unwrap_or_else(|e| panic!("cannot make a source dir: {e}"));
+        let stage_root = tempfile::tempdir().expect("a staging dir");
+        let date = ballast_state::timestamp::now_rfc3339();
+        let mut text = format!(
+            "# The local cloud's component manifest for {minor}: every component built on this machine by\n\
+             # tools/build-go, in upstream's shapes (made by tests/src/local_ami.rs).\n\
+             apiVersion: ballast.dev/v1alpha1\nkind: ComponentManifest\narch: amd64\nreleases:\n  \
+             \"{minor}\":\n    kubernetes: {}\n    components:\n",
+            release.kubernetes
+        );
+        for (name, component) in &release.components {
+            let module = module_of(name, minor);
+            let programs = built(&module);
+            let file = component.file_name().to_string();
+            let program_of = |install: &str| -> PathBuf {
+                let program = programs.join(install.rsplit('/').next().unwrap_or(install));
+                assert!(
+                    program.is_file(),
+                    "{name}: {} is not built: run tools/install-deps (or tools/build-go)",
+                    program.display()
+                );
+                program
+            };
+            match component.archive {
+                Archive::Binary => {
+                    let install = component.files.values().next().unwrap_or_else(|| {
+                        panic!("{minor} {name}: a binary artifact installs no file")
+                    });
+                    link_or_copy(&program_of(install), &dir.path().join(&file));
+                }
+                Archive::TarGz => {
+                    let stage = stage_root.path().join(name);
+                    let mut entries = std::collections::BTreeSet::new();
+                    for (inside, install) in &component.files {
+                        let to = stage.join(inside);
+                        if let Some(parent) = to.parent() {
+                            std::fs::create_dir_all(parent)
+                                .unwrap_or_else(|e| panic!("creating {}: {e}", parent.display()));
+                        }
+                        std::fs::copy(program_of(install), &to)
+                            .unwrap_or_else(|e| panic!("staging {}: {e}", to.display()));
+                        entries.insert(inside.split('/').next().unwrap_or(inside).to_string());
+                    }
+                    run_ok(
+                        Command::new("tar")
+                            .args(["--owner=0", "--group=0", "--numeric-owner", "-C"])
+                            .arg(&stage)
+                            .arg("-czf")
+                            .arg(dir.path().join(&file))
+                            .args(&entries),
+                        &format!("packing {file}"),
+                    );
+                }
+            }
+            let sha256 = sha256_file(&dir.path().join(&file));
+            text.push_str(&format!(
+                "      {name}:\n        version: {}\n        url: {}\n        sha256: {sha256}\n        \
+                 provenance:\n          pinnedBy: tools/build-go\n          source: go/{module}\n          \
+                 date: {date}\n        archive: {}\n",
+                component.version,
+                component.url,
+                match component.archive {
+                    Archive::Binary => "binary",
+                    Archive::TarGz => "tar.gz",
+                }
+            ));
+            if let Some(command) = &component.version_command {
+                text.push_str(&format!("        versionCommand: {command}\n"));
+            }
+            text.push_str("        files:\n");
+            for (inside, install) in &component.files {
+                text.push_str(&format!("          {inside}: {install}\n"));
+            }
+        }
+        let manifest_path = dir.path().join("manifest.yaml");
+        ComponentManifest::parse(&text, "the local cloud's manifest")
+            .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        std::fs::write(&manifest_path, &text)
+            .unwrap_or_else(|e| panic!("writing {}: {e}", manifest_path.display()));
+
+        // This release's images: its own Kubernetes images, and every other (one build each for all releases).
+        let images_dir = built("images");
+        let listing = images_dir.join("images.yaml");
+        let listed: LocalImages =
+            yaml_serde::from_str(&std::fs::read_to_string(&listing).unwrap_or_else(|e| {
+                panic!(
+                    "{}: {e}: run tools/install-deps (or tools/build-go)",
+                    listing.display()
+                )
+            }))
+            .unwrap_or_else(|e| panic!("{}: {e}", listing.display()));
+        let ours = format!(":v{}", release.kubernetes);
+        let mut image_digests = std::collections::BTreeMap::new();
+        let mut images_text = String::from(
+            "# The local cloud's images for this release, from tools/build-go's images.yaml.\nimages:\n",
+        );
+        for (reference, image) in &listed.images {
+            let kubernetes_image = reference.starts_with("registry.k8s.io/kube-");
+            if kubernetes_image && !reference.ends_with(&ours) {
+                continue;
+            }
+            link_or_copy(
+                &images_dir.join(&image.archive),
+                &dir.path().join(&image.archive),
+            );
+            images_text.push_str(&format!(
+                "  {reference}:\n    digest: {}\n    archive: {}\n",
+                image.digest, image.archive
+            ));
+            image_digests.insert(reference.clone(), image.digest.clone());
+        }
+        let images = dir.path().join("images.yaml");
+        std::fs::write(&images, images_text)
+            .unwrap_or_else(|e| panic!("writing {}: {e}", images.display()));
+        LocalAmiSource {
+            dir,
+            manifest: manifest_path,
+            images,
+            kubernetes: release.kubernetes.clone(),
+            image_digests,
+        }
+    }
+
+    /// The source directory (`install.sh --source`).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
