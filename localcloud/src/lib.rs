@@ -7,6 +7,7 @@
 //! - [`runner`]: polls EC2 and boots/powers off instances.
 //! - [`process`]: process identity, process-group kills, spawning that cannot outlive the runner.
 //! - [`state`]: the state directory and its records.
+//! - [`machine`]: instances that are machines (runc, systemd as PID 1, an overlay root per instance).
 //! - [`volumes`]: EBS volumes as directories, bind-mounted into the roots of the instances they are attached to.
 //! - [`cli`] (clap only), `commands` (each verb's work) and [`error`] (exit codes): the `localcloud` command,
 //!   whose `main.rs` only calls [`run`].
@@ -19,6 +20,7 @@ mod commands;
 pub mod emulator;
 pub mod error;
 pub mod imds;
+pub mod machine;
 pub mod namespace;
 pub mod process;
 pub mod runner;

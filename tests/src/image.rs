@@ -187,6 +187,38 @@ pub fn base_rootfs() -> &'static Path {
     })
 }
 
+/// The base root filesystem unpacked once into a directory beside its tarball: a read-only image that machines
+/// overlay (`localcloud::machine`); never written after it is complete.
+pub fn base_rootfs_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let tarball = base_rootfs();
+        let dir = tarball.with_extension("dir");
+        if dir.join(".complete").is_file() {
+            return dir;
+        }
+        let partial = tempfile::Builder::new()
+            .prefix("rootfs-dir-")
+            .tempdir_in(cache_dir())
+            .unwrap_or_else(|e| panic!("cannot make a dir in the image cache: {e}"));
+        run_ok(
+            Command::new("tar")
+                .arg("--numeric-owner")
+                .arg("-C")
+                .arg(partial.path())
+                .arg("-xf")
+                .arg(tarball),
+            "unpacking the base root filesystem",
+        );
+        std::fs::write(partial.path().join(".complete"), "")
+            .unwrap_or_else(|e| panic!("marking the unpacked root complete: {e}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::rename(partial.keep(), &dir)
+            .unwrap_or_else(|e| panic!("moving the unpacked root to {}: {e}", dir.display()));
+        dir
+    })
+}
+
 /// A fresh Debian 12 root filesystem for one test, removed on drop.
 pub struct Rootfs {
     dir: tempfile::TempDir,

@@ -1,0 +1,12 @@
+//! Instances that are machines (`docs/local-cloud.md`, "Machines"): each its own network, mount, PID, UTS, IPC
+//! and cgroup namespaces and cgroup, its root an overlay of the baked image, systemd as PID 1; run by runc, as
+//! kind's and Talos's docker provisioners run their nodes (KVM boots no guest on these hosts).
+//!
+//! - [`spec`]: the machine's OCI runtime spec, pure.
+//! - [`runtime`]: booting, entering, stopping and power-cutting machines (runc, overlay mounts).
+
+pub mod runtime;
+pub mod spec;
+
+pub use runtime::{Machine, MachineError, MachineRuntime, Stopped};
+pub use spec::{MachineBind, MachineSpec};
