@@ -4,9 +4,12 @@
 //!
 //! - [`spec`]: the machine's OCI runtime spec, pure.
 //! - [`runtime`]: booting, entering, stopping and power-cutting machines (runc, overlay mounts).
+//! - [`network`]: each local cloud's router namespace, a bridge per VPC, a namespace per machine on its subnet.
 
+pub mod network;
 pub mod runtime;
 pub mod spec;
 
+pub use network::{CloudNetwork, Ipv4Net, NetworkError};
 pub use runtime::{Machine, MachineError, MachineRuntime, Stopped};
 pub use spec::{MachineBind, MachineSpec};
