@@ -219,6 +219,16 @@ pub fn base_rootfs_dir() -> &'static Path {
     })
 }
 
+/// How a command ended and what it wrote: for assertion messages.
+pub fn output_text(output: &Output) -> String {
+    format!(
+        "status {}\n--- stdout\n{}\n--- stderr\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
 /// A fresh Debian 12 root filesystem for one test, removed on drop.
 pub struct Rootfs {
     dir: tempfile::TempDir,
@@ -255,6 +265,90 @@ impl Rootfs {
 
     pub fn path(&self) -> PathBuf {
         self.dir.path().join("root")
+    }
+
+    /// `images/install.sh` inside the root (chroot): `manifest`, baking Kubernetes `version` from the directory
+    /// `source`, with this tree's nodeup; `images` names a file in `source` to pass as `--images` (the local
+    /// cloud's image manifest).
+    pub fn install(
+        &self,
+        manifest: &Path,
+        source: &Path,
+        version: &str,
+        images: Option<&str>,
+    ) -> Output {
+        let recipe = images_dir();
+        let local_images = images.map(|file| format!("/run/ballast/artifacts/{file}"));
+        let mut argv = vec![
+            "/bin/sh",
+            "/run/ballast/images/install.sh",
+            "--manifest",
+            "/run/ballast/manifest.yaml",
+            "--kubernetes-version",
+            version,
+            "--source",
+            "/run/ballast/artifacts",
+            "--nodeup",
+            "/run/ballast/nodeup",
+        ];
+        if let Some(file) = &local_images {
+            argv.extend(["--images", file.as_str()]);
+        }
+        self.run(
+            &[
+                Bind {
+                    host: &recipe,
+                    inside: "/run/ballast/images",
+                },
+                Bind {
+                    host: source,
+                    inside: "/run/ballast/artifacts",
+                },
+                Bind {
+                    host: manifest,
+                    inside: "/run/ballast/manifest.yaml",
+                },
+                Bind {
+                    host: nodeup_binary(),
+                    inside: "/run/ballast/nodeup",
+                },
+            ],
+            &argv,
+        )
+    }
+
+    /// `images/verify.sh` inside the root (chroot), against `manifest` for Kubernetes `minor`.
+    pub fn verify(&self, manifest: &Path, minor: &str) -> Output {
+        let recipe = images_dir();
+        self.run(
+            &[
+                Bind {
+                    host: &recipe,
+                    inside: "/run/ballast/images",
+                },
+                Bind {
+                    host: manifest,
+                    inside: "/run/ballast/manifest.yaml",
+                },
+            ],
+            &[
+                "/bin/sh",
+                "/run/ballast/images/verify.sh",
+                "--manifest",
+                "/run/ballast/manifest.yaml",
+                "--kubernetes-version",
+                minor,
+            ],
+        )
+    }
+
+    /// Keeps the root past this value: moves it to `to` (on the same filesystem as the image cache).
+    pub fn keep_at(self, to: &Path) {
+        let kept = self.dir.keep();
+        let _ = std::fs::remove_dir_all(to);
+        std::fs::rename(kept.join("root"), to)
+            .unwrap_or_else(|e| panic!("moving a root filesystem to {}: {e}", to.display()));
+        let _ = std::fs::remove_dir(&kept);
     }
 
     /// A path inside the root: `rootfs.join("/etc/machine-id")`.

@@ -14,8 +14,8 @@ use std::process::Command;
 
 use ballast_state::components::{Archive, ComponentManifest};
 
-use crate::go_builds::built;
-use crate::image::{cache_dir, run_ok, sha256_file};
+use crate::go_builds::{built, local_images};
+use crate::image::{cache_dir, images_dir, nodeup_binary, run_ok, sha256_file, Rootfs};
 
 /// A source directory for one release's local bake; removed on drop.
 pub struct LocalAmiSource {
@@ -28,18 +28,6 @@ pub struct LocalAmiSource {
     pub kubernetes: String,
     /// The images `images` lists: reference -> digest (`sha256:...`).
     pub image_digests: std::collections::BTreeMap<String, String>,
-}
-
-/// `images.yaml` of `tools/build-go`.
-#[derive(serde::Deserialize)]
-struct LocalImages {
-    images: std::collections::BTreeMap<String, LocalImage>,
-}
-
-#[derive(serde::Deserialize)]
-struct LocalImage {
-    digest: String,
-    archive: String,
 }
 
 /// The Go module (`tools/build-go --dir` name) whose programs make up `component` of release `minor`.
@@ -155,16 +143,7 @@ impl LocalAmiSource {
             .unwrap_or_else(|e| panic!("writing {}: {e}", manifest_path.display()));
 
         // This release's images: its own Kubernetes images, and every other (one build each for all releases).
-        let images_dir = built("images");
-        let listing = images_dir.join("images.yaml");
-        let listed: LocalImages =
-            yaml_serde::from_str(&std::fs::read_to_string(&listing).unwrap_or_else(|e| {
-                panic!(
-                    "{}: {e}: run tools/install-deps (or tools/build-go)",
-                    listing.display()
-                )
-            }))
-            .unwrap_or_else(|e| panic!("{}: {e}", listing.display()));
+        let (images_dir, listed) = local_images();
         let ours = format!(":v{}", release.kubernetes);
         let mut image_digests = std::collections::BTreeMap::new();
         let mut images_text = String::from(
@@ -201,4 +180,57 @@ impl LocalAmiSource {
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
+}
+
+/// What decides a baked image's bytes: each component's and image's pin, nodeup, and the recipe (`images/`).
+fn bake_key(source: &LocalAmiSource) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    let manifest = std::fs::read_to_string(&source.manifest).unwrap_or_default();
+    // The provenance's date changes with each source; the pins do not.
+    for line in manifest
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("date:"))
+    {
+        hasher.update(line.as_bytes());
+        hasher.update(b"\n");
+    }
+    for (reference, digest) in &source.image_digests {
+        hasher.update(format!("{reference} {digest}\n").as_bytes());
+    }
+    hasher.update(sha256_file(nodeup_binary()).as_bytes());
+    let recipe = run_ok(
+        Command::new("tar")
+            .args(["--sort=name", "--mtime=@0", "--owner=0", "--group=0", "-C"])
+            .arg(images_dir())
+            .args(["-cf", "-", "."]),
+        "reading the image recipe",
+    );
+    hasher.update(&recipe.stdout);
+    hex::encode(hasher.finalize())[..16].to_string()
+}
+
+/// The local cloud's image of release `minor`, baked by `images/install.sh` from the components and images built
+/// here ([`LocalAmiSource`]) into a Debian 12 root, once per recipe, nodeup and pins: a read-only directory the
+/// machines overlay (`localcloud::machine`), cached under the image cache.
+pub fn baked(minor: &str) -> PathBuf {
+    let source = LocalAmiSource::make(minor);
+    let dir = cache_dir().join(format!("local-ami-{minor}-{}", bake_key(&source)));
+    if dir.join("etc/ballast/components.yaml").is_file() {
+        return dir;
+    }
+    let rootfs = Rootfs::fresh();
+    let install = rootfs.install(
+        &source.manifest,
+        source.dir(),
+        &source.kubernetes,
+        Some("images.yaml"),
+    );
+    assert!(
+        install.status.success(),
+        "baking the local cloud's image: {}",
+        String::from_utf8_lossy(&install.stderr)
+    );
+    rootfs.keep_at(&dir);
+    dir
 }

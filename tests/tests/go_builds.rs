@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ballast_e2e::go_builds::built;
+use ballast_e2e::go_builds::{built, local_images};
 use ballast_state::components::ComponentManifest;
 
 fn repository() -> PathBuf {
@@ -307,18 +307,6 @@ fn every_component_answers_the_version_every_local_cloud_release_pins() {
     }
 }
 
-/// `images.yaml`, the local cloud's image manifest (`tools/build-go`): reference -> the image's digest and archive.
-#[derive(serde::Deserialize)]
-struct LocalImages {
-    images: std::collections::BTreeMap<String, LocalImage>,
-}
-
-#[derive(serde::Deserialize)]
-struct LocalImage {
-    digest: String,
-    archive: String,
-}
-
 /// The images the local cloud's nodes run as containers, named as the manifest names them (the AMI's pins by tag),
 /// for every release it runs: the static pods and kube-proxy of each, the cloud controller manager, CoreDNS, pause.
 fn wanted_images(manifest: &ComponentManifest) -> std::collections::BTreeSet<String> {
@@ -351,15 +339,7 @@ fn wanted_images(manifest: &ComponentManifest) -> std::collections::BTreeSet<Str
 #[test]
 fn every_image_imports_into_the_built_containerd_with_the_digest_its_manifest_names() {
     let manifest = ComponentManifest::embedded().expect("the embedded manifest");
-    let dir = built("images");
-    let listing = dir.join("images.yaml");
-    let text = std::fs::read_to_string(&listing).unwrap_or_else(|e| {
-        panic!(
-            "the local cloud's images are not made ({}: {e}): run tools/install-deps (or tools/build-go)",
-            listing.display()
-        )
-    });
-    let images: LocalImages = yaml_serde::from_str(&text).expect("images.yaml parses");
+    let (dir, images) = local_images();
     let made: std::collections::BTreeSet<String> = images.images.keys().cloned().collect();
     assert_eq!(
         made,
@@ -411,10 +391,7 @@ fn every_image_imports_into_the_built_containerd_with_the_digest_its_manifest_na
 #[test]
 fn kube_proxys_image_runs_and_holds_the_netfilter_tools_it_needs() {
     let manifest = ComponentManifest::embedded().expect("the embedded manifest");
-    let dir = built("images");
-    let text = std::fs::read_to_string(dir.join("images.yaml"))
-        .expect("images.yaml: run tools/install-deps (or tools/build-go)");
-    let images: LocalImages = yaml_serde::from_str(&text).expect("images.yaml parses");
+    let (dir, images) = local_images();
     let minor = minors().pop().expect("a go/kube module");
     let release = &manifest.releases[&minor];
     let reference = &release.addons["kube-proxy"].images["kube-proxy"].reference;

@@ -10,19 +10,10 @@ use std::process::{Command, Output, Stdio};
 use std::time::Instant;
 
 use ballast_e2e::image::{
-    nodeup_binary, require_root, sha256_file, snapshot_diff, test_artifacts, Bind, Containerd,
-    Rootfs, TestAddons, TEST_KUBERNETES, TEST_MINOR,
+    nodeup_binary, output_text as text, require_root, sha256_file, snapshot_diff, test_artifacts,
+    Containerd, Rootfs, TestAddons, TEST_KUBERNETES, TEST_MINOR,
 };
 use ballast_state::components::{ComponentManifest, ImageComponents, ImageMismatch};
-
-fn text(output: &Output) -> String {
-    format!(
-        "status {}\n--- stdout\n{}\n--- stderr\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
 
 fn images() -> std::path::PathBuf {
     ballast_e2e::image::images_dir()
@@ -35,63 +26,11 @@ fn install_in(rootfs: &Rootfs, manifest: &Path) -> Output {
 
 /// install.sh inside the chroot, from the source directory `source`.
 fn install_in_from(rootfs: &Rootfs, manifest: &Path, source: &Path) -> Output {
-    let images = images();
-    rootfs.run(
-        &[
-            Bind {
-                host: &images,
-                inside: "/run/ballast/images",
-            },
-            Bind {
-                host: source,
-                inside: "/run/ballast/artifacts",
-            },
-            Bind {
-                host: manifest,
-                inside: "/run/ballast/manifest.yaml",
-            },
-            Bind {
-                host: nodeup_binary(),
-                inside: "/run/ballast/nodeup",
-            },
-        ],
-        &[
-            "/bin/sh",
-            "/run/ballast/images/install.sh",
-            "--manifest",
-            "/run/ballast/manifest.yaml",
-            "--kubernetes-version",
-            TEST_KUBERNETES,
-            "--source",
-            "/run/ballast/artifacts",
-            "--nodeup",
-            "/run/ballast/nodeup",
-        ],
-    )
+    rootfs.install(manifest, source, TEST_KUBERNETES, None)
 }
 
 fn verify_in(rootfs: &Rootfs, manifest: &Path) -> Output {
-    let images = images();
-    rootfs.run(
-        &[
-            Bind {
-                host: &images,
-                inside: "/run/ballast/images",
-            },
-            Bind {
-                host: manifest,
-                inside: "/run/ballast/manifest.yaml",
-            },
-        ],
-        &[
-            "/bin/sh",
-            "/run/ballast/images/verify.sh",
-            "--manifest",
-            "/run/ballast/manifest.yaml",
-            "--kubernetes-version",
-            TEST_MINOR,
-        ],
-    )
+    rootfs.verify(manifest, TEST_MINOR)
 }
 
 /// What a build instance leaves behind, planted so the clean-up has something to clean.

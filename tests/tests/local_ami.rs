@@ -6,21 +6,10 @@
 //! Needs root, debootstrap, unshare and the Go builds (`tools/install-deps`): without them it fails, saying what
 //! is missing; it never skips.
 
-use std::process::Output;
-
 use ballast_e2e::go_builds::built;
-use ballast_e2e::image::{images_dir, nodeup_binary, require_root, Bind, Containerd, Rootfs};
+use ballast_e2e::image::{output_text as text, require_root, Containerd, Rootfs};
 use ballast_e2e::local_ami::LocalAmiSource;
 use ballast_state::defaults::DEFAULT_KUBERNETES_VERSION;
-
-fn text(output: &Output) -> String {
-    format!(
-        "status {}\n--- stdout\n{}\n--- stderr\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
 
 #[test]
 fn the_local_clouds_image_bakes_the_components_and_images_built_here() {
@@ -31,37 +20,11 @@ fn the_local_clouds_image_bakes_the_components_and_images_built_here() {
         .expect("a minor");
     let source = LocalAmiSource::make(minor);
     let rootfs = Rootfs::fresh();
-    let images = images_dir();
-    let binds = [
-        Bind {
-            host: &images,
-            inside: "/run/ballast/images",
-        },
-        Bind {
-            host: source.dir(),
-            inside: "/run/ballast/artifacts",
-        },
-        Bind {
-            host: nodeup_binary(),
-            inside: "/run/ballast/nodeup",
-        },
-    ];
-    let install = rootfs.run(
-        &binds,
-        &[
-            "/bin/sh",
-            "/run/ballast/images/install.sh",
-            "--manifest",
-            "/run/ballast/artifacts/manifest.yaml",
-            "--kubernetes-version",
-            &source.kubernetes,
-            "--source",
-            "/run/ballast/artifacts",
-            "--images",
-            "/run/ballast/artifacts/images.yaml",
-            "--nodeup",
-            "/run/ballast/nodeup",
-        ],
+    let install = rootfs.install(
+        &source.manifest,
+        source.dir(),
+        &source.kubernetes,
+        Some("images.yaml"),
     );
     let report = text(&install);
     assert!(install.status.success(), "install.sh failed: {report}");
@@ -94,26 +57,7 @@ fn the_local_clouds_image_bakes_the_components_and_images_built_here() {
 
     // verify.sh: every component installed at its pinned sha256, and its version command prints its version
     // (the built kubelet, containerd, runc, crictl and etcd, run in the image).
-    let verify = rootfs.run(
-        &[
-            Bind {
-                host: &images,
-                inside: "/run/ballast/images",
-            },
-            Bind {
-                host: &source.manifest,
-                inside: "/run/ballast/manifest.yaml",
-            },
-        ],
-        &[
-            "/bin/sh",
-            "/run/ballast/images/verify.sh",
-            "--manifest",
-            "/run/ballast/manifest.yaml",
-            "--kubernetes-version",
-            minor,
-        ],
-    );
+    let verify = rootfs.verify(&source.manifest, minor);
     assert!(
         verify.status.success(),
         "verify.sh failed: {}",

@@ -2,7 +2,8 @@
 //! systemd as PID 1 in its own namespaces and cgroup over an overlay root; a graceful stop halts systemd, a power
 //! cut kills every process of the machine at once, and neither leaves a process, a cgroup, runc state or a mount.
 //!
-//! Needs root, the Go builds (`tools/install-deps`: runc) and debootstrap on a cold cache; fails, never skips.
+//! Needs root, the Go builds (`tools/install-deps`: runc, and for the local image every component) and
+//! debootstrap on a cold cache; fails, never skips.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -101,16 +102,7 @@ fn pids_of(cgroup: &str) -> Vec<i32> {
 }
 
 fn boot(runtime: &MachineRuntime, dir: &Path, id: &str, cgroup: &str) -> Machine {
-    let spec = MachineSpec {
-        hostname: "ip-10-0-1-10",
-        network: None,
-        cgroup,
-        capabilities: &[],
-        binds: &[],
-    };
-    let machine = runtime
-        .boot(id, &dir.join(id), base_rootfs_dir(), &spec)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let machine = boot_image(runtime, dir, id, cgroup, base_rootfs_dir());
     wait_for(
         Duration::from_secs(60),
         "systemd running in the machine",
@@ -123,6 +115,25 @@ fn boot(runtime: &MachineRuntime, dir: &Path, id: &str, cgroup: &str) -> Machine
         },
     );
     machine
+}
+
+fn boot_image(
+    runtime: &MachineRuntime,
+    dir: &Path,
+    id: &str,
+    cgroup: &str,
+    image: &Path,
+) -> Machine {
+    let spec = MachineSpec {
+        hostname: "ip-10-0-1-10",
+        network: None,
+        cgroup,
+        capabilities: &[],
+        binds: &[],
+    };
+    runtime
+        .boot(id, &dir.join(id), image, &spec)
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
@@ -245,4 +256,94 @@ fn a_host_without_runc_is_named() {
         }
         other => panic!("expected HostLacks, got {other:?}"),
     }
+}
+
+/// The local cloud's image (the AMI recipe's bake of what was built here) boots as a machine: systemd starts the
+/// image's own units, nodeup's among them, containerd finds the images the bake put in its store, and the
+/// Kubernetes programs in it are the release's. (No VPC network or IMDS yet: nodeup waits for its metadata.)
+#[test]
+fn the_local_clouds_image_boots_and_starts_its_units() {
+    require_root();
+    let _parent = CgroupParent;
+    let minor = ballast_state::defaults::DEFAULT_KUBERNETES_VERSION
+        .rsplit_once('.')
+        .map(|(minor, _)| minor)
+        .expect("a minor");
+    let image = ballast_e2e::local_ami::baked(minor);
+    let state = tempfile::tempdir().expect("runc state");
+    let dirs = tempfile::tempdir().expect("machine dirs");
+    let runtime = runtime(state.path());
+    let cgroup = format!("{}/image", cgroup_parent());
+    let mut machine = boot_image(&runtime, dirs.path(), "image", &cgroup, &image);
+    wait_for(
+        Duration::from_secs(90),
+        "containerd active in the machine",
+        || {
+            let out = runtime
+                .exec(
+                    &machine,
+                    &["/bin/systemctl", "is-active", "containerd.service"],
+                )
+                .ok()?;
+            let state = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            (state != "active").then_some(state)
+        },
+    );
+    // nodeup was started by the image's unit (it waits for instance metadata this machine has none of yet).
+    let started = output(
+        &runtime,
+        &machine,
+        &[
+            "/bin/systemctl",
+            "show",
+            "--value",
+            "-p",
+            "ExecMainStartTimestampMonotonic",
+            "nodeup.service",
+        ],
+    );
+    assert_ne!(started, "0", "nodeup.service never started");
+    // The images the bake put in the store, by tag, through the machine's own containerd.
+    let listed = output(
+        &runtime,
+        &machine,
+        &[
+            "/usr/local/bin/ctr",
+            "--namespace",
+            "k8s.io",
+            "images",
+            "ls",
+            "-q",
+        ],
+    );
+    let record = std::fs::read_to_string(image.join("etc/ballast/components.yaml"))
+        .expect("components.yaml");
+    let version = record
+        .lines()
+        .find_map(|l| l.strip_prefix("kubernetes: "))
+        .map(|v| v.trim_matches('"').to_string())
+        .expect("components.yaml names the Kubernetes version");
+    for program in [
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kube-proxy",
+    ] {
+        let reference = format!("registry.k8s.io/{program}:v{version}");
+        assert!(
+            listed.lines().any(|l| l == reference),
+            "{reference} is not in the machine's containerd:\n{listed}"
+        );
+    }
+    assert!(
+        listed.lines().any(|l| l == "registry.k8s.io/pause:3.10.1"),
+        "{listed}"
+    );
+    let kubelet = output(&runtime, &machine, &["/usr/local/bin/kubelet", "--version"]);
+    assert!(
+        kubelet.contains(&format!("Kubernetes v{version}")),
+        "{kubelet}"
+    );
+    machine.power_cut().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cgroup_dirs(&cgroup), Vec::<PathBuf>::new());
 }

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use ballast_e2e::aws::{shared_emulator, REGION};
-use ballast_e2e::image::{nodeup_binary, repo_root, require_tool};
+use ballast_e2e::image::{nodeup_binary, output_text as text, repo_root, require_tool};
 use ballast_state::components::ComponentManifest;
 
 fn template() -> PathBuf {
@@ -24,15 +24,6 @@ fn packer() -> Command {
         .env_remove("PACKER_LOG")
         .stdin(Stdio::null());
     command
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "status {}\n--- stdout\n{}\n--- stderr\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 /// Waits for a child with a deadline; kills it (and says so) when the deadline passes.
