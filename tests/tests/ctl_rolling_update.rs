@@ -574,9 +574,14 @@ async fn an_upgrade_rolls_every_instance_once_through_kills_and_keeps_etcd_whole
     // now. Nothing else completes actions here: no event reaches the cluster's queue on the local cloud.
     eprintln!("lifecycle actions seen waiting, and for how long: {waited:?}");
     for id in &outdated {
+        // A roll says so once Auto Scaling took the completion; a roll killed in between (the kills land as soon
+        // as EC2 shows an instance leaving `running`, which the completion itself causes) had no time to say it,
+        // and then the watcher saw the action waiting and gone: nothing but a roll completes actions here.
         assert!(
-            rolls.contains(&format!("{id}: lifecycle action completed")),
-            "the roll did not complete {id}'s action"
+            rolls.contains(&format!("{id}: lifecycle action completed"))
+                || waited.get(id).is_some_and(Option::is_some),
+            "the roll did not complete {id}'s action (seen waiting: {:?})",
+            waited.get(id)
         );
     }
     for (id, held) in &waited {
