@@ -176,6 +176,16 @@ impl LocalAmiSource {
         }
     }
 
+    /// `install.sh` of this source into `rootfs`: the components, nodeup, and the local images (`--images`).
+    pub fn install_into(&self, rootfs: &Rootfs) -> std::process::Output {
+        rootfs.install(
+            &self.manifest,
+            self.dir(),
+            &self.kubernetes,
+            Some("images.yaml"),
+        )
+    }
+
     /// The source directory (`install.sh --source`).
     pub fn dir(&self) -> &Path {
         self.dir.path()
@@ -220,12 +230,7 @@ pub fn baked(minor: &str) -> PathBuf {
         return dir;
     }
     let rootfs = Rootfs::fresh();
-    let install = rootfs.install(
-        &source.manifest,
-        source.dir(),
-        &source.kubernetes,
-        Some("images.yaml"),
-    );
+    let install = source.install_into(&rootfs);
     assert!(
         install.status.success(),
         "baking the local cloud's image: {}",

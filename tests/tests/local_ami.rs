@@ -20,12 +20,7 @@ fn the_local_clouds_image_bakes_the_components_and_images_built_here() {
         .expect("a minor");
     let source = LocalAmiSource::make(minor);
     let rootfs = Rootfs::fresh();
-    let install = rootfs.install(
-        &source.manifest,
-        source.dir(),
-        &source.kubernetes,
-        Some("images.yaml"),
-    );
+    let install = source.install_into(&rootfs);
     let report = text(&install);
     assert!(install.status.success(), "install.sh failed: {report}");
     // The static pods' images of this release, kube-proxy's, the cloud controller manager's, CoreDNS's, pause's.
