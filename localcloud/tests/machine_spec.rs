@@ -18,10 +18,10 @@ fn a_machines_runtime_spec_matches_its_golden_file() {
         hostname: "ip-10-0-1-10",
         network: Some(Path::new("/run/netns/ballast-lc1-i-0123456789abcdef0")),
         cgroup: "/ballast/lc1/i-0123456789abcdef0",
-        capabilities: &capabilities,
         binds: &binds,
     };
-    let rendered = serde_json::to_string_pretty(&runtime_spec(&spec)).expect("json") + "\n";
+    let rendered =
+        serde_json::to_string_pretty(&runtime_spec(&spec, &capabilities)).expect("json") + "\n";
     let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/machine-config.json");
     ballast_testutil::assert_golden(&golden, rendered);
 }

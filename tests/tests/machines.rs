@@ -128,7 +128,6 @@ fn boot_image(
         hostname: "ip-10-0-1-10",
         network: None,
         cgroup,
-        capabilities: &[],
         binds: &[],
     };
     runtime

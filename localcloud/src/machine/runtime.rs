@@ -259,7 +259,7 @@ impl MachineRuntime {
     }
 
     /// Boots machine `id` in `dir` from the image root `image` (never written: the machine writes to its own
-    /// upper layer). `spec.capabilities` is ignored: a machine gets every capability this host grants.
+    /// upper layer). A machine gets every capability this host grants.
     pub fn boot(
         &self,
         id: &str,
@@ -272,7 +272,7 @@ impl MachineRuntime {
             std::fs::create_dir_all(dir.join(sub))
                 .map_err(io(format!("creating {}", dir.join(sub).display())))?;
         }
-        if !is_mount_point(&root)? {
+        if !is_mount_point(&root) {
             let options = format!(
                 "lowerdir={},upperdir={},workdir={}",
                 image.display(),
@@ -297,12 +297,8 @@ impl MachineRuntime {
             // As cloud-init does on an instance's first boot: the machine's name, which systemd sets at boot.
             std::fs::write(root.join("etc/hostname"), format!("{}\n", spec.hostname))
                 .map_err(io(format!("writing machine {id}'s /etc/hostname")))?;
-            let spec = MachineSpec {
-                capabilities: &self.capabilities,
-                ..spec.clone()
-            };
-            let config =
-                serde_json::to_vec_pretty(&runtime_spec(&spec)).map_err(|e| MachineError::Io {
+            let config = serde_json::to_vec_pretty(&runtime_spec(spec, &self.capabilities))
+                .map_err(|e| MachineError::Io {
                     what: "rendering the runtime spec".into(),
                     source: std::io::Error::other(e),
                 })?;
@@ -386,22 +382,14 @@ impl MachineRuntime {
     }
 }
 
-/// Whether `path` is a mount point (its device differs from its parent's, or /proc/self/mountinfo lists it).
-fn is_mount_point(path: &Path) -> Result<bool, MachineError> {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(io("reading /proc/self/mountinfo"))?;
-    let wanted = std::fs::canonicalize(path)
-        .unwrap_or_else(|_| path.to_path_buf())
-        .display()
-        .to_string()
-        .replace(' ', "\\040");
-    Ok(mountinfo
-        .lines()
-        .any(|l| l.split_whitespace().nth(4) == Some(wanted.as_str())))
+/// Whether `path` is a mount point (`/proc/self/mountinfo` lists it).
+fn is_mount_point(path: &Path) -> bool {
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    crate::volumes::mounts_under(&path).contains(&path)
 }
 
 fn unmount(root: &Path) -> Result<(), MachineError> {
-    if !is_mount_point(root)? {
+    if !is_mount_point(root) {
         return Ok(());
     }
     nix::mount::umount2(root, nix::mount::MntFlags::MNT_DETACH).map_err(|e| MachineError::Io {

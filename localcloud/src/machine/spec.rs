@@ -34,13 +34,12 @@ pub struct MachineSpec<'a> {
     /// Its cgroup, relative to each hierarchy's root (`/ballast/<cloud>/<instance>`): every process of the
     /// machine is in it, so a power cut kills them all.
     pub cgroup: &'a str,
-    /// The capabilities to grant: every one the host's bounding set holds (a privileged machine).
-    pub capabilities: &'a [String],
     pub binds: &'a [MachineBind],
 }
 
-/// The OCI runtime spec of `spec`, its root the bundle's `rootfs`.
-pub fn runtime_spec(spec: &MachineSpec<'_>) -> Value {
+/// The OCI runtime spec of `spec`, its root the bundle's `rootfs`, granted `capabilities` (every one the host's
+/// bounding set holds: a privileged machine).
+pub fn runtime_spec(spec: &MachineSpec<'_>, capabilities: &[String]) -> Value {
     let mut namespaces = vec![
         json!({"type": "pid"}),
         json!({"type": "ipc"}),
@@ -124,9 +123,9 @@ pub fn runtime_spec(spec: &MachineSpec<'_>) -> Value {
             ],
             "cwd": "/",
             "capabilities": {
-                "bounding": spec.capabilities,
-                "effective": spec.capabilities,
-                "permitted": spec.capabilities,
+                "bounding": capabilities,
+                "effective": capabilities,
+                "permitted": capabilities,
             },
             "noNewPrivileges": false,
         },
@@ -231,10 +230,9 @@ mod tests {
             hostname: "ip-10-0-1-10",
             network: Some(Path::new("/run/netns/m1")),
             cgroup: "/ballast/c1/i-1",
-            capabilities: &caps,
             binds: &binds,
         };
-        let value = runtime_spec(&spec);
+        let value = runtime_spec(&spec, &caps);
         let namespaces = value["linux"]["namespaces"].as_array().expect("namespaces");
         assert_eq!(
             namespaces.last(),
