@@ -111,6 +111,14 @@ units=$here/systemd
 : > "$work/problems"
 problem() { printf '  - %s\n' "$*" >> "$work/problems"; }
 
+# nodeup's AWS SDK builds its HTTPS client from the system's CA certificates and will not start without them
+# (even towards an http:// endpoint). The bases packer/README.md names carry them; a minimal root may not.
+trust_store=
+for candidate in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt /etc/ssl/cert.pem; do
+  [ -s "${root}$candidate" ] && trust_store=$candidate
+done
+[ -n "$trust_store" ] || problem "CA certificates: ${root:-/} has no trust store (/etc/ssl/certs/ca-certificates.crt, /etc/pki/tls/certs/ca-bundle.crt or /etc/ssl/cert.pem): install ca-certificates in the base image; nodeup cannot start without one"
+
 # Stages the pinned add-on images ($work/images-pinned: addon|image|reference|digest|kind) in a containerd store under
 # $work, with the containerd and ctr of the verified containerd artifact: the binaries that will read that store
 # on every node. Each image ends up named as the kubelet asks for it, REPOSITORY@DIGEST and REPOSITORY:TAG, in
@@ -368,7 +376,11 @@ record=$work/components.yaml
   echo "components:"
 } > "$record"
 while IFS='|' read -r name cversion _ _ _ _; do
-  printf '  %s:\n    version: "%s"\n    sha256: "%s"\n    files:\n' "$name" "$cversion" "$(cat "$work/unpacked/$name.sha256")" >> "$record"
+  printf '  %s:\n    version: "%s"\n    sha256: "%s"\n' "$name" "$cversion" "$(cat "$work/unpacked/$name.sha256")" >> "$record"
+  # An artifact built from source (tools/build-go) rather than the release's own: said so, for nodeup.
+  built_by=$(ballast_pinned_by "$work/flat" "$minor" "$name")
+  [ "$built_by" = tools/build-go ] && printf '    builtBy: "%s"\n' "$built_by" >> "$record"
+  echo '    files:' >> "$record"
   while IFS='|' read -r fname from to; do
     [ "$fname" = "$name" ] || continue
     install -D -m 0755 "$work/unpacked/$name/$from" "$root$to"

@@ -114,6 +114,14 @@ ballast_components() {
   ' "$1"
 }
 
+# ballast_pinned_by FLAT MINOR NAME: the `provenance.pinnedBy` of component NAME (empty when its pin comes from a
+# public record): `tools/build-go` marks an artifact built from source here, which the image record carries.
+ballast_pinned_by() {
+  awk -F '\t' -v minor="$2" -v name="$3" '
+    $1 == "releases" && $2 == minor && $3 == "components" && $4 == name && $5 == "provenance" && $6 == "pinnedBy" && NF == 7 { print $7; exit }
+  ' "$1"
+}
+
 # ballast_files FLAT MINOR: name|path in archive|install path per file.
 ballast_files() {
   awk -F '\t' -v minor="$2" '

@@ -947,8 +947,40 @@ async fn start_etcd_supervisor(
     }
 }
 
+/// Where a system keeps its CA certificates (Debian and Ubuntu, Amazon Linux and Fedora, others), as the SDK's
+/// TLS stack looks for them; `SSL_CERT_FILE` first when set.
+const TRUST_STORES: [&str; 3] = [
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/cert.pem",
+];
+
+/// Fails, naming what was looked for, when no trust store exists: the AWS SDK would otherwise panic while
+/// building its first client.
+fn require_trust_store() -> Result<(), NodeupError> {
+    let from_env = std::env::var_os("SSL_CERT_FILE").map(std::path::PathBuf::from);
+    let candidates: Vec<std::path::PathBuf> = from_env
+        .into_iter()
+        .chain(TRUST_STORES.iter().map(std::path::PathBuf::from))
+        .collect();
+    if candidates
+        .iter()
+        .any(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 0))
+    {
+        return Ok(());
+    }
+    Err(NodeupError::NoTrustStore {
+        tried: candidates
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+    })
+}
+
 /// Step 1: identity, user-data, the identity file, the boot config.
 async fn identity_and_boot(cli: &Cli) -> Result<(Identity, BootConfig), NodeupError> {
+    require_trust_store()?;
     let imds = Imds::from_env(Duration::from_secs(cli.imds_timeout_secs))?;
     tracing::info!(endpoint = imds.endpoint(), root = %cli.root.display(), "nodeup starting: reading identity");
     let identity = Identity::fetch(&imds).await?;

@@ -91,6 +91,12 @@ pub enum BootConfigError {
 /// Failures of nodeup; each maps to an [`ExitCode`].
 #[derive(Debug, thiserror::Error)]
 pub enum NodeupError {
+    /// The system has no CA certificates: the AWS SDK cannot build its HTTPS client (it would panic).
+    #[error(
+        "no CA certificates on this node (none of {tried}): install the ca-certificates package in the image \
+         (images/install.sh refuses to bake without it)"
+    )]
+    NoTrustStore { tried: String },
     /// IMDS was unreachable or refused us.
     #[error("reading the instance identity: {0}")]
     Imds(#[from] ImdsError),
@@ -169,6 +175,7 @@ impl NodeupError {
             NodeupError::EtcdVolume(_) => ExitCode::EtcdVolume,
             NodeupError::ExtraVolume(_) => ExitCode::ExtraVolume,
             NodeupError::Runtime(_) => ExitCode::Failure,
+            NodeupError::NoTrustStore { .. } => ExitCode::Image,
         }
     }
 

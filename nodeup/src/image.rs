@@ -69,6 +69,12 @@ pub fn check_image(root: &Path, spec: &NodeSpec) -> Result<ImageCheck, ImageErro
         .map(ToString::to_string)
         .collect();
     if mismatches.is_empty() {
+        for (name, component) in &record.components {
+            if let Some(by) = &component.built_by {
+                tracing::info!(component = %name, version = %component.version, built_by = %by,
+                    "component built from source at the release's version: judged by its version");
+            }
+        }
         Ok(ImageCheck::Matches)
     } else {
         Err(ImageError::Mismatch {

@@ -26,7 +26,7 @@ use sha2::{Digest, Sha256};
 /// The Debian suite and what goes into the base root filesystem. Changing any of it makes a new cache key.
 const SUITE: &str = "bookworm";
 const VARIANT: &str = "minbase";
-const INCLUDE: &str = "systemd";
+const INCLUDE: &str = "systemd,ca-certificates";
 /// Debian packages whose binaries the test artifacts are made of.
 const DEBIAN_PACKAGES: [&str; 5] = [
     "containerd",

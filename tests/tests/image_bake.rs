@@ -293,8 +293,7 @@ fn the_real_manifest_is_refused_naming_exactly_what_is_unpinned_and_bakes_once_i
     let release = &real.releases[TEST_MINOR];
     let tmp = tempfile::tempdir().expect("tempdir");
     let manifest = write_manifest(tmp.path(), &addons.real_pins_manifest(artifacts));
-    let root = tmp.path().join("root");
-    std::fs::create_dir(&root).expect("root");
+    let root = bare_root(tmp.path());
     let output = install_outside(&manifest, addons.dir(), &root);
     let report = text(&output);
     assert_eq!(output.status.code(), Some(1), "{report}");
@@ -333,9 +332,9 @@ fn the_real_manifest_is_refused_naming_exactly_what_is_unpinned_and_bakes_once_i
     assert_eq!(problems, expected, "{report}");
     assert!(report.contains("nothing was installed"), "{report}");
     assert!(
-        empty(&root).is_empty(),
+        written(&root).is_empty(),
         "install.sh wrote into the root: {:?}",
-        empty(&root)
+        written(&root)
     );
 
     // The same with test archives standing in for those as well (what images/pin.sh makes of them): the bake
@@ -376,8 +375,7 @@ fn an_index_pinned_as_a_manifest_or_the_reverse_is_refused() {
             (_, false) => "manifest",
         }),
     );
-    let root = tmp.path().join("root");
-    std::fs::create_dir(&root).expect("root");
+    let root = bare_root(tmp.path());
     let output = install_outside(&manifest, addons.dir(), &root);
     let report = text(&output);
     assert_eq!(output.status.code(), Some(1), "{report}");
@@ -408,7 +406,7 @@ fn an_index_pinned_as_a_manifest_or_the_reverse_is_refused() {
         );
     }
     assert_eq!(report.matches("  - ").count(), 2, "{report}");
-    assert!(empty(&root).is_empty(), "install.sh wrote into the root");
+    assert!(written(&root).is_empty(), "install.sh wrote into the root");
 }
 
 /// install.sh's plan (its awk reader) and Rust's reading of the same manifest, in one format.
@@ -741,12 +739,65 @@ fn install_outside(manifest: &Path, source: &Path, root: &Path) -> Output {
     ])
 }
 
-fn empty(root: &Path) -> Vec<std::path::PathBuf> {
-    std::fs::read_dir(root)
-        .expect("root")
-        .flatten()
-        .map(|e| e.path())
-        .collect()
+/// Where a Debian base keeps its CA certificates, which install.sh requires of a root.
+const TRUST_STORE: &str = "etc/ssl/certs/ca-certificates.crt";
+
+/// A root holding nothing but a base image's CA trust store (install.sh refuses a root without one).
+fn bare_root(dir: &Path) -> std::path::PathBuf {
+    let root = dir.join("root");
+    let store = root.join(TRUST_STORE);
+    std::fs::create_dir_all(store.parent().expect("a parent"))
+        .expect("the trust store's directory");
+    std::fs::write(
+        &store,
+        "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n",
+    )
+    .expect("the trust store");
+    root
+}
+
+/// Every file under `root` but the trust store [`bare_root`] put there: what install.sh wrote.
+fn written(root: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir)
+            .expect("a directory of the root")
+            .flatten()
+        {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path != root.join(TRUST_STORE) {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_root_without_ca_certificates_is_refused_before_anything_is_written() {
+    require_root();
+    let artifacts = test_artifacts();
+    let addons = TestAddons::build(artifacts);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let manifest = write_manifest(tmp.path(), &addons.pinned_manifest(artifacts));
+    let root = bare_root(tmp.path());
+    std::fs::remove_file(root.join(TRUST_STORE)).expect("remove the trust store");
+    let output = install_outside(&manifest, addons.dir(), &root);
+    let report = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("CA certificates: ") && report.contains("install ca-certificates"),
+        "{report}"
+    );
+    assert_eq!(report.matches("  - ").count(), 1, "{report}");
+    assert!(
+        written(&root).is_empty(),
+        "install.sh wrote {:?}",
+        written(&root)
+    );
 }
 
 #[test]
@@ -776,8 +827,7 @@ fn an_image_archive_with_another_digest_is_refused_naming_both() {
             format!("sha256:{digest}")
         }),
     );
-    let root = tmp.path().join("root");
-    std::fs::create_dir(&root).expect("root");
+    let root = bare_root(tmp.path());
     let output = install_outside(&manifest, addons.dir(), &root);
     let report = text(&output);
     assert_eq!(output.status.code(), Some(1), "{report}");
@@ -797,9 +847,9 @@ fn an_image_archive_with_another_digest_is_refused_naming_both() {
     // The other images were fine: the refusal names only coredns.
     assert_eq!(report.matches("  - ").count(), 1, "{report}");
     assert!(
-        empty(&root).is_empty(),
+        written(&root).is_empty(),
         "install.sh wrote into the root: {:?}",
-        empty(&root)
+        written(&root)
     );
 }
 
@@ -816,8 +866,7 @@ fn a_missing_image_archive_is_refused_naming_the_file() {
     std::fs::remove_file(addons.dir().join(&cilium.file)).expect("remove the archive");
     let tmp = tempfile::tempdir().expect("tempdir");
     let manifest = write_manifest(tmp.path(), &addons.pinned_manifest(artifacts));
-    let root = tmp.path().join("root");
-    std::fs::create_dir(&root).expect("root");
+    let root = bare_root(tmp.path());
     let output = install_outside(&manifest, addons.dir(), &root);
     let report = text(&output);
     assert_eq!(output.status.code(), Some(1), "{report}");
@@ -833,8 +882,8 @@ fn a_missing_image_archive_is_refused_naming_the_file() {
     );
     assert_eq!(report.matches("  - ").count(), 1, "{report}");
     assert!(
-        empty(&root).is_empty(),
+        written(&root).is_empty(),
         "install.sh wrote into the root: {:?}",
-        empty(&root)
+        written(&root)
     );
 }

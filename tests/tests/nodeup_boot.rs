@@ -400,6 +400,7 @@ async fn an_ami_without_the_spec_s_components_is_refused_with_every_difference()
                 InstalledComponent {
                     version,
                     sha256: "0".repeat(64),
+                    built_by: None,
                     files: BTreeMap::new(),
                 },
             );

@@ -63,6 +63,11 @@ pub struct InstalledComponent {
     pub version: String,
     /// The artifact's sha256, verified before anything was installed.
     pub sha256: String,
+    /// Set when the artifact was built from source at the release's version rather than downloaded
+    /// ([`crate::components::provenance::BUILD_GO`]: the local cloud's image). Its sha256 is then the build's,
+    /// checked at the bake, and cannot equal the release's upstream artifact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub built_by: Option<String>,
     /// Installed path -> sha256 of the installed file.
     pub files: BTreeMap<String, String>,
 }
@@ -174,6 +179,11 @@ impl ImageComponents {
                         wanted: component.version.clone(),
                     })
                 }
+                // Built from source at the release's version: the version is what the node spec needs; the upstream
+                // artifact's hash does not apply to another build of it.
+                Some(installed)
+                    if installed.built_by.as_deref()
+                        == Some(crate::components::provenance::BUILD_GO) => {}
                 Some(installed) => {
                     if let Some(pinned) = component.sha256.pinned() {
                         if installed.sha256 != pinned {

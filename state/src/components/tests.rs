@@ -579,6 +579,28 @@ fn every_mismatch_is_named() {
 }
 
 #[test]
+fn a_component_built_from_source_is_judged_by_its_version_only() {
+    let manifest = small();
+    let built = "    sha256: \"9999\"\n    builtBy: \"tools/build-go\"\n";
+    let text = record_for(&manifest).replace(
+        "    sha256: \"0000000000000000000000000000000000000000000000000000000000000000\"\n",
+        built,
+    );
+    assert!(text.contains("builtBy"), "{text}");
+    let record = ImageComponents::parse(&text, IMAGE_RECORD_PATH).expect("record");
+    assert_eq!(record.mismatches(&manifest.releases["1.33"]), vec![]);
+    // Another version is still another version, however it was made; and only the build tool's mark counts.
+    let older = text.replace("    version: \"2.1.4\"", "    version: \"1.7.27\"");
+    let record = ImageComponents::parse(&older, IMAGE_RECORD_PATH).expect("record");
+    assert_eq!(record.mismatches(&manifest.releases["1.33"]).len(), 1);
+    let other = text.replace("builtBy: \"tools/build-go\"", "builtBy: \"somebody\"");
+    let record = ImageComponents::parse(&other, IMAGE_RECORD_PATH).expect("record");
+    assert!(record.mismatches(&manifest.releases["1.33"])[0]
+        .to_string()
+        .contains("sha256 9999"),);
+}
+
+#[test]
 fn a_record_of_another_kind_is_refused() {
     let manifest = small();
     let text = record_for(&manifest).replace("kind: ImageComponents", "kind: Cluster");
