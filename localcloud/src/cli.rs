@@ -67,6 +67,25 @@ pub struct UpArgs {
     /// The port of every instance's IMDS endpoint (on the instance's private IP) [default: a free one].
     #[arg(long)]
     pub imds_port: Option<u16>,
+    /// How instances run: `processes` (nodeup as a process group of this host, the VPC inside 127.0.0.0/8: light,
+    /// for scale and fast tests) or `machines` (each instance a machine booted from a `--machine-image`, on its
+    /// VPC's own network: docs/local-cloud.md).
+    #[arg(long, value_enum, default_value = "processes")]
+    pub instances: InstanceKind,
+    /// With `--instances machines`: an image machines boot, registered as an AMI named NAME; DIR is the root
+    /// filesystem `images/install.sh` baked. Repeat for more images.
+    #[arg(long = "machine-image", value_name = "NAME=DIR")]
+    pub machine_images: Vec<String>,
+    /// With `--instances machines`: the runc that runs them [default: runc on PATH].
+    #[arg(long, value_name = "PATH")]
+    pub runc: Option<PathBuf>,
+}
+
+/// How a local cloud runs its instances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum InstanceKind {
+    Processes,
+    Machines,
 }
 
 #[derive(Debug, Clone, clap::Args)]

@@ -44,6 +44,15 @@ pub enum LocalCloudError {
     /// The runner cannot read its own `/proc` entry, so it cannot record who it is for `down`.
     #[error("reading our own /proc entry: missing")]
     OwnProcessUnreadable,
+    /// A command-line option that does not fit the others.
+    #[error("{0}")]
+    Usage(String),
+    /// The machines of `--instances machines` could not be set up.
+    #[error(transparent)]
+    Machines(#[from] crate::machines::MachineInstanceError),
+    /// An image of `--machine-image` could not be registered as an AMI.
+    #[error("registering machine image {name} as an AMI: {message}")]
+    RegisterImage { name: String, message: String },
     /// Other I/O.
     #[error("{what}: {source}")]
     Io {

@@ -196,6 +196,16 @@ impl ImdsServer {
         issuer: CredentialIssuer,
     ) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
+        Self::serve(listener, meta, issuer)
+    }
+
+    /// Serves `meta` on a listener made elsewhere (a machine's link-local address, bound inside its network
+    /// namespace: `machine::link`).
+    pub fn serve(
+        listener: tokio::net::TcpListener,
+        meta: InstanceMetadata,
+        issuer: CredentialIssuer,
+    ) -> std::io::Result<Self> {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             meta: RwLock::new(meta),

@@ -8,6 +8,8 @@
 //! - [`process`]: process identity, process-group kills, spawning that cannot outlive the runner.
 //! - [`state`]: the state directory and its records.
 //! - [`machine`]: instances that are machines (runc, systemd as PID 1, an overlay root per instance).
+//! - [`balancers`]: network load balancers that forward, from the host to their targets (machines only).
+//! - [`machines`]: the runner's machine mode: booting an instance as a machine, its volumes, its shutdown.
 //! - [`volumes`]: EBS volumes as directories, bind-mounted into the roots of the instances they are attached to.
 //! - [`cli`] (clap only), `commands` (each verb's work) and [`error`] (exit codes): the `localcloud` command,
 //!   whose `main.rs` only calls [`run`].
@@ -15,12 +17,14 @@
 //! See docs/local-cloud.md for how to use it and what it can and cannot emulate.
 
 pub mod aws;
+pub mod balancers;
 pub mod cli;
 mod commands;
 pub mod emulator;
 pub mod error;
 pub mod imds;
 pub mod machine;
+pub mod machines;
 pub mod namespace;
 pub mod process;
 pub mod runner;

@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 use aws_sdk_ec2::types::{Filter, Instance, InstanceAttributeName};
 
 use crate::imds::{CredentialIssuer, ImdsServer, InstanceMetadata, InstanceProfileRef};
+use crate::machine::Ipv4Net;
+use crate::machines::{MachineInstance, MachineInstanceError, Machines, Placement};
 use crate::namespace;
 use crate::process::{group_members, kill_group, ProcessRecord, Spawner};
 use crate::state::{now_rfc3339, AccessKey, InstanceRecord, StateDir};
@@ -79,6 +81,8 @@ pub struct RunnerOptions {
     /// Port of every instance's IMDS endpoint (on the instance's private IP).
     pub imds_port: u16,
     pub poll_interval: Duration,
+    /// Instances are machines (`--instances machines`) rather than nodeup processes.
+    pub machines: Option<Arc<Machines>>,
 }
 
 /// Failures of one poll; the loop logs them and carries on.
@@ -143,6 +147,13 @@ pub enum BootError {
     /// The record could not be written.
     #[error(transparent)]
     State(#[from] crate::state::StateError),
+    /// The instance's machine could not be booted.
+    #[error("booting {instance_id} as a machine: {source}")]
+    Machine {
+        instance_id: String,
+        #[source]
+        source: MachineInstanceError,
+    },
 }
 
 /// Shared by the boot tasks of one poll.
@@ -157,8 +168,16 @@ struct Context {
 struct Booted {
     record: InstanceRecord,
     imds: ImdsServer,
-    child: Child,
+    body: Body,
     user_data: Option<Vec<u8>>,
+}
+
+/// What runs an instance.
+enum Body {
+    /// nodeup, leader of a process group of the host's.
+    Process(Child),
+    /// A machine; nodeup runs in it, started by its systemd.
+    Machine(Box<MachineInstance>),
 }
 
 /// The runner's loop and the instances it booted.
@@ -443,7 +462,7 @@ impl Runner {
                         ip = %booted.record.private_ip,
                         az = %booted.record.availability_zone,
                         imds = %booted.record.imds_endpoint,
-                        pid = booted.child.id(),
+                        machine = matches!(booted.body, Body::Machine(_)),
                         "instance booted"
                     );
                     self.booted
@@ -512,13 +531,21 @@ impl Runner {
         for gone in &plan.unmount {
             self.mounted.remove(gone);
             // A powered-off instance had everything under its root unmounted already.
-            let Some(booted) = self.booted.get(&gone.instance_id) else {
+            let Some(booted) = self.booted.get_mut(&gone.instance_id) else {
                 continue;
             };
-            let root = &booted.record.root;
-            let volume = volumes::volume_dir(&volumes_dir, &gone.volume_id);
-            let device = volumes::device_path(root, &gone.device);
-            match volumes::unmount_attachment(root, &volume, &device) {
+            let detached = match (&mut booted.body, &self.ctx.options.machines) {
+                (Body::Machine(m), Some(machines)) => machines
+                    .detach_volume(m, &gone.volume_id)
+                    .map_err(|e| e.to_string()),
+                _ => {
+                    let root = &booted.record.root;
+                    let volume = volumes::volume_dir(&volumes_dir, &gone.volume_id);
+                    let device = volumes::device_path(root, &gone.device);
+                    volumes::unmount_attachment(root, &volume, &device).map_err(|e| e.to_string())
+                }
+            };
+            match detached {
                 Ok(()) => {
                     tracing::info!(instance_id = %gone.instance_id, volume = %gone.volume_id, "volume detached")
                 }
@@ -528,14 +555,30 @@ impl Runner {
             }
         }
         for new in plan.mount {
-            let Some(booted) = self.booted.get(&new.instance_id) else {
+            let size = match &self.ctx.options.machines {
+                Some(_) => self.volume_size_gib(&new.volume_id).await,
+                None => Ok(0),
+            };
+            let Some(booted) = self.booted.get_mut(&new.instance_id) else {
                 continue;
             };
-            let volume = volumes::volume_dir(&volumes_dir, &new.volume_id);
-            let device = volumes::device_path(&booted.record.root, &new.device);
-            match volumes::mount(&volume, &device) {
-                Ok(()) => {
-                    tracing::info!(instance_id = %new.instance_id, volume = %new.volume_id, device = %device.display(), "volume attached");
+            let attached = match (&mut booted.body, &self.ctx.options.machines) {
+                (Body::Machine(m), Some(machines)) => size.and_then(|size| {
+                    machines
+                        .attach_volume(m, &volumes_dir, &new.volume_id, size)
+                        .map_err(|e| e.to_string())
+                }),
+                _ => {
+                    let volume = volumes::volume_dir(&volumes_dir, &new.volume_id);
+                    let device = volumes::device_path(&booted.record.root, &new.device);
+                    volumes::mount(&volume, &device)
+                        .map(|()| device.display().to_string())
+                        .map_err(|e| e.to_string())
+                }
+            };
+            match attached {
+                Ok(device) => {
+                    tracing::info!(instance_id = %new.instance_id, volume = %new.volume_id, %device, "volume attached");
                     self.mounted.insert(new);
                 }
                 Err(e) => {
@@ -545,6 +588,29 @@ impl Runner {
             }
         }
         Ok(settled)
+    }
+
+    /// The size of volume `volume_id` in GiB, for its file on a machine's loop device.
+    async fn volume_size_gib(&self, volume_id: &str) -> Result<u64, String> {
+        let described = self
+            .ctx
+            .ec2
+            .describe_volumes()
+            .volume_ids(volume_id)
+            .send()
+            .await;
+        match described {
+            Ok(out) => out
+                .volumes()
+                .first()
+                .and_then(|v| v.size())
+                .and_then(|size| u64::try_from(size).ok())
+                .ok_or_else(|| format!("EC2 gives no size for {volume_id}")),
+            Err(e) => Err(format!(
+                "DescribeVolumes {volume_id}: {}",
+                crate::aws::error_chain(&e)
+            )),
+        }
     }
 
     /// Every volume attachment EC2 reports as attached: from the emulator's own listing (see
@@ -579,9 +645,17 @@ impl Runner {
             if booted.record.nodeup_exit.is_some() {
                 continue;
             }
-            if let Ok(Some(status)) = booted.child.try_wait() {
+            let ended = match &mut booted.body {
+                Body::Process(child) => match child.try_wait() {
+                    Ok(Some(status)) => Some(status.to_string()),
+                    _ => None,
+                },
+                // The machine halted by itself (an instance that shuts down from inside).
+                Body::Machine(m) => (!m.is_running()).then(|| "the machine halted".to_string()),
+            };
+            if let Some(status) = ended {
                 tracing::warn!(instance_id = %booted.record.instance_id, %status, "nodeup exited");
-                booted.record.nodeup_exit = Some(status.to_string());
+                booted.record.nodeup_exit = Some(status);
                 if let Err(e) = self.ctx.options.state.write_instance(&booted.record) {
                     tracing::warn!(error = %e, "recording nodeup's exit");
                 }
@@ -601,7 +675,7 @@ impl Runner {
         why: &str,
         default_state: &str,
     ) {
-        let off: Vec<(Booted, Shutdown)> = ids
+        let mut off: Vec<(Booted, Shutdown)> = ids
             .iter()
             .filter_map(|id| self.booted.remove(id))
             .map(|b| {
@@ -613,11 +687,17 @@ impl Runner {
                 (b, how)
             })
             .collect();
-        for (b, how) in &off {
-            if *how == Shutdown::PowerCut {
-                if let Some(p) = b.record.nodeup {
-                    if let Err(e) = kill_group(p.pid) {
-                        tracing::warn!(instance_id = %b.record.instance_id, error = %e, "killing the process group");
+        for (b, how) in off.iter_mut() {
+            if *how != Shutdown::PowerCut {
+                continue;
+            }
+            match &mut b.body {
+                Body::Machine(m) => m.kill_all(),
+                Body::Process(_) => {
+                    if let Some(p) = b.record.nodeup {
+                        if let Err(e) = kill_group(p.pid) {
+                            tracing::warn!(instance_id = %b.record.instance_id, error = %e, "killing the process group");
+                        }
                     }
                 }
             }
@@ -639,7 +719,7 @@ impl Runner {
             self.stopping
                 .insert(id.clone(), b.record.nodeup.map(|p| p.pid));
             let task = self.shutdowns.spawn(stop_instance(
-                self.ctx.options.state.clone(),
+                self.ctx.clone(),
                 b,
                 how,
                 state,
@@ -748,18 +828,23 @@ impl Runner {
 /// to exit; a power cut's SIGKILL was sent already), the rest of its process group SIGKILLed and gone, its
 /// volumes unmounted, its IMDS endpoint closed, the record written. Returns the instance's id.
 async fn stop_instance(
-    state_dir: crate::state::StateDir,
+    ctx: Arc<Context>,
     booted: Booted,
     how: Shutdown,
     ec2_state: String,
     why: String,
 ) -> String {
+    let state_dir = ctx.options.state.clone();
     let Booted {
-        mut record,
-        imds,
-        mut child,
-        ..
+        record, imds, body, ..
     } = booted;
+    let mut child = match body {
+        Body::Process(child) => child,
+        Body::Machine(machine) => {
+            return stop_machine(ctx, record, imds, *machine, how, ec2_state).await;
+        }
+    };
+    let mut record = record;
     let id = record.instance_id.clone();
     let pgid = record.nodeup.map(|p| p.pid);
     // nodeup's own exit, when it came before the group's SIGKILL.
@@ -837,6 +922,53 @@ async fn stop_instance(
     id
 }
 
+/// A machine's shutdown, to the end (`Machines::shut_down`): halted, or its power cut; its volumes released, its
+/// namespace gone, its IMDS closed, the record written. Returns the instance's id.
+async fn stop_machine(
+    ctx: Arc<Context>,
+    mut record: InstanceRecord,
+    imds: ImdsServer,
+    machine: MachineInstance,
+    how: Shutdown,
+    ec2_state: String,
+) -> String {
+    let id = record.instance_id.clone();
+    let ended = match ctx.options.machines.clone() {
+        Some(machines) => {
+            let grace = (how == Shutdown::Graceful).then_some(SHUTDOWN_GRACE);
+            let for_task = id.clone();
+            tokio::task::spawn_blocking(move || machines.shut_down(&for_task, machine, grace))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()))
+        }
+        None => Err("no machines in this local cloud".to_string()),
+    };
+    imds.close().await;
+    let how_it_ended = match &ended {
+        Ok(crate::machine::Stopped::Halted) => "halted".to_string(),
+        Ok(crate::machine::Stopped::PowerCut) if how == Shutdown::Graceful => {
+            format!("power cut after the {SHUTDOWN_GRACE:?} grace")
+        }
+        Ok(crate::machine::Stopped::PowerCut) => "power cut".to_string(),
+        Err(e) => {
+            tracing::warn!(instance_id = %id, error = %e, "shutting a machine down");
+            format!("shutdown failed: {e}")
+        }
+    };
+    record.state = ec2_state;
+    record.stopped_at = Some(now_rfc3339());
+    record.shutdown = Some(how.name().to_owned());
+    if record.nodeup_exit.is_none() {
+        record.nodeup_exit = Some(format!("machine {how_it_ended}"));
+    }
+    tracing::info!(instance_id = %id, state = %record.state, shutdown = how.name(), ended = %how_it_ended, "instance off");
+    if let Err(e) = ctx.options.state.write_instance(&record) {
+        tracing::warn!(error = %e, "recording the shutdown");
+    }
+    id
+}
+
 /// Boots one instance: user-data, IMDS endpoint, root directory, nodeup.
 async fn boot(
     ctx: Arc<Context>,
@@ -854,6 +986,9 @@ async fn boot_inner(ctx: &Context, instance: &Instance, owner: &str) -> Result<B
     let id = instance.instance_id().unwrap_or_default().to_owned();
     let user_data = read_user_data(&ctx.ec2, &id).await?;
     let meta = metadata(instance, owner, user_data.clone(), &options.region);
+    if let Some(machines) = &options.machines {
+        return boot_machine(ctx, machines.clone(), instance, meta, user_data).await;
+    }
 
     // A private IP inside 127.0.0.0/8 is bindable: the instance's IMDS lives there, like 169.254.169.254 lives
     // on every EC2 instance. Outside it (a VPC that is not on the local cloud's network) fall back to an
@@ -950,11 +1085,12 @@ async fn boot_inner(ctx: &Context, instance: &Instance, owner: &str) -> Result<B
         shutdown: None,
         booted_at: now_rfc3339(),
         stopped_at: None,
+        machine: None,
     };
     let booted = Booted {
         record,
         imds,
-        child,
+        body: Body::Process(child),
         user_data,
     };
     if let Err(e) = options.state.write_instance(&booted.record) {
@@ -965,6 +1101,129 @@ async fn boot_inner(ctx: &Context, instance: &Instance, owner: &str) -> Result<B
         return Err(e.into());
     }
     Ok(booted)
+}
+
+/// Boots one instance as a machine (`Machines::boot`) and records it.
+async fn boot_machine(
+    ctx: &Context,
+    machines: Arc<Machines>,
+    instance: &Instance,
+    meta: InstanceMetadata,
+    user_data: Option<Vec<u8>>,
+) -> Result<Booted, BootError> {
+    let id = meta.instance_id.clone();
+    let failed = |source: MachineInstanceError| BootError::Machine {
+        instance_id: id.clone(),
+        source,
+    };
+    let image = machines
+        .image(&id, &meta.ami_id)
+        .map_err(failed)?
+        .to_path_buf();
+    let placement = placement(&ctx.ec2, instance, &meta).await.map_err(failed)?;
+    let issuer = ctx.issuer.clone();
+    let handle = tokio::runtime::Handle::current();
+    let for_boot = (machines.clone(), meta.clone());
+    let (machine, imds) = tokio::task::spawn_blocking(move || {
+        let (machines, meta) = for_boot;
+        machines.boot(&meta, &placement, &image, issuer, &handle)
+    })
+    .await
+    .map_err(|e| {
+        failed(MachineInstanceError::Io {
+            what: "the boot task".into(),
+            source: std::io::Error::other(e.to_string()),
+        })
+    })?
+    .map_err(failed)?;
+    imds.prewarm_credentials().await;
+    let record = InstanceRecord {
+        instance_id: id.clone(),
+        private_ip: meta.private_ip.clone(),
+        availability_zone: meta.availability_zone.clone(),
+        subnet_id: instance.subnet_id().map(str::to_owned),
+        instance_type: Some(meta.instance_type.clone()),
+        autoscaling_group: meta.tags.get("aws:autoscaling:groupName").cloned(),
+        state: "running".into(),
+        imds_endpoint: format!(
+            "http://{}:{} (inside the machine)",
+            crate::machine::link::IMDS_ADDRESS,
+            crate::machine::link::PORT
+        ),
+        root: machine.machine.root(),
+        log: machine.machine.console(),
+        nodeup: None,
+        nodeup_exit: None,
+        shutdown: None,
+        booted_at: now_rfc3339(),
+        stopped_at: None,
+        machine: Some(machine.machine.id.clone()),
+    };
+    if let Err(e) = ctx.options.state.write_instance(&record) {
+        // Do not leave an unrecorded machine running.
+        let _ = tokio::task::spawn_blocking(move || machines.shut_down(&id, machine, None)).await;
+        imds.close().await;
+        return Err(e.into());
+    }
+    Ok(Booted {
+        record,
+        imds,
+        body: Body::Machine(Box::new(machine)),
+        user_data,
+    })
+}
+
+/// Where an instance is in its VPC: the subnet's and the VPC's CIDRs, from EC2.
+async fn placement(
+    ec2: &aws_sdk_ec2::Client,
+    instance: &Instance,
+    meta: &InstanceMetadata,
+) -> Result<Placement, MachineInstanceError> {
+    let failed = |message: String| MachineInstanceError::Subnet {
+        instance_id: meta.instance_id.clone(),
+        message,
+    };
+    let subnet_id = instance
+        .subnet_id()
+        .ok_or_else(|| failed("it has no subnet".into()))?;
+    let subnets = ec2
+        .describe_subnets()
+        .subnet_ids(subnet_id)
+        .send()
+        .await
+        .map_err(|e| failed(format!("DescribeSubnets: {}", crate::aws::error_chain(&e))))?;
+    let subnet = subnets
+        .subnets()
+        .first()
+        .ok_or_else(|| failed(format!("subnet {subnet_id} not found")))?;
+    let vpc_id = subnet
+        .vpc_id()
+        .ok_or_else(|| failed(format!("subnet {subnet_id} has no VPC")))?;
+    let vpcs = ec2
+        .describe_vpcs()
+        .vpc_ids(vpc_id)
+        .send()
+        .await
+        .map_err(|e| failed(format!("DescribeVpcs: {}", crate::aws::error_chain(&e))))?;
+    let vpc_cidr = vpcs
+        .vpcs()
+        .first()
+        .and_then(|v| v.cidr_block())
+        .ok_or_else(|| failed(format!("VPC {vpc_id} has no IPv4 CIDR")))?;
+    let subnet_cidr = subnet
+        .cidr_block()
+        .ok_or_else(|| failed(format!("subnet {subnet_id} has no IPv4 CIDR")))?;
+    let address: Ipv4Addr = meta
+        .private_ip
+        .parse()
+        .map_err(|_| failed(format!("private IP {:?} is not IPv4", meta.private_ip)))?;
+    Ok(Placement {
+        vpc_id: vpc_id.to_string(),
+        vpc_cidr: Ipv4Net::parse(vpc_cidr, &format!("VPC {vpc_id}'s CIDR"))?,
+        subnet_id: subnet_id.to_string(),
+        subnet_cidr: Ipv4Net::parse(subnet_cidr, &format!("subnet {subnet_id}'s CIDR"))?,
+        address,
+    })
 }
 
 async fn read_user_data(ec2: &aws_sdk_ec2::Client, id: &str) -> Result<Option<Vec<u8>>, BootError> {

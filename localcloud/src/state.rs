@@ -13,6 +13,7 @@
 //!     root/                   the instance's root directory (`nodeup --root`)
 //! ```
 
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -90,6 +91,24 @@ pub struct CloudRecord {
     pub nodeup: PathBuf,
     /// RFC 3339 time the cloud became ready.
     pub started_at: String,
+    /// Where the machines are, when instances are machines (`--instances machines`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machines: Option<MachinesRecord>,
+}
+
+/// Where a cloud's machines are, recorded in the cloud's record so that `down` finds them even when the runner
+/// died without powering them off.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MachinesRecord {
+    /// The router namespace (`/run/netns/<namespace>`); each machine's is `<namespace>-<instance id>`.
+    pub namespace: String,
+    /// The cgroup every machine's cgroup is under.
+    pub cgroup: String,
+    /// runc's state directory (`runc --root`).
+    pub runc_root: PathBuf,
+    pub runc: PathBuf,
+    /// The images machines boot, by AMI id.
+    pub images: BTreeMap<String, PathBuf>,
 }
 
 /// One emulated instance as the runner last saw it.
@@ -124,6 +143,11 @@ pub struct InstanceRecord {
     pub booted_at: String,
     /// RFC 3339 time the runner powered it off.
     pub stopped_at: Option<String>,
+    /// The machine that runs it (its runc container's id), when instances are machines: then `root` is the
+    /// machine's root as the host sees it while it runs, `log` its console, and `nodeup` empty (nodeup is a
+    /// process of the machine's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 /// The state directory of one local cloud.
@@ -179,6 +203,10 @@ impl StateDir {
         self.instance_dir(instance_id).join("instance.json")
     }
     /// EBS volumes, one directory each (`crate::volumes`).
+    /// One directory per machine (`--instances machines`): its root volume's upper layer, runc bundle, console.
+    pub fn machines_dir(&self) -> PathBuf {
+        self.root.join("machines")
+    }
     pub fn volumes_dir(&self) -> PathBuf {
         self.root.join("volumes")
     }

@@ -38,6 +38,35 @@ pub struct Options {
     /// Run this instead of nodeup on every instance (e.g. a wrapper script that adds child processes).
     pub nodeup: Option<PathBuf>,
     pub poll_interval_ms: u64,
+    /// Run instances as machines (`--instances machines`) booting these images, by AMI name, with this runc.
+    pub machines: Option<MachineOptions>,
+}
+
+/// What `--instances machines` takes.
+#[derive(Debug, Clone)]
+pub struct MachineOptions {
+    /// (AMI name, baked root) pairs: `--machine-image NAME=DIR`.
+    pub images: Vec<(String, PathBuf)>,
+    pub runc: PathBuf,
+}
+
+impl MachineOptions {
+    /// The local cloud's image of the default release ([`crate::local_ami::baked`]) under the AMI name the
+    /// default spec asks for, run by the runc built here.
+    pub fn default_release() -> Self {
+        let version = ballast_state::defaults::DEFAULT_KUBERNETES_VERSION;
+        let minor = version
+            .rsplit_once('.')
+            .map(|(minor, _)| minor)
+            .expect("a minor version");
+        MachineOptions {
+            images: vec![(
+                ballast_state::defaults::default_image(version),
+                crate::local_ami::baked(minor),
+            )],
+            runc: crate::go_builds::built("runc").join("runc"),
+        }
+    }
 }
 
 impl Default for Options {
@@ -46,6 +75,7 @@ impl Default for Options {
             no_iam: false,
             nodeup: None,
             poll_interval_ms: 100,
+            machines: None,
         }
     }
 }
@@ -183,6 +213,14 @@ impl LocalCloud {
         if options.no_iam {
             cmd.arg("--no-iam");
         }
+        if let Some(machines) = &options.machines {
+            cmd.args(["--instances", "machines", "--runc"])
+                .arg(&machines.runc);
+            for (name, dir) in &machines.images {
+                cmd.arg("--machine-image")
+                    .arg(format!("{name}={}", dir.display()));
+            }
+        }
         let mut child = cmd.spawn().expect("spawning localcloud run");
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("piped stdout");
@@ -209,9 +247,13 @@ impl LocalCloud {
             ),
         }
         cloud.record = state.read_cloud().expect("the runner's record after ready");
-        let (cidr, lock) = reserve_network_cidr();
-        cloud.record.network_cidr = cidr;
-        cloud.network_lock = Some(lock);
+        // Machines have networks of their own (the record's CIDR is Ballast's default, in every cloud); processes
+        // share the host's loopback, so each cloud takes a CIDR no other running cloud holds.
+        if cloud.record.machines.is_none() {
+            let (cidr, lock) = reserve_network_cidr();
+            cloud.record.network_cidr = cidr;
+            cloud.network_lock = Some(lock);
+        }
         cloud
     }
 
@@ -230,6 +272,19 @@ impl LocalCloud {
             ("AWS_EC2_METADATA_DISABLED", "true".to_string()),
             ("BALLAST_NETWORK_CIDR", self.record.network_cidr.clone()),
             ("BALLAST_STATE", state.to_string()),
+            // A cloud of machines names its load balancers' host addresses here (empty: none).
+            (
+                "BALLAST_HOSTS_FILE",
+                self.record
+                    .machines
+                    .as_ref()
+                    .map(|_| {
+                        localcloud::balancers::hosts_file(&self.state)
+                            .display()
+                            .to_string()
+                    })
+                    .unwrap_or_default(),
+            ),
             // The operator's report cache (README, `validate cluster`), kept with the cloud and gone with it.
             (
                 "BALLAST_CACHE_DIR",
@@ -414,6 +469,27 @@ impl LocalCloud {
     /// Registers the image a group of Kubernetes `version` defaults to (`ballast-k8s-<minor>-debian-12`).
     async fn register_release_image(&self, version: &str) {
         let name = ballast_state::defaults::default_image(version);
+        // A cloud of machines registered its images itself (`--machine-image`).
+        let registered = self
+            .ec2()
+            .describe_images()
+            .filters(
+                aws_sdk_ec2::types::Filter::builder()
+                    .name("name")
+                    .values(&name)
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "DescribeImages {name}: {}",
+                    aws_sdk_ec2::error::DisplayErrorContext(e)
+                )
+            });
+        if !registered.images().is_empty() {
+            return;
+        }
         self.ec2()
             .register_image()
             .name(&name)
@@ -541,6 +617,24 @@ impl LocalCloud {
                 ));
             }
         }
+        if let Some(machines) = &self.record.machines {
+            let left = localcloud::machines::leftovers(
+                machines,
+                &self.state.machines_dir(),
+                &self.state.volumes_dir(),
+            );
+            if !left.is_empty() {
+                leftovers.push(format!(
+                    "machines outlived the runner: {}; cleaned up",
+                    left.join(", ")
+                ));
+                localcloud::machines::clean_up(
+                    machines,
+                    &self.state.machines_dir(),
+                    &self.state.volumes_dir(),
+                );
+            }
+        }
         for record in self.state.read_instances().unwrap_or_default() {
             if let Some(p) = record.nodeup {
                 let members = group_members(p.pid);
@@ -597,6 +691,7 @@ fn placeholder_record() -> CloudRecord {
         emulator: None,
         nodeup: PathBuf::new(),
         started_at: String::new(),
+        machines: None,
     }
 }
 

@@ -110,8 +110,10 @@ async fn client(
     let actual = load_balancer::find(cloud, &model)
         .await
         .map_err(|e| format!("finding the API load balancer: {e}"))?;
-    let server = match actual.load_balancer {
-        Some(lb) if !lb.dns_name.is_empty() => format!("https://{}:443", lb.dns_name),
+    let (server, tls_server_name) = match actual.load_balancer {
+        Some(lb) if !lb.dns_name.is_empty() => {
+            crate::kubeconfig::hosts::server_for(&lb.dns_name, 443)?
+        }
         _ => {
             return Err(format!(
             "the API load balancer {} does not exist: run `ballast update cluster {name} --yes`",
@@ -135,7 +137,8 @@ async fn client(
     let b64 = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
     let kubeconfig = serde_json::json!({
         "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority-data": b64(&ca_cert)}}],
+        "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority-data": b64(&ca_cert),
+            "tls-server-name": tls_server_name}}],
         "users": [{"name": "ballast-validate", "user": {
             "client-certificate-data": b64(&credential.cert_pem),
             "client-key-data": b64(&credential.key_pem)}}],

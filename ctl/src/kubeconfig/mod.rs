@@ -7,6 +7,7 @@
 //! has never heard of.
 
 pub mod admin;
+pub mod hosts;
 
 use std::path::{Path, PathBuf};
 

@@ -40,7 +40,18 @@ pub(super) fn stop(state: &StateDir) -> Result<bool, LocalCloudError> {
             }
         }
     }
-    let leftovers = leftovers(cloud.as_ref(), &records);
+    // Machines outlive a SIGKILLed runner (runc leaves them running): take them and what they held down.
+    if let Some(machines) = cloud.as_ref().and_then(|c| c.machines.as_ref()) {
+        crate::machines::clean_up(machines, &state.machines_dir(), &state.volumes_dir());
+    }
+    let mut leftovers = leftovers(cloud.as_ref(), &records);
+    if let Some(machines) = cloud.as_ref().and_then(|c| c.machines.as_ref()) {
+        leftovers.extend(crate::machines::leftovers(
+            machines,
+            &state.machines_dir(),
+            &state.volumes_dir(),
+        ));
+    }
     if !leftovers.is_empty() {
         return Err(LocalCloudError::Leftovers(leftovers));
     }
@@ -94,7 +105,8 @@ fn leftovers(cloud: Option<&CloudRecord>, records: &[InstanceRecord]) -> Vec<Str
                 leftovers.push(format!("{}: processes {members:?}", r.instance_id));
             }
         }
-        if r.stopped_at.is_none() {
+        // A machine's IMDS lives in its own namespace, gone with it (the machines' leftovers say so).
+        if r.stopped_at.is_none() && r.machine.is_none() {
             if let Some(addr) = r.imds_endpoint.strip_prefix("http://") {
                 if is_listening(addr) {
                     leftovers.push(format!("{}: IMDS still listens on {addr}", r.instance_id));

@@ -9,7 +9,7 @@ pub(super) fn run(state: &StateDir) -> Result<(), LocalCloudError> {
 }
 
 /// The environment `localcloud env` prints: the operator's admin keys, the emulator, the region, and the
-/// network CIDR Ballast should default to on the local cloud.
+/// network CIDR Ballast should default to on the local cloud; for machines, the hosts file of its load balancers.
 pub(super) fn env_exports(state: &StateDir, record: &CloudRecord) -> String {
     let vars = [
         ("AWS_ACCESS_KEY_ID", record.admin.access_key_id.as_str()),
@@ -28,6 +28,14 @@ pub(super) fn env_exports(state: &StateDir, record: &CloudRecord) -> String {
     out.push_str("unset AWS_SESSION_TOKEN AWS_PROFILE AWS_DEFAULT_PROFILE\n");
     for (name, value) in vars {
         out.push_str(&format!("export {name}={}\n", sh_quote(value)));
+    }
+    // Machines' load balancers are reached on the host through the names in this file.
+    if record.machines.is_some() {
+        let hosts = crate::balancers::hosts_file(state);
+        out.push_str(&format!(
+            "export BALLAST_HOSTS_FILE={}\n",
+            sh_quote(&hosts.to_string_lossy())
+        ));
     }
     out
 }

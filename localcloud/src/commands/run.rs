@@ -1,17 +1,21 @@
 //! `localcloud run`: emulator, IAM bootstrap, record, ready line, then the runner until a signal (or stdin EOF).
 //! What `up` starts in the background, and what tests run in the foreground.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{nodeup_path, running_cloud};
 use crate::aws::{bootstrap_iam, BOOTSTRAP_REQUESTS, EC2_SERVICE_USER};
-use crate::cli::RunArgs;
+use crate::cli::{InstanceKind, RunArgs, UpArgs};
 use crate::emulator::{free_port, Emulator, EmulatorOptions};
 use crate::error::{io_err, LocalCloudError};
+use crate::machines::{Machines, MachinesRecord};
 use crate::process::ProcessRecord;
 use crate::runner::{Runner, RunnerOptions};
-use crate::state::{now_rfc3339, CloudRecord, StateDir, DEFAULT_NETWORK_CIDR, REGION};
+use crate::state::{now_rfc3339, AccessKey, CloudRecord, StateDir, DEFAULT_NETWORK_CIDR, REGION};
 
 /// `localcloud run`: emulator, IAM bootstrap, record, ready line, then the runner until a signal (or stdin EOF).
 pub(super) async fn run(state: &StateDir, args: &RunArgs) -> Result<(), LocalCloudError> {
@@ -23,6 +27,7 @@ pub(super) async fn run(state: &StateDir, args: &RunArgs) -> Result<(), LocalClo
         });
     }
     let nodeup = nodeup_path(args.up.nodeup.as_deref())?;
+    let machine_args = machine_args(&args.up)?;
     // Instance ids start over with a fresh emulator: the previous cloud's instance directories are stale.
     state.clear_instances()?;
     let iam_enforced = !args.up.no_iam;
@@ -42,12 +47,22 @@ pub(super) async fn run(state: &StateDir, args: &RunArgs) -> Result<(), LocalClo
         Some(p) => p,
         None => free_port().map_err(io_err("finding a free port for IMDS"))?,
     };
+    let machines = match machine_args {
+        Some((images, runc)) => {
+            Some(start_machines(state, images, runc, &endpoint, &keys.admin).await?)
+        }
+        None => None,
+    };
     let runner_record =
         ProcessRecord::of(std::process::id()).ok_or(LocalCloudError::OwnProcessUnreadable)?;
     let record = CloudRecord {
         endpoint: endpoint.clone(),
         region: REGION.to_owned(),
-        network_cidr: DEFAULT_NETWORK_CIDR.to_owned(),
+        // Machines have networks of their own: Ballast's default VPC CIDR works as on AWS.
+        network_cidr: match &machines {
+            Some(_) => ballast_state::defaults::DEFAULT_NETWORK_CIDR.to_owned(),
+            None => DEFAULT_NETWORK_CIDR.to_owned(),
+        },
         iam_enforced,
         admin: keys.admin.clone(),
         imds_port,
@@ -55,6 +70,7 @@ pub(super) async fn run(state: &StateDir, args: &RunArgs) -> Result<(), LocalClo
         emulator: emulator.pid().and_then(ProcessRecord::of),
         nodeup: nodeup.clone(),
         started_at: now_rfc3339(),
+        machines: machines.as_ref().map(|m| m.record().clone()),
     };
     state.write_cloud(&record)?;
     let runner = Runner::new(RunnerOptions {
@@ -66,8 +82,21 @@ pub(super) async fn run(state: &StateDir, args: &RunArgs) -> Result<(), LocalClo
         nodeup,
         imds_port,
         poll_interval: Duration::from_millis(args.poll_interval_ms.max(10)),
+        machines,
     })
     .map_err(io_err("starting the instance spawner"))?;
+    // Machines' load balancers forward (process-mode instances are reached on their loopback addresses).
+    let _balancers = record.machines.as_ref().map(|m| {
+        let octet = 240 + u8::try_from(std::process::id() % 15).unwrap_or(0);
+        crate::balancers::Balancers::start(
+            state.clone(),
+            &endpoint,
+            REGION,
+            &record.admin,
+            m.namespace.clone(),
+            octet,
+        )
+    });
     tracing::info!(%endpoint, imds_port, iam_enforced, "local cloud ready");
     {
         let mut stdout = std::io::stdout().lock();
@@ -91,6 +120,126 @@ pub(super) async fn run(state: &StateDir, args: &RunArgs) -> Result<(), LocalClo
     drop(emulator);
     tracing::info!("local cloud stopped");
     Ok(())
+}
+
+/// What `--instances machines` runs: the images (AMI name -> baked root) and runc.
+type MachineArgs = (BTreeMap<String, PathBuf>, PathBuf);
+
+/// The images and runc of `--instances machines`, checked before anything starts; `None` for processes (which
+/// take neither).
+fn machine_args(args: &UpArgs) -> Result<Option<MachineArgs>, LocalCloudError> {
+    if args.instances == InstanceKind::Processes {
+        if !args.machine_images.is_empty() || args.runc.is_some() {
+            return Err(LocalCloudError::Usage(
+                "--machine-image and --runc take effect only with --instances machines".into(),
+            ));
+        }
+        return Ok(None);
+    }
+    if args.machine_images.is_empty() {
+        return Err(LocalCloudError::Usage(
+            "--instances machines needs at least one --machine-image NAME=DIR (a root images/install.sh baked)"
+                .into(),
+        ));
+    }
+    let mut images = BTreeMap::new();
+    for given in &args.machine_images {
+        let Some((name, dir)) = given
+            .split_once('=')
+            .filter(|(n, d)| !n.is_empty() && !d.is_empty())
+        else {
+            return Err(LocalCloudError::Usage(format!(
+                "--machine-image {given:?}: expected NAME=DIR"
+            )));
+        };
+        let dir = std::path::absolute(dir).map_err(io_err(format!("resolving {dir}")))?;
+        if !dir.is_dir() {
+            return Err(LocalCloudError::Usage(format!(
+                "--machine-image {name}: {} is not a directory (bake one with images/install.sh)",
+                dir.display()
+            )));
+        }
+        if images.insert(name.to_string(), dir).is_some() {
+            return Err(LocalCloudError::Usage(format!(
+                "--machine-image {name} is given twice"
+            )));
+        }
+    }
+    let runc = match &args.runc {
+        Some(path) => std::path::absolute(path).map_err(io_err("resolving --runc"))?,
+        None => on_path("runc").ok_or_else(|| {
+            LocalCloudError::Usage(
+                "--instances machines needs runc: none on PATH (pass --runc; tools/build-go builds one)"
+                    .into(),
+            )
+        })?,
+    };
+    Ok(Some((images, runc)))
+}
+
+/// `program` in a directory of `PATH`.
+fn on_path(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(program))
+            .find(|candidate| candidate.is_file())
+    })
+}
+
+/// Registers each machine image as an AMI and makes the machines' runtime and router namespace.
+async fn start_machines(
+    state: &StateDir,
+    images: BTreeMap<String, PathBuf>,
+    runc: PathBuf,
+    endpoint: &str,
+    admin: &AccessKey,
+) -> Result<Arc<Machines>, LocalCloudError> {
+    let ec2 = aws_sdk_ec2::Client::new(&crate::aws::sdk_config(endpoint, REGION, admin));
+    let mut by_ami = BTreeMap::new();
+    for (name, dir) in images {
+        let registered = ec2
+            .register_image()
+            .name(&name)
+            .description(format!(
+                "Ballast local cloud machine image {}",
+                dir.display()
+            ))
+            .root_device_name("/dev/xvda")
+            .send()
+            .await
+            .map_err(|e| LocalCloudError::RegisterImage {
+                name: name.clone(),
+                message: crate::aws::error_chain(&e),
+            })?;
+        let ami = registered
+            .image_id()
+            .ok_or_else(|| LocalCloudError::RegisterImage {
+                name: name.clone(),
+                message: "RegisterImage returned no image id".into(),
+            })?
+            .to_string();
+        tracing::info!(%ami, %name, image = %dir.display(), "machine image registered");
+        by_ami.insert(ami, dir);
+    }
+    let pid = std::process::id();
+    let record = MachinesRecord {
+        namespace: format!("ballast-{pid}"),
+        cgroup: format!("/ballast-localcloud/{pid}"),
+        runc_root: state.root().join("runc"),
+        runc,
+        images: by_ami,
+    };
+    let emulator = endpoint
+        .strip_prefix("http://")
+        .and_then(|addr| addr.parse().ok())
+        .ok_or_else(|| {
+            LocalCloudError::Usage(format!(
+                "the emulator's endpoint {endpoint} is not http://IP:PORT"
+            ))
+        })?;
+    let machines =
+        tokio::task::block_in_place(|| Machines::new(record, state.machines_dir(), emulator))?;
+    Ok(Arc::new(machines))
 }
 
 /// Completes when `process` is gone (never when it is `None`). Without the emulator the cloud is useless, and a

@@ -50,6 +50,15 @@ pub(super) fn run(state: &StateDir, args: &UpArgs) -> Result<(), LocalCloudError
     if let Some(port) = args.imds_port {
         cmd.arg("--imds-port").arg(port.to_string());
     }
+    if args.instances == crate::cli::InstanceKind::Machines {
+        cmd.arg("--instances").arg("machines");
+    }
+    for image in &args.machine_images {
+        cmd.arg("--machine-image").arg(image);
+    }
+    if let Some(runc) = &args.runc {
+        cmd.arg("--runc").arg(runc);
+    }
     // SAFETY: setsid is async-signal-safe; nothing else runs between fork and exec.
     unsafe {
         cmd.pre_exec(|| {

@@ -5,7 +5,11 @@
 //! - [`spec`]: the machine's OCI runtime spec, pure.
 //! - [`runtime`]: booting, entering, stopping and power-cutting machines (runc, overlay mounts).
 //! - [`network`]: each local cloud's router namespace, a bridge per VPC, a namespace per machine on its subnet.
+//! - [`link`]: IMDS and the AWS API on each machine's own link-local addresses.
+//! - [`disks`]: EBS volumes as loop devices, shown in a machine as a Nitro instance's NVMe devices.
 
+pub mod disks;
+pub mod link;
 pub mod network;
 pub mod runtime;
 pub mod spec;

@@ -155,7 +155,7 @@ fn tail(id: &str, n: usize) -> String {
 }
 
 /// `ip ARGS`, failing with what it said.
-fn ip(args: &[&str]) -> Result<(), NetworkError> {
+pub(crate) fn ip(args: &[&str]) -> Result<(), NetworkError> {
     let out = Command::new("ip")
         .args(args)
         .output()
