@@ -11,7 +11,6 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::imds::{CredentialIssuer, ImdsServer, InstanceMetadata};
-pub use crate::state::MachinesRecord;
 use crate::machine::disks::{self, DiskError};
 use crate::machine::link::{self, Forwarder};
 use crate::machine::network::machine_namespace;
@@ -19,6 +18,7 @@ use crate::machine::{
     CloudNetwork, Ipv4Net, Machine, MachineError, MachineRuntime, MachineSpec, NetworkError,
     Stopped,
 };
+pub use crate::state::MachinesRecord;
 
 /// A failure to boot or stop a machine instance.
 #[derive(Debug, thiserror::Error)]
