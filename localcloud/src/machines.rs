@@ -419,6 +419,53 @@ fn cgroup_hierarchies() -> Vec<PathBuf> {
     out
 }
 
+/// Every process of machine `instance_id` (its cgroup and those its systemd made under it), from the first
+/// hierarchy that has it.
+pub fn machine_processes(record: &MachinesRecord, instance_id: &str) -> Vec<u32> {
+    let relative = format!("{}/{instance_id}", record.cgroup.trim_start_matches('/'));
+    for hierarchy in cgroup_hierarchies() {
+        let top = hierarchy.join(&relative);
+        if !top.is_dir() {
+            continue;
+        }
+        let mut pids = Vec::new();
+        let mut dirs = vec![top];
+        while let Some(dir) = dirs.pop() {
+            if let Ok(text) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+                pids.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+            }
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    dirs.push(entry.path());
+                }
+            }
+        }
+        pids.sort_unstable();
+        pids.dedup();
+        return pids;
+    }
+    Vec::new()
+}
+
+/// What systemd in machine `instance_id` says of `unit` (`active`, `failed`, ...), asked through runc; `None`
+/// when the machine does not run.
+pub fn unit_state(record: &MachinesRecord, instance_id: &str, unit: &str) -> Option<String> {
+    let out = std::process::Command::new(&record.runc)
+        .arg("--root")
+        .arg(&record.runc_root)
+        .args(["exec", instance_id, "/bin/systemctl", "is-active", unit])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let state = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (!state.is_empty()).then_some(state)
+}
+
+/// Where machine `instance_id` keeps its journal (its root volume's, so it outlives the machine).
+pub fn journal_dir(machines_dir: &Path, instance_id: &str) -> PathBuf {
+    machines_dir.join(instance_id).join("upper/var/log/journal")
+}
+
 /// What `localcloud down` does for machines a runner left behind (it was SIGKILLed): every runc container of the
 /// cloud killed and deleted, their roots unmounted, the volumes' loop devices released, every namespace of the
 /// cloud removed, its cgroups removed. Best effort: [`leftovers`] says what survived.

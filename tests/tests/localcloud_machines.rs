@@ -145,6 +145,21 @@ async fn an_ha_cluster_of_machines_forms_etcd_and_heals_a_power_cut() {
         );
     }
 
+    // `localcloud status` shows each machine's processes and nodeup's unit; `logs` its journal.
+    let (ok, status, err) = cloud.cli(&["status", "-o", "json"]);
+    assert!(ok, "{err}");
+    let status: serde_json::Value = serde_json::from_str(&status).expect("status JSON");
+    for i in status["instances"].as_array().expect("instances") {
+        assert_eq!(i["nodeup_unit"], "active", "{i}");
+        assert!(
+            i["processes"].as_array().is_some_and(|p| p.len() > 3),
+            "a machine runs systemd, journald, containerd and more: {i}"
+        );
+    }
+    let (ok, journal, err) = cloud.cli(&["logs", &on[0].instance_id]);
+    assert!(ok, "{err}");
+    assert!(journal.contains("nodeup starting"), "{journal}");
+
     // A control-plane instance loses power; its group replaces it and the member comes back on its volume.
     let victim = on
         .iter()

@@ -1,4 +1,5 @@
-//! `localcloud logs`: an instance's nodeup log, optionally followed.
+//! `localcloud logs`: an instance's nodeup log, optionally followed; a machine's journal (every unit's, nodeup's
+//! among them), read from its root volume with `journalctl`, so it is there after the machine is off too.
 
 use std::io::Write;
 use std::time::Duration;
@@ -7,6 +8,11 @@ use crate::error::{io_err, LocalCloudError};
 use crate::state::StateDir;
 
 pub(super) fn run(state: &StateDir, instance: &str, follow: bool) -> Result<(), LocalCloudError> {
+    if let Ok(record) = state.read_instance(instance) {
+        if record.machine.is_some() {
+            return journal(state, instance, follow);
+        }
+    }
     let path = state.instance_log(instance);
     let mut file =
         std::fs::File::open(&path).map_err(|source| LocalCloudError::UnknownInstance {
@@ -23,5 +29,27 @@ pub(super) fn run(state: &StateDir, instance: &str, follow: bool) -> Result<(), 
         }
         // The file position stays where the copy stopped: the next copy prints only what was appended.
         std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// A machine's journal through the host's `journalctl --directory`.
+fn journal(state: &StateDir, instance: &str, follow: bool) -> Result<(), LocalCloudError> {
+    let dir = crate::machines::journal_dir(&state.machines_dir(), instance);
+    let mut cmd = std::process::Command::new("journalctl");
+    cmd.arg("--directory").arg(&dir).arg("--no-pager");
+    if follow {
+        cmd.arg("--follow");
+    }
+    let status = cmd.status().map_err(io_err(format!(
+        "running journalctl (systemd) to read {}",
+        dir.display()
+    )))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(LocalCloudError::Usage(format!(
+            "journalctl could not read {}: {status}",
+            dir.display()
+        )))
     }
 }

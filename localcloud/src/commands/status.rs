@@ -12,22 +12,42 @@ struct InstanceStatus<'a> {
     #[serde(flatten)]
     record: &'a InstanceRecord,
     nodeup_alive: bool,
-    /// PIDs in the instance's process group.
+    /// A machine's nodeup unit as its systemd says (`active`, `failed`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nodeup_unit: Option<String>,
+    /// PIDs in the instance's process group (a machine's: in its cgroup).
     processes: Vec<u32>,
 }
 
 pub(super) fn run(state: &StateDir, output: Output) -> Result<(), LocalCloudError> {
     let cloud = recorded_cloud(state)?;
     let records = state.read_instances()?;
+    let machines = cloud.as_ref().and_then(|c| c.machines.as_ref());
     let instances: Vec<InstanceStatus> = records
         .iter()
-        .map(|record| InstanceStatus {
-            record,
-            nodeup_alive: record.nodeup.is_some_and(|p| p.is_alive()),
-            processes: record
-                .nodeup
-                .map(|p| group_members(p.pid))
-                .unwrap_or_default(),
+        .map(|record| match (machines, &record.machine) {
+            // A machine: its cgroup's processes, and nodeup's unit as its systemd sees it.
+            (Some(m), Some(id)) if record.stopped_at.is_none() => {
+                let processes = crate::machines::machine_processes(m, id);
+                let unit = (!processes.is_empty())
+                    .then(|| crate::machines::unit_state(m, id, "nodeup.service"))
+                    .flatten();
+                InstanceStatus {
+                    record,
+                    nodeup_alive: unit.as_deref() == Some("active"),
+                    nodeup_unit: unit,
+                    processes,
+                }
+            }
+            _ => InstanceStatus {
+                record,
+                nodeup_alive: record.nodeup.is_some_and(|p| p.is_alive()),
+                nodeup_unit: None,
+                processes: record
+                    .nodeup
+                    .map(|p| group_members(p.pid))
+                    .unwrap_or_default(),
+            },
         })
         .collect();
     match output {
@@ -87,10 +107,15 @@ fn print_table(state: &StateDir, cloud: Option<&CloudRecord>, instances: &[Insta
                     .autoscaling_group
                     .clone()
                     .unwrap_or_else(|| "-".into()),
-                i.record
-                    .nodeup
-                    .map(|p| p.pid.to_string())
-                    .unwrap_or_else(|| "-".into()),
+                match (&i.record.machine, &i.nodeup_unit) {
+                    (Some(_), Some(unit)) => format!("machine ({unit})"),
+                    (Some(_), None) => "machine".into(),
+                    _ => i
+                        .record
+                        .nodeup
+                        .map(|p| p.pid.to_string())
+                        .unwrap_or_else(|| "-".into()),
+                },
                 alive(i.nodeup_alive).to_string(),
                 if i.processes.is_empty() {
                     i.record
