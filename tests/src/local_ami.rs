@@ -225,17 +225,54 @@ fn bake_key(source: &LocalAmiSource) -> String {
 /// machines overlay (`localcloud::machine`), cached under the image cache.
 pub fn baked(minor: &str) -> PathBuf {
     let source = LocalAmiSource::make(minor);
-    let dir = cache_dir().join(format!("local-ami-{minor}-{}", bake_key(&source)));
-    if dir.join("etc/ballast/components.yaml").is_file() {
-        return dir;
+    let name = format!("local-ami-{minor}-{}", bake_key(&source));
+    let dir = cache_dir().join(&name);
+    if !dir.join("etc/ballast/components.yaml").is_file() {
+        let rootfs = Rootfs::fresh();
+        let install = source.install_into(&rootfs);
+        assert!(
+            install.status.success(),
+            "baking the local cloud's image: {}",
+            String::from_utf8_lossy(&install.stderr)
+        );
+        rootfs.keep_at(&dir);
     }
-    let rootfs = Rootfs::fresh();
-    let install = source.install_into(&rootfs);
-    assert!(
-        install.status.success(),
-        "baking the local cloud's image: {}",
-        String::from_utf8_lossy(&install.stderr)
-    );
-    rootfs.keep_at(&dir);
+    // Every nodeup build is a new key (855 MB each): images no run has used for a while go.
+    std::fs::write(used_stamp(&name), b"").expect("stamping the local image as used");
+    prune_unused_images(&name);
     dir
+}
+
+/// How long a local image no run asked for is kept: longer than any test run, so that an image a concurrent run
+/// of another tree (its own nodeup, its own key) boots machines from is never removed under it.
+const UNUSED_IMAGE_KEPT: std::time::Duration = std::time::Duration::from_secs(6 * 3600);
+
+/// The stamp beside image `name` whose modification time says when a run last asked for it.
+fn used_stamp(name: &str) -> PathBuf {
+    cache_dir().join(format!("{name}.used"))
+}
+
+/// Removes the local images (and their stamps) not asked for within [`UNUSED_IMAGE_KEPT`], except `keep`.
+fn prune_unused_images(keep: &str) {
+    let Ok(entries) = std::fs::read_dir(cache_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("local-ami-") || name.ends_with(".used") || name == keep {
+            continue;
+        }
+        let stamp = used_stamp(&name);
+        let last_used = std::fs::metadata(&stamp)
+            .or_else(|_| entry.metadata())
+            .and_then(|m| m.modified());
+        let unused = last_used
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > UNUSED_IMAGE_KEPT);
+        if unused {
+            let _ = std::fs::remove_dir_all(entry.path());
+            let _ = std::fs::remove_file(stamp);
+        }
+    }
 }
