@@ -354,11 +354,6 @@ impl MachineInstance {
     pub fn kill_all(&mut self) {
         self.machine.kill_all();
     }
-
-    /// The volumes it holds.
-    pub fn volumes(&self) -> impl Iterator<Item = &String> {
-        self.disks.keys()
-    }
 }
 
 /// An EC2 instance's hostname from its private address (`ip-10-0-1-10`).
