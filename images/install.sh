@@ -388,6 +388,12 @@ while IFS='|' read -r name cversion _ _ _ _; do
     echo "  $name $cversion: $to" >&2
   done < "$work/files"
 done < "$work/components"
+# The images baked into containerd's store, each under the digest checked in step 1: nodeup names the sandbox
+# image by it (an add-on's is its pin; the local cloud's, built here, its own).
+if [ -s "$work/images-pinned" ]; then
+  echo "images:" >> "$record"
+  awk -F'|' '!seen[$3]++ { printf "  \"%s\": \"%s\"\n", $3, $4 }' "$work/images-pinned" >> "$record"
+fi
 install -D -m 0755 "$nodeup" "$root/usr/local/bin/nodeup"
 echo "  nodeup: /usr/local/bin/nodeup" >&2
 

@@ -287,6 +287,7 @@ pub enum NetworkingArg {
     AmazonVpc,
     Cilium,
     Calico,
+    Kubenet,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

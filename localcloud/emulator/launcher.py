@@ -626,8 +626,9 @@ def patch_signature_of_form_encoded_bodies() -> None:
 
 
 def patch_resource_tag_conditions_of_volume_attachment() -> None:
-    """Identity policies of ec2:AttachVolume / ec2:DetachVolume under IAM enforcement
-    (moto.iam.access_control.IAMRequestBase.check_action_permitted).
+    """Identity policies of ec2:AttachVolume / ec2:DetachVolume, and of the cloud controller manager's route
+    controller (ec2:CreateRoute / ec2:DeleteRoute on a route table, ec2:ModifyInstanceAttribute on an instance),
+    under IAM enforcement (moto.iam.access_control.IAMRequestBase.check_action_permitted).
 
     moto gap (5.2.5): identity policies are evaluated against Resource "*" for every EC2 action,
     with no condition values at all, so a statement limited by `ec2:ResourceTag/...` (or to
@@ -635,11 +636,13 @@ def patch_resource_tag_conditions_of_volume_attachment() -> None:
     a policy without the condition would let it take any volume.
 
     Ballast's control-plane role may attach and detach only volumes tagged as owned by its own
-    cluster, and only to its cluster's control-plane instances (docs/etcd.md, "Volumes"). Fix: for
-    these two actions only, evaluate the caller's policies once per resource, as AWS does: the
-    volume (arn:aws:ec2:REGION:ACCOUNT:volume/ID) with `ec2:ResourceTag/KEY` and
-    `aws:ResourceTag/KEY` set from the volume's tags, and the instance likewise; the call is
-    allowed only when both are (an explicit Deny of either refuses it). moto's own condition check
+    cluster, and only to its cluster's control-plane instances (docs/etcd.md, "Volumes"); with kubenet its
+    cloud controller manager may route only in its cluster's route tables and turn off the
+    source/destination check of its cluster's instances only (docs/addons.md, "kubenet"). Fix: for
+    these actions only, evaluate the caller's policies once per resource the call names, as AWS does:
+    the volume (arn:aws:ec2:REGION:ACCOUNT:volume/ID) with `ec2:ResourceTag/KEY` and
+    `aws:ResourceTag/KEY` set from the volume's tags, the instance and the route table likewise; the
+    call is allowed only when every one is (an explicit Deny of any refuses it). moto's own condition check
     cannot be used (a condition on a missing key passes, an unknown operator is ignored), so
     statements are evaluated here: Action/NotAction and Resource by wildcard, Condition with
     StringEquals and StringLike only, a missing key or any other operator not matching (fail closed).
@@ -653,7 +656,15 @@ def patch_resource_tag_conditions_of_volume_attachment() -> None:
     from moto.iam.access_control import IAMPolicy, IAMRequestBase
 
     original = IAMRequestBase.check_action_permitted
-    actions = {"ec2:AttachVolume", "ec2:DetachVolume"}
+    # Each action's resources: (ARN resource type, the request parameter naming it).
+    attachment = [("volume", "VolumeId"), ("instance", "InstanceId")]
+    actions = {
+        "ec2:AttachVolume": attachment,
+        "ec2:DetachVolume": attachment,
+        "ec2:CreateRoute": [("route-table", "RouteTableId")],
+        "ec2:DeleteRoute": [("route-table", "RouteTableId")],
+        "ec2:ModifyInstanceAttribute": [("instance", "InstanceId")],
+    }
 
     def value(data, key):  # type: ignore[no-untyped-def]
         v = data.get(key) if isinstance(data, dict) else None
@@ -707,7 +718,7 @@ def patch_resource_tag_conditions_of_volume_attachment() -> None:
         if self._action not in actions:
             return original(self, resource)
         backend = ec2_backends[self.account_id][self._region]
-        named = [("volume", value(self._data, "VolumeId")), ("instance", value(self._data, "InstanceId"))]
+        named = [(kind, value(self._data, parameter)) for kind, parameter in actions[self._action]]
         policies = self._access_key.collect_policies()
         for kind, resource_id in named:
             if not resource_id:

@@ -629,6 +629,7 @@ def verify_iam_enforcement() -> None:
         check("trust: account-root trust still needs the caller's own sts:AssumeRole permission", code == "AccessDenied", code)
 
         verify_volume_attachment_conditions(url, admin_ec2, admin_iam, admin_sts, trust)
+        verify_route_controller_conditions(url, admin_ec2, admin_iam, admin_sts, trust)
         verify_policy_variable_userid(url, client("s3", url, ak, sk), admin_iam, admin_sts, trust)
 
         # Under enforcement, ASG launches still work for the admin and apply the patches.
@@ -690,6 +691,53 @@ def verify_volume_attachment_conditions(url: str, admin_ec2: Any, admin_iam: Any
     check("volumes: ... detaches its own cluster's volume", code == "OK", code)
     code = error_code(lambda: cp_ec2.attach_volume(VolumeId=mine, InstanceId=worker, Device="/dev/sdf"))
     check("volumes: ... and is refused attaching it to a worker", code in ("AccessDenied", "UnauthorizedOperation"), code)
+
+
+def verify_route_controller_conditions(url: str, admin_ec2: Any, admin_iam: Any, admin_sts: Any,
+                                       trust: dict) -> None:
+    """Cluster c1's route controller routes in c1's route tables and unchecks c1's instances only."""
+    owned = "aws:ResourceTag/kubernetes.io/cluster/c1"
+    admin_iam.create_role(RoleName="routes.c1", AssumeRolePolicyDocument=json.dumps(trust))
+    admin_iam.put_role_policy(RoleName="routes.c1", PolicyName="routes", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": ["ec2:CreateRoute", "ec2:DeleteRoute"],
+             "Resource": ["arn:aws:ec2:*:*:route-table/*"], "Condition": {"StringEquals": {owned: "owned"}}},
+            {"Effect": "Allow", "Action": ["ec2:ModifyInstanceAttribute"],
+             "Resource": ["arn:aws:ec2:*:*:instance/*"], "Condition": {"StringEquals": {owned: "owned"}}}]}))
+    creds = admin_sts.assume_role(RoleArn=f"arn:aws:iam::{ACCOUNT}:role/routes.c1",
+                                  RoleSessionName="i-ccm")["Credentials"]
+    ccm = client("ec2", url, creds["AccessKeyId"], creds["SecretAccessKey"], creds["SessionToken"])
+    ami = admin_ec2.describe_images()["Images"][0]["ImageId"]
+    vpc = admin_ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
+    subnet = admin_ec2.create_subnet(VpcId=vpc, CidrBlock="10.9.0.0/24", AvailabilityZone="us-west-2a")
+    subnet_id = subnet["Subnet"]["SubnetId"]
+
+    def tagged(kind: str, cluster: str) -> list[dict[str, Any]]:
+        return [{"ResourceType": kind, "Tags": [{"Key": f"kubernetes.io/cluster/{cluster}", "Value": "owned"}]}]
+
+    def instance(cluster: str) -> str:
+        return admin_ec2.run_instances(ImageId=ami, MinCount=1, MaxCount=1, SubnetId=subnet_id,
+                                       TagSpecifications=tagged("instance", cluster))["Instances"][0]["InstanceId"]
+
+    def table(cluster: str) -> str:
+        return admin_ec2.create_route_table(VpcId=vpc, TagSpecifications=tagged("route-table", cluster))[
+            "RouteTable"]["RouteTableId"]
+
+    mine, theirs = instance("c1"), instance("c2")
+    my_table, their_table = table("c1"), table("c2")
+    denied = ("AccessDenied", "UnauthorizedOperation")
+    code = error_code(lambda: ccm.modify_instance_attribute(InstanceId=mine, SourceDestCheck={"Value": False}))
+    check("routes: the route controller unchecks its own cluster's instance", code == "OK", code)
+    code = error_code(lambda: ccm.modify_instance_attribute(InstanceId=theirs, SourceDestCheck={"Value": False}))
+    check("routes: ... and is refused another cluster's", code in denied, code)
+    code = error_code(lambda: ccm.create_route(RouteTableId=my_table, DestinationCidrBlock="100.96.1.0/24",
+                                               InstanceId=mine))
+    check("routes: ... routes in its own cluster's route table", code == "OK", code)
+    code = error_code(lambda: ccm.create_route(RouteTableId=their_table, DestinationCidrBlock="100.96.1.0/24",
+                                               InstanceId=mine))
+    check("routes: ... and is refused another cluster's table", code in denied, code)
+    code = error_code(lambda: ccm.delete_route(RouteTableId=my_table, DestinationCidrBlock="100.96.1.0/24"))
+    check("routes: ... deletes its own route", code == "OK", code)
 
 
 def verify_policy_variable_userid(url: str, admin_s3: Any, admin_iam: Any, admin_sts: Any, trust: dict) -> None:

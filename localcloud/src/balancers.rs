@@ -1,15 +1,20 @@
-//! Network load balancers that forward, for a cloud of machines: each NLB listener is a TCP listener on a loopback
-//! address of the host of its own (so the operator's `ballast` and kubectl reach it), named in the cloud's hosts
-//! file (`<state>/hosts`, which `localcloud env` hands to ballast as `BALLAST_HOSTS_FILE`), forwarding each
-//! connection to one of its target group's targets on the VPC's network.
+//! Network load balancers that forward, for a cloud of machines. Each NLB listens twice, as an internet-facing
+//! NLB is reached from outside and from inside its VPC:
+//! - on a loopback address of the host of its own (so the operator's `ballast` and kubectl reach it), named in the
+//!   cloud's hosts file (`<state>/hosts`, which `localcloud env` hands to ballast as `BALLAST_HOSTS_FILE`);
+//! - on a node in each of its subnets, as AWS gives an NLB a network interface per subnet: an address of the subnet
+//!   ([`VPC_NODE_FROM_TOP`] below its last, then downwards for the next NLB of the subnet; EC2 hands instances the
+//!   lowest free ones) on the VPC's bridge in the router namespace. The VPC's resolver answers the NLB's DNS name
+//!   with these ([`crate::machine::resolver`]).
+//!
+//! Each connection goes to one of its target group's targets on the VPC's network.
 //!
 //! Targets are judged as an NLB's default TCP health check judges them: a target that accepts a TCP connection
 //! (from the VPC's router, every [`HEALTH_EVERY`]) is healthy. Connections go to healthy targets in turn; when
 //! none is healthy, to every registered one (an NLB "fails open"). Nothing of this leaves the host: the host's
 //! side listens on loopback only, and the VPC's side is the cloud's router namespace.
 //!
-//! Not yet (docs/local-cloud.md): the NLB's name inside the VPCs (their resolver), its per-subnet addresses,
-//! TLS listeners, and the health check's own settings (port, path, thresholds).
+//! Not yet (docs/local-cloud.md): TLS listeners, and the health check's own settings (port, path, thresholds).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -20,7 +25,13 @@ use std::time::Duration;
 
 use tokio::io::copy_bidirectional;
 
+use crate::machine::network::{add_service_address, Ipv4Net};
+use crate::machine::resolver::Names;
 use crate::state::{AccessKey, StateDir};
+
+/// An NLB's node in a subnet: this far below the subnet's last address (the broadcast address, which AWS
+/// reserves), the next NLB's one further down.
+pub const VPC_NODE_FROM_TOP: u32 = 2;
 
 /// How often the load balancers are looked at again (new ones, listeners, targets).
 const LOOK_EVERY: Duration = Duration::from_secs(2);
@@ -29,11 +40,13 @@ const HEALTH_EVERY: Duration = Duration::from_secs(5);
 /// How long a health check or a forwarded connection waits for the target to accept.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// One listener's forwarding: where it listens on the host and where it sends.
+/// One listener's forwarding: where it listens and where it sends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Route {
-    /// The host's address (loopback) and the listener's port.
+    /// The host's address (loopback) or the NLB's node in a subnet, and the listener's port.
     listen: SocketAddr,
+    /// Whether it listens in the router namespace (a node in a subnet) rather than on the host.
+    in_vpc: bool,
     /// Registered targets: (address in the VPC, port).
     targets: BTreeSet<SocketAddr>,
 }
@@ -63,6 +76,7 @@ impl Drop for Balancers {
 impl Balancers {
     /// Starts looking at ELBv2 with the operator's keys and forwarding through router namespace `namespace`.
     /// Host addresses are taken from `127.<octet>.0.0/16`.
+    /// `names` receives each NLB's DNS name with its nodes' addresses, for the VPCs' resolvers.
     pub fn start(
         state: StateDir,
         endpoint: &str,
@@ -70,10 +84,14 @@ impl Balancers {
         admin: &AccessKey,
         namespace: String,
         octet: u8,
+        names: Names,
     ) -> Balancers {
         let config = crate::aws::sdk_config(endpoint, region, admin);
-        let elb = aws_sdk_elasticloadbalancingv2::Client::new(&config);
-        let task = tokio::spawn(run(state, elb, namespace, octet));
+        let clients = Clients {
+            elb: aws_sdk_elasticloadbalancingv2::Client::new(&config),
+            ec2: aws_sdk_ec2::Client::new(&config),
+        };
+        let task = tokio::spawn(run(state, clients, namespace, octet, names));
         Balancers { task }
     }
 }
@@ -83,19 +101,114 @@ pub fn hosts_file(state: &StateDir) -> PathBuf {
     state.root().join("hosts")
 }
 
-async fn run(
-    state: StateDir,
+struct Clients {
     elb: aws_sdk_elasticloadbalancingv2::Client,
-    namespace: String,
-    octet: u8,
-) {
+    ec2: aws_sdk_ec2::Client,
+}
+
+/// One NLB as ELBv2 describes it.
+#[derive(Debug, Clone, Default)]
+struct Balancer {
+    vpc_id: String,
+    subnets: Vec<String>,
+    /// Listener port -> registered targets.
+    ports: BTreeMap<u16, BTreeSet<SocketAddr>>,
+}
+
+/// Where the NLBs' nodes are in their subnets: assigned once per (NLB, subnet) for the cloud's life, and put on
+/// the VPC's bridge once it exists (a VPC's bridge is made with its first machine).
+#[derive(Debug, Default)]
+struct VpcNodes {
+    subnet_cidrs: HashMap<String, Ipv4Net>,
+    assigned: BTreeMap<(String, String), Ipv4Addr>,
+    per_subnet: HashMap<String, u32>,
+    placed: BTreeSet<Ipv4Addr>,
+}
+
+impl VpcNodes {
+    /// The placed nodes of every NLB: name -> addresses. Learns subnets' CIDRs it lacks from EC2.
+    async fn place(
+        &mut self,
+        balancers: &BTreeMap<String, Balancer>,
+        ec2: &aws_sdk_ec2::Client,
+        namespace: &str,
+    ) -> BTreeMap<String, Vec<Ipv4Addr>> {
+        let unknown: Vec<String> = balancers
+            .values()
+            .flat_map(|b| b.subnets.iter())
+            .filter(|s| !self.subnet_cidrs.contains_key(*s))
+            .cloned()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if !unknown.is_empty() {
+            match ec2
+                .describe_subnets()
+                .set_subnet_ids(Some(unknown))
+                .send()
+                .await
+            {
+                Ok(out) => {
+                    for subnet in out.subnets() {
+                        if let (Some(id), Some(cidr)) = (subnet.subnet_id(), subnet.cidr_block()) {
+                            if let Ok(net) = Ipv4Net::parse(cidr, "a subnet's CIDR") {
+                                self.subnet_cidrs.insert(id.to_string(), net);
+                            }
+                        }
+                    }
+                }
+                Err(e) => tracing::debug!(error = %crate::aws::error_chain(&e), "DescribeSubnets"),
+            }
+        }
+        let mut nodes: BTreeMap<String, Vec<Ipv4Addr>> = BTreeMap::new();
+        for (name, balancer) in balancers {
+            for subnet in &balancer.subnets {
+                let Some(cidr) = self.subnet_cidrs.get(subnet) else {
+                    continue;
+                };
+                let key = (name.clone(), subnet.clone());
+                let address = match self.assigned.get(&key) {
+                    Some(address) => *address,
+                    None => {
+                        let k = self.per_subnet.entry(subnet.clone()).or_insert(0);
+                        let Some(address) = cidr.nth_from_top(VPC_NODE_FROM_TOP + *k) else {
+                            tracing::warn!(%name, %subnet, "no address left for a load balancer's node");
+                            continue;
+                        };
+                        *k += 1;
+                        self.assigned.insert(key, address);
+                        address
+                    }
+                };
+                if !self.placed.contains(&address) {
+                    match add_service_address(namespace, &balancer.vpc_id, address) {
+                        Ok(()) => {
+                            tracing::info!(%name, %subnet, %address, "load balancer node in its subnet");
+                            self.placed.insert(address);
+                        }
+                        // The VPC's bridge comes with its first machine: tried again on the next look.
+                        Err(e) => {
+                            tracing::debug!(%name, %address, error = %e, "load balancer node not placed yet");
+                            continue;
+                        }
+                    }
+                }
+                nodes.entry(name.clone()).or_default().push(address);
+            }
+        }
+        nodes
+    }
+}
+
+async fn run(state: StateDir, clients: Clients, namespace: String, octet: u8, names: Names) {
     let shared = Arc::new(Mutex::new(Shared::default()));
     let mut addresses: BTreeMap<String, Ipv4Addr> = BTreeMap::new();
+    let mut vpc_nodes = VpcNodes::default();
     let mut listeners: HashMap<SocketAddr, tokio::task::JoinHandle<()>> = HashMap::new();
     let mut checked_at: Option<tokio::time::Instant> = None;
     let mut written = String::new();
     loop {
-        match look(&elb, &state).await {
+        match look(&clients.elb, &state).await {
             Ok(balancers) => {
                 // Each NLB keeps its host address for the cloud's life.
                 for name in balancers.keys() {
@@ -105,18 +218,22 @@ async fn run(
                         addresses.insert(name.clone(), Ipv4Addr::new(127, octet, hi, lo));
                     }
                 }
+                let nodes = vpc_nodes.place(&balancers, &clients.ec2, &namespace).await;
                 let mut routes: Vec<Route> = Vec::new();
-                for (name, ports) in &balancers {
-                    let Some(ip) = addresses.get(name) else {
-                        continue;
-                    };
-                    for (port, targets) in ports {
-                        routes.push(Route {
-                            listen: SocketAddr::new((*ip).into(), *port),
-                            targets: targets.clone(),
-                        });
+                for (name, balancer) in &balancers {
+                    let host = addresses.get(name).map(|ip| (*ip, false));
+                    let inside = nodes.get(name).into_iter().flatten().map(|ip| (*ip, true));
+                    for (ip, in_vpc) in host.into_iter().chain(inside) {
+                        for (port, targets) in &balancer.ports {
+                            routes.push(Route {
+                                listen: SocketAddr::new(ip.into(), *port),
+                                in_vpc,
+                                targets: targets.clone(),
+                            });
+                        }
                     }
                 }
+                names.set(nodes);
                 let hosts = hosts_text(&balancers, &addresses);
                 if hosts != written {
                     match ballast_common::durable::write(
@@ -144,7 +261,7 @@ async fn run(
 
 /// hosts(5) lines for every NLB's DNS name.
 fn hosts_text(
-    balancers: &BTreeMap<String, BTreeMap<u16, BTreeSet<SocketAddr>>>,
+    balancers: &BTreeMap<String, Balancer>,
     addresses: &BTreeMap<String, Ipv4Addr>,
 ) -> String {
     let mut text =
@@ -162,7 +279,7 @@ fn hosts_text(
 async fn look(
     elb: &aws_sdk_elasticloadbalancingv2::Client,
     state: &StateDir,
-) -> Result<BTreeMap<String, BTreeMap<u16, BTreeSet<SocketAddr>>>, String> {
+) -> Result<BTreeMap<String, Balancer>, String> {
     fn err<E: std::error::Error + 'static>(what: &str, e: &E) -> String {
         format!("{what}: {}", crate::aws::error_chain(e))
     }
@@ -226,7 +343,18 @@ async fn look(
             }
             ports.insert(port, targets);
         }
-        out.insert(name.to_string(), ports);
+        out.insert(
+            name.to_string(),
+            Balancer {
+                vpc_id: lb.vpc_id().unwrap_or_default().to_string(),
+                subnets: lb
+                    .availability_zones()
+                    .iter()
+                    .filter_map(|z| z.subnet_id().map(str::to_string))
+                    .collect(),
+                ports,
+            },
+        );
     }
     Ok(out)
 }
@@ -264,9 +392,14 @@ async fn apply(
         if listeners.contains_key(&route.listen) {
             continue;
         }
-        match tokio::net::TcpListener::bind(route.listen).await {
+        let bound = if route.in_vpc {
+            crate::machine::link::listen_in(namespace, route.listen)
+        } else {
+            tokio::net::TcpListener::bind(route.listen).await
+        };
+        match bound {
             Ok(listener) => {
-                tracing::info!(listen = %route.listen, targets = route.targets.len(), "load balancer listening");
+                tracing::info!(listen = %route.listen, in_vpc = route.in_vpc, targets = route.targets.len(), "load balancer listening");
                 let task = tokio::spawn(serve(
                     listener,
                     route.listen,

@@ -13,7 +13,8 @@ use std::time::Duration;
 use crate::imds::{CredentialIssuer, ImdsServer, InstanceMetadata};
 use crate::machine::disks::{self, DiskError};
 use crate::machine::link::{self, Forwarder};
-use crate::machine::network::machine_namespace;
+use crate::machine::network::{machine_namespace, resolver_address};
+use crate::machine::resolver::{self, Names};
 use crate::machine::{
     CloudNetwork, Ipv4Net, Machine, MachineError, MachineRuntime, MachineSpec, NetworkError,
     Stopped,
@@ -68,6 +69,8 @@ pub struct Machines {
     dir: PathBuf,
     /// The emulator, where each machine's AWS API listener forwards.
     emulator: SocketAddr,
+    /// What the VPCs' resolvers answer beyond EC2's private names (the load balancers set them).
+    names: Names,
 }
 
 #[derive(Debug)]
@@ -75,6 +78,18 @@ struct Networks {
     cloud: CloudNetwork,
     vpcs: BTreeSet<String>,
     subnets: BTreeSet<String>,
+    /// Each VPC's resolver task (aborted when dropped).
+    resolvers: Vec<AbortOnDrop>,
+}
+
+/// A task that ends with its owner.
+#[derive(Debug)]
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// A running machine instance and what serves it.
@@ -128,10 +143,17 @@ impl Machines {
                 cloud,
                 vpcs: BTreeSet::new(),
                 subnets: BTreeSet::new(),
+                resolvers: Vec::new(),
             }),
             dir,
             emulator,
+            names: Names::default(),
         })
+    }
+
+    /// The names the VPCs' resolvers answer for the cloud's own services.
+    pub fn names(&self) -> Names {
+        self.names.clone()
     }
 
     pub fn record(&self) -> &MachinesRecord {
@@ -177,9 +199,17 @@ impl Machines {
         let namespace = {
             let mut net = self.lock_network();
             if net.vpcs.insert(placement.vpc_id.clone()) {
-                if let Err(e) = net.cloud.add_vpc(&placement.vpc_id, &placement.vpc_cidr) {
-                    net.vpcs.remove(&placement.vpc_id);
-                    return Err(e.into());
+                let resolver = net
+                    .cloud
+                    .add_vpc(&placement.vpc_id, &placement.vpc_cidr)
+                    .map_err(MachineInstanceError::from)
+                    .and_then(|()| self.start_resolver(&net.cloud, &placement.vpc_cidr, runtime));
+                match resolver {
+                    Ok(task) => net.resolvers.push(task),
+                    Err(e) => {
+                        net.vpcs.remove(&placement.vpc_id);
+                        return Err(e);
+                    }
                 }
             }
             if net.subnets.insert(placement.subnet_id.clone()) {
@@ -230,7 +260,7 @@ impl Machines {
         };
         let machine = (|| {
             let dir = self.machine_dir(id);
-            write_instance_files(&dir.join("upper"))?;
+            write_instance_files(&dir.join("upper"), meta, placement)?;
             let hostname = hostname(&meta.private_ip);
             let netns = Path::new("/run/netns").join(&namespace);
             let cgroup = format!("{}/{id}", self.record.cgroup);
@@ -258,6 +288,25 @@ impl Machines {
                 Err(e)
             }
         }
+    }
+
+    /// The VPC's resolver at its base + 2 (`machine::resolver`), on the router's side of the VPC's bridge.
+    fn start_resolver(
+        &self,
+        cloud: &CloudNetwork,
+        vpc_cidr: &Ipv4Net,
+        runtime: &tokio::runtime::Handle,
+    ) -> Result<AbortOnDrop, MachineInstanceError> {
+        let address = resolver_address(vpc_cidr).ok_or_else(|| MachineInstanceError::Io {
+            what: format!("the resolver of VPC {vpc_cidr}"),
+            source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+        })?;
+        let _guard = runtime.enter();
+        let socket = link::udp_in(cloud.namespace(), SocketAddr::new(address.into(), 53))
+            .map_err(io(format!("listening for the resolver at {address}")))?;
+        Ok(AbortOnDrop(
+            runtime.spawn(resolver::serve(socket, self.names.clone())),
+        ))
     }
 
     fn lock_network(&self) -> std::sync::MutexGuard<'_, Networks> {
@@ -364,8 +413,33 @@ pub fn hostname(private_ip: &str) -> String {
 /// The drop-in that tells nodeup where the AWS API is, as a private endpoint's users do on AWS.
 pub const NODEUP_DROP_IN: &str = "etc/systemd/system/nodeup.service.d/50-local-cloud.conf";
 
-/// What the local cloud writes into a new machine's root volume before its first boot.
-fn write_instance_files(upper: &Path) -> Result<(), MachineInstanceError> {
+/// What EC2's DHCP tells an instance about names: the VPC's resolver (the VPC's base address + 2, as AWS's
+/// "AmazonProvidedDNS") and the domain of its private DNS name.
+pub fn resolv_conf(meta: &InstanceMetadata, placement: &Placement) -> String {
+    let mut text =
+        String::from("# Written by Ballast's local cloud, as EC2's DHCP options would be.\n");
+    if let Some((_, domain)) = meta.local_hostname.split_once('.') {
+        text.push_str(&format!("search {domain}\n"));
+    }
+    if let Some(resolver) = placement.vpc_cidr.nth(2) {
+        text.push_str(&format!("nameserver {resolver}\n"));
+    }
+    text
+}
+
+/// What the local cloud writes into a new machine's root volume before its first boot: its resolver (the
+/// image's `/etc/resolv.conf` is whatever its bake left) and nodeup's drop-in.
+fn write_instance_files(
+    upper: &Path,
+    meta: &InstanceMetadata,
+    placement: &Placement,
+) -> Result<(), MachineInstanceError> {
+    let resolv = upper.join("etc/resolv.conf");
+    std::fs::create_dir_all(upper.join("etc")).map_err(io("creating the root volume's /etc"))?;
+    // The bake's may be a symlink (systemd-resolved's stub): replaced, never written through.
+    let _ = std::fs::remove_file(&resolv);
+    std::fs::write(&resolv, resolv_conf(meta, placement))
+        .map_err(io(format!("writing {}", resolv.display())))?;
     let path = upper.join(NODEUP_DROP_IN);
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
@@ -458,7 +532,7 @@ pub fn unit_state(record: &MachinesRecord, instance_id: &str, unit: &str) -> Opt
 
 /// Where machine `instance_id` keeps its journal (its root volume's, so it outlives the machine).
 pub fn journal_dir(machines_dir: &Path, instance_id: &str) -> PathBuf {
-    machines_dir.join(instance_id).join("upper/var/log/journal")
+    machines_dir.join(instance_id).join("var/log/journal")
 }
 
 /// What `localcloud down` does for machines a runner left behind (it was SIGKILLed): every runc container of the

@@ -2,6 +2,7 @@
 //! boot report; then the report, `READY=1`, and what runs until SIGTERM (the services' supervisor, and on a
 //! control-plane node the etcd supervisor). Every failure stops before anything is written to the node.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -434,13 +435,22 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
     }
 
     // The AMI must carry what this node spec runs (a node downloads nothing at boot).
-    match image::check_image(&cli.root, &spec)? {
-        ImageCheck::Matches => tracing::info!("the AMI carries the node spec's components"),
-        ImageCheck::NoRecord(path) => tracing::warn!(
-            record = %path.display(),
-            "no image component record: not an AMI baked by Ballast's recipe, components not checked"
-        ),
-    }
+    let baked_images = match image::check_image(&cli.root, &spec)? {
+        ImageCheck::Matches(images) => {
+            tracing::info!(
+                images = images.len(),
+                "the AMI carries the node spec's components"
+            );
+            images
+        }
+        ImageCheck::NoRecord(path) => {
+            tracing::warn!(
+                record = %path.display(),
+                "no image component record: not an AMI baked by Ballast's recipe, components not checked"
+            );
+            BTreeMap::new()
+        }
+    };
 
     // 6. On a control-plane node, its etcd member's volume at etcd's state directory: found, attached and
     // mounted by a task of its own while steps 3 to 5 run (their certificates and writes are CPU and local
@@ -475,6 +485,10 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
         private_ip: identity.local_ipv4.clone(),
         hostname: identity.local_hostname.clone(),
         availability_zone: identity.availability_zone.clone(),
+        resolv_conf: crate::model::resolv_conf(&cli.root),
+        baked_images,
+        oom_scores_restricted: std::fs::read_to_string("/proc/self/status")
+            .is_ok_and(|s| crate::model::oom_scores_restricted(&s)),
     };
     let mut rendered = step(&mut state.report, Step::Render, async {
         render_with_certificates(&cli.root, &spec, &node, &secrets)
@@ -592,6 +606,8 @@ async fn configure(cli: &Cli, state: &mut Run) -> Result<(), NodeupError> {
             &identity.local_ipv4,
             &secrets.kubernetes_ca_cert,
             &cp.kubernetes_ca_key,
+            node.baked_images.clone(),
+            &node.hostname,
         );
         state.report.addons = Some(AddonsReport::waiting(
             &job.api_server,

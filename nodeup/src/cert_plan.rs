@@ -371,6 +371,9 @@ mod tests {
             private_ip: ip.into(),
             hostname: hostname.into(),
             availability_zone: "us-west-2a".into(),
+            resolv_conf: crate::model::PLAIN_RESOLV_CONF.into(),
+            baked_images: Default::default(),
+            oom_scores_restricted: false,
         }
     }
 

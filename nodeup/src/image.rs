@@ -3,6 +3,7 @@
 //! release of the same manifest `ballast` reads (`images/manifest.yaml`, embedded in both binaries). A mismatch
 //! stops the boot with every difference named in the log and the boot report.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use ballast_state::components::{
@@ -14,8 +15,9 @@ use ballast_state::node::NodeSpec;
 /// What the check found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ImageCheck {
-    /// The image carries exactly the release's components.
-    Matches,
+    /// The image carries exactly the release's components; its record lists these images (reference -> the
+    /// digest containerd's store holds it under).
+    Matches(BTreeMap<String, String>),
     /// No record: not an image baked by Ballast's recipe (the local cloud's instances, say). Nothing to compare.
     NoRecord(PathBuf),
 }
@@ -75,7 +77,7 @@ pub fn check_image(root: &Path, spec: &NodeSpec) -> Result<ImageCheck, ImageErro
                     "component built from source at the release's version: judged by its version");
             }
         }
-        Ok(ImageCheck::Matches)
+        Ok(ImageCheck::Matches(record.images))
     } else {
         Err(ImageError::Mismatch {
             version: spec.kubernetes_version.clone(),

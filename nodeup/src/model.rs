@@ -7,6 +7,8 @@
 //! ([`crate::cert_plan`]), issuing ([`crate::certs`]), fetching and writing all depend on it and not on each
 //! other.
 
+use std::collections::BTreeMap;
+
 use ballast_state::pki::EncryptionKeys;
 
 /// Where things live on a node (paths without `--root`). The PKI files are in [`pki`].
@@ -18,6 +20,8 @@ pub mod paths {
     pub const AUTHORIZED_KEYS_HEADER: &str =
         "# Managed by Ballast's nodeup: the SSH public keys of `ballast create secret sshpublickey`.";
     pub const CONTAINERD_CONFIG: &str = "/etc/containerd/config.toml";
+    /// kubenet's CNI configuration as a template containerd fills with the node's PodCIDR (`conf_template`).
+    pub const KUBENET_CNI_TEMPLATE: &str = "/etc/containerd/kubenet.conflist.tmpl";
     pub const CONTAINERD_SOCKET: &str = "unix:///run/containerd/containerd.sock";
     pub const CONTAINERD_BIN: &str = "/usr/local/bin/containerd";
     pub const KUBELET_BIN: &str = "/usr/local/bin/kubelet";
@@ -86,13 +90,53 @@ pub mod pki {
     }
 }
 
-/// What the node knows about itself (from IMDS).
+/// What the node knows about itself (from IMDS and its own image).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeFacts {
     pub instance_id: String,
     pub private_ip: String,
     pub hostname: String,
     pub availability_zone: String,
+    /// The resolver configuration pods inherit ([`resolv_conf`]).
+    pub resolv_conf: String,
+    /// The images the AMI holds in containerd's store, reference -> digest (its record's `images`; empty for an
+    /// AMI whose record lists none).
+    pub baked_images: BTreeMap<String, String>,
+    /// This host's processes may not lower an OOM score (no CAP_SYS_RESOURCE: a node that is itself a
+    /// container, as the local cloud's machines are on a host that withholds it). containerd then keeps pods'
+    /// scores at or above its own ([`oom_scores_restricted`]).
+    pub oom_scores_restricted: bool,
+}
+
+/// CAP_SYS_RESOURCE's bit: needed to lower `oom_score_adj` below the lowest value a process had.
+const CAP_SYS_RESOURCE: u32 = 24;
+
+/// Whether the process described by `/proc/self/status` text `status` lacks CAP_SYS_RESOURCE in its effective
+/// set. Text without a readable `CapEff:` line counts as restricted only when it says so: never.
+pub fn oom_scores_restricted(status: &str) -> bool {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << CAP_SYS_RESOURCE) == 0)
+}
+
+/// systemd-resolved's own upstream list, where it runs: the kubelet must not hand pods its stub at 127.0.0.53.
+pub const RESOLVED_RESOLV_CONF: &str = "/run/systemd/resolve/resolv.conf";
+/// The resolver file of a host without systemd-resolved (Debian 12's cloud images: DHCP writes it).
+pub const PLAIN_RESOLV_CONF: &str = "/etc/resolv.conf";
+
+/// The resolver file pods should inherit on the host at `root`: systemd-resolved's when it is there, else
+/// `/etc/resolv.conf`.
+pub fn resolv_conf(root: &std::path::Path) -> String {
+    if root
+        .join(RESOLVED_RESOLV_CONF.trim_start_matches('/'))
+        .is_file()
+    {
+        RESOLVED_RESOLV_CONF.to_string()
+    } else {
+        PLAIN_RESOLV_CONF.to_string()
+    }
 }
 
 /// Secrets fetched from the state store for this node. Workers get the CA certificate only.

@@ -282,6 +282,34 @@ fn an_unpinned_digest_is_refused_naming_the_addon() {
     assert!(err.to_string().contains("has no pinned digest"), "{err}");
 }
 
+/// An EBS CSI driver image that cannot be named refuses the driver alone, by name: the network, kube-proxy,
+/// CoreDNS and the cloud controller manager are still rendered (a cluster without them cannot run at all).
+#[test]
+fn an_unpinned_ebs_csi_image_refuses_the_driver_alone() {
+    let spec = spec(Networking::Cilium);
+    let (minor, mut release) = test_release(&spec.kubernetes_version);
+    release
+        .addons
+        .get_mut("aws-ebs-csi-driver")
+        .and_then(|a| a.images.get_mut("csi-provisioner"))
+        .expect("the EBS CSI driver's provisioner")
+        .digest = ImageDigest::Unpinned;
+    let set = addons::render(&spec, &release, &minor, None).expect("renders the rest");
+    let why = &set.refused["aws-ebs-csi-driver"];
+    assert!(
+        why.contains("csi-provisioner") && why.contains("no pinned digest"),
+        "{why}"
+    );
+    let names: std::collections::BTreeSet<&str> =
+        set.objects.iter().map(|o| o.addon.as_str()).collect();
+    assert!(!names.contains("aws-ebs-csi-driver"), "{names:?}");
+    assert!(!set.versions.contains_key("aws-ebs-csi-driver"));
+    for kept in ["cilium", "coredns", "aws-cloud-controller-manager"] {
+        assert!(names.contains(kept), "{kept}: {names:?}");
+    }
+    assert!(render(Networking::Cilium, "cilium").refused.is_empty());
+}
+
 #[test]
 fn bad_cni_manifests_are_refused_with_what_is_wrong() {
     let spec = spec(Networking::Calico);
@@ -771,4 +799,110 @@ fn the_cluster_autoscaler_is_applied_when_on_and_refused_alone_when_unpinned() {
     );
     assert!(set.objects.iter().all(|o| o.addon != "cluster-autoscaler"));
     assert_eq!(set.objects.len(), base.objects.len());
+}
+
+/// kubenet is no add-on: the set holds no CNI object, kube-proxy and CoreDNS as with the others, and the cloud
+/// controller manager writes the VPC's routes to each node's PodCIDR.
+#[test]
+fn kubenet_adds_no_cni_and_turns_the_route_controller_on() {
+    let spec = spec(Networking::Kubenet);
+    let (minor, release) = test_release(&spec.kubernetes_version);
+    let set =
+        addons::render(&spec, &release, &minor, None).expect("renders without a CNI manifest");
+    let names: std::collections::BTreeSet<&str> =
+        set.objects.iter().map(|o| o.addon.as_str()).collect();
+    for cni in ["amazon-vpc", "calico", "cilium"] {
+        assert!(!names.contains(cni), "{names:?}");
+    }
+    assert!(
+        names.contains("kube-proxy") && names.contains("coredns"),
+        "{names:?}"
+    );
+    let ccm = set
+        .objects
+        .iter()
+        .find(|o| o.addon == "aws-cloud-controller-manager" && o.kind() == "DaemonSet")
+        .expect("the cloud controller manager");
+    let args = ccm.value["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    assert!(args.contains("--configure-cloud-routes=true"), "{args}");
+    assert!(args.contains("--allocate-node-cidrs=true"), "{args}");
+    assert!(
+        args.contains(&format!("--cluster-cidr={}", spec.pod_cidr)),
+        "{args}"
+    );
+    let cilium = render(Networking::Cilium, "cilium");
+    let other = cilium
+        .objects
+        .iter()
+        .find(|o| o.addon == "aws-cloud-controller-manager" && o.kind() == "DaemonSet")
+        .expect("the cloud controller manager");
+    assert!(other
+        .value
+        .to_string()
+        .contains("--configure-cloud-routes=false"));
+}
+
+/// The AWS endpoint overrides of nodeup's environment reach the cloud controller manager's, and nothing else.
+#[test]
+fn the_nodes_aws_endpoints_reach_the_cloud_controller_manager() {
+    let endpoints = addons::aws_endpoints([
+        (
+            "AWS_ENDPOINT_URL".to_string(),
+            "http://169.254.169.250".to_string(),
+        ),
+        (
+            "AWS_ENDPOINT_URL_STS".to_string(),
+            "https://sts.example".to_string(),
+        ),
+        ("AWS_ENDPOINT_URL_EMPTY".to_string(), String::new()),
+        ("AWS_REGION".to_string(), "us-west-2".to_string()),
+        ("PATH".to_string(), "/usr/bin".to_string()),
+    ]);
+    assert_eq!(
+        endpoints.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_STS"]
+    );
+    let set = render(Networking::Cilium, "cilium");
+    let unchanged = addons::with_aws_endpoints(set.clone(), &BTreeMap::new());
+    assert_eq!(unchanged, set);
+    let with = addons::with_aws_endpoints(set.clone(), &endpoints);
+    for (before, after) in set.objects.iter().zip(&with.objects) {
+        if after.addon == "aws-cloud-controller-manager" && after.kind() == "DaemonSet" {
+            let env = &after.value["spec"]["template"]["spec"]["containers"][0]["env"];
+            assert!(
+                env.as_array()
+                    .is_some_and(|e| e.contains(&serde_json::json!(
+                        {"name": "AWS_ENDPOINT_URL", "value": "http://169.254.169.250"}
+                    ))),
+                "{env}"
+            );
+        } else {
+            assert_eq!(before, after, "{}", after.describe());
+        }
+    }
+}
+
+/// The cluster's `kubeProxy.conntrackMaxPerCore` reaches kube-proxy's configuration; unset, nothing is written
+/// and kube-proxy's default holds.
+#[test]
+fn kube_proxy_takes_the_clusters_conntrack_setting() {
+    let config = |spec: &NodeSpec| {
+        let set = render_spec(spec, "calico");
+        set.objects
+            .iter()
+            .find(|o| o.addon == "kube-proxy" && o.kind() == "ConfigMap")
+            .expect("kube-proxy's configuration")
+            .value["data"]["config.conf"]
+            .as_str()
+            .expect("its configuration file")
+            .to_string()
+    };
+    let mut spec = spec(Networking::Calico);
+    assert!(!config(&spec).contains("conntrack"), "{}", config(&spec));
+    spec.kube_proxy_conntrack_max_per_core = Some(0);
+    assert!(
+        config(&spec).ends_with("conntrack:\n  maxPerCore: 0\n"),
+        "{}",
+        config(&spec)
+    );
 }

@@ -303,7 +303,15 @@ async fn the_runner_waits_for_the_api_then_applies_what_the_image_carries_and_re
     }
     let root = tempfile::tempdir().expect("tempdir");
     // The CA is not used: the test hands the job its client.
-    let job = AddonJob::new(root.path(), spec, "10.0.1.10", "unused", "unused");
+    let job = AddonJob::new(
+        root.path(),
+        spec,
+        "10.0.1.10",
+        "unused",
+        "unused",
+        Default::default(),
+        "ip-10-0-1-10.us-west-2.compute.internal",
+    );
     assert_eq!(job.api_server, "https://10.0.1.10:443");
 
     let (client, shared) = serve(Fake::default()).await;

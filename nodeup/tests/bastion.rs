@@ -26,6 +26,9 @@ fn facts() -> NodeFacts {
         private_ip: "172.20.4.10".into(),
         hostname: "ip-172-20-4-10.ec2.internal".into(),
         availability_zone: "us-west-2a".into(),
+        resolv_conf: nodeup::model::RESOLVED_RESOLV_CONF.into(),
+        baked_images: Default::default(),
+        oom_scores_restricted: false,
     }
 }
 

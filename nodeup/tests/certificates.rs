@@ -30,6 +30,9 @@ fn setup(ip: &str) -> (ballast_state::node::NodeSpec, NodeFacts, ClusterSecrets)
         private_ip: ip.into(),
         hostname: "ip-x.us-west-2.compute.internal".into(),
         availability_zone: "us-west-2a".into(),
+        resolv_conf: nodeup::model::RESOLVED_RESOLV_CONF.into(),
+        baked_images: Default::default(),
+        oom_scores_restricted: false,
     };
     (
         spec,

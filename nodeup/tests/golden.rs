@@ -49,6 +49,9 @@ fn node() -> NodeFacts {
         private_ip: "10.0.1.10".into(),
         hostname: "ip-10-0-1-10.us-west-2.compute.internal".into(),
         availability_zone: "us-west-2a".into(),
+        resolv_conf: nodeup::model::RESOLVED_RESOLV_CONF.into(),
+        baked_images: Default::default(),
+        oom_scores_restricted: false,
     }
 }
 

@@ -95,6 +95,10 @@ pub struct NodeSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cilium_operator_pod_annotations: BTreeMap<String, String>,
     pub kubelet: KubeletSettings,
+    /// The cluster's `spec.kubeProxy.conntrackMaxPerCore`; unset, kube-proxy's default. Read where the add-ons
+    /// are rendered (control-plane nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kube_proxy_conntrack_max_per_core: Option<u32>,
     pub containerd: ContainerdSettings,
     pub pki: PkiLocations,
     /// The operator's SSH public keys (`authorized_keys` lines, `ballast create secret sshpublickey`): nodeup
@@ -158,6 +162,9 @@ pub struct KubeletSettings {
         skip_serializing_if = "Option::is_none"
     )]
     pub fail_cgroup_v1: Option<bool>,
+    /// The cluster's `spec.kubelet.evictionHard`, parsed; empty, the kubelet's defaults.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub eviction_hard: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -520,11 +527,22 @@ pub fn render_node_spec_with_keys(
             .filter(|_| control_plane)
             .map(|c| c.operator_pod_annotations.clone())
             .unwrap_or_default(),
+        kube_proxy_conntrack_max_per_core: cluster
+            .kube_proxy
+            .as_ref()
+            .and_then(|k| k.conntrack_max_per_core),
         kubelet: KubeletSettings {
             node_labels: ig.spec.node_labels.clone(),
             taints: ig.spec.taints.clone().unwrap_or_default(),
             cgroup_driver: "systemd".to_string(),
             fail_cgroup_v1: cluster.kubelet.as_ref().and_then(|k| k.fail_cgroup_v1),
+            // Validated before any node spec is made; a value that does not parse gives the defaults.
+            eviction_hard: cluster
+                .kubelet
+                .as_ref()
+                .and_then(|k| k.eviction_hard.as_deref())
+                .and_then(|e| crate::spec::parse_eviction_hard(e).ok())
+                .unwrap_or_default(),
         },
         pki,
         ssh_authorized_keys: keys.ssh_authorized_keys.clone(),

@@ -73,6 +73,9 @@ pub struct ClusterSpec {
     /// Settings of every node's kubelet (`spec.kubelet`, as kops names them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubelet: Option<KubeletSpec>,
+    /// Settings of kube-proxy (`spec.kubeProxy`, as kops names them); not used with cilium, which replaces it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kube_proxy: Option<KubeProxySpec>,
     /// CIDRs allowed to SSH to instances. Empty means no SSH from outside the VPC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_access: Option<Vec<String>>,
@@ -341,6 +344,10 @@ pub enum Networking {
     AmazonVpc,
     Cilium,
     Calico,
+    /// kops's kubenet: each node's pods on a Linux bridge, addressed from the node's PodCIDR (the controller
+    /// manager allocates them), reached across nodes by the routes the cloud controller manager's route
+    /// controller writes into the VPC's route tables (at most 50 per table by default: 50 nodes). No add-on.
+    Kubenet,
 }
 
 /// Settings of every node's kubelet (`spec.kubelet`): kops's field names and shapes.
@@ -356,6 +363,84 @@ pub struct KubeletSpec {
         skip_serializing_if = "Option::is_none"
     )]
     pub fail_cgroup_v1: Option<bool>,
+    /// The kubelet's hard eviction thresholds (`evictionHard` of its configuration), in kops's form: comma
+    /// separated `SIGNAL<VALUE`, e.g. `memory.available<100Mi,nodefs.available<10%`. Unset, the kubelet's
+    /// defaults hold (memory 100Mi; nodefs 10%, imagefs 15%, inodes 5%). Set, these thresholds replace them:
+    /// a signal left out has no hard threshold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction_hard: Option<String>,
+}
+
+/// kube-proxy's settings (`spec.kubeProxy`): kops's field names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeProxySpec {
+    /// Connection-tracking entries to allow per CPU (`conntrack.maxPerCore`), 0 to 1048576: kube-proxy raises
+    /// the kernel's `nf_conntrack_max` to this times the CPUs (at least 131072). 0 leaves the kernel's value, as
+    /// a node that may not set it needs (a node that is a container: kind sets 0). Unset, kube-proxy's 32768.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conntrack_max_per_core: Option<u32>,
+}
+
+/// The largest `spec.kubeProxy.conntrackMaxPerCore` accepted.
+pub const CONNTRACK_MAX_PER_CORE: u32 = 1 << 20;
+
+/// The signals a kubelet evicts on (`pkg/kubelet/eviction/api`).
+pub const EVICTION_SIGNALS: [&str; 8] = [
+    "memory.available",
+    "nodefs.available",
+    "nodefs.inodesFree",
+    "imagefs.available",
+    "imagefs.inodesFree",
+    "containerfs.available",
+    "containerfs.inodesFree",
+    "pid.available",
+];
+
+/// Parses kops's `evictionHard` form into signal -> threshold (`10%`, `100Mi`, `0`). Every problem is named: an
+/// unknown signal, a signal given twice, an operator other than `<`, a percentage above 100, a value that is
+/// not a quantity.
+pub fn parse_eviction_hard(text: &str) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let Some((signal, value)) = entry.split_once('<') else {
+            return Err(format!(
+                "{entry:?} is not SIGNAL<VALUE (hard thresholds are always `<`)"
+            ));
+        };
+        let (signal, value) = (signal.trim(), value.trim());
+        if !EVICTION_SIGNALS.contains(&signal) {
+            return Err(format!(
+                "{signal:?} is not an eviction signal (one of {})",
+                EVICTION_SIGNALS.join(", ")
+            ));
+        }
+        let valid = match value.strip_suffix('%') {
+            Some(percent) => percent
+                .parse::<f64>()
+                .is_ok_and(|p| (0.0..=100.0).contains(&p)),
+            None => {
+                let digits = value.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+                let unit = &value[digits.len()..];
+                !digits.is_empty()
+                    && digits.chars().all(|c| c.is_ascii_digit())
+                    && digits.len() <= 18
+                    && ["", "Ki", "Mi", "Gi", "Ti", "k", "M", "G", "T"].contains(&unit)
+            }
+        };
+        if !valid {
+            return Err(format!(
+                "{signal}: {value:?} is neither a percentage from 0% to 100% nor a quantity (e.g. 100Mi)"
+            ));
+        }
+        if out.insert(signal.to_string(), value.to_string()).is_some() {
+            return Err(format!("{signal} is given twice"));
+        }
+    }
+    if out.is_empty() {
+        return Err("names no threshold: leave the field out for the kubelet's defaults".into());
+    }
+    Ok(out)
 }
 
 /// Cilium's settings (`spec.cilium`).

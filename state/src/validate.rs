@@ -300,6 +300,27 @@ fn check_cluster_spec(report: &mut Report<'_>, spec: &ClusterSpec) {
     if let Some(termination) = &spec.termination_handling {
         check_termination_handling(report, termination);
     }
+    if let Some(max) = spec
+        .kube_proxy
+        .as_ref()
+        .and_then(|k| k.conntrack_max_per_core)
+    {
+        if max > crate::spec::CONNTRACK_MAX_PER_CORE {
+            report.error(
+                "spec.kubeProxy.conntrackMaxPerCore",
+                format!(
+                    "{max} is above {}: give 0 (the kernel's own) to {}",
+                    crate::spec::CONNTRACK_MAX_PER_CORE,
+                    crate::spec::CONNTRACK_MAX_PER_CORE
+                ),
+            );
+        }
+    }
+    if let Some(eviction) = spec.kubelet.as_ref().and_then(|k| k.eviction_hard.as_ref()) {
+        if let Err(problem) = crate::spec::parse_eviction_hard(eviction) {
+            report.error("spec.kubelet.evictionHard", problem);
+        }
+    }
 }
 
 /// `spec.terminationHandling`: the heartbeat within Auto Scaling's bounds, and only where there are hooks.
@@ -1219,6 +1240,34 @@ pub fn unpinned_version_problem(version: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// kops's `evictionHard` form: every threshold read, every bad one named.
+    #[test]
+    fn eviction_thresholds_are_signals_below_a_percentage_or_a_quantity() {
+        let parsed = crate::spec::parse_eviction_hard(
+            "memory.available<100Mi, nodefs.available<10%,imagefs.available<0.5%,pid.available<1000",
+        )
+        .expect("thresholds");
+        assert_eq!(parsed["memory.available"], "100Mi");
+        assert_eq!(parsed["imagefs.available"], "0.5%");
+        assert_eq!(parsed.len(), 4);
+        for (text, problem) in [
+            ("memory.available>100Mi", "is not SIGNAL<VALUE"),
+            ("disk.available<10%", "is not an eviction signal"),
+            (
+                "nodefs.available<101%",
+                "neither a percentage from 0% to 100%",
+            ),
+            ("nodefs.available<-1%", "neither a percentage"),
+            ("memory.available<lots", "nor a quantity"),
+            ("memory.available<100Qi", "nor a quantity"),
+            ("memory.available<1Mi,memory.available<2Mi", "given twice"),
+            (" , ", "names no threshold"),
+        ] {
+            let err = crate::spec::parse_eviction_hard(text).expect_err(text);
+            assert!(err.contains(problem), "{text}: {err}");
+        }
+    }
 
     #[test]
     fn taints_need_a_known_effect() {

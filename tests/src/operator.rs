@@ -59,3 +59,32 @@ pub fn enable_termination_handling(cloud: &LocalCloud, cluster: &str, dir: &std:
         .assert()
         .success();
 }
+
+/// `validate cluster CLUSTER -o json` once: each check's name -> (ok, reason). Empty when validate printed no
+/// JSON (its stderr is then the story; the caller's wait names what it saw).
+pub fn validate_checks(
+    cloud: &LocalCloud,
+    cluster: &str,
+) -> std::collections::BTreeMap<String, (bool, String)> {
+    let out = ballast_cli(cloud)
+        .args(["validate", "cluster", cluster, "-o", "json"])
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .expect("ballast validate");
+    let parsed: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    parsed["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or_default().to_string(),
+                (
+                    c["ok"] == true,
+                    c["reason"].as_str().unwrap_or_default().to_string(),
+                ),
+            )
+        })
+        .collect()
+}

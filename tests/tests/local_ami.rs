@@ -9,6 +9,7 @@
 use ballast_e2e::go_builds::built;
 use ballast_e2e::image::{output_text as text, require_root, Containerd, Rootfs};
 use ballast_e2e::local_ami::LocalAmiSource;
+use ballast_state::components::ImageComponents;
 use ballast_state::defaults::DEFAULT_KUBERNETES_VERSION;
 
 #[test]
@@ -93,4 +94,14 @@ fn the_local_clouds_image_bakes_the_components_and_images_built_here() {
         held.len(),
         "{listing}"
     );
+
+    // The image's record lists each image under the digest the store holds it by: nodeup names the sandbox
+    // image by it (its upstream pin's digest is not what was built here).
+    let path = rootfs.join("/etc/ballast/components.yaml");
+    let record = ImageComponents::parse(
+        &std::fs::read_to_string(&path).expect("the image record"),
+        &path.display().to_string(),
+    )
+    .expect("a readable record");
+    assert_eq!(record.images, source.image_digests);
 }

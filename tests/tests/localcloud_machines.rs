@@ -17,7 +17,7 @@ use std::time::Duration;
 use ballast_e2e::cluster_etcd::is_control_plane;
 use ballast_e2e::image::require_root;
 use ballast_e2e::localcloud::{LocalCloud, MachineOptions, Options, Termination};
-use ballast_e2e::operator::{ballast_cli, create_ha_cluster};
+use ballast_e2e::operator::{create_ha_cluster, validate_checks};
 use ballast_e2e::wait::wait_until;
 
 const CLUSTER: &str = "machines.example.com";
@@ -34,29 +34,8 @@ fn machine_cloud() -> LocalCloud {
     })
 }
 
-/// `validate cluster -o json` once: each check's name -> (ok, reason).
 fn checks(cloud: &LocalCloud) -> BTreeMap<String, (bool, String)> {
-    let out = ballast_cli(cloud)
-        .args(["validate", "cluster", CLUSTER, "-o", "json"])
-        .timeout(Duration::from_secs(120))
-        .output()
-        .expect("ballast validate");
-    let parsed: serde_json::Value =
-        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
-    parsed["checks"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| {
-            (
-                c["name"].as_str().unwrap_or_default().to_string(),
-                (
-                    c["ok"] == true,
-                    c["reason"].as_str().unwrap_or_default().to_string(),
-                ),
-            )
-        })
-        .collect()
+    validate_checks(cloud, CLUSTER)
 }
 
 /// Waits until every check but the API's passes, over `instances` nodes; returns the checks.

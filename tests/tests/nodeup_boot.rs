@@ -418,6 +418,7 @@ async fn an_ami_without_the_spec_s_components_is_refused_with_every_difference()
             sha256: "0".repeat(64),
         },
         components,
+        images: BTreeMap::new(),
     };
     let path = s.root.join("etc/ballast/components.yaml");
     std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");

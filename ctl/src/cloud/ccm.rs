@@ -14,20 +14,38 @@
 //!   cluster's own security groups and load balancers, never another cluster's or the account's;
 //! - the Elastic Load Balancing service-linked role, which the first load balancer of an account needs.
 //!
-//! No routes and no instance attributes: the controller runs with `--configure-cloud-routes=false` (routes are
-//! the CNI's business), and only its route controller calls `ec2:CreateRoute`, `ec2:DeleteRoute` and
-//! `ec2:ModifyInstanceAttribute` (to turn off source/destination checks). No volumes: the in-tree EBS volume
-//! code is gone from the external controller.
+//! Routes and instance attributes only with kubenet (`routes`): there its route controller writes a route per
+//! node's PodCIDR into the cluster's route tables (`ec2:CreateRoute`, `ec2:DeleteRoute`, on route tables carrying
+//! the ownership tag) and turns off the source/destination check of the cluster's instances
+//! (`ec2:ModifyInstanceAttribute`, on instances carrying it); with any other network it runs with
+//! `--configure-cloud-routes=false` and gets neither. No volumes: the in-tree EBS volume code is gone from the
+//! external controller.
 
 use serde_json::{json, Value};
 
 use super::aws::ownership_tag;
 
-/// The cloud controller manager's statements for the control-plane role of `cluster`.
-pub fn ccm_iam_statements(cluster: &str) -> Vec<Value> {
+/// The cloud controller manager's statements for the control-plane role of `cluster`; `routes` (kubenet) adds its
+/// route controller's.
+pub fn ccm_iam_statements(cluster: &str, routes: bool) -> Vec<Value> {
     let owned = ownership_tag(cluster);
     let request_tag = format!("aws:RequestTag/{owned}");
     let resource_tag = format!("aws:ResourceTag/{owned}");
+    let mut statements = base_statements(&request_tag, &resource_tag);
+    if routes {
+        statements.push(json!({"Sid": "CloudControllerRoutes", "Effect": "Allow",
+            "Action": ["ec2:CreateRoute", "ec2:DeleteRoute"], "Resource": ["arn:aws:ec2:*:*:route-table/*"],
+            "Condition": {"StringEquals": {resource_tag.clone(): "owned"}}}));
+        statements.push(
+            json!({"Sid": "CloudControllerSourceDestCheck", "Effect": "Allow",
+            "Action": ["ec2:ModifyInstanceAttribute"], "Resource": ["arn:aws:ec2:*:*:instance/*"],
+            "Condition": {"StringEquals": {resource_tag: "owned"}}}),
+        );
+    }
+    statements
+}
+
+fn base_statements(request_tag: &str, resource_tag: &str) -> Vec<Value> {
     vec![
         // It reads instances, subnets, route tables (to tell public subnets from private ones), security
         // groups, the VPC's CIDR (load balancer health checks) and its load balancers.
@@ -40,15 +58,15 @@ pub fn ccm_iam_statements(cluster: &str) -> Vec<Value> {
             "Action": ["ec2:CreateSecurityGroup"], "Resource": ["arn:aws:ec2:*:*:vpc/*"]}),
         json!({"Sid": "CloudControllerCreateOwnedSecurityGroups", "Effect": "Allow",
             "Action": ["ec2:CreateSecurityGroup"], "Resource": ["arn:aws:ec2:*:*:security-group/*"],
-            "Condition": {"StringEquals": {request_tag.clone(): "owned"}}}),
+            "Condition": {"StringEquals": {request_tag: "owned"}}}),
         // Tags only as part of creating a security group it owns: it cannot tag (and so claim) anything else.
         json!({"Sid": "CloudControllerTagNewSecurityGroups", "Effect": "Allow",
             "Action": ["ec2:CreateTags"], "Resource": ["arn:aws:ec2:*:*:security-group/*"],
-            "Condition": {"StringEquals": {request_tag.clone(): "owned",
+            "Condition": {"StringEquals": {request_tag: "owned",
                 "ec2:CreateAction": ["CreateSecurityGroup"]}}}),
         json!({"Sid": "CloudControllerCreateOwnedLoadBalancers", "Effect": "Allow", "Resource": "*", "Action": [
             "elasticloadbalancing:CreateLoadBalancer", "elasticloadbalancing:CreateTargetGroup"],
-            "Condition": {"StringEquals": {request_tag.clone(): "owned"}}}),
+            "Condition": {"StringEquals": {request_tag: "owned"}}}),
         // Creating a tagged load balancer or target group is also an AddTags on it.
         json!({"Sid": "CloudControllerTagNewLoadBalancers", "Effect": "Allow", "Resource": "*",
             "Action": ["elasticloadbalancing:AddTags"],
@@ -95,7 +113,7 @@ mod tests {
     #[test]
     fn every_mutating_action_is_scoped_by_the_clusters_tag_or_resource() {
         let tag = "kubernetes.io/cluster/demo.example.com";
-        for statement in ccm_iam_statements("demo.example.com") {
+        for statement in ccm_iam_statements("demo.example.com", false) {
             let mutating: Vec<&str> = actions(&statement)
                 .into_iter()
                 .filter(|a| {
@@ -129,7 +147,7 @@ mod tests {
 
     #[test]
     fn creating_tags_is_limited_to_new_security_groups() {
-        let statements = ccm_iam_statements("demo.example.com");
+        let statements = ccm_iam_statements("demo.example.com", false);
         let tagging: Vec<&Value> = statements
             .iter()
             .filter(|s| actions(s).contains(&"ec2:CreateTags"))
@@ -141,9 +159,40 @@ mod tests {
         );
     }
 
+    /// With kubenet the route controller writes routes into the cluster's own route tables and turns off the
+    /// source/destination check of the cluster's own instances: nothing else's.
+    #[test]
+    fn kubenet_routes_only_the_clusters_tables_and_instances() {
+        let without = ccm_iam_statements("demo.example.com", false);
+        let with = ccm_iam_statements("demo.example.com", true);
+        assert_eq!(&with[..without.len()], &without[..]);
+        let added = &with[without.len()..];
+        assert_eq!(added.len(), 2, "{added:?}");
+        for (statement, actions_of, resource) in [
+            (
+                &added[0],
+                vec!["ec2:CreateRoute", "ec2:DeleteRoute"],
+                "arn:aws:ec2:*:*:route-table/*",
+            ),
+            (
+                &added[1],
+                vec!["ec2:ModifyInstanceAttribute"],
+                "arn:aws:ec2:*:*:instance/*",
+            ),
+        ] {
+            assert_eq!(actions(statement), actions_of);
+            assert_eq!(statement["Resource"], json!([resource]));
+            assert_eq!(
+                statement["Condition"]["StringEquals"]
+                    ["aws:ResourceTag/kubernetes.io/cluster/demo.example.com"],
+                "owned"
+            );
+        }
+    }
+
     #[test]
     fn no_routes_no_instance_changes_no_volumes() {
-        let all: Vec<String> = ccm_iam_statements("demo.example.com")
+        let all: Vec<String> = ccm_iam_statements("demo.example.com", false)
             .iter()
             .flat_map(|s| {
                 actions(s)
@@ -169,7 +218,7 @@ mod tests {
             super::super::model::role_policies::with_sids("ccm.example.com", "CloudController")
         {
             if role == Role::ControlPlane {
-                assert_eq!(sids.len(), ccm_iam_statements("x").len(), "{sids:?}");
+                assert_eq!(sids.len(), ccm_iam_statements("x", false).len(), "{sids:?}");
                 assert!(
                     policy.contains("aws:ResourceTag/kubernetes.io/cluster/ccm.example.com"),
                     "{policy}"

@@ -64,7 +64,7 @@ pub fn cni_control_plane_rules(networking: Networking) -> Vec<IngressRule> {
             to_port: -1,
             source: Source::Group(Role::Node),
         }],
-        Networking::AmazonVpc | Networking::Cilium => Vec::new(),
+        Networking::AmazonVpc | Networking::Cilium | Networking::Kubenet => Vec::new(),
     }
 }
 

@@ -514,7 +514,10 @@ fn iam_roles(cluster: &str, completed: &ClusterConfig, state: &StateLocation) ->
                     // statements leave the instance role.
                     // So does the cluster autoscaler's (super::autoscaler) when it is on.
                     if !ballast_state::irsa::addons_on_irsa(spec) {
-                        statements.extend(super::ccm::ccm_iam_statements(cluster));
+                        statements.extend(super::ccm::ccm_iam_statements(
+                            cluster,
+                            spec.networking == Some(Networking::Kubenet),
+                        ));
                         statements.extend(super::ebs_csi::ebs_csi_iam_statements(cluster));
                         if ballast_state::autoscaler::enabled(spec) {
                             statements

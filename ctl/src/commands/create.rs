@@ -63,6 +63,7 @@ async fn create_cluster(context: &Context, flags: CreateClusterArgs) -> Result<(
             NetworkingArg::AmazonVpc => Networking::AmazonVpc,
             NetworkingArg::Cilium => Networking::Cilium,
             NetworkingArg::Calico => Networking::Calico,
+            NetworkingArg::Kubenet => Networking::Kubenet,
         }),
         ssh_access: flags.ssh_access,
         admin_access: flags.admin_access,

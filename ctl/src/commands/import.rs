@@ -34,6 +34,7 @@ async fn kops(context: &Context, args: ImportKopsArgs) -> Result<(), CommandErro
             NetworkingArg::AmazonVpc => Networking::AmazonVpc,
             NetworkingArg::Cilium => Networking::Cilium,
             NetworkingArg::Calico => Networking::Calico,
+            NetworkingArg::Kubenet => Networking::Kubenet,
         }),
         ballast_images: args.ballast_images,
         no_public_ips: args.no_public_ips,

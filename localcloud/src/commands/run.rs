@@ -73,6 +73,7 @@ pub(super) async fn run(state: &StateDir, args: &RunArgs) -> Result<(), LocalClo
         machines: machines.as_ref().map(|m| m.record().clone()),
     };
     state.write_cloud(&record)?;
+    let names = machines.as_ref().map(|m| m.names());
     let runner = Runner::new(RunnerOptions {
         state: state.clone(),
         endpoint: endpoint.clone(),
@@ -86,7 +87,7 @@ pub(super) async fn run(state: &StateDir, args: &RunArgs) -> Result<(), LocalClo
     })
     .map_err(io_err("starting the instance spawner"))?;
     // Machines' load balancers forward (process-mode instances are reached on their loopback addresses).
-    let _balancers = record.machines.as_ref().map(|m| {
+    let _balancers = record.machines.as_ref().zip(names).map(|(m, names)| {
         let octet = 240 + u8::try_from(std::process::id() % 15).unwrap_or(0);
         crate::balancers::Balancers::start(
             state.clone(),
@@ -95,6 +96,17 @@ pub(super) async fn run(state: &StateDir, args: &RunArgs) -> Result<(), LocalClo
             &record.admin,
             m.namespace.clone(),
             octet,
+            names,
+        )
+    });
+    // Machines' VPCs route to instances as their route tables say (kubenet's routes to each node's pods).
+    let _routes = record.machines.as_ref().map(|m| {
+        crate::machine::routes::VpcRoutes::start(
+            state.clone(),
+            &endpoint,
+            REGION,
+            &record.admin,
+            m.namespace.clone(),
         )
     });
     tracing::info!(%endpoint, imds_port, iam_enforced, "local cloud ready");

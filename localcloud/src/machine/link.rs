@@ -46,26 +46,46 @@ pub fn add_addresses(namespace: &str) -> Result<(), NetworkError> {
 }
 
 /// A TCP listener on `addr` inside network namespace `namespace` (`/run/netns/<namespace>`), ready for tokio.
-/// Made on a thread of its own that enters the namespace and ends, so no thread of the runner stays in it.
 pub fn listen_in(namespace: &str, addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let listener = in_namespace(namespace, || {
+        let listener = std::net::TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        Ok(listener)
+    })?;
+    tokio::net::TcpListener::from_std(listener)
+}
+
+/// A UDP socket bound to `addr` inside network namespace `namespace`, ready for tokio.
+pub fn udp_in(namespace: &str, addr: SocketAddr) -> std::io::Result<tokio::net::UdpSocket> {
+    let socket = in_namespace(namespace, || {
+        let socket = std::net::UdpSocket::bind(addr)?;
+        socket.set_nonblocking(true)?;
+        Ok(socket)
+    })?;
+    tokio::net::UdpSocket::from_std(socket)
+}
+
+/// Runs `make` on a thread of its own that enters network namespace `namespace` and ends, so no thread of the
+/// runner stays in it (a socket stays in the namespace it was made in).
+fn in_namespace<T: Send>(
+    namespace: &str,
+    make: impl FnOnce() -> std::io::Result<T> + Send,
+) -> std::io::Result<T> {
     let path = std::path::Path::new("/run/netns").join(namespace);
-    let listener = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         scope
-            .spawn(|| -> std::io::Result<std::net::TcpListener> {
+            .spawn(|| -> std::io::Result<T> {
                 let ns = std::fs::File::open(&path).map_err(|e| {
                     std::io::Error::new(e.kind(), format!("opening {}: {e}", path.display()))
                 })?;
                 nix::sched::setns(ns.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).map_err(
                     |e| std::io::Error::other(format!("entering {}: {e}", path.display())),
                 )?;
-                let listener = std::net::TcpListener::bind(addr)?;
-                listener.set_nonblocking(true)?;
-                Ok(listener)
+                make()
             })
             .join()
             .map_err(|_| std::io::Error::other("the namespace thread panicked"))?
-    })?;
-    tokio::net::TcpListener::from_std(listener)
+    })
 }
 
 /// Forwards every connection a listener accepts to `target`, until dropped or closed.

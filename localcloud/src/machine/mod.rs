@@ -11,6 +11,8 @@
 pub mod disks;
 pub mod link;
 pub mod network;
+pub mod resolver;
+pub mod routes;
 pub mod runtime;
 pub mod spec;
 

@@ -107,6 +107,12 @@ impl Ipv4Net {
     fn last(&self) -> Ipv4Addr {
         Ipv4Addr::from(u32::from(self.base) | !self.mask())
     }
+
+    /// The address `n` below the last one, if it is not one AWS reserves (base to base + 3).
+    pub fn nth_from_top(&self, n: u32) -> Option<Ipv4Addr> {
+        let address = Ipv4Addr::from(u32::from(self.last()).checked_sub(n)?);
+        (self.contains(address) && u32::from(address) > u32::from(self.base) + 3).then_some(address)
+    }
 }
 
 /// The subnet's router: base + 1, as AWS reserves it; the bridge holds it, and machines route through it.
@@ -152,6 +158,33 @@ pub fn machine_namespace(cloud_namespace: &str, instance_id: &str) -> String {
 fn tail(id: &str, n: usize) -> String {
     let chars: Vec<char> = id.chars().filter(char::is_ascii_alphanumeric).collect();
     chars[chars.len().saturating_sub(n)..].iter().collect()
+}
+
+/// The VPC's resolver: its base address + 2, as AWS reserves it.
+pub fn resolver_address(vpc: &Ipv4Net) -> Option<Ipv4Addr> {
+    vpc.nth(2)
+}
+
+/// An address of the VPC's own services (its resolver, a load balancer's node in a subnet) on VPC `vpc_id`'s
+/// bridge in router namespace `namespace`: reached by every machine of the VPC, on its subnet's link or through
+/// its router. An address already there is kept.
+pub fn add_service_address(
+    namespace: &str,
+    vpc_id: &str,
+    address: Ipv4Addr,
+) -> Result<(), NetworkError> {
+    match ip(&[
+        "-n",
+        namespace,
+        "addr",
+        "add",
+        &format!("{address}/32"),
+        "dev",
+        &bridge_name(vpc_id),
+    ]) {
+        Err(NetworkError::Command { stderr, .. }) if stderr.contains("File exists") => Ok(()),
+        other => other,
+    }
 }
 
 /// `ip ARGS`, failing with what it said.
@@ -211,13 +244,18 @@ impl CloudNetwork {
     }
 
     /// A VPC's bridge, its CIDR unreachable under the subnets its bridge will hold (a VPC outside the private
-    /// ranges is held in too).
+    /// ranges is held in too), and its resolver's address (base + 2, [`resolver_address`]) on the bridge.
     pub fn add_vpc(&self, vpc_id: &str, cidr: &Ipv4Net) -> Result<(), NetworkError> {
         let bridge = bridge_name(vpc_id);
         let ns = self.namespace.as_str();
         ip(&["-n", ns, "link", "add", &bridge, "type", "bridge"])?;
         ip(&["-n", ns, "link", "set", &bridge, "up"])?;
-        ip(&["-n", ns, "route", "add", "unreachable", &cidr.to_string()])
+        ip(&["-n", ns, "route", "add", "unreachable", &cidr.to_string()])?;
+        let resolver = resolver_address(cidr).ok_or_else(|| NetworkError::BadCidr {
+            what: "a VPC".into(),
+            value: cidr.to_string(),
+        })?;
+        add_service_address(ns, vpc_id, resolver)
     }
 
     /// A subnet of a VPC: its router address (base + 1) on the VPC's bridge, which routes the subnet there.

@@ -2,7 +2,9 @@
 //!
 //! A machine's directory holds its bundle: `config.json` (its runtime spec, [`super::spec`]), `rootfs/` (an overlay
 //! of the image, read-only below, and the machine's own `upper/` and `work/` above: an EBS root volume made from a
-//! snapshot), and `console.log` (what systemd and anything else writes to the machine's stdout and stderr). Its
+//! snapshot), `var/` (the image's `/var`, copied at the first boot and bound over the overlay's: overlayfs takes no
+//! upper layer on an overlay, so containerd's snapshots need a `/var` of the host's own filesystem, as kind gives
+//! its nodes a `/var` volume), `modules/` (an empty `/lib/modules` for a host without one), and `console.log` (what systemd and anything else writes to the machine's stdout and stderr). Its
 //! runc state lives under the runtime's own `--root`, never the host's default, so two local clouds never see each
 //! other's machines.
 
@@ -11,8 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use super::spec::{capabilities_of, runtime_spec, MachineSpec};
+use super::spec::{capabilities_of, runtime_spec, MachineBind, MachineSpec};
 
+/// Where the kernel's modules are, on the host and in a machine.
+const KERNEL_MODULES: &str = "/lib/modules";
 /// SIGRTMIN+3: systemd's "halt" signal (`systemd(1)`): stop every unit, then exit.
 const SIGNAL_HALT: &str = "37";
 /// How often a start or stop polls the machine's state.
@@ -297,6 +301,31 @@ impl MachineRuntime {
             std::fs::create_dir_all(dir.join(sub))
                 .map_err(io(format!("creating {}", dir.join(sub).display())))?;
         }
+        let var = first_boot_var(dir, image)?;
+        let mut binds = spec.binds.to_vec();
+        binds.push(MachineBind {
+            host: var,
+            inside: "/var".into(),
+            read_only: false,
+        });
+        // The running kernel's modules, read-only, as kind's nodes see them (kube-proxy mounts the directory):
+        // the host's, or an empty directory on a host whose kernel has its modules built in.
+        let modules = if Path::new(KERNEL_MODULES).is_dir() {
+            PathBuf::from(KERNEL_MODULES)
+        } else {
+            let empty = dir.join("modules");
+            std::fs::create_dir_all(&empty).map_err(io(format!("creating {}", empty.display())))?;
+            empty
+        };
+        binds.push(MachineBind {
+            host: modules,
+            inside: KERNEL_MODULES.into(),
+            read_only: true,
+        });
+        let spec = &MachineSpec {
+            binds: &binds,
+            ..spec.clone()
+        };
         if !is_mount_point(&root) {
             let options = format!(
                 "lowerdir={},upperdir={},workdir={}",
@@ -421,4 +450,33 @@ fn unmount(root: &Path) -> Result<(), MachineError> {
         what: format!("unmounting {}", root.display()),
         source: std::io::Error::from(e),
     })
+}
+
+/// The machine's `/var` (`dir/var`): on its first boot a copy of the image's (`cp -a`, reflinked where the
+/// filesystem can), made under another name and renamed, so a boot cut short leaves no half copy behind; kept
+/// from then on, as the root volume is.
+fn first_boot_var(dir: &Path, image: &Path) -> Result<PathBuf, MachineError> {
+    let var = dir.join("var");
+    if var.is_dir() {
+        return Ok(var);
+    }
+    let partial = dir.join("var.partial");
+    if partial.exists() {
+        std::fs::remove_dir_all(&partial).map_err(io(format!("removing {}", partial.display())))?;
+    }
+    let from = image.join("var");
+    let out = Command::new("cp")
+        .args(["-a", "--reflink=auto"])
+        .arg(&from)
+        .arg(&partial)
+        .output()
+        .map_err(io("running cp"))?;
+    if !out.status.success() {
+        return Err(MachineError::Io {
+            what: format!("copying {} to {}", from.display(), partial.display()),
+            source: std::io::Error::other(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+        });
+    }
+    std::fs::rename(&partial, &var).map_err(io(format!("renaming {}", partial.display())))?;
+    Ok(var)
 }

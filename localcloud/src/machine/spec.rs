@@ -1,11 +1,13 @@
 //! A machine's OCI runtime spec (runc's `config.json`), rendered from what the machine is: pure, so its shape is
 //! held by a golden file (`localcloud/tests/golden/machine-config.json`).
 //!
-//! A machine is what kind's node containers are: privileged (every capability the host grants, every device,
-//! nothing masked or read-only), systemd as PID 1, its own PID, IPC, UTS, mount, cgroup and network namespaces,
-//! `/sys/fs/cgroup` writable so systemd manages its own units' cgroups, `/run` and `/tmp` on tmpfs as systemd
-//! expects, and `container=` set so systemd knows it runs in one. Its resource limits are the runner's (no
-//! `rlimits`: raising one needs CAP_SYS_RESOURCE, which a host such as this project's CI may not grant).
+//! A machine is what kind's node containers are: privileged (every capability the host grants, every device
+//! allowed and the kernel log's node made, nothing masked or read-only), systemd as PID 1, its own PID, IPC, UTS,
+//! mount, cgroup and network namespaces, `/sys/fs/cgroup` writable so systemd manages its own units' cgroups,
+//! `/run` and `/tmp` on tmpfs as systemd expects, `/var` a bind of a directory of the host's own filesystem (as
+//! kind's `/var` volume: containerd's overlay snapshotter cannot put its layers on the overlay root), and
+//! `container=` set so systemd knows it runs in one. Its resource limits are the runner's (no `rlimits`: raising
+//! one needs CAP_SYS_RESOURCE, which a host such as this project's CI may not grant).
 
 use std::path::{Path, PathBuf};
 
@@ -136,9 +138,30 @@ pub fn runtime_spec(spec: &MachineSpec<'_>, capabilities: &[String]) -> Value {
             "namespaces": namespaces,
             "cgroupsPath": spec.cgroup,
             "resources": {"devices": [{"allow": true, "access": "rwm"}]},
+            "devices": DEVICES.iter().map(|d| json!({
+                "path": d.path, "type": "c", "major": d.major, "minor": d.minor,
+                "fileMode": d.mode, "uid": 0, "gid": 0,
+            })).collect::<Vec<_>>(),
         },
     })
 }
+
+/// A character device of the host's that a machine also has (runc makes `/dev/null` and the other defaults).
+struct Device {
+    path: &'static str,
+    major: u32,
+    minor: u32,
+    mode: u32,
+}
+
+/// The devices a node's programs open beyond runc's defaults: the kernel log, which the kubelet's OOM watcher
+/// reads and refuses to start without (kind's nodes have it as every privileged container does).
+const DEVICES: [Device; 1] = [Device {
+    path: "/dev/kmsg",
+    major: 1,
+    minor: 11,
+    mode: 0o644,
+}];
 
 fn mount(destination: &str, kind: &str, source: &str, options: &[&str]) -> Value {
     json!({"destination": destination, "type": kind, "source": source, "options": options})

@@ -26,7 +26,7 @@ pub mod set;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-pub use set::{render, AddonSet};
+pub use set::{aws_endpoints, render, with_aws_endpoints, AddonSet};
 
 /// The field manager of every object Ballast applies.
 pub const FIELD_MANAGER: &str = "ballast";

@@ -407,8 +407,12 @@ clientConnection:
   kubeconfig: /var/lib/kube-proxy/kubeconfig.conf
 clusterCIDR: {pods}
 mode: iptables
-",
-        pods = spec.pod_cidr
+{conntrack}",
+        pods = spec.pod_cidr,
+        conntrack = spec
+            .kube_proxy_conntrack_max_per_core
+            .map(|max| format!("conntrack:\n  maxPerCore: {max}\n"))
+            .unwrap_or_default()
     );
     KubeProxy {
         service_account: ServiceAccount {
@@ -588,18 +592,30 @@ pub fn addon_role<'s>(
 fn ccm_daemon_set(spec: &NodeSpec, image: &str) -> DaemonSet {
     const NAME: &str = CCM;
     const ACCOUNT: &str = CCM_ACCOUNT;
+    let mut args = vec![
+        "--v=2".to_string(),
+        "--cloud-provider=aws".into(),
+        format!("--cluster-name={}", spec.cluster_name),
+    ];
+    if spec.networking == ballast_state::spec::Networking::Kubenet {
+        // kubenet's pods are reached through the VPC's routes to each node's PodCIDR (the controller manager
+        // allocates them): the route controller writes them, and turns off each instance's source/destination
+        // check so the instance may carry its pods' traffic.
+        args.extend([
+            "--configure-cloud-routes=true".to_string(),
+            "--allocate-node-cidrs=true".into(),
+            format!("--cluster-cidr={}", spec.pod_cidr),
+        ]);
+    } else {
+        // Routes are the CNI's business (and amazon-vpc needs none).
+        args.push("--configure-cloud-routes=false".into());
+    }
+    args.push("--use-service-account-credentials=true".into());
     let container = Container {
         name: NAME.into(),
         image: Some(image.to_string()),
         image_pull_policy: Some("IfNotPresent".into()),
-        args: Some(vec![
-            "--v=2".into(),
-            "--cloud-provider=aws".into(),
-            format!("--cluster-name={}", spec.cluster_name),
-            // Routes are the CNI's business (and amazon-vpc needs none).
-            "--configure-cloud-routes=false".into(),
-            "--use-service-account-credentials=true".into(),
-        ]),
+        args: Some(args),
         resources: Some(requests("200m", "64Mi")),
         security_context: Some(SecurityContext {
             allow_privilege_escalation: Some(false),

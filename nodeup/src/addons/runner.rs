@@ -6,6 +6,7 @@
 //! Its credentials: a client certificate for `ballast:addons` in `system:masters`, issued in memory from the
 //! Kubernetes CA key this control-plane node already holds, valid for an hour, never written to disk or logged.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -28,6 +29,10 @@ use super::{render, AddonError};
 pub const CLIENT_COMMON_NAME: &str = "ballast:addons";
 const CLIENT_VALIDITY: time::Duration = time::Duration::hours(1);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often the control-plane label is tried again while the node is not registered.
+const LABEL_RETRY: Duration = Duration::from_secs(2);
+/// The label of a control-plane node (what its add-ons select).
+const CONTROL_PLANE_ROLE: &str = super::objects::CONTROL_PLANE_LABEL;
 
 /// What the applier needs, taken from a configured control-plane node. Cloned for the termination handler,
 /// which drains nodes with the same kind of client ([`AddonJob::client`]).
@@ -39,6 +44,12 @@ pub struct AddonJob {
     pub api_server: String,
     pub ca_cert_pem: String,
     ca_key_pem: String,
+    /// The images the AMI holds (its record's `images`): the add-ons name them by the digests stored.
+    pub baked_images: BTreeMap<String, String>,
+    /// This node's name (its private DNS name), which the job labels a control-plane node.
+    pub node_name: String,
+    /// The AWS endpoint overrides of nodeup's environment, handed to the cloud controller manager.
+    pub aws_endpoints: BTreeMap<String, String>,
 }
 
 // By hand, so the CA key never reaches a log.
@@ -75,6 +86,12 @@ pub enum AddonRunError {
     Render(#[from] AddonError),
     #[error(transparent)]
     Apply(#[from] super::apply::ApplyError),
+    #[error("labelling node {node}: {source}")]
+    Label {
+        node: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
 }
 
 impl AddonJob {
@@ -84,6 +101,8 @@ impl AddonJob {
         private_ip: &str,
         ca_cert_pem: &str,
         ca_key_pem: &str,
+        baked_images: BTreeMap<String, String>,
+        node_name: &str,
     ) -> Self {
         AddonJob {
             root: root.to_path_buf(),
@@ -94,6 +113,9 @@ impl AddonJob {
             ),
             ca_cert_pem: ca_cert_pem.to_string(),
             ca_key_pem: ca_key_pem.to_string(),
+            baked_images,
+            node_name: node_name.to_string(),
+            aws_endpoints: super::aws_endpoints(std::env::vars()),
         }
     }
 
@@ -103,6 +125,7 @@ impl AddonJob {
         F: FnMut(AddonsReport) -> Fut,
         Fut: std::future::Future<Output = ()>,
     {
+        tokio::spawn(self.clone().label_control_plane_node());
         let mut pauses = crate::retry::ADDON_ROUNDS.pauses();
         // The last failure published: the same one again is not written again (one store write per change).
         let mut last_failure: Option<String> = None;
@@ -133,6 +156,46 @@ impl AddonJob {
         }
     }
 
+    /// Labels this node `node-role.kubernetes.io/control-plane` once its kubelet has registered it, retrying until
+    /// it has. The kubelet may not set that label itself (NodeRestriction keeps `node-role.kubernetes.io/*` from
+    /// kubelets, so no worker can claim it), and what runs only on the control plane selects it: the cloud
+    /// controller manager, the Pod Identity Webhook, the cluster autoscaler.
+    async fn label_control_plane_node(self) {
+        loop {
+            match self.label_once().await {
+                Ok(true) => {
+                    tracing::info!(node = %self.node_name, "labelled {CONTROL_PLANE_ROLE}");
+                    return;
+                }
+                Ok(false) => {}
+                Err(e) => tracing::debug!(node = %self.node_name, "labelling the node: {e}"),
+            }
+            tokio::time::sleep(LABEL_RETRY).await;
+        }
+    }
+
+    /// `false` while the node is not registered (or the API does not answer).
+    async fn label_once(&self) -> Result<bool, AddonRunError> {
+        let client = self.client().await?;
+        let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+        let patch = serde_json::json!({"metadata": {"labels": {CONTROL_PLANE_ROLE: ""}}});
+        match nodes
+            .patch(
+                &self.node_name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+            Err(source) => Err(AddonRunError::Label {
+                node: self.node_name.clone(),
+                source: Box::new(source),
+            }),
+        }
+    }
+
     /// One attempt with the embedded manifest's pins: `None` while the API does not answer.
     async fn round(&self) -> Result<Option<AddonsReport>, AddonRunError> {
         let client = self.client().await?;
@@ -157,22 +220,28 @@ impl AddonJob {
         {
             return Ok(None);
         }
-        let cni = cni_addon(self.spec.networking);
-        let baked = baked_manifest_path(cni);
-        let on_node = self.root.join(baked.trim_start_matches('/'));
-        let text = match std::fs::read_to_string(&on_node) {
-            Ok(text) => Some(text),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(source) => {
+        let on_node = cni_addon(self.spec.networking).map(|cni| {
+            self.root
+                .join(baked_manifest_path(cni).trim_start_matches('/'))
+        });
+        let text = match on_node.as_ref().map(std::fs::read_to_string) {
+            None => None,
+            Some(Ok(text)) => Some(text),
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Some(Err(source)) => {
                 return Err(AddonRunError::ReadManifest {
-                    path: on_node.display().to_string(),
+                    path: on_node.map(|p| p.display().to_string()).unwrap_or_default(),
                     source,
                 })
             }
         };
+        let release = &release.as_baked(&self.baked_images);
         let set = render(&self.spec, release, minor, text.as_deref())?;
-        // An add-on that cannot render alone (the webhook's unpinned image) is refused by name; the rest applies.
-        let (set, refused) = applied_set(set, &self.spec, release, minor, &self.ca_cert_pem);
+        // An add-on that cannot render alone (an unpinned image of the EBS CSI driver, the webhook or the
+        // autoscaler) is refused by name; the rest applies.
+        let (set, mut refused) = applied_set(set, &self.spec, release, minor, &self.ca_cert_pem);
+        refused.extend(set.refused.clone());
+        let set = super::with_aws_endpoints(set, &self.aws_endpoints);
         for (addon, why) in &refused {
             tracing::warn!("add-on {addon} refused: {why}");
         }

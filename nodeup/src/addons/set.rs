@@ -28,6 +28,9 @@ pub struct AddonSet {
     pub versions: BTreeMap<String, String>,
     /// In apply order: namespaces and CRDs, then RBAC and accounts, then configuration, then workloads.
     pub objects: Vec<AddonObject>,
+    /// Add-ons left out because they cannot render alone (an image the release does not pin and the AMI does
+    /// not hold), each with why; the rest applies without them. Empty when every add-on renders.
+    pub refused: BTreeMap<String, String>,
 }
 
 impl AddonSet {
@@ -87,44 +90,18 @@ pub fn render(
         &objects::certificate_rotation_binding(),
     )?;
 
-    let cni_name = cni_addon(spec.networking);
-    let cni = addon(cni_name)?;
-    if spec.networking == Networking::Cilium {
-        let images = cilium::CiliumImages {
-            agent: image_of(CILIUM, "cilium")?,
-            operator: image_of(CILIUM, "operator")?,
-        };
-        let c = cilium::cilium(spec, &images);
-        for account in &c.service_accounts {
-            push(&mut out, CILIUM, account)?;
-        }
-        for role in &c.cluster_roles {
-            push(&mut out, CILIUM, role)?;
-        }
-        for binding in &c.cluster_role_bindings {
-            push(&mut out, CILIUM, binding)?;
-        }
-        push(&mut out, CILIUM, &c.role)?;
-        push(&mut out, CILIUM, &c.role_binding)?;
-        push(&mut out, CILIUM, &c.config)?;
-        push(&mut out, CILIUM, &c.disruption_budget)?;
-        push(&mut out, CILIUM, &c.daemon_set)?;
-        push(&mut out, CILIUM, &c.deployment)?;
-    } else {
-        let text = cni_manifest.ok_or_else(|| AddonError::ManifestMissing {
-            addon: cni_name.to_string(),
-            path: pins::baked_manifest_path(cni_name),
-        })?;
-        let mut cni_objects = cni::parse(cni_name, text, &cni.images)?;
-        if spec.networking == Networking::AmazonVpc {
-            cni::name_the_cluster_to_amazon_vpc(&mut cni_objects, &spec.cluster_name)?;
-            if let Some(role) = objects::addon_role(spec, |r| &r.aws_node) {
-                cni::run_amazon_vpc_on_web_identity(&mut cni_objects, role)?;
-            }
-        }
-        out.extend(cni_objects);
+    // kubenet is no add-on: the kubelet's and containerd's own bridge (nodeup renders its CNI template).
+    if let Some(cni_name) = cni_addon(spec.networking) {
+        let cni = addon(cni_name)?;
+        cni_objects(
+            &mut out,
+            &mut versions,
+            spec,
+            (cni_name, cni),
+            cni_manifest,
+            &image_of,
+        )?;
     }
-    versions.insert(cni_name.to_string(), cni.version.clone());
 
     if !cni_replaces_kube_proxy(spec.networking) {
         let proxy = objects::kube_proxy(spec, &image(KUBE_PROXY)?);
@@ -159,40 +136,167 @@ pub fn render(
         addon(AWS_CLOUD_CONTROLLER_MANAGER)?.version.clone(),
     );
 
-    let ebs_images = ebs_csi::EbsCsiImages {
-        ebs_plugin: image_of(AWS_EBS_CSI_DRIVER, "ebs-plugin")?,
-        csi_provisioner: image_of(AWS_EBS_CSI_DRIVER, "csi-provisioner")?,
-        csi_attacher: image_of(AWS_EBS_CSI_DRIVER, "csi-attacher")?,
-        csi_resizer: image_of(AWS_EBS_CSI_DRIVER, "csi-resizer")?,
-        liveness_probe: image_of(AWS_EBS_CSI_DRIVER, "liveness-probe")?,
-        node_driver_registrar: image_of(AWS_EBS_CSI_DRIVER, "node-driver-registrar")?,
-    };
-    let ebs = ebs_csi::ebs_csi(spec, &ebs_images);
-    push(&mut out, AWS_EBS_CSI_DRIVER, &ebs.csi_driver)?;
-    push(&mut out, AWS_EBS_CSI_DRIVER, &ebs.storage_class)?;
-    for account in &ebs.service_accounts {
-        push(&mut out, AWS_EBS_CSI_DRIVER, account)?;
+    // The EBS CSI driver stands alone: an image of its that cannot be named refuses it, not the cluster's
+    // network, DNS and cloud controller (the Pod Identity Webhook and the autoscaler likewise, `applied_set`).
+    let ebs_images = (|| -> Result<ebs_csi::EbsCsiImages, AddonError> {
+        Ok(ebs_csi::EbsCsiImages {
+            ebs_plugin: image_of(AWS_EBS_CSI_DRIVER, "ebs-plugin")?,
+            csi_provisioner: image_of(AWS_EBS_CSI_DRIVER, "csi-provisioner")?,
+            csi_attacher: image_of(AWS_EBS_CSI_DRIVER, "csi-attacher")?,
+            csi_resizer: image_of(AWS_EBS_CSI_DRIVER, "csi-resizer")?,
+            liveness_probe: image_of(AWS_EBS_CSI_DRIVER, "liveness-probe")?,
+            node_driver_registrar: image_of(AWS_EBS_CSI_DRIVER, "node-driver-registrar")?,
+        })
+    })();
+    let mut refused = BTreeMap::new();
+    match ebs_images {
+        Ok(images) => ebs_objects(&mut out, &mut versions, spec, &images, &addon)?,
+        Err(e @ (AddonError::ImageUnpinned { .. } | AddonError::ImageNotPinned { .. })) => {
+            refused.insert(AWS_EBS_CSI_DRIVER.to_string(), e.to_string());
+        }
+        Err(e) => return Err(e),
     }
-    for role in &ebs.cluster_roles {
-        push(&mut out, AWS_EBS_CSI_DRIVER, role)?;
-    }
-    for binding in &ebs.cluster_role_bindings {
-        push(&mut out, AWS_EBS_CSI_DRIVER, binding)?;
-    }
-    push(&mut out, AWS_EBS_CSI_DRIVER, &ebs.disruption_budget)?;
-    push(&mut out, AWS_EBS_CSI_DRIVER, &ebs.controller)?;
-    push(&mut out, AWS_EBS_CSI_DRIVER, &ebs.node)?;
-    versions.insert(
-        AWS_EBS_CSI_DRIVER.to_string(),
-        addon(AWS_EBS_CSI_DRIVER)?.version.clone(),
-    );
 
     // A stable sort: within a rank, the add-ons' own order stays.
     out.sort_by_key(|o| apply_rank(o.kind()));
     Ok(AddonSet {
         versions,
         objects: out,
+        refused,
     })
+}
+
+/// The EBS CSI driver's objects with `images`.
+fn ebs_objects<'r>(
+    out: &mut Vec<AddonObject>,
+    versions: &mut BTreeMap<String, String>,
+    spec: &NodeSpec,
+    images: &ebs_csi::EbsCsiImages,
+    addon: &dyn Fn(&str) -> Result<&'r Addon, AddonError>,
+) -> Result<(), AddonError> {
+    let ebs = ebs_csi::ebs_csi(spec, images);
+    push(out, AWS_EBS_CSI_DRIVER, &ebs.csi_driver)?;
+    push(out, AWS_EBS_CSI_DRIVER, &ebs.storage_class)?;
+    for account in &ebs.service_accounts {
+        push(out, AWS_EBS_CSI_DRIVER, account)?;
+    }
+    for role in &ebs.cluster_roles {
+        push(out, AWS_EBS_CSI_DRIVER, role)?;
+    }
+    for binding in &ebs.cluster_role_bindings {
+        push(out, AWS_EBS_CSI_DRIVER, binding)?;
+    }
+    push(out, AWS_EBS_CSI_DRIVER, &ebs.disruption_budget)?;
+    push(out, AWS_EBS_CSI_DRIVER, &ebs.controller)?;
+    push(out, AWS_EBS_CSI_DRIVER, &ebs.node)?;
+    versions.insert(
+        AWS_EBS_CSI_DRIVER.to_string(),
+        addon(AWS_EBS_CSI_DRIVER)?.version.clone(),
+    );
+
+    Ok(())
+}
+
+/// The objects of CNI add-on `cni_name` (`cni`, its pins): Cilium rendered by Ballast, the others from their
+/// baked upstream manifests.
+fn cni_objects(
+    out: &mut Vec<AddonObject>,
+    versions: &mut BTreeMap<String, String>,
+    spec: &NodeSpec,
+    (cni_name, cni): (&str, &Addon),
+    cni_manifest: Option<&str>,
+    image_of: &dyn Fn(&str, &str) -> Result<String, AddonError>,
+) -> Result<(), AddonError> {
+    if spec.networking == Networking::Cilium {
+        let images = cilium::CiliumImages {
+            agent: image_of(CILIUM, "cilium")?,
+            operator: image_of(CILIUM, "operator")?,
+        };
+        let c = cilium::cilium(spec, &images);
+        for account in &c.service_accounts {
+            push(out, CILIUM, account)?;
+        }
+        for role in &c.cluster_roles {
+            push(out, CILIUM, role)?;
+        }
+        for binding in &c.cluster_role_bindings {
+            push(out, CILIUM, binding)?;
+        }
+        push(out, CILIUM, &c.role)?;
+        push(out, CILIUM, &c.role_binding)?;
+        push(out, CILIUM, &c.config)?;
+        push(out, CILIUM, &c.disruption_budget)?;
+        push(out, CILIUM, &c.daemon_set)?;
+        push(out, CILIUM, &c.deployment)?;
+    } else {
+        let text = cni_manifest.ok_or_else(|| AddonError::ManifestMissing {
+            addon: cni_name.to_string(),
+            path: pins::baked_manifest_path(cni_name),
+        })?;
+        let mut cni_objects = cni::parse(cni_name, text, &cni.images)?;
+        if spec.networking == Networking::AmazonVpc {
+            cni::name_the_cluster_to_amazon_vpc(&mut cni_objects, &spec.cluster_name)?;
+            if let Some(role) = objects::addon_role(spec, |r| &r.aws_node) {
+                cni::run_amazon_vpc_on_web_identity(&mut cni_objects, role)?;
+            }
+        }
+        out.extend(cni_objects);
+    }
+    versions.insert(cni_name.to_string(), cni.version.clone());
+    Ok(())
+}
+
+/// The AWS SDKs' endpoint overrides in `vars` (nodeup's own environment): `AWS_ENDPOINT_URL` and the
+/// per-service `AWS_ENDPOINT_URL_<SERVICE>`, set where the node reaches AWS another way (a VPC endpoint, FIPS,
+/// the local cloud's link-local API). Empty on an instance that reaches AWS's public endpoints.
+pub fn aws_endpoints(vars: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String, String> {
+    vars.into_iter()
+        .filter(|(name, value)| {
+            (name == "AWS_ENDPOINT_URL" || name.starts_with("AWS_ENDPOINT_URL_"))
+                && !value.is_empty()
+        })
+        .collect()
+}
+
+/// `set` with `endpoints` ([`aws_endpoints`]) in the cloud controller manager's environment, so it reaches AWS
+/// as the node it runs on does (its SDK reads them); `set` as it is when there are none.
+pub fn with_aws_endpoints(mut set: AddonSet, endpoints: &BTreeMap<String, String>) -> AddonSet {
+    if endpoints.is_empty() {
+        return set;
+    }
+    for object in &mut set.objects {
+        if object.addon != AWS_CLOUD_CONTROLLER_MANAGER || object.kind() != "DaemonSet" {
+            continue;
+        }
+        let Some(containers) = object
+            .value
+            .pointer_mut("/spec/template/spec/containers")
+            .and_then(serde_json::Value::as_array_mut)
+        else {
+            continue;
+        };
+        for container in containers {
+            let Some(container) = container.as_object_mut() else {
+                continue;
+            };
+            let env = container
+                .entry("env")
+                .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+            if let Some(env) = env.as_array_mut() {
+                env.retain(|e| {
+                    !e["name"]
+                        .as_str()
+                        .is_some_and(|n| endpoints.contains_key(n))
+                });
+                env.extend(
+                    endpoints
+                        .iter()
+                        .map(|(name, value)| serde_json::json!({"name": name, "value": value})),
+                );
+            }
+        }
+    }
+    set
 }
 
 /// The Pod Identity Webhook's objects (IAM roles for service accounts), in apply order, with the release's pinned
@@ -242,6 +346,7 @@ pub fn pod_identity_webhook_set(
     Ok(AddonSet {
         versions: BTreeMap::from([(POD_IDENTITY_WEBHOOK.to_string(), addon.version.clone())]),
         objects: out,
+        refused: BTreeMap::new(),
     })
 }
 
@@ -332,6 +437,7 @@ pub fn cluster_autoscaler_set(
     Ok(AddonSet {
         versions: BTreeMap::from([(CLUSTER_AUTOSCALER.to_string(), addon.version.clone())]),
         objects: out,
+        refused: BTreeMap::new(),
     })
 }
 

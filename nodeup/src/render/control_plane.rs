@@ -475,11 +475,12 @@ fn scheduler(spec: &NodeSpec, node: &NodeFacts) -> Pod {
         format!("--kubeconfig={kc}"),
         "--leader-elect=true".to_string(),
     ];
-    // Its kubeconfig and the client certificate and key it names: no other key.
+    // Its kubeconfig and the client certificate, key and CA certificate it names: no other key.
     let mounts = file_mounts(&[
         kc.to_string(),
         pki::cert(pki::SCHEDULER),
         pki::key(pki::SCHEDULER),
+        pki::KUBERNETES_CA_CERT.to_string(),
     ]);
     static_pod(
         "kube-scheduler",
@@ -655,6 +656,9 @@ mod tests {
             private_ip: "10.0.1.10".into(),
             hostname: "ip-10-0-1-10".into(),
             availability_zone: "us-west-2a".into(),
+            resolv_conf: crate::model::RESOLVED_RESOLV_CONF.into(),
+            baked_images: Default::default(),
+            oom_scores_restricted: false,
         };
         let spec: NodeSpec =
             yaml_serde::from_str(include_str!("../../tests/data/control-plane/spec.yaml"))
@@ -686,7 +690,9 @@ mod tests {
             [
                 paths::SCHEDULER_KUBECONFIG.to_string(),
                 pki::cert(pki::SCHEDULER),
-                pki::key(pki::SCHEDULER)
+                pki::key(pki::SCHEDULER),
+                // The CA its kubeconfig names: a real scheduler exits without it.
+                pki::KUBERNETES_CA_CERT.to_string(),
             ]
         );
         let keys_of = |mounts: &[String]| -> Vec<String> {

@@ -36,7 +36,7 @@ pub fn api_server_url(spec: &NodeSpec, node: &NodeFacts) -> String {
 }
 
 pub(super) fn files(spec: &NodeSpec, node: &NodeFacts) -> Result<Vec<RenderedFile>, RenderError> {
-    let config = configuration(spec)?;
+    let config = configuration(spec, node)?;
     let mut files = vec![
         RenderedFile::new(
             paths::KUBELET_CONFIG,
@@ -149,7 +149,7 @@ fn env_file(args: &[String]) -> String {
     )
 }
 
-fn configuration(spec: &NodeSpec) -> Result<KubeletConfiguration, RenderError> {
+fn configuration(spec: &NodeSpec, node: &NodeFacts) -> Result<KubeletConfiguration, RenderError> {
     let control_plane = spec.role == Role::ControlPlane;
     Ok(KubeletConfiguration {
         api_version: "kubelet.config.k8s.io/v1beta1".into(),
@@ -172,6 +172,7 @@ fn configuration(spec: &NodeSpec) -> Result<KubeletConfiguration, RenderError> {
         cluster_dns: vec![spec.cluster_dns.clone()],
         cluster_domain: spec.cluster_domain.clone(),
         container_runtime_endpoint: paths::CONTAINERD_SOCKET.into(),
+        eviction_hard: spec.kubelet.eviction_hard.clone(),
         fail_cgroup_v1: spec.kubelet.fail_cgroup_v1,
         healthz_bind_address: "127.0.0.1".into(),
         protect_kernel_defaults: true,
@@ -182,7 +183,7 @@ fn configuration(spec: &NodeSpec) -> Result<KubeletConfiguration, RenderError> {
             .iter()
             .map(|t| parse_taint(t))
             .collect::<Result<_, _>>()?,
-        resolv_conf: "/run/systemd/resolve/resolv.conf".into(),
+        resolv_conf: node.resolv_conf.clone(),
         rotate_certificates: true,
         // The serving certificate is issued at boot, signed by the Kubernetes CA with the names EC2 gives the
         // instance (on the node for the control plane, by the bootstrap service for a worker), so the API server
@@ -229,6 +230,9 @@ mod tests {
             private_ip: "10.0.1.10".into(),
             hostname: "ip-10-0-1-10".into(),
             availability_zone: "us-west-2a".into(),
+            resolv_conf: crate::model::RESOLVED_RESOLV_CONF.into(),
+            baked_images: Default::default(),
+            oom_scores_restricted: false,
         };
         for data in [
             include_str!("../../tests/data/control-plane/spec.yaml"),
@@ -249,8 +253,18 @@ mod tests {
     fn fail_cgroup_v1_is_the_clusters_choice() {
         let mut spec: NodeSpec =
             yaml_serde::from_str(include_str!("../../tests/data/worker/spec.yaml")).expect("spec");
+        let node = NodeFacts {
+            instance_id: "i-1".into(),
+            private_ip: "10.0.1.10".into(),
+            hostname: "ip-10-0-1-10".into(),
+            availability_zone: "us-west-2a".into(),
+            resolv_conf: crate::model::PLAIN_RESOLV_CONF.into(),
+            baked_images: Default::default(),
+            oom_scores_restricted: false,
+        };
         let rendered = |spec: &NodeSpec| {
-            yaml_serde::to_string(&configuration(spec).expect("configuration")).expect("yaml")
+            yaml_serde::to_string(&configuration(spec, &node).expect("configuration"))
+                .expect("yaml")
         };
         spec.kubelet.fail_cgroup_v1 = None;
         assert!(!rendered(&spec).contains("failCgroupV1"));
@@ -262,5 +276,19 @@ mod tests {
         );
         spec.kubelet.fail_cgroup_v1 = Some(true);
         assert!(rendered(&spec).contains("failCgroupV1: true\n"));
+
+        // The cluster's hard eviction thresholds replace the kubelet's defaults; none set, none written.
+        assert!(!rendered(&spec).contains("evictionHard"));
+        spec.kubelet.eviction_hard = ballast_state::spec::parse_eviction_hard(
+            "memory.available<100Mi,nodefs.available<1%,imagefs.available<1%",
+        )
+        .expect("thresholds");
+        assert!(
+            rendered(&spec).contains(
+                "evictionHard:\n  imagefs.available: 1%\n  memory.available: 100Mi\n  nodefs.available: 1%\n"
+            ),
+            "{}",
+            rendered(&spec)
+        );
     }
 }

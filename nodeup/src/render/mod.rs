@@ -13,10 +13,12 @@ pub mod types;
 
 pub use error::RenderError;
 
+use std::collections::BTreeMap;
+
 use ballast_state::components::addons::PAUSE;
 use ballast_state::components::ComponentManifest;
 use ballast_state::node::NodeSpec;
-use ballast_state::spec::Role;
+use ballast_state::spec::{Networking, Role};
 
 use crate::cert_plan::{self, CertPlan};
 // The shared types, readable from here as before (`render::NodeFacts`, `render::paths`, ...).
@@ -64,13 +66,24 @@ pub fn render(
         });
     }
     let mut files = vec![
-        RenderedFile::new(paths::CONTAINERD_CONFIG, 0o644, containerd_config(spec)?),
+        RenderedFile::new(
+            paths::CONTAINERD_CONFIG,
+            0o644,
+            containerd_config(spec, node)?,
+        ),
         RenderedFile::new(
             pki::KUBERNETES_CA_CERT,
             0o644,
             keys::bundle(&secrets.kubernetes_ca_cert, &secrets.kubernetes_ca_trusted),
         ),
     ];
+    if spec.networking == Networking::Kubenet {
+        files.push(RenderedFile::new(
+            paths::KUBENET_CNI_TEMPLATE,
+            0o644,
+            KUBENET_CNI.to_string(),
+        ));
+    }
     files.extend(kubelet::files(spec, node)?);
     files.extend(authorized_keys(spec));
     let mut certificates = Vec::new();
@@ -98,7 +111,10 @@ pub fn render(
             name: "containerd".into(),
             unit: "containerd.service".into(),
             argv: vec![paths::CONTAINERD_BIN.into()],
-            triggers: vec![paths::CONTAINERD_CONFIG.into()],
+            triggers: vec![
+                paths::CONTAINERD_CONFIG.into(),
+                paths::KUBENET_CNI_TEMPLATE.into(),
+            ],
         },
         kubelet::service(spec, node, &certificates),
     ];
@@ -108,6 +124,35 @@ pub fn render(
         certificates,
     })
 }
+
+/// kubenet (kops's): the node's pods on bridge `cbr0`, the node their gateway, addressed by host-local from the
+/// node's PodCIDR, which the kubelet hands containerd once the controller manager has allocated it (containerd
+/// then writes this, filled in, to `/etc/cni/net.d`: until then the node is NotReady, as it should be). Traffic
+/// leaving the node's pod range is masqueraded to the node's address (the bridge's `ipMasq`): pods reach the VPC
+/// and, through its NAT or internet gateway, the world; a pod on another node sees the node's address as its
+/// peer. Pods of other nodes are reached through the VPC's routes to each node's PodCIDR, which the cloud
+/// controller manager's route controller writes.
+const KUBENET_CNI: &str = r#"{
+  "cniVersion": "1.0.0",
+  "name": "kubenet",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "cbr0",
+      "isGateway": true,
+      "ipMasq": true,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": "{{.PodCIDR}}"}]],
+        "routes": [{"dst": "0.0.0.0/0"}]
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}},
+    {"type": "loopback"}
+  ]
+}
+"#;
 
 /// root's `authorized_keys`: exactly the node spec's SSH public keys under Ballast's header; no file when there
 /// are none (the write step removes one nodeup wrote before, and only one with the header).
@@ -145,7 +190,10 @@ struct ContainerdRelease {
     sandbox: String,
 }
 
-fn containerd_release(spec: &NodeSpec) -> Result<ContainerdRelease, RenderError> {
+fn containerd_release(
+    spec: &NodeSpec,
+    baked: &BTreeMap<String, String>,
+) -> Result<ContainerdRelease, RenderError> {
     let wrong = |reason: String| RenderError::ContainerdRelease {
         kubernetes: spec.kubernetes_version.clone(),
         reason,
@@ -154,6 +202,9 @@ fn containerd_release(spec: &NodeSpec) -> Result<ContainerdRelease, RenderError>
     let (_, release) = manifest
         .release_for_minor(&spec.kubernetes_version)
         .map_err(|e| wrong(e.to_string()))?;
+    // By the digest the AMI's store holds each image under: the pin's on an AMI baked from upstream (install.sh
+    // checks they are one), the build's on the local cloud's image of images built here.
+    let release = &release.as_baked(baked);
     let version = &release
         .components
         .get("containerd")
@@ -194,8 +245,21 @@ fn containerd_release(spec: &NodeSpec) -> Result<ContainerdRelease, RenderError>
 /// sandbox image baked into the AMI (by digest), CNI from /opt/cni/bin. containerd 2.x reads configuration
 /// version 3 (`io.containerd.cri.v1.*`, the sandbox in `pinned_images`); 1.7 reads version 2 (the one CRI
 /// plugin `io.containerd.grpc.v1.cri`, the sandbox as `sandbox_image`) and refuses version 3.
-fn containerd_config(spec: &NodeSpec) -> Result<String, RenderError> {
-    let release = containerd_release(spec)?;
+fn containerd_config(spec: &NodeSpec, node: &NodeFacts) -> Result<String, RenderError> {
+    let release = containerd_release(spec, &node.baked_images)?;
+    // On a host whose processes may not lower OOM scores, containerd keeps each pod's at or above its own rather
+    // than failing every pod that asks for a lower one (the critical ones do). Never on an EC2 instance.
+    let restrict_oom = if node.oom_scores_restricted {
+        "  restrict_oom_score_adj = true\n"
+    } else {
+        ""
+    };
+    // kubenet: containerd writes the CNI configuration from the node's PodCIDR (no CNI add-on does).
+    let conf_template = if spec.networking == Networking::Kubenet {
+        format!("  conf_template = \"{}\"\n", paths::KUBENET_CNI_TEMPLATE)
+    } else {
+        String::new()
+    };
     let systemd = spec.kubelet.cgroup_driver == "systemd";
     let cluster = &spec.cluster_name;
     let group = &spec.instance_group;
@@ -209,7 +273,7 @@ version = 2
   sandbox_image = "{sandbox}"
   enable_unprivileged_ports = true
   enable_unprivileged_icmp = true
-
+{restrict_oom}
 [plugins."io.containerd.grpc.v1.cri".containerd]
   default_runtime_name = "runc"
 
@@ -222,7 +286,7 @@ version = 2
 [plugins."io.containerd.grpc.v1.cri".cni]
   bin_dir = "/opt/cni/bin"
   conf_dir = "/etc/cni/net.d"
-"#
+{conf_template}"#
         ));
     }
     Ok(format!(
@@ -235,7 +299,7 @@ version = 3
 [plugins.'io.containerd.cri.v1.runtime']
   enable_unprivileged_ports = true
   enable_unprivileged_icmp = true
-
+{restrict_oom}
 [plugins.'io.containerd.cri.v1.runtime'.containerd]
   default_runtime_name = "runc"
 
@@ -248,7 +312,7 @@ version = 3
 [plugins.'io.containerd.cri.v1.runtime'.cni]
   bin_dirs = ["/opt/cni/bin"]
   conf_dir = "/etc/cni/net.d"
-"#
+{conf_template}"#
     ))
 }
 
@@ -277,6 +341,9 @@ mod containerd_tests {
             private_ip: "10.0.1.10".into(),
             hostname: "ip-10-0-1-10".into(),
             availability_zone: "us-west-2a".into(),
+            resolv_conf: crate::model::RESOLVED_RESOLV_CONF.into(),
+            baked_images: Default::default(),
+            oom_scores_restricted: false,
         };
         let secrets = Secrets {
             kubernetes_ca_cert: String::new(),
@@ -315,7 +382,7 @@ mod containerd_tests {
     #[test]
     fn containerd_1_7_gets_configuration_version_2_with_the_baked_sandbox() {
         // 1.32 pins containerd 1.7, which refuses version 3: its CRI plugin names the sandbox `sandbox_image`.
-        let text = containerd_config(&spec("1.32.8")).expect("rendered");
+        let text = containerd_config(&spec("1.32.8"), &facts()).expect("rendered");
         let manifest = ComponentManifest::embedded().expect("manifest");
         let pause = manifest.releases["1.32"].addons[PAUSE].images[PAUSE]
             .pinned_reference()
@@ -333,7 +400,7 @@ mod containerd_tests {
 
     #[test]
     fn containerd_2_gets_configuration_version_3_with_the_baked_sandbox() {
-        let text = containerd_config(&spec("1.33.4")).expect("rendered");
+        let text = containerd_config(&spec("1.33.4"), &facts()).expect("rendered");
         assert!(text.contains("\nversion = 3\n"), "{text}");
         assert!(
             text.contains(&format!(
@@ -344,17 +411,80 @@ mod containerd_tests {
         );
     }
 
+    /// An AMI whose record lists the sandbox image under another digest (the local cloud's, built here) gets it
+    /// by that digest: the one its store holds.
+    #[test]
+    fn the_sandbox_is_named_by_the_digest_the_ami_holds() {
+        let built = format!("sha256:{}", "7".repeat(64));
+        let node = NodeFacts {
+            baked_images: BTreeMap::from([(
+                ballast_state::node::PAUSE_IMAGE.to_string(),
+                built.clone(),
+            )]),
+            ..facts()
+        };
+        let text = containerd_config(&spec("1.33.4"), &node).expect("rendered");
+        assert!(
+            text.contains(&format!(
+                "  sandbox = \"{}@{built}\"\n",
+                ballast_state::node::PAUSE_IMAGE
+            )),
+            "{text}"
+        );
+    }
+
+    fn facts() -> NodeFacts {
+        NodeFacts {
+            instance_id: "i-1".into(),
+            private_ip: "10.0.1.10".into(),
+            hostname: "ip-10-0-1-10".into(),
+            availability_zone: "us-west-2a".into(),
+            resolv_conf: crate::model::PLAIN_RESOLV_CONF.into(),
+            baked_images: BTreeMap::new(),
+            oom_scores_restricted: false,
+        }
+    }
+
+    /// A node that may not lower OOM scores has containerd keep pods' at or above its own; any other node's
+    /// containerd sets them as the kubelet asks.
+    #[test]
+    fn containerd_restricts_oom_scores_only_where_the_host_cannot_lower_them() {
+        for version in ["1.32.8", "1.33.4"] {
+            let free = containerd_config(&spec(version), &facts()).expect("rendered");
+            assert!(!free.contains("restrict_oom_score_adj"), "{free}");
+            let node = NodeFacts {
+                oom_scores_restricted: true,
+                ..facts()
+            };
+            let restricted = containerd_config(&spec(version), &node).expect("rendered");
+            assert!(
+                restricted.contains(
+                    "  enable_unprivileged_icmp = true\n  restrict_oom_score_adj = true\n"
+                ),
+                "{restricted}"
+            );
+        }
+        let status = |caps: &str| format!("Name:\tnodeup\nCapInh:\t0\nCapEff:\t{caps}\n");
+        assert!(!crate::model::oom_scores_restricted(&status(
+            "000001ffffffffff"
+        )));
+        assert!(crate::model::oom_scores_restricted(&status(
+            "000001fffeffffff"
+        )));
+        assert!(!crate::model::oom_scores_restricted("no capabilities here"));
+    }
+
     #[test]
     fn a_sandbox_image_the_ami_does_not_bake_is_refused() {
         let mut spec = spec("1.33.4");
         spec.containerd.sandbox_image = "registry.k8s.io/pause:3.9".into();
-        let err = containerd_config(&spec).expect_err("not baked");
+        let err = containerd_config(&spec, &facts()).expect_err("not baked");
         let text = err.to_string();
         assert!(
             text.contains("sandbox image registry.k8s.io/pause:3.9 is not the one the AMI bakes"),
             "{text}"
         );
-        let err = containerd_config(&self::spec("1.29.1")).expect_err("no release");
+        let err = containerd_config(&self::spec("1.29.1"), &facts()).expect_err("no release");
         assert!(err.to_string().contains("Kubernetes 1.29.1"), "{err}");
     }
 }

@@ -22,6 +22,9 @@ pub struct KubeletConfiguration {
     pub cluster_dns: Vec<String>,
     pub cluster_domain: String,
     pub container_runtime_endpoint: String,
+    /// The cluster's hard eviction thresholds; left out (the kubelet's defaults) when it sets none.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub eviction_hard: std::collections::BTreeMap<String, String>,
     #[serde(
         default,
         rename = "failCgroupV1",

@@ -82,12 +82,14 @@ const RENDERED_IMAGES: [(&str, &str, &[&str]); 2] = [
     (AWS_EBS_CSI_DRIVER, "EBS CSI driver", &EBS_CSI_IMAGES),
 ];
 
-/// The add-on name of the CNI `spec.networking` chooses.
-pub fn cni_addon(networking: Networking) -> &'static str {
+/// The add-on name of the CNI `spec.networking` chooses; `None` for kubenet, which is the kubelet's and
+/// containerd's own bridge, no add-on.
+pub fn cni_addon(networking: Networking) -> Option<&'static str> {
     match networking {
-        Networking::AmazonVpc => AMAZON_VPC,
-        Networking::Cilium => CILIUM,
-        Networking::Calico => CALICO,
+        Networking::AmazonVpc => Some(AMAZON_VPC),
+        Networking::Cilium => Some(CILIUM),
+        Networking::Calico => Some(CALICO),
+        Networking::Kubenet => None,
     }
 }
 

@@ -36,6 +36,8 @@ pub struct ImageRecordError {
 ///     sha256: "<sha256 of the artifact, as verified at bake time>"
 ///     files:
 ///       "/usr/local/bin/containerd": "<sha256 of the installed file>"
+/// images:
+///   "registry.k8s.io/pause:3.10.1": "sha256:<digest of the image containerd's store holds>"
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -48,6 +50,10 @@ pub struct ImageComponents {
     pub baked_at: String,
     pub nodeup: InstalledFile,
     pub components: BTreeMap<String, InstalledComponent>,
+    /// The images baked into containerd's store: reference (repository and tag) -> the digest it is stored
+    /// under (`sha256:` and 64 hex digits). Absent from records of bakes that listed none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub images: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,6 +159,15 @@ impl ImageComponents {
                 "kind",
                 format!("{:?}, expected {IMAGE_RECORD_KIND:?}", record.kind),
             ));
+        }
+        for (reference, digest) in &record.images {
+            let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+            if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+                return Err(wrong(
+                    &format!("images.{reference}"),
+                    format!("{digest:?} is not sha256: and 64 lowercase hex digits"),
+                ));
+            }
         }
         Ok(record)
     }

@@ -39,6 +39,27 @@ pub struct Release {
     pub addons: BTreeMap<String, Addon>,
 }
 
+impl Release {
+    /// This release as an AMI that bakes `baked` carries it: each add-on image the AMI holds (reference ->
+    /// `sha256:<hex>`, its record's `images`) named by the digest it is stored under. For an AMI baked from the
+    /// pins nothing changes (install.sh stores each image under its pin); on the local cloud's image, built here,
+    /// its images have their build's digests, and an image upstream publishes no digest for becomes runnable.
+    pub fn as_baked(&self, baked: &BTreeMap<String, String>) -> Release {
+        let mut release = self.clone();
+        for addon in release.addons.values_mut() {
+            for image in addon.images.values_mut() {
+                if let Some(hex) = baked
+                    .get(&image.reference)
+                    .and_then(|d| d.strip_prefix("sha256:"))
+                {
+                    image.digest = super::addons::ImageDigest::Pinned(hex.to_string());
+                }
+            }
+        }
+        release
+    }
+}
+
 /// One pinned artifact and what is installed from it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -1,4 +1,4 @@
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::*;
 
@@ -600,6 +600,48 @@ fn a_component_built_from_source_is_judged_by_its_version_only() {
         .contains("sha256 9999"),);
 }
 
+/// An AMI's baked images name the release's add-on images by the digests it stores; the rest keep their pins.
+#[test]
+fn a_release_as_baked_names_images_by_the_stored_digest() {
+    let manifest = embedded();
+    let (minor, release) = manifest.releases.iter().next_back().expect("a release");
+    let pause = &release.addons[addons::PAUSE].images[addons::PAUSE];
+    let built = "7".repeat(64);
+    let baked = BTreeMap::from([(pause.reference.clone(), format!("sha256:{built}"))]);
+    let as_baked = release.as_baked(&baked);
+    assert_eq!(
+        as_baked.addons[addons::PAUSE].images[addons::PAUSE].pinned_reference(),
+        Some(format!("{}@sha256:{built}", pause.reference)),
+        "{minor}"
+    );
+    let mut others = as_baked.clone();
+    others.addons.remove(addons::PAUSE);
+    let mut originals = release.clone();
+    originals.addons.remove(addons::PAUSE);
+    assert_eq!(others, originals);
+    assert_eq!(&release.as_baked(&BTreeMap::new()), release);
+}
+
+/// The record's baked images are read with their digests, and a digest that is not one is refused by its path.
+#[test]
+fn a_records_images_are_read_and_a_bad_digest_is_refused() {
+    let manifest = small();
+    let digest = format!("sha256:{}", "a".repeat(64));
+    let text = format!(
+        "{}images:\n  \"registry.k8s.io/pause:3.10.1\": \"{digest}\"\n",
+        record_for(&manifest)
+    );
+    let record = ImageComponents::parse(&text, IMAGE_RECORD_PATH).expect("record");
+    assert_eq!(record.images["registry.k8s.io/pause:3.10.1"], digest);
+    let bad = text.replace(&digest, "sha256:abc");
+    let err = ImageComponents::parse(&bad, IMAGE_RECORD_PATH).expect_err("digest");
+    assert!(
+        err.to_string()
+            .contains("images.registry.k8s.io/pause:3.10.1: \"sha256:abc\" is not sha256:"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_record_of_another_kind_is_refused() {
     let manifest = small();
@@ -628,7 +670,7 @@ fn the_embedded_manifest_pins_every_addon_and_invents_no_digest() {
             crate::spec::Networking::Cilium,
             crate::spec::Networking::Calico,
         ] {
-            let name = addons::cni_addon(networking);
+            let name = addons::cni_addon(networking).expect("a CNI add-on");
             let cni = &release.addons[name];
             // Cilium is rendered by Ballast (no upstream manifest, no Helm chart), the others are installed
             // from their upstream manifests.
@@ -638,6 +680,11 @@ fn the_embedded_manifest_pins_every_addon_and_invents_no_digest() {
                 "{minor}: {networking:?}"
             );
         }
+        assert_eq!(
+            addons::cni_addon(crate::spec::Networking::Kubenet),
+            None,
+            "kubenet is no add-on"
+        );
         let cilium: BTreeSet<&str> = release.addons[addons::CILIUM]
             .images
             .keys()

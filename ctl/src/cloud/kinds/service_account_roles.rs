@@ -108,7 +108,10 @@ pub fn addon_statements(spec: &ClusterSpec, cluster: &str) -> Vec<(ServiceAccoun
     let mut addons = vec![
         (
             CLOUD_CONTROLLER_MANAGER_ACCOUNT,
-            crate::cloud::ccm::ccm_iam_statements(cluster),
+            crate::cloud::ccm::ccm_iam_statements(
+                cluster,
+                spec.networking == Some(ballast_state::spec::Networking::Kubenet),
+            ),
         ),
         (
             EBS_CSI_CONTROLLER_ACCOUNT,

@@ -619,6 +619,23 @@ pub fn kubelet(r: &mut Recorder<'_>, path: &str, v: Value, of: KubeletOf) -> Opt
             }
         }
     }
+    if let Some(eviction) = k.take("evictionHard") {
+        let field = k.path_of("evictionHard");
+        match (of, eviction.as_str()) {
+            (KubeletOf::Group, _) => r.refused(
+                &field,
+                "Ballast has no per-group kubelet settings: set spec.kubelet.evictionHard on the cluster",
+            ),
+            (KubeletOf::Cluster, Some(text)) => match ballast_state::spec::parse_eviction_hard(text) {
+                Ok(_) => {
+                    r.mapped(&field, "spec.kubelet.evictionHard");
+                    out.eviction_hard = Some(text.to_string());
+                }
+                Err(problem) => r.refused(&field, &problem),
+            },
+            (KubeletOf::Cluster, None) => r.refused(&field, "must be a string: SIGNAL<VALUE,..."),
+        }
+    }
     if let Some(anonymous) = k.take("anonymousAuth") {
         let field = k.path_of("anonymousAuth");
         match r.boolean(&field, anonymous) {
@@ -873,6 +890,7 @@ fn networking(r: &mut Recorder<'_>, v: Value, choices: Choices, spec: &mut Clust
             "amazonvpc" => Some(Networking::AmazonVpc),
             "cilium" => Some(Networking::Cilium),
             "calico" => Some(Networking::Calico),
+            "kubenet" => Some(Networking::Kubenet),
             "cni" => {
                 if let Some(inner) = r.fields(&path, value.clone()) {
                     r.finish(inner, NO_EQUIVALENT);
@@ -892,7 +910,7 @@ fn networking(r: &mut Recorder<'_>, v: Value, choices: Choices, spec: &mut Clust
                     None => r.refused(
                         &path,
                         "kops's cni: {} leaves the pod network to you; Ballast installs its own, so choose it with \
-                         --networking amazon-vpc|cilium|calico (and do not install yours)",
+                         --networking amazon-vpc|cilium|calico|kubenet (and do not install yours)",
                     ),
                 }
                 None
@@ -901,8 +919,8 @@ fn networking(r: &mut Recorder<'_>, v: Value, choices: Choices, spec: &mut Clust
                 r.refused(
                     &path,
                     format!(
-                        "{other}: Ballast's pod networks are amazonvpc, cilium and calico; import with one of those \
-                         (changing the network of a running cluster means new nodes), or keep this cluster on kops"
+                        "{other}: Ballast's pod networks are amazonvpc, cilium, calico and kubenet; import with one of \
+                         those (changing the network of a running cluster means new nodes), or keep this cluster on kops"
                     ),
                 );
                 None
@@ -959,6 +977,7 @@ fn networking_name(n: Networking) -> &'static str {
         Networking::AmazonVpc => "amazon-vpc",
         Networking::Cilium => "cilium",
         Networking::Calico => "calico",
+        Networking::Kubenet => "kubenet",
     }
 }
 

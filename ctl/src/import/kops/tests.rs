@@ -911,6 +911,56 @@ fn a_role_name_kops_shortened_is_mapped_under_ballasts_name_saying_so() {
     );
 }
 
+/// A cluster's `kubelet.evictionHard` is kept in kops's form when every threshold reads; a bad one is refused
+/// naming it, as is a group's.
+#[test]
+fn eviction_hard_maps_from_the_cluster_when_it_reads() {
+    let thresholds = "memory.available<100Mi,nodefs.available<5%";
+    let text = CLUSTER.replace(
+        "  kubernetesVersion:",
+        &format!("  kubelet: {{evictionHard: \"{thresholds}\"}}\n  kubernetesVersion:"),
+    );
+    let imported = run(&text);
+    assert_eq!(
+        mapped_to(
+            &imported,
+            "Cluster/t.example.com",
+            "spec.kubelet.evictionHard"
+        ),
+        "spec.kubelet.evictionHard"
+    );
+    let config = imported.config.as_ref().expect("imported");
+    let kubelet = config.cluster.spec.kubelet.as_ref().expect("kubelet");
+    assert_eq!(kubelet.eviction_hard.as_deref(), Some(thresholds));
+
+    let text = CLUSTER.replace(
+        "  kubernetesVersion:",
+        "  kubelet: {evictionHard: \"nodefs.available<200%\"}\n  kubernetesVersion:",
+    );
+    let why = refusal(
+        &run(&text),
+        "Cluster/t.example.com",
+        "spec.kubelet.evictionHard",
+    );
+    assert!(why.contains("from 0% to 100%"), "{why}");
+    let text = format!(
+        "{CLUSTER}{}",
+        node_group(
+            "nodes",
+            "  kubelet: {evictionHard: \"memory.available<1Mi\"}\n"
+        )
+    );
+    let why = refusal(
+        &run(&text),
+        "InstanceGroup/nodes",
+        "spec.kubelet.evictionHard",
+    );
+    assert!(
+        why.contains("set spec.kubelet.evictionHard on the cluster"),
+        "{why}"
+    );
+}
+
 /// A cluster's `kubelet.failCgroupV1` is kept as `spec.kubelet.failCgroupV1`; a group's is refused by its path
 /// (Ballast has no per-group kubelet settings), never dropped.
 #[test]
@@ -932,7 +982,8 @@ fn fail_cgroup_v1_maps_from_the_cluster_and_is_refused_on_a_group() {
     assert_eq!(
         config.cluster.spec.kubelet,
         Some(ballast_state::spec::KubeletSpec {
-            fail_cgroup_v1: Some(false)
+            fail_cgroup_v1: Some(false),
+            eviction_hard: None,
         })
     );
 
