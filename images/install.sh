@@ -118,6 +118,14 @@ for candidate in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle
   [ -s "${root}$candidate" ] && trust_store=$candidate
 done
 [ -n "$trust_store" ] || problem "CA certificates: ${root:-/} has no trust store (/etc/ssl/certs/ca-certificates.crt, /etc/pki/tls/certs/ca-bundle.crt or /etc/ssl/cert.pem): install ca-certificates in the base image; nodeup cannot start without one"
+# containerd copies the host's /etc/hosts into every pod, and the CNI plugins' masquerade (kubenet's bridge,
+# portmap) runs iptables: a cloud image of Debian, Ubuntu or Amazon Linux has both, a minimal root may not.
+[ -f "${root}/etc/hosts" ] || problem "/etc/hosts: ${root:-/} has none: install netbase in the base image (containerd copies it into every pod, and no pod starts without it)"
+iptables_found=
+for candidate in /usr/sbin/iptables /sbin/iptables /usr/bin/iptables; do
+  [ -e "${root}$candidate" ] && iptables_found=$candidate
+done
+[ -n "$iptables_found" ] || problem "iptables: ${root:-/} has none (/usr/sbin/iptables): install iptables in the base image (the CNI plugins masquerade pod traffic with it)"
 
 # Stages the pinned add-on images ($work/images-pinned: addon|image|reference|digest|kind) in a containerd store under
 # $work, with the containerd and ctr of the verified containerd artifact: the binaries that will read that store

@@ -26,7 +26,9 @@ use sha2::{Digest, Sha256};
 /// The Debian suite and what goes into the base root filesystem. Changing any of it makes a new cache key.
 const SUITE: &str = "bookworm";
 const VARIANT: &str = "minbase";
-const INCLUDE: &str = "systemd,ca-certificates";
+/// What a cloud image of Debian 12 carries that a node needs: systemd, CA certificates, `/etc/hosts` (netbase:
+/// containerd copies it into every pod) and iptables (the bridge CNI plugin's masquerade).
+const INCLUDE: &str = "systemd,ca-certificates,netbase,iptables";
 /// Debian packages whose binaries the test artifacts are made of.
 const DEBIAN_PACKAGES: [&str; 5] = [
     "containerd",

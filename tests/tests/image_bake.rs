@@ -745,16 +745,24 @@ const TRUST_STORE: &str = "etc/ssl/certs/ca-certificates.crt";
 /// A root holding nothing but a base image's CA trust store (install.sh refuses a root without one).
 fn bare_root(dir: &Path) -> std::path::PathBuf {
     let root = dir.join("root");
-    let store = root.join(TRUST_STORE);
-    std::fs::create_dir_all(store.parent().expect("a parent"))
-        .expect("the trust store's directory");
-    std::fs::write(
-        &store,
-        "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n",
-    )
-    .expect("the trust store");
+    for (file, text) in [
+        (
+            TRUST_STORE,
+            "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n",
+        ),
+        (HOSTS, "127.0.0.1 localhost\n"),
+        (IPTABLES, "#!/bin/sh\n"),
+    ] {
+        let path = root.join(file);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("the base's directory");
+        std::fs::write(&path, text).expect("a file of the base");
+    }
     root
 }
+
+/// A base's `/etc/hosts` and iptables (install.sh refuses a root without them).
+const HOSTS: &str = "etc/hosts";
+const IPTABLES: &str = "usr/sbin/iptables";
 
 /// Every file under `root` but the trust store [`bare_root`] put there: what install.sh wrote.
 fn written(root: &Path) -> Vec<std::path::PathBuf> {
@@ -768,7 +776,10 @@ fn written(root: &Path) -> Vec<std::path::PathBuf> {
             let path = entry.path();
             if path.is_dir() {
                 dirs.push(path);
-            } else if path != root.join(TRUST_STORE) {
+            } else if ![TRUST_STORE, HOSTS, IPTABLES]
+                .iter()
+                .any(|f| path == root.join(f))
+            {
                 out.push(path);
             }
         }
@@ -793,6 +804,36 @@ fn a_root_without_ca_certificates_is_refused_before_anything_is_written() {
         "{report}"
     );
     assert_eq!(report.matches("  - ").count(), 1, "{report}");
+    assert!(
+        written(&root).is_empty(),
+        "install.sh wrote {:?}",
+        written(&root)
+    );
+}
+
+/// A root without `/etc/hosts` or iptables is refused naming both, and nothing is written.
+#[test]
+fn a_root_without_hosts_or_iptables_is_refused_before_anything_is_written() {
+    require_root();
+    let artifacts = test_artifacts();
+    let addons = TestAddons::build(artifacts);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let manifest = write_manifest(tmp.path(), &addons.pinned_manifest(artifacts));
+    let root = bare_root(tmp.path());
+    std::fs::remove_file(root.join(HOSTS)).expect("remove /etc/hosts");
+    std::fs::remove_file(root.join(IPTABLES)).expect("remove iptables");
+    let output = install_outside(&manifest, addons.dir(), &root);
+    let report = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("/etc/hosts: ") && report.contains("install netbase"),
+        "{report}"
+    );
+    assert!(
+        report.contains("iptables: ") && report.contains("install iptables"),
+        "{report}"
+    );
+    assert_eq!(report.matches("  - ").count(), 2, "{report}");
     assert!(
         written(&root).is_empty(),
         "install.sh wrote {:?}",
