@@ -123,7 +123,8 @@ done
 [ -f "${root}/etc/hosts" ] || problem "/etc/hosts: ${root:-/} has none: install netbase in the base image (containerd copies it into every pod, and no pod starts without it)"
 iptables_found=
 for candidate in /usr/sbin/iptables /sbin/iptables /usr/bin/iptables; do
-  [ -e "${root}$candidate" ] && iptables_found=$candidate
+  # Debian's is a link through /etc/alternatives, absolute: it resolves only inside the root, so a link counts.
+  if [ -e "${root}$candidate" ] || [ -L "${root}$candidate" ]; then iptables_found=$candidate; fi
 done
 [ -n "$iptables_found" ] || problem "iptables: ${root:-/} has none (/usr/sbin/iptables): install iptables in the base image (the CNI plugins masquerade pod traffic with it)"
 
