@@ -226,8 +226,8 @@ fn apply(
         let wanted = want.get(vpc).unwrap_or(&empty);
         let held = router.held.entry(vpc.clone()).or_default();
         let id = table.to_string();
-        for (destination, via) in wanted.difference(&held.clone()) {
-            let via = via.to_string();
+        for (destination, target) in wanted.difference(&held.clone()) {
+            let via = target.to_string();
             match ip(&[
                 "-n",
                 namespace,
@@ -245,10 +245,7 @@ fn apply(
                 Ok(()) => {
                     tracing::info!(%vpc, %destination, %via, "VPC route");
                     held.retain(|(d, _)| d != destination);
-                    held.insert((
-                        destination.clone(),
-                        via.parse().unwrap_or(Ipv4Addr::UNSPECIFIED),
-                    ));
+                    held.insert((destination.clone(), *target));
                 }
                 Err(e) => {
                     tracing::warn!(%vpc, %destination, error = %e, "a VPC route cannot be set")
