@@ -1,4 +1,4 @@
-//! The `localcloud` command line: `up`, `env`, `status`, `logs`, `down`, and the hidden `run` (the daemon `up`
+//! The `localcloud` command line: `up`, `env`, `status`, `logs`, `exec`, `down`, and the hidden `run` (the daemon `up`
 //! starts in the background, and that tests run in the foreground). Clap definitions only: each verb's work is
 //! in `commands`.
 
@@ -39,6 +39,16 @@ pub enum Cmd {
         /// Keep printing what is appended.
         #[arg(short, long)]
         follow: bool,
+    },
+    /// Run a command inside a running machine (`--instances machines`), in its namespaces, root and cgroup, as
+    /// `docker exec` does for a kind node: `localcloud exec i-0abc -- systemctl stop kubelet`. Exits with the
+    /// command's status.
+    Exec {
+        /// Instance id.
+        instance: String,
+        /// The command and its arguments.
+        #[arg(required = true, last = true)]
+        command: Vec<String>,
     },
     /// Stop everything `up` started (by PID); idempotent.
     Down,

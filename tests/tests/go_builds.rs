@@ -1,7 +1,8 @@
 //! The programs built here from their Go modules (`tools/build-go`): Kubernetes' (`go/kube/<minor>`) and the node's
 //! components (`go/<component>`: etcd, containerd, runc, the CNI plugins, the AWS cloud controller manager,
-//! CoreDNS, the pause program, which is C, and crictl, a module per release: `go/crictl/<minor>`). Each answers with the version `images/manifest.yaml` pins for every release the local cloud runs,
-//! run by its own name.
+//! CoreDNS, the pause program, which is C, and crictl, a module per release: `go/crictl/<minor>`). Each answers with
+//! the version `images/manifest.yaml` pins for every release the local cloud runs, run by its own name; agnhost,
+//! the tests' workload, answers with the version its Kubernetes source names.
 //!
 //! `tools/install-deps` builds them (`tools/test` runs it first); this test builds nothing and fails, naming the
 //! command, when they are missing.
@@ -110,6 +111,32 @@ enum Pin {
     Component(&'static str),
     /// `addons.<name>.version`: an add-on's image.
     Addon(&'static str),
+    /// No release pins it: a workload of the local cloud's tests, whose version is a file of the Kubernetes
+    /// source its module builds from (`test/images/agnhost/VERSION`).
+    Source(&'static str),
+}
+
+/// The text of `path` in the `k8s.io/kubernetes` module that `go/<module>` requires, from Go's module cache.
+fn kubernetes_source_file(module: &str, path: &str) -> String {
+    let dir = repository().join("go").join(module);
+    let out = Command::new("go")
+        .args(["mod", "download", "-json", "k8s.io/kubernetes"])
+        .env("GOFLAGS", "-mod=readonly")
+        .current_dir(&dir)
+        .output()
+        .unwrap_or_else(|e| panic!("running go in {}: {e}", dir.display()));
+    assert!(
+        out.status.success(),
+        "go mod download in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).expect("go's JSON");
+    let source = Path::new(info["Dir"].as_str().expect("the module's Dir")).join(path);
+    std::fs::read_to_string(&source)
+        .unwrap_or_else(|e| panic!("{}: {e}", source.display()))
+        .trim()
+        .to_string()
 }
 
 /// A program of a component module: its arguments, and the line it answers with `{}` for the version (`v` prefixed
@@ -207,6 +234,11 @@ fn components() -> Vec<(&'static str, Pin, Vec<Program>)> {
             vec![program("pause", &["-v"], "pause.c v{}")],
         ),
         (
+            "agnhost",
+            Pin::Source("test/images/agnhost/VERSION"),
+            vec![program("agnhost", &["--version"], "app version {}")],
+        ),
+        (
             "crictl/1.36",
             Pin::Component("crictl"),
             vec![program("crictl", &["--version"], "crictl version v{}")],
@@ -267,6 +299,16 @@ fn every_component_answers_the_version_every_local_cloud_release_pins() {
                 "go/{module} is for release {minor}, which has no go/kube/{minor}"
             );
         }
+        if let Pin::Source(path) = pin {
+            let want = kubernetes_source_file(module, path);
+            let dir = built(module);
+            for program in programs {
+                let text = answer(&dir.join(program.name), program.args, program.env);
+                let line = program.answer.replace("{}", &want);
+                assert_eq!(text.trim(), line, "{} {:?}", program.name, program.args);
+            }
+            continue;
+        }
         let mut versions: Vec<(String, String)> = minors
             .iter()
             .filter(|minor| for_minor.is_none_or(|m| m == minor.as_str()))
@@ -275,6 +317,7 @@ fn every_component_answers_the_version_every_local_cloud_release_pins() {
                 let version = match pin {
                     Pin::Component(name) => release.components.get(name).map(|c| c.version.clone()),
                     Pin::Addon(name) => release.addons.get(name).map(|a| a.version.clone()),
+                    Pin::Source(_) => unreachable!("handled above"),
                 };
                 let version = version.unwrap_or_else(|| panic!("release {minor} pins no {module}"));
                 (minor.clone(), version)
@@ -333,6 +376,11 @@ fn wanted_images(manifest: &ComponentManifest) -> std::collections::BTreeSet<Str
             wanted.insert(reference.clone());
         }
     }
+    // The tests' workload, named as upstream's end-to-end tests name it.
+    wanted.insert(format!(
+        "registry.k8s.io/e2e-test-images/agnhost:{}",
+        kubernetes_source_file("agnhost", "test/images/agnhost/VERSION")
+    ));
     wanted
 }
 

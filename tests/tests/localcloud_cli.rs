@@ -143,6 +143,14 @@ async fn up_status_logs_down_and_nothing_is_left_running() {
     assert!(logs.contains("identity written"), "{logs}");
     let (ok, _, err) = run_cli(root, &["logs", "i-nope"]);
     assert!(!ok && err.contains("no instance i-nope"), "{err}");
+    // Only machines can be entered: a process instance is refused, by name.
+    let (ok, _, err) = run_cli(root, &["exec", &id, "--", "true"]);
+    assert!(
+        !ok && err.contains(&format!(
+            "instance {id} is a process of this host, not a machine"
+        )),
+        "{err}"
+    );
 
     let instance = state.read_instance(&id).expect("instance record");
     let (ok, _, err) = run_cli(root, &["down"]);

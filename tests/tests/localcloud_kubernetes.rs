@@ -3,7 +3,7 @@
 //! answers through the API's network load balancer from the operator's host, and a worker joins through the same
 //! load balancer by its DNS name, which the VPC's resolver answers inside the VPC.
 //!
-//! What it holds, on a 1 + 1 kubenet cluster with this host's needs in its spec (`kubelet.failCgroupV1: false`:
+//! What it holds, on a 1 + 2 kubenet cluster with this host's needs in its spec (`kubelet.failCgroupV1: false`:
 //! the host is cgroup v1; `kubelet.evictionHard` at 1% for the disks: the host's disk is shared and nearly full;
 //! `kubeProxy.conntrackMaxPerCore: 0`: a machine may not set the kernel's connection-tracking limit):
 //! - `validate cluster`'s API check answers through the load balancer;
@@ -11,12 +11,17 @@
 //!   the control plane's static pods running;
 //! - the add-on applier applied the release's add-ons with the images the AMI holds, by the digests its store
 //!   holds them under (CoreDNS's, which upstream publishes no pin for, built here);
-//! - both nodes registered, under EC2's private DNS names, at their VPC addresses, running the kubelet and
+//! - every node registered, under EC2's private DNS names, at their VPC addresses, running the kubelet and
 //!   containerd built here, and Ready: kubenet's bridge from the PodCIDR the controller manager gave each;
-//! - the cloud controller manager (scheduled on the control-plane node, which nodeup labels so) initializes both
+//! - the cloud controller manager (scheduled on the control-plane node, which nodeup labels so) initializes all
 //!   nodes through the AWS endpoint its node was given, and its route controller writes a route per node's
 //!   PodCIDR into the cluster's route table;
-//! - CoreDNS becomes available.
+//! - CoreDNS becomes available;
+//! - a workload (agnhost's netexec, the image the AMI holds, one pod per worker) runs: a pod reaches the other
+//!   worker's pod by its pod IP (through the VPC's routes), resolves a Service's name and `kubernetes.default`
+//!   through CoreDNS, and reaches them through kube-proxy;
+//! - `validate` passes every check; with one worker's kubelet stopped (`localcloud exec`) it fails naming that
+//!   node, and passes again when the kubelet runs.
 //!
 //! Needs root, the Go builds and the emulator (`tools/install-deps`); fails, never skips.
 
@@ -29,7 +34,9 @@ use ballast_e2e::operator::{ballast_cli, ballast_cli_on, validate_checks, STATE_
 use ballast_e2e::wait::wait_until;
 
 const CLUSTER: &str = "kube.example.com";
-/// Two machines booting systemd, containerd, etcd and a control plane on two cores.
+/// One control-plane node and two workers.
+const NODES: usize = 3;
+/// Three machines booting systemd, containerd, etcd and a control plane on two cores.
 const SETTLE: Duration = Duration::from_secs(300);
 /// What this host needs of the kubelet and kube-proxy, as any cgroup v1 host with a nearly full shared disk, whose
 /// nodes may not set the kernel's connection-tracking limit, would.
@@ -43,32 +50,44 @@ fn checks(cloud: &LocalCloud) -> std::collections::BTreeMap<String, (bool, Strin
 
 /// kubectl (built here) against the cluster through the load balancer's host address, as the exported
 /// kubeconfig names it (the host resolves the cloud's names from its hosts file, which kubectl does not read).
-fn kubectl(kubeconfig: &std::path::Path, address: &str, name: &str, args: &[&str]) -> String {
-    try_kubectl(kubeconfig, address, name, args).unwrap_or_else(|e| panic!("{e}"))
+struct Kubectl {
+    kubeconfig: std::path::PathBuf,
+    /// The load balancer's address on the host, and its DNS name (the API server's certificate names it).
+    address: String,
+    name: String,
 }
 
-/// [`kubectl`], its failure returned (stderr) rather than panicking.
-fn try_kubectl(
-    kubeconfig: &std::path::Path,
-    address: &str,
-    name: &str,
-    args: &[&str],
-) -> Result<String, String> {
-    let out = std::process::Command::new(kubectl_program())
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg(format!("--server=https://{address}:443"))
-        .arg(format!("--tls-server-name={name}"))
-        .arg("--request-timeout=20s")
-        .args(args)
-        .output()
-        .expect("kubectl");
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "kubectl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ))
+impl Kubectl {
+    /// What `kubectl args` writes; it must succeed.
+    fn run(&self, args: &[&str]) -> String {
+        self.try_run(args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Kubectl::run`] parsed as JSON.
+    fn json(&self, args: &[&str]) -> serde_json::Value {
+        let text = self.run(args);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("kubectl {args:?}: {e}: {text}"))
+    }
+
+    /// [`Kubectl::run`], its failure returned (stderr) rather than panicking.
+    fn try_run(&self, args: &[&str]) -> Result<String, String> {
+        let out = std::process::Command::new(kubectl_program())
+            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .arg(format!("--server=https://{}:443", self.address))
+            .arg(format!("--tls-server-name={}", self.name))
+            .arg("--request-timeout=20s")
+            .args(args)
+            .output()
+            .expect("kubectl");
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(format!(
+                "kubectl {args:?}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
     }
 }
 
@@ -77,6 +96,64 @@ fn kubectl_program() -> std::path::PathBuf {
     let version = ballast_state::defaults::DEFAULT_KUBERNETES_VERSION;
     let minor = version.rsplit_once('.').map_or(version, |(minor, _)| minor);
     built(minor).join("kubectl")
+}
+
+/// Whether a Node or Pod's `Ready` condition is True.
+fn is_ready(object: &serde_json::Value) -> bool {
+    object["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+}
+
+/// The workload: agnhost's netexec (an HTTP server that also dials others on request) as a Deployment of two pods
+/// that may not share a node, so one runs on each worker, behind a ClusterIP Service. The image is the one the AMI
+/// holds: the local cloud has no registry, so it is never pulled.
+fn workload(image: &str) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: default
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {{app: web}}
+  template:
+    metadata:
+      labels: {{app: web}}
+    spec:
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+          - labelSelector:
+              matchLabels: {{app: web}}
+            topologyKey: kubernetes.io/hostname
+      containers:
+      - name: netexec
+        image: {image}
+        imagePullPolicy: Never
+        args: ["netexec", "--http-port=8080"]
+        ports:
+        - containerPort: 8080
+        readinessProbe:
+          httpGet: {{path: /readyz, port: 8080}}
+          periodSeconds: 2
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: default
+spec:
+  selector: {{app: web}}
+  ports:
+  - port: 80
+    targetPort: 8080
+"#
+    )
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -90,7 +167,7 @@ async fn a_cluster_of_machines_runs_the_kubernetes_control_plane() {
     let zone = ZONES.split(',').next().expect("a zone");
     ballast_cli(&cloud)
         .args(["create", "cluster", "--name", CLUSTER, "--zones", zone])
-        .args(["--node-count", "1", "--admin-access", "0.0.0.0/0"])
+        .args(["--node-count", "2", "--admin-access", "0.0.0.0/0"])
         .args(["--networking", "kubenet"])
         .assert()
         .success();
@@ -152,9 +229,14 @@ async fn a_cluster_of_machines_runs_the_kubernetes_control_plane() {
         .arg(&kubeconfig)
         .assert()
         .success();
+    let kubectl = Kubectl {
+        kubeconfig,
+        address,
+        name,
+    };
     // Ready once its post-start hooks (the bootstrap roles and priority classes) are done.
     let ready = wait_until(SETTLE, "the API server ready", || async {
-        try_kubectl(&kubeconfig, &address, &name, &["get", "--raw", "/readyz"])
+        kubectl.try_run(&["get", "--raw", "/readyz"])
     })
     .await;
     assert_eq!(ready.trim(), "ok");
@@ -162,13 +244,7 @@ async fn a_cluster_of_machines_runs_the_kubernetes_control_plane() {
         SETTLE,
         "the control plane's static pods running",
         || async {
-            let pods: serde_json::Value = serde_json::from_str(&kubectl(
-                &kubeconfig,
-                &address,
-                &name,
-                &["get", "pods", "-n", "kube-system", "-o", "json"],
-            ))
-            .expect("pods as JSON");
+            let pods = kubectl.json(&["get", "pods", "-n", "kube-system", "-o", "json"]);
             let missing: Vec<&str> = [
                 "kube-apiserver",
                 "kube-controller-manager",
@@ -191,11 +267,8 @@ async fn a_cluster_of_machines_runs_the_kubernetes_control_plane() {
     )
     .await;
     let coredns = wait_until(SETTLE, "the add-ons applied", || async {
-        try_kubectl(
-            &kubeconfig,
-            &address,
-            &name,
-            &[
+        kubectl
+            .try_run(&[
                 "get",
                 "deployment",
                 "coredns",
@@ -203,15 +276,14 @@ async fn a_cluster_of_machines_runs_the_kubernetes_control_plane() {
                 "kube-system",
                 "-o",
                 "jsonpath={.spec.template.spec.containers[0].image}",
-            ],
-        )
-        .and_then(|image| {
-            if image.is_empty() {
-                Err("no image yet".to_string())
-            } else {
-                Ok(image)
-            }
-        })
+            ])
+            .and_then(|image| {
+                if image.is_empty() {
+                    Err("no image yet".to_string())
+                } else {
+                    Ok(image)
+                }
+            })
     })
     .await;
     let record = ballast_state::components::ImageComponents::parse(
@@ -224,35 +296,23 @@ async fn a_cluster_of_machines_runs_the_kubernetes_control_plane() {
         "the image's record",
     )
     .expect("a readable record");
-    let (reference, digest) = record
-        .images
-        .iter()
-        .find(|(r, _)| r.contains("/coredns/"))
-        .expect("the image holds CoreDNS");
+    let baked = |part: &str| {
+        record
+            .images
+            .iter()
+            .find(|(r, _)| r.contains(part))
+            .unwrap_or_else(|| panic!("the image holds no {part}: {:?}", record.images))
+    };
+    let (reference, digest) = baked("/coredns/");
     assert_eq!(coredns, format!("{reference}@{digest}"));
 
-    // Both nodes registered (the worker through the load balancer's name, resolved inside the VPC) and Ready:
+    // Every node registered (the workers through the load balancer's name, resolved inside the VPC) and Ready:
     // kubenet's bridge from the PodCIDR the controller manager gave each.
-    let nodes = wait_until(SETTLE, "both nodes registered and Ready", || async {
-        let nodes: serde_json::Value = serde_json::from_str(&kubectl(
-            &kubeconfig,
-            &address,
-            &name,
-            &["get", "nodes", "-o", "json"],
-        ))
-        .expect("nodes as JSON");
+    let nodes = wait_until(SETTLE, "every node registered and Ready", || async {
+        let nodes = kubectl.json(&["get", "nodes", "-o", "json"]);
         let items = nodes["items"].as_array().cloned().unwrap_or_default();
-        let ready = items
-            .iter()
-            .filter(|n| {
-                n["status"]["conditions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            })
-            .count();
-        if items.len() == 2 && ready == 2 {
+        let ready = items.iter().filter(|n| is_ready(n)).count();
+        if items.len() == NODES && ready == NODES {
             Ok(nodes)
         } else {
             Err(format!("{} nodes, {ready} Ready: {nodes}", items.len()))
@@ -297,19 +357,13 @@ async fn a_cluster_of_machines_runs_the_kubernetes_control_plane() {
         );
     }
 
-    // The cloud controller manager (on the control-plane node, which nodeup labelled so) initialized both
-    // nodes through the AWS endpoint its node was given: provider IDs, and the uninitialized taint gone.
+    // The cloud controller manager (on the control-plane node, which nodeup labelled so) initialized every
+    // node through the AWS endpoint its node was given: provider IDs, and the uninitialized taint gone.
     wait_until(
         SETTLE,
         "the nodes initialized by the cloud controller",
         || async {
-            let nodes: serde_json::Value = serde_json::from_str(&kubectl(
-                &kubeconfig,
-                &address,
-                &name,
-                &["get", "nodes", "-o", "json"],
-            ))
-            .expect("nodes as JSON");
+            let nodes = kubectl.json(&["get", "nodes", "-o", "json"]);
             let waiting: Vec<String> = nodes["items"]
                 .as_array()
                 .into_iter()
@@ -354,7 +408,7 @@ async fn a_cluster_of_machines_runs_the_kubernetes_control_plane() {
                 ))
             })
             .collect();
-        if routes.len() >= 2 {
+        if routes.len() >= NODES {
             Ok(routes)
         } else {
             Err(format!("routes to instances: {routes:?}"))
@@ -368,26 +422,152 @@ async fn a_cluster_of_machines_runs_the_kubernetes_control_plane() {
         );
     }
 
-    // CoreDNS runs, on the worker (the control plane is tainted), with its pods on kubenet's bridge.
+    // CoreDNS runs, on the workers (the control plane is tainted), with its pods on kubenet's bridge.
     wait_until(SETTLE, "CoreDNS available", || async {
-        let available = try_kubectl(
-            &kubeconfig,
-            &address,
-            &name,
-            &[
-                "get",
-                "deployment",
-                "coredns",
-                "-n",
-                "kube-system",
-                "-o",
-                "jsonpath={.status.availableReplicas}",
-            ],
-        )?;
+        let available = kubectl.try_run(&[
+            "get",
+            "deployment",
+            "coredns",
+            "-n",
+            "kube-system",
+            "-o",
+            "jsonpath={.status.availableReplicas}",
+        ])?;
         if available.trim().parse::<u32>().is_ok_and(|n| n >= 1) {
             Ok(())
         } else {
             Err(format!("available: {available:?}"))
+        }
+    })
+    .await;
+
+    // A workload: one netexec pod on each worker, behind a Service.
+    let (agnhost, _) = baked("/agnhost:");
+    let manifest = dir.path().join("web.yaml");
+    std::fs::write(&manifest, workload(agnhost)).expect("write the workload");
+    kubectl.run(&["apply", "-f", &manifest.display().to_string()]);
+    let pods = wait_until(SETTLE, "the workload's pods ready", || async {
+        let pods = kubectl.json(&["get", "pods", "-l", "app=web", "-o", "json"]);
+        let items = pods["items"].as_array().cloned().unwrap_or_default();
+        let ready: Vec<(String, String, String)> = items
+            .iter()
+            .filter(|p| is_ready(p))
+            .filter_map(|p| {
+                Some((
+                    p["metadata"]["name"].as_str()?.to_string(),
+                    p["spec"]["nodeName"].as_str()?.to_string(),
+                    p["status"]["podIP"].as_str()?.to_string(),
+                ))
+            })
+            .collect();
+        if ready.len() == 2 {
+            Ok(ready)
+        } else {
+            Err(format!("{} of 2 ready: {pods}", ready.len()))
+        }
+    })
+    .await;
+    let ((a, a_node, a_ip), (b, b_node, b_ip)) = (&pods[0], &pods[1]);
+    assert_ne!(a_node, b_node, "the pods share a node");
+    assert_ne!(a_ip, b_ip);
+
+    // From the host, through the API server on the control-plane node (whose kubenet routes reach the workers'
+    // pods), pod a dials pod b by its pod IP, across nodes: b answers with its own name.
+    let dial = |host: &str, port: u16| {
+        format!(
+            "/api/v1/namespaces/default/pods/{a}:8080/proxy/dial?request=hostname&host={host}&port={port}\
+             &protocol=http&tries=1"
+        )
+    };
+    let answer = kubectl.json(&["get", "--raw", &dial(b_ip, 8080)]);
+    assert_eq!(answer["responses"], serde_json::json!([b]), "{answer}");
+    // A Service's name resolves from a pod (CoreDNS, through the pod's resolv.conf and its search domains), and
+    // kube-proxy carries its ClusterIP to one of the pods.
+    let answer = kubectl.json(&["get", "--raw", &dial("web", 80)]);
+    let responses = answer["responses"].as_array().cloned().unwrap_or_default();
+    assert!(
+        responses.len() == 1 && (responses[0] == a.as_str() || responses[0] == b.as_str()),
+        "{answer}"
+    );
+    // CoreDNS answers `kubernetes.default` in a pod, and the API's ClusterIP takes a connection.
+    let connected = kubectl.run(&[
+        "exec",
+        b,
+        "--",
+        "/agnhost",
+        "connect",
+        "--timeout=5s",
+        "kubernetes.default:443",
+    ]);
+    assert_eq!(
+        connected.trim(),
+        "",
+        "connect says nothing when it connects"
+    );
+
+    // `validate` passes every check, the Kubernetes ones among them: every node Ready, every kube-system pod.
+    let all = wait_until(SETTLE, "validate to pass", || async {
+        let checks = checks(&cloud);
+        if !checks.is_empty() && checks.values().all(|(ok, _)| *ok) {
+            Ok(checks)
+        } else {
+            Err(format!("{checks:?}"))
+        }
+    })
+    .await;
+    assert!(
+        all.contains_key("kubernetes nodes") && all.contains_key("kube-system pods"),
+        "{all:?}"
+    );
+
+    // A worker's kubelet stops: `validate` fails, naming its node; it runs again, and `validate` passes.
+    let worker = instances
+        .iter()
+        .find(|r| a_node.starts_with(&format!("ip-{}.", r.private_ip.replace('.', "-"))))
+        .expect("pod a's instance");
+    let (ok, _, err) = cloud.cli(&[
+        "exec",
+        &worker.instance_id,
+        "--",
+        "systemctl",
+        "stop",
+        "kubelet",
+    ]);
+    assert!(ok, "{err}");
+    let failed = wait_until(
+        SETTLE,
+        "validate to fail on the stopped kubelet",
+        || async {
+            let checks = checks(&cloud);
+            match checks.get("kubernetes nodes") {
+                Some((false, reason)) => Ok(reason.clone()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    assert!(
+        failed.contains(&format!(
+            "Node {a_node} ({}) is not Ready",
+            worker.instance_id
+        )),
+        "{failed}"
+    );
+    let (ok, _, err) = cloud.cli(&[
+        "exec",
+        &worker.instance_id,
+        "--",
+        "systemctl",
+        "start",
+        "kubelet",
+    ]);
+    assert!(ok, "{err}");
+    wait_until(SETTLE, "validate to pass again", || async {
+        let checks = checks(&cloud);
+        if !checks.is_empty() && checks.values().all(|(ok, _)| *ok) {
+            Ok(())
+        } else {
+            Err(format!("{checks:?}"))
         }
     })
     .await;

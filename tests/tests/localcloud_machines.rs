@@ -138,6 +138,19 @@ async fn an_ha_cluster_of_machines_forms_etcd_and_heals_a_power_cut() {
     let (ok, journal, err) = cloud.cli(&["logs", &on[0].instance_id]);
     assert!(ok, "{err}");
     assert!(journal.contains("nodeup starting"), "{journal}");
+    // `exec` enters a machine: its own hostname, and a failing command's status comes back.
+    let (ok, hostname, err) = cloud.cli(&["exec", &on[0].instance_id, "--", "hostname"]);
+    assert!(ok, "{err}");
+    assert!(
+        hostname
+            .trim()
+            .starts_with(&format!("ip-{}", on[0].private_ip.replace('.', "-"))),
+        "{} in {}: {hostname}",
+        on[0].instance_id,
+        on[0].private_ip
+    );
+    let (ok, _, _) = cloud.cli(&["exec", &on[0].instance_id, "--", "test", "-e", "/nothing"]);
+    assert!(!ok, "a failing command's status is exec's");
 
     // A control-plane instance loses power; its group replaces it and the member comes back on its volume.
     let victim = on

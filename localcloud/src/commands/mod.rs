@@ -3,6 +3,7 @@
 
 mod down;
 mod env;
+mod exec;
 mod logs;
 mod run;
 mod status;
@@ -22,6 +23,7 @@ pub fn dispatch(cli: Cli) -> Result<(), LocalCloudError> {
         Cmd::Env => env::run(&state),
         Cmd::Status { output } => status::run(&state, output),
         Cmd::Logs { instance, follow } => logs::run(&state, &instance, follow),
+        Cmd::Exec { instance, command } => exec::run(&state, &instance, &command),
         Cmd::Down => down::run(&state),
         Cmd::Run(args) => {
             let runtime = tokio::runtime::Builder::new_multi_thread()
