@@ -68,13 +68,18 @@ pub struct Kubernetes {
 }
 
 impl Kubernetes {
-    /// A client from the operator's kubeconfig; `timeout` bounds each drain.
-    pub async fn from_kubeconfig(timeout: Duration) -> Result<Self, DrainError> {
+    /// A client from the operator's kubeconfig; `timeout` bounds each drain. `redirect` may change where the
+    /// client dials (the caller's hosts file: the server's name stays the one its certificate must carry).
+    pub async fn from_kubeconfig(
+        timeout: Duration,
+        redirect: impl FnOnce(&mut kube::Config) -> Result<(), String>,
+    ) -> Result<Self, DrainError> {
         let mut config = kube::Config::infer()
             .await
             .map_err(|e| DrainError::NoKubeconfig {
                 message: e.to_string(),
             })?;
+        redirect(&mut config).map_err(|message| DrainError::NoKubeconfig { message })?;
         config.default_retry = false;
         let client = Client::try_from(config).map_err(|e| DrainError::NoKubeconfig {
             message: e.to_string(),

@@ -8,6 +8,7 @@ pub mod etcd_writer;
 pub mod front;
 pub mod go_builds;
 pub mod image;
+pub mod kube_machines;
 pub mod kubernetes_made;
 pub mod leftovers;
 pub mod lifecycle;

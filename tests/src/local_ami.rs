@@ -246,33 +246,62 @@ pub fn baked(minor: &str) -> PathBuf {
 /// How long a local image no run asked for is kept: longer than any test run, so that an image a concurrent run
 /// of another tree (its own nodeup, its own key) boots machines from is never removed under it.
 const UNUSED_IMAGE_KEPT: std::time::Duration = std::time::Duration::from_secs(6 * 3600);
+/// How many of a release's images, the most recently asked for, [`UNUSED_IMAGE_KEPT`] protects: every nodeup build
+/// is a new image of 855 MB, and a day of work makes dozens.
+const RECENT_IMAGES_KEPT: usize = 3;
+/// How long an image beyond the [`RECENT_IMAGES_KEPT`] most recent is kept: longer than one test's use of it.
+const OLDER_IMAGE_KEPT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 
 /// The stamp beside image `name` whose modification time says when a run last asked for it.
 fn used_stamp(name: &str) -> PathBuf {
     cache_dir().join(format!("{name}.used"))
 }
 
-/// Removes the local images (and their stamps) not asked for within [`UNUSED_IMAGE_KEPT`], except `keep`.
+/// Removes the local images (and their stamps) not asked for within [`UNUSED_IMAGE_KEPT`], or, beyond the
+/// [`RECENT_IMAGES_KEPT`] most recently asked for of their release, within [`OLDER_IMAGE_KEPT`]; never `keep`.
 fn prune_unused_images(keep: &str) {
     let Ok(entries) = std::fs::read_dir(cache_dir()) else {
         return;
     };
+    // (release, idle time, image name) for every image but `keep`.
+    let mut images: Vec<(String, std::time::Duration, String)> = Vec::new();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if !name.starts_with("local-ami-") || name.ends_with(".used") || name == keep {
             continue;
         }
-        let stamp = used_stamp(&name);
-        let last_used = std::fs::metadata(&stamp)
+        let idle = std::fs::metadata(used_stamp(&name))
             .or_else(|_| entry.metadata())
-            .and_then(|m| m.modified());
-        let unused = last_used
+            .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age > UNUSED_IMAGE_KEPT);
-        if unused {
-            let _ = std::fs::remove_dir_all(entry.path());
-            let _ = std::fs::remove_file(stamp);
+            .unwrap_or_default();
+        let release = name
+            .trim_start_matches("local-ami-")
+            .split('-')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        images.push((release, idle, name));
+    }
+    images.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+    let keep_release = keep.trim_start_matches("local-ami-").split('-').next();
+    let mut seen: std::collections::BTreeMap<String, usize> = Default::default();
+    for (release, idle, name) in images {
+        // `keep` is the newest of its release.
+        let newer = seen
+            .entry(release.clone())
+            .or_insert_with(|| usize::from(keep_release == Some(release.as_str())));
+        let recent = *newer < RECENT_IMAGES_KEPT;
+        *newer += 1;
+        let kept_for = if recent {
+            UNUSED_IMAGE_KEPT
+        } else {
+            OLDER_IMAGE_KEPT
+        };
+        if idle > kept_for {
+            let _ = std::fs::remove_dir_all(cache_dir().join(&name));
+            let _ = std::fs::remove_file(used_stamp(&name));
         }
     }
 }

@@ -27,10 +27,10 @@
 
 use std::time::Duration;
 
-use ballast_e2e::go_builds::built;
 use ballast_e2e::image::require_root;
+use ballast_e2e::kube_machines::{baked_image, create_kubenet_cluster, netexec, Kubectl};
 use ballast_e2e::localcloud::{LocalCloud, MachineOptions, Options};
-use ballast_e2e::operator::{ballast_cli, ballast_cli_on, validate_checks, STATE_BUCKET, ZONES};
+use ballast_e2e::operator::{validate_checks, ZONES};
 use ballast_e2e::wait::wait_until;
 
 const CLUSTER: &str = "kube.example.com";
@@ -38,122 +38,9 @@ const CLUSTER: &str = "kube.example.com";
 const NODES: usize = 3;
 /// Three machines booting systemd, containerd, etcd and a control plane on two cores.
 const SETTLE: Duration = Duration::from_secs(300);
-/// What this host needs of the kubelet and kube-proxy, as any cgroup v1 host with a nearly full shared disk, whose
-/// nodes may not set the kernel's connection-tracking limit, would.
-const HOST_SETTINGS: &str = "  kubelet:\n    failCgroupV1: false\n    \
-                       evictionHard: memory.available<100Mi,nodefs.available<1%,imagefs.available<1%\n  \
-                       kubeProxy:\n    conntrackMaxPerCore: 0\n";
 
 fn checks(cloud: &LocalCloud) -> std::collections::BTreeMap<String, (bool, String)> {
     validate_checks(cloud, CLUSTER)
-}
-
-/// kubectl (built here) against the cluster through the load balancer's host address, as the exported
-/// kubeconfig names it (the host resolves the cloud's names from its hosts file, which kubectl does not read).
-struct Kubectl {
-    kubeconfig: std::path::PathBuf,
-    /// The load balancer's address on the host, and its DNS name (the API server's certificate names it).
-    address: String,
-    name: String,
-}
-
-impl Kubectl {
-    /// What `kubectl args` writes; it must succeed.
-    fn run(&self, args: &[&str]) -> String {
-        self.try_run(args).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// [`Kubectl::run`] parsed as JSON.
-    fn json(&self, args: &[&str]) -> serde_json::Value {
-        let text = self.run(args);
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("kubectl {args:?}: {e}: {text}"))
-    }
-
-    /// [`Kubectl::run`], its failure returned (stderr) rather than panicking.
-    fn try_run(&self, args: &[&str]) -> Result<String, String> {
-        let out = std::process::Command::new(kubectl_program())
-            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
-            .arg(format!("--server=https://{}:443", self.address))
-            .arg(format!("--tls-server-name={}", self.name))
-            .arg("--request-timeout=20s")
-            .args(args)
-            .output()
-            .expect("kubectl");
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            Err(format!(
-                "kubectl {args:?}: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ))
-        }
-    }
-}
-
-/// The kubectl built here for the cluster's release (`go/kube/<minor>`).
-fn kubectl_program() -> std::path::PathBuf {
-    let version = ballast_state::defaults::DEFAULT_KUBERNETES_VERSION;
-    let minor = version.rsplit_once('.').map_or(version, |(minor, _)| minor);
-    built(minor).join("kubectl")
-}
-
-/// Whether a Node or Pod's `Ready` condition is True.
-fn is_ready(object: &serde_json::Value) -> bool {
-    object["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == "Ready" && c["status"] == "True")
-}
-
-/// The workload: agnhost's netexec (an HTTP server that also dials others on request) as a Deployment of two pods
-/// that may not share a node, so one runs on each worker, behind a ClusterIP Service. The image is the one the AMI
-/// holds: the local cloud has no registry, so it is never pulled.
-fn workload(image: &str) -> String {
-    format!(
-        r#"apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-  namespace: default
-spec:
-  replicas: 2
-  selector:
-    matchLabels: {{app: web}}
-  template:
-    metadata:
-      labels: {{app: web}}
-    spec:
-      affinity:
-        podAntiAffinity:
-          requiredDuringSchedulingIgnoredDuringExecution:
-          - labelSelector:
-              matchLabels: {{app: web}}
-            topologyKey: kubernetes.io/hostname
-      containers:
-      - name: netexec
-        image: {image}
-        imagePullPolicy: Never
-        args: ["netexec", "--http-port=8080"]
-        ports:
-        - containerPort: 8080
-        readinessProbe:
-          httpGet: {{path: /readyz, port: 8080}}
-          periodSeconds: 2
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: web
-  namespace: default
-spec:
-  selector: {{app: web}}
-  ports:
-  - port: 80
-    targetPort: 8080
-"#
-    )
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -163,32 +50,9 @@ async fn a_cluster_of_machines_runs_the_kubernetes_control_plane() {
         machines: Some(MachineOptions::default_release()),
         ..Options::default()
     });
-    cloud.prepare_for_ballast(STATE_BUCKET).await;
     let zone = ZONES.split(',').next().expect("a zone");
-    ballast_cli(&cloud)
-        .args(["create", "cluster", "--name", CLUSTER, "--zones", zone])
-        .args(["--node-count", "2", "--admin-access", "0.0.0.0/0"])
-        .args(["--networking", "kubenet"])
-        .assert()
-        .success();
-    // The host's kubelet settings, as an operator edits them: the stored spec, replaced, then applied.
-    let stored = ballast_cli_on(&cloud, CLUSTER)
-        .args(["get", "clusters", CLUSTER, "-o", "yaml"])
-        .output()
-        .expect("get clusters");
-    let yaml = format!("{}{HOST_SETTINGS}", String::from_utf8_lossy(&stored.stdout));
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let spec = dir.path().join("cluster.yaml");
-    std::fs::write(&spec, yaml).expect("write the spec");
-    ballast_cli_on(&cloud, CLUSTER)
-        .args(["replace", "-f"])
-        .arg(&spec)
-        .assert()
-        .success();
-    ballast_cli_on(&cloud, CLUSTER)
-        .args(["update", "cluster", CLUSTER, "--yes"])
-        .assert()
-        .success();
+    create_kubenet_cluster(&cloud, CLUSTER, zone, 2, dir.path()).await;
 
     // The API answers through its load balancer.
     let valid = wait_until(SETTLE, "the API through its load balancer", || async {
@@ -201,14 +65,9 @@ async fn a_cluster_of_machines_runs_the_kubernetes_control_plane() {
         }
     })
     .await;
-    let hosts = std::fs::read_to_string(localcloud::balancers::hosts_file(&cloud.state))
-        .expect("the cloud's hosts file");
-    let (address, name) = hosts
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| l.split_once(' '))
-        .map(|(a, n)| (a.to_string(), n.trim().to_string()))
-        .unwrap_or_else(|| panic!("no load balancer in the hosts file:\n{hosts}"));
+    // The host reached it at the address the cloud's hosts file gives its name; so does the exported kubeconfig.
+    let kubectl = Kubectl::export(&cloud, CLUSTER, dir.path()).await;
+    let address = kubectl.address.clone();
     assert!(
         valid["kubernetes API"]
             .1
@@ -216,24 +75,6 @@ async fn a_cluster_of_machines_runs_the_kubernetes_control_plane() {
         "{valid:?}"
     );
 
-    // An admin kubeconfig from `export kubeconfig`, read by the kubectl built here.
-    let kubeconfig = dir.path().join("kubeconfig");
-    ballast_cli_on(&cloud, CLUSTER)
-        .args([
-            "export",
-            "kubeconfig",
-            CLUSTER,
-            "--admin=1h",
-            "--kubeconfig",
-        ])
-        .arg(&kubeconfig)
-        .assert()
-        .success();
-    let kubectl = Kubectl {
-        kubeconfig,
-        address,
-        name,
-    };
     // Ready once its post-start hooks (the bootstrap roles and priority classes) are done.
     let ready = wait_until(SETTLE, "the API server ready", || async {
         kubectl.try_run(&["get", "--raw", "/readyz"])
@@ -286,39 +127,12 @@ async fn a_cluster_of_machines_runs_the_kubernetes_control_plane() {
             })
     })
     .await;
-    let record = ballast_state::components::ImageComponents::parse(
-        &std::fs::read_to_string(
-            MachineOptions::default_release().images[0]
-                .1
-                .join("etc/ballast/components.yaml"),
-        )
-        .expect("the image's record"),
-        "the image's record",
-    )
-    .expect("a readable record");
-    let baked = |part: &str| {
-        record
-            .images
-            .iter()
-            .find(|(r, _)| r.contains(part))
-            .unwrap_or_else(|| panic!("the image holds no {part}: {:?}", record.images))
-    };
-    let (reference, digest) = baked("/coredns/");
+    let (reference, digest) = baked_image("/coredns/");
     assert_eq!(coredns, format!("{reference}@{digest}"));
 
     // Every node registered (the workers through the load balancer's name, resolved inside the VPC) and Ready:
     // kubenet's bridge from the PodCIDR the controller manager gave each.
-    let nodes = wait_until(SETTLE, "every node registered and Ready", || async {
-        let nodes = kubectl.json(&["get", "nodes", "-o", "json"]);
-        let items = nodes["items"].as_array().cloned().unwrap_or_default();
-        let ready = items.iter().filter(|n| is_ready(n)).count();
-        if items.len() == NODES && ready == NODES {
-            Ok(nodes)
-        } else {
-            Err(format!("{} nodes, {ready} Ready: {nodes}", items.len()))
-        }
-    })
-    .await;
+    let nodes = kubectl.wait_nodes_ready(NODES, SETTLE).await;
     let instances = cloud.powered_on();
     for node in nodes["items"].as_array().expect("nodes") {
         let node_name = node["metadata"]["name"].as_str().expect("a name");
@@ -442,31 +256,8 @@ async fn a_cluster_of_machines_runs_the_kubernetes_control_plane() {
     .await;
 
     // A workload: one netexec pod on each worker, behind a Service.
-    let (agnhost, _) = baked("/agnhost:");
-    let manifest = dir.path().join("web.yaml");
-    std::fs::write(&manifest, workload(agnhost)).expect("write the workload");
-    kubectl.run(&["apply", "-f", &manifest.display().to_string()]);
-    let pods = wait_until(SETTLE, "the workload's pods ready", || async {
-        let pods = kubectl.json(&["get", "pods", "-l", "app=web", "-o", "json"]);
-        let items = pods["items"].as_array().cloned().unwrap_or_default();
-        let ready: Vec<(String, String, String)> = items
-            .iter()
-            .filter(|p| is_ready(p))
-            .filter_map(|p| {
-                Some((
-                    p["metadata"]["name"].as_str()?.to_string(),
-                    p["spec"]["nodeName"].as_str()?.to_string(),
-                    p["status"]["podIP"].as_str()?.to_string(),
-                ))
-            })
-            .collect();
-        if ready.len() == 2 {
-            Ok(ready)
-        } else {
-            Err(format!("{} of 2 ready: {pods}", ready.len()))
-        }
-    })
-    .await;
+    kubectl.apply(dir.path(), "web.yaml", &netexec("web", 2, true));
+    let pods = kubectl.wait_pods_ready("app=web", 2, SETTLE).await;
     let ((a, a_node, a_ip), (b, b_node, b_ip)) = (&pods[0], &pods[1]);
     assert_ne!(a_node, b_node, "the pods share a node");
     assert_ne!(a_ip, b_ip);

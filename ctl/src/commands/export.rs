@@ -18,6 +18,7 @@ use crate::cloud::model::cluster_model;
 use crate::cloud::{CallLog, Cloud};
 use crate::error::{io_error, CommandError};
 use crate::kubeconfig::admin::{issue_admin, DEFAULT_ADMIN_VALIDITY};
+use crate::kubeconfig::hosts::HOSTS_FILE_ENV;
 use crate::kubeconfig::{choose_file, defines_name, merge, ClusterEntry, UserEntry};
 
 pub async fn run(context: &Context, args: ExportArgs) -> Result<(), CommandError> {
@@ -47,8 +48,8 @@ async fn kubeconfig(context: &Context, args: ExportKubeconfigArgs) -> Result<(),
     let ca_bundle = keystore::ca_bundle(registry.store(), &name, KeysetName::KubernetesCa)
         .await
         .map_err(|source| keys_error(&name, source))?;
-    let server = if args.internal {
-        internal_server(&completed).await?
+    let (server, tls_server_name) = if args.internal {
+        (internal_server(&completed).await?, None)
     } else {
         load_balancer_server(&registry, &completed).await?
     };
@@ -88,13 +89,20 @@ async fn kubeconfig(context: &Context, args: ExportKubeconfigArgs) -> Result<(),
     let entry = ClusterEntry {
         name: name.clone(),
         server,
+        tls_server_name,
         ca_pem: ca_bundle,
         user,
     };
     let file = target_file(args.kubeconfig.as_deref(), &name)?;
     write_merged(&file, &entry)?;
+    let checked = match &entry.tls_server_name {
+        Some(tls) => {
+            format!(", as {HOSTS_FILE_ENV} gives {tls}, its certificate checked against that name")
+        }
+        None => String::new(),
+    };
     eprintln!(
-        "Wrote context {name:?} (server {}) to {} and made it current.",
+        "Wrote context {name:?} (server {}{checked}) to {} and made it current.",
         entry.server,
         file.display()
     );
@@ -108,17 +116,20 @@ fn keys_error(cluster: &str, source: keystore::KeystoreError) -> CommandError {
     }
 }
 
-/// The API load balancer's DNS name, as kubectl reaches it from outside.
+/// The API load balancer's DNS name, as kubectl reaches it from outside; or, when the hosts file
+/// (`BALLAST_HOSTS_FILE`) gives that name an address, the address, with the name the certificate must carry.
 async fn load_balancer_server(
     registry: &ballast_store::registry::Registry,
     completed: &ClusterConfig,
-) -> Result<String, CommandError> {
+) -> Result<(String, Option<String>), CommandError> {
     let location = require_s3(registry)?;
     let model = cluster_model(completed, &location);
     let cloud = connect(completed).await;
     let actual = load_balancer::find(&cloud, &model).await?;
     match actual.load_balancer {
-        Some(lb) if !lb.dns_name.is_empty() => Ok(format!("https://{}:443", lb.dns_name)),
+        Some(lb) if !lb.dns_name.is_empty() => {
+            crate::kubeconfig::hosts::server_for(&lb.dns_name, 443).map_err(CommandError::Usage)
+        }
         _ => Err(CommandError::NotReady(format!(
             "cluster {}: its API load balancer {} does not exist yet: run `ballast update cluster {} --yes` \
              first",

@@ -41,7 +41,7 @@ pub async fn run(context: &Context, args: RollingUpdateArgs) -> Result<(), Comma
     // Reach Kubernetes before anything changes: a roll that cannot drain must not begin.
     let kubernetes = if args.yes && !args.cloudonly {
         Some(
-            Kubernetes::from_kubeconfig(args.drain_timeout)
+            Kubernetes::from_kubeconfig(args.drain_timeout, crate::kubeconfig::hosts::redirect)
                 .await
                 .map_err(RollError::from)?,
         )

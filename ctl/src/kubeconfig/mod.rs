@@ -21,6 +21,9 @@ pub struct ClusterEntry {
     pub name: String,
     /// `https://HOST[:PORT]`.
     pub server: String,
+    /// The name the API server's certificate must carry when `server` dials another (an address the hosts file
+    /// gave the name: `kubeconfig::hosts`), written as `tls-server-name`.
+    pub tls_server_name: Option<String>,
     /// The cluster CA's certificate, PEM.
     pub ca_pem: String,
     /// Which user the context names, and the credentials to store under it (`--admin`), if any.
@@ -33,6 +36,7 @@ impl std::fmt::Debug for ClusterEntry {
         f.debug_struct("ClusterEntry")
             .field("name", &self.name)
             .field("server", &self.server)
+            .field("tls_server_name", &self.tls_server_name)
             .field("user", &self.user.name())
             .finish_non_exhaustive()
     }
@@ -118,6 +122,9 @@ pub fn merge(
     let mut cluster = Mapping::new();
     cluster.insert("server".into(), Value::from(entry.server.as_str()));
     cluster.insert("certificate-authority-data".into(), base64(&entry.ca_pem));
+    if let Some(name) = &entry.tls_server_name {
+        cluster.insert("tls-server-name".into(), Value::from(name.as_str()));
+    }
     upsert(&mut config, "clusters", "cluster", &entry.name, cluster).map_err(|w| shape(&w))?;
 
     if let UserEntry::Certificate {

@@ -2,6 +2,7 @@ use super::*;
 
 fn entry(user: UserEntry) -> ClusterEntry {
     ClusterEntry {
+        tls_server_name: None,
         name: "demo.example.com".to_string(),
         server: "https://api-demo.elb.example:443".to_string(),
         ca_pem: "-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n".to_string(),

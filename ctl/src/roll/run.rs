@@ -423,15 +423,7 @@ impl<'a> Roller<'a> {
         };
         self.progress(group, &format!("{}: draining node {node}", instance.id));
         let drained = kube.drain(node).await?;
-        if drained.node_missing {
-            self.progress(
-                group,
-                &format!(
-                    "{}: Kubernetes has no node {node}; nothing to drain",
-                    instance.id
-                ),
-            );
-        }
+        self.progress(group, &drained_line(&instance.id, node, &drained));
         Ok(())
     }
 
@@ -468,11 +460,7 @@ impl<'a> Roller<'a> {
         let mut failures = Vec::new();
         for ((id, node), (_, outcome)) in nodes.into_iter().zip(outcomes) {
             match outcome {
-                Ok(drained) if drained.node_missing => self.progress(
-                    group,
-                    &format!("{id}: Kubernetes has no node {node}; nothing to drain"),
-                ),
-                Ok(_) => self.progress(group, &format!("{id}: node {node} drained")),
+                Ok(drained) => self.progress(group, &drained_line(&id, &node, &drained)),
                 Err(error) => failures.push((id, node, error)),
             }
         }
@@ -663,4 +651,19 @@ fn live(group: &GroupView) -> impl Iterator<Item = &InstanceView> {
         .instances
         .iter()
         .filter(|i| !i.lifecycle.starts_with("Terminat"))
+}
+
+/// What a drain did, as the roll's progress says it.
+fn drained_line(id: &str, node: &str, drained: &super::drain::Drained) -> String {
+    if drained.node_missing {
+        return format!("{id}: Kubernetes has no node {node}; nothing to drain");
+    }
+    let refused = match drained.refused {
+        0 => String::new(),
+        n => format!(" ({n} evictions refused by a PodDisruptionBudget, retried)"),
+    };
+    format!(
+        "{id}: node {node} drained: {} pods evicted{refused}",
+        drained.evicted
+    )
 }
