@@ -54,16 +54,27 @@ impl MachineOptions {
     /// The local cloud's image of the default release ([`crate::local_ami::baked`]) under the AMI name the
     /// default spec asks for, run by the runc built here.
     pub fn default_release() -> Self {
-        let version = ballast_state::defaults::DEFAULT_KUBERNETES_VERSION;
-        let minor = version
-            .rsplit_once('.')
-            .map(|(minor, _)| minor)
-            .expect("a minor version");
+        Self::releases(&[ballast_state::defaults::DEFAULT_KUBERNETES_VERSION])
+    }
+
+    /// The local cloud's images of each release of `versions` (`1.36.4`), each under the AMI name a spec of that
+    /// version asks for, run by the runc built here: an upgrade's two releases.
+    pub fn releases(versions: &[&str]) -> Self {
+        let images = versions
+            .iter()
+            .map(|version| {
+                let minor = version
+                    .rsplit_once('.')
+                    .map(|(minor, _)| minor)
+                    .expect("a minor version");
+                (
+                    ballast_state::defaults::default_image(version),
+                    crate::local_ami::baked(minor),
+                )
+            })
+            .collect();
         MachineOptions {
-            images: vec![(
-                ballast_state::defaults::default_image(version),
-                crate::local_ami::baked(minor),
-            )],
+            images,
             runc: crate::go_builds::built("runc").join("runc"),
         }
     }

@@ -1,7 +1,9 @@
-//! A whole rolling update of an HA cluster that runs real Kubernetes (3 control-plane machines, one per zone, and 2
-//! workers, kubenet): `rolling-update cluster --force --yes`, without `--cloudonly`, replaces every instance,
-//! cordoning and draining each node through the API (the exported admin kubeconfig, reached through the API's load
-//! balancer at the address the cloud's hosts file gives it) and waiting for each replacement's node to be Ready.
+//! An upgrade of an HA cluster that runs real Kubernetes (3 control-plane machines, one per zone, and 2 workers,
+//! kubenet) from 1.36 to 1.37: the spec's `kubernetesVersion` changed, `update cluster --yes`, then
+//! `rolling-update cluster --yes`, without `--cloudonly`, replaces every instance with one booted from the 1.37
+//! image, cordoning and draining each node through the API (the exported admin kubeconfig, reached through the
+//! API's load balancer at the address the cloud's hosts file gives it) and waiting for each replacement's node to
+//! be Ready. Every node then runs the 1.37 kubelet and the API server answers as 1.37.
 //!
 //! Through the whole roll, a Deployment of 4 pods with a PodDisruptionBudget of `minAvailable: 3` behind a
 //! ClusterIP Service keeps at least 3 ready endpoints (read every 200 ms from its EndpointSlices), and every write
@@ -17,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use ballast_e2e::image::require_root;
 use ballast_e2e::kube_machines::{create_kubenet_cluster, netexec, Kubectl};
+use ballast_e2e::lifecycle::{FROM_VERSION, TO_VERSION};
 use ballast_e2e::localcloud::{LocalCloud, MachineOptions, Options};
 use ballast_e2e::operator::{ballast_cli_on, validate_checks, ZONES};
 use ballast_e2e::wait::wait_until;
@@ -83,6 +86,17 @@ fn record_write(written: &Mutex<Written>, name: String, result: Result<(), kube:
     }
 }
 
+/// The kubelet versions the cluster's Nodes report.
+fn kubelet_versions(kubectl: &Kubectl) -> BTreeSet<String> {
+    kubectl.json(&["get", "nodes", "-o", "json"])["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| n["status"]["nodeInfo"]["kubeletVersion"].as_str())
+        .map(String::from)
+        .collect()
+}
+
 fn pdb(name: &str) -> String {
     format!(
         "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: {name}\n  namespace: default\n\
@@ -91,10 +105,10 @@ fn pdb(name: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_whole_roll_drains_real_nodes_and_keeps_a_budgeted_service_and_every_write() {
+async fn an_upgrade_rolls_real_nodes_with_drains_keeping_a_budgeted_service_and_every_write() {
     require_root();
     let cloud = LocalCloud::start_with(Options {
-        machines: Some(MachineOptions::default_release()),
+        machines: Some(MachineOptions::releases(&[FROM_VERSION, TO_VERSION])),
         ..Options::default()
     });
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -116,6 +130,32 @@ async fn a_whole_roll_drains_real_nodes_and_keeps_a_budgeted_service_and_every_w
         &format!("{}---\n{}", netexec("steady", 4, false), pdb("steady")),
     );
     kubectl.wait_pods_ready("app=steady", 4, SETTLE).await;
+    assert_eq!(
+        kubelet_versions(&kubectl),
+        [format!("v{FROM_VERSION}")].into()
+    );
+
+    // The upgrade, as an operator makes it: the stored spec's version changed, then applied.
+    let stored = ballast_cli_on(&cloud, CLUSTER)
+        .args(["get", "clusters", CLUSTER, "-o", "yaml"])
+        .output()
+        .expect("get clusters");
+    let yaml = String::from_utf8_lossy(&stored.stdout).replace(
+        &format!("kubernetesVersion: {FROM_VERSION}"),
+        &format!("kubernetesVersion: {TO_VERSION}"),
+    );
+    assert!(yaml.contains(TO_VERSION), "{yaml}");
+    let spec = dir.path().join("upgraded.yaml");
+    std::fs::write(&spec, yaml).expect("write the spec");
+    ballast_cli_on(&cloud, CLUSTER)
+        .args(["replace", "-f"])
+        .arg(&spec)
+        .assert()
+        .success();
+    ballast_cli_on(&cloud, CLUSTER)
+        .args(["update", "cluster", CLUSTER, "--yes"])
+        .assert()
+        .success();
     let before: BTreeSet<String> = cloud
         .powered_on()
         .into_iter()
@@ -167,7 +207,7 @@ async fn a_whole_roll_drains_real_nodes_and_keeps_a_budgeted_service_and_every_w
     let started = Instant::now();
     let roll = ballast_cli_on(&cloud, CLUSTER)
         .env("KUBECONFIG", &kubectl.kubeconfig)
-        .args(["rolling-update", "cluster", CLUSTER, "--force", "--yes"])
+        .args(["rolling-update", "cluster", CLUSTER, "--yes"])
         .args(["--drain-timeout", "5m", "--validation-timeout", "10m"])
         .timeout(Duration::from_secs(45 * 60))
         .output()
@@ -221,6 +261,17 @@ async fn a_whole_roll_drains_real_nodes_and_keeps_a_budgeted_service_and_every_w
     );
     kubectl.wait_nodes_ready(INSTANCES, SETTLE).await;
     kubectl.wait_pods_ready("app=steady", 4, SETTLE).await;
+    // Every node runs the new release's kubelet; the API servers answer as the new release.
+    assert_eq!(
+        kubelet_versions(&kubectl),
+        [format!("v{TO_VERSION}")].into()
+    );
+    let version = kubectl.json(&["version", "-o", "json"]);
+    assert_eq!(
+        version["serverVersion"]["gitVersion"],
+        format!("v{TO_VERSION}"),
+        "{version}"
+    );
 
     // The budget held: never fewer than 3 ready endpoints in any answered read.
     let watched = std::mem::take(&mut *watched.lock().expect("the watcher's record"));
