@@ -95,9 +95,13 @@ fn print_detail(error: &CommandError) {
 }
 
 /// Logs go to stderr. By default only Ballast's own warnings (and anyone's errors): the AWS SDK's and other
-/// libraries' warnings are their detail, shown from `-v` on, with Ballast's progress (`info`).
+/// libraries' warnings are their detail, shown from `-v` on, with Ballast's progress (`info`). The Kubernetes
+/// client logs every failed request as an error (`failed with error client error (Connect)`, each try while
+/// `validate --wait` waits for the API): Ballast reports those failures itself, naming what it was doing, so the
+/// client's own lines are shown only from `-v` on.
 const DEFAULT_FILTER: &str =
-    "error,ballast=warn,ballast_store=warn,ballast_state=warn,ballast_common=warn,ballast_drain=warn";
+    "error,kube_client=off,ballast=warn,ballast_store=warn,ballast_state=warn,\
+                              ballast_common=warn,ballast_drain=warn";
 
 fn init_logging(verbose: u8) {
     let default = match verbose {

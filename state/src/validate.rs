@@ -80,11 +80,36 @@ pub fn validate(config: &ClusterConfig) -> Vec<FieldError> {
     check_cluster_spec(&mut report, &cluster.spec);
     check_instance_groups(&mut errors, config);
     check_cilium(&mut errors, config);
+    check_kubenet(&mut errors, config);
     crate::irsa::validate::check(&mut errors, config);
     crate::autoscaler::check(&mut errors, config);
     crate::group_aws_rules::check(&mut errors, config);
     crate::group_volumes::check(&mut errors, config);
     errors
+}
+
+/// kubenet only with a public topology. Its routes to each node's pods are written by the AWS cloud controller
+/// manager's route controller, which writes into the one route table tagged for the cluster and fails when it finds
+/// more ("found multiple matching AWS route tables"): a private topology has one per zone beside the public
+/// subnets'. Accepting it would render a cluster whose pods cannot reach each other across nodes.
+fn check_kubenet(errors: &mut Vec<FieldError>, config: &ClusterConfig) {
+    let cluster = &config.cluster;
+    if cluster.spec.networking != Some(Networking::Kubenet)
+        || cluster.spec.topology != Some(Topology::Private)
+    {
+        return;
+    }
+    let mut report = Report {
+        object: format!("{KIND_CLUSTER}/{}", cluster.metadata.name),
+        errors,
+    };
+    report.error(
+        "spec.networking",
+        "kubenet needs `topology: public`: its routes to each node's pods are written by the AWS cloud controller \
+         manager into the one route table tagged for the cluster, and a private topology has one per zone, so no \
+         route would be written and pods on different nodes could not reach each other; use `topology: public`, or \
+         a CNI (`cilium`, `amazonvpc`) with the private topology",
+    );
 }
 
 /// `spec.cilium` only with Cilium, and native routing refused for now. Native routing would need two things

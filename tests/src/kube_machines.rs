@@ -149,6 +149,18 @@ impl Kubectl {
         self.run(&["apply", "-f", &path.display().to_string()]);
     }
 
+    /// The Ready nodes' names, and how many nodes there are.
+    pub fn ready_nodes(&self) -> (std::collections::BTreeSet<String>, usize) {
+        let nodes = self.json(&["get", "nodes", "-o", "json"]);
+        let items = nodes["items"].as_array().cloned().unwrap_or_default();
+        let ready = items
+            .iter()
+            .filter(|n| is_ready(n))
+            .filter_map(|n| n["metadata"]["name"].as_str().map(String::from))
+            .collect();
+        (ready, items.len())
+    }
+
     /// Waits until `count` Nodes exist and all are Ready; returns them (`kubectl get nodes -o json`).
     pub async fn wait_nodes_ready(&self, count: usize, limit: Duration) -> serde_json::Value {
         wait_until(limit, "every node registered and Ready", || async {
@@ -194,6 +206,24 @@ impl Kubectl {
         })
         .await
     }
+}
+
+/// Of reads made one after another (when, answered), the longest time from an unanswered read to the next
+/// answered one, and how many went unanswered.
+pub fn longest_gap(reads: &[(std::time::Instant, bool)]) -> (Duration, usize) {
+    let mut longest = Duration::ZERO;
+    let mut since: Option<std::time::Instant> = None;
+    for (at, ok) in reads {
+        match (ok, since) {
+            (false, None) => since = Some(*at),
+            (true, Some(from)) => {
+                longest = longest.max(at.duration_since(from));
+                since = None;
+            }
+            _ => {}
+        }
+    }
+    (longest, reads.iter().filter(|(_, ok)| !ok).count())
 }
 
 /// The kubectl built here for the cluster's release (`go/kube/<minor>`).

@@ -10,6 +10,10 @@
 //! the API acknowledged (a ConfigMap created every 200 ms, stored in etcd) is there after it. Reads and writes the
 //! API did not answer while a control-plane instance was going are counted and printed, not hidden.
 //!
+//! Then a control-plane instance is power-cut through EC2: its replacement's node becomes Ready, etcd heals to
+//! three voting members and `validate` passes, and the API answers through its load balancer afterwards; the
+//! longest time it went unanswered (read every 200 ms) is printed.
+//!
 //! Needs root, the Go builds and the emulator (`tools/install-deps`); fails, never skips.
 
 use std::collections::BTreeSet;
@@ -18,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ballast_e2e::image::require_root;
-use ballast_e2e::kube_machines::{create_kubenet_cluster, netexec, Kubectl};
+use ballast_e2e::kube_machines::{create_kubenet_cluster, longest_gap, netexec, Kubectl};
 use ballast_e2e::lifecycle::{FROM_VERSION, TO_VERSION};
 use ballast_e2e::localcloud::{LocalCloud, MachineOptions, Options};
 use ballast_e2e::operator::{ballast_cli_on, validate_checks, ZONES};
@@ -290,7 +294,7 @@ async fn an_upgrade_rolls_real_nodes_with_drains_keeping_a_budgeted_service_and_
 
     // No acknowledged write was lost.
     let written = std::mem::take(&mut *written.lock().expect("the writer's record"));
-    let maps: Api<ConfigMap> = Api::namespaced(client, "default");
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let stored: BTreeSet<String> = maps
         .list(&ListParams::default())
         .await
@@ -314,4 +318,84 @@ async fn an_upgrade_rolls_real_nodes_with_drains_keeping_a_budgeted_service_and_
         "the writer wrote too little"
     );
     assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
+
+    // A control-plane instance loses power: its group replaces it, the replacement's node becomes Ready and
+    // etcd heals, while the API keeps answering through its load balancer (the other two API servers); how long
+    // it went unanswered, if at all, is measured and printed.
+    let (ready_before, _) = kubectl.ready_nodes();
+    let victim = cloud
+        .powered_on()
+        .into_iter()
+        .find(|r| {
+            r.autoscaling_group
+                .as_deref()
+                .is_some_and(|g| g.starts_with("control-plane-"))
+        })
+        .expect("a control-plane instance");
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = tokio::spawn({
+        let (stop, client) = (stop.clone(), client.clone());
+        async move {
+            let mut reads: Vec<(Instant, bool)> = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let request = http::Request::get("/readyz")
+                    .body(Vec::new())
+                    .expect("a request");
+                let ok = client
+                    .request_text(request)
+                    .await
+                    .is_ok_and(|t| t.trim() == "ok");
+                reads.push((Instant::now(), ok));
+                tokio::time::sleep(EVERY).await;
+            }
+            reads
+        }
+    });
+    let cut = Instant::now();
+    cloud
+        .terminate(
+            std::slice::from_ref(&victim.instance_id),
+            ballast_e2e::localcloud::Termination::PowerCut,
+        )
+        .await;
+    wait_until(SETTLE, "the replacement's node Ready", || async {
+        let (ready, total) = kubectl.ready_nodes();
+        let new = ready.iter().filter(|n| !ready_before.contains(*n)).count();
+        if new == 1 && ready.len() == INSTANCES {
+            Ok(())
+        } else {
+            Err(format!("{} of {total} Ready, {new} new", ready.len()))
+        }
+    })
+    .await;
+    let replaced = cut.elapsed();
+    let healed = wait_until(SETTLE, "etcd healed and validate passing", || async {
+        let checks = validate_checks(&cloud, CLUSTER);
+        if checks.values().all(|(ok, _)| *ok)
+            && checks
+                .get("etcd")
+                .is_some_and(|(_, r)| r.contains("3 voting members of 3"))
+        {
+            Ok(checks)
+        } else {
+            Err(format!("{checks:?}"))
+        }
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    let reads = reader.await.expect("the reader");
+    let (gap, unanswered) = longest_gap(&reads);
+    println!(
+        "power cut of {}: its replacement's node Ready in {:.0} s; /readyz through the load balancer: {} reads, \
+         {unanswered} unanswered, the longest run unanswered {:.1} s; {}",
+        victim.instance_id,
+        replaced.as_secs_f64(),
+        reads.len(),
+        gap.as_secs_f64(),
+        healed["etcd"].1
+    );
+    assert!(
+        reads.last().is_some_and(|(_, ok)| *ok),
+        "the API does not answer after the power cut"
+    );
 }
