@@ -236,7 +236,7 @@ async fn a_cluster_of_machines_runs_the_kubernetes_control_plane() {
         );
     }
 
-    // CoreDNS runs, on the workers (the control plane is tainted), with its pods on kubenet's bridge.
+    // CoreDNS runs, its pods on kubenet's bridge.
     wait_until(SETTLE, "CoreDNS available", || async {
         let available = kubectl.try_run(&[
             "get",
