@@ -24,7 +24,8 @@ fn the_local_clouds_image_bakes_the_components_and_images_built_here() {
     let install = source.install_into(&rootfs);
     let report = text(&install);
     assert!(install.status.success(), "install.sh failed: {report}");
-    // The static pods' images of this release, kube-proxy's, the cloud controller manager's, CoreDNS's, pause's.
+    // The static pods' images of this release, kube-proxy's, the cloud controller manager's, CoreDNS's, pause's,
+    // and agnhost's, the tests' workload.
     for program in [
         "kube-apiserver",
         "kube-controller-manager",
@@ -38,7 +39,15 @@ fn the_local_clouds_image_bakes_the_components_and_images_built_here() {
             source.image_digests
         );
     }
-    assert_eq!(source.image_digests.len(), 7, "{:?}", source.image_digests);
+    assert!(
+        source
+            .image_digests
+            .keys()
+            .any(|r| r.starts_with("registry.k8s.io/e2e-test-images/agnhost:")),
+        "agnhost is not among the local cloud's images: {:?}",
+        source.image_digests
+    );
+    assert_eq!(source.image_digests.len(), 8, "{:?}", source.image_digests);
     for (reference, digest) in &source.image_digests {
         let repository = reference
             .rsplit_once(':')

@@ -273,8 +273,17 @@ async fn a_cluster_of_machines_runs_the_kubernetes_control_plane() {
     let answer = kubectl.json(&["get", "--raw", &dial(b_ip, 8080)]);
     assert_eq!(answer["responses"], serde_json::json!([b]), "{answer}");
     // A Service's name resolves from a pod (CoreDNS, through the pod's resolv.conf and its search domains), and
-    // kube-proxy carries its ClusterIP to one of the pods.
-    let answer = kubectl.json(&["get", "--raw", &dial("web", 80)]);
+    // kube-proxy carries its ClusterIP to one of the pods, once it has programmed the new Service (until then the
+    // ClusterIP refuses).
+    let answer = wait_until(SETTLE, "the Service answering from a pod", || async {
+        let answer = kubectl.json(&["get", "--raw", &dial("web", 80)]);
+        if answer["responses"].is_array() {
+            Ok(answer)
+        } else {
+            Err(answer.to_string())
+        }
+    })
+    .await;
     let responses = answer["responses"].as_array().cloned().unwrap_or_default();
     assert!(
         responses.len() == 1 && (responses[0] == a.as_str() || responses[0] == b.as_str()),
