@@ -105,11 +105,18 @@ impl LocalAmiSource {
                             .unwrap_or_else(|e| panic!("staging {}: {e}", to.display()));
                         entries.insert(inside.split('/').next().unwrap_or(inside).to_string());
                     }
+                    // Reproducible, so the bake's key is the same for the same programs: entries sorted, dated
+                    // 1970 (the staged copies are dated now), gzip without a name or time.
                     run_ok(
                         Command::new("tar")
+                            .args([
+                                "--sort=name",
+                                "--mtime=@0",
+                                "--use-compress-program=gzip -n",
+                            ])
                             .args(["--owner=0", "--group=0", "--numeric-owner", "-C"])
                             .arg(&stage)
-                            .arg("-czf")
+                            .arg("-cf")
                             .arg(dir.path().join(&file))
                             .args(&entries),
                         &format!("packing {file}"),
